@@ -1,0 +1,1 @@
+"""lightning-hooks: run legacy training hooks unchanged inside lightning.Trainer."""

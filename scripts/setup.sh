@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Create .venv and install lightning-hooks with the legacy frameworks its demo and tests drive.
+#   bash scripts/setup.sh        -> runtime + legacy hook libraries (for the demo)
+#   bash scripts/setup.sh test   -> the same plus the test dependencies
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras=legacy
+[ "${1:-}" = test ] && extras=legacy,test
+"${PYTHON:-python3}" -m venv .venv
+pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+"${pip[@]}" --upgrade "pip>=25.3"  # --build-constraint appeared in pip 25.3
+# torch is pinned so that the local CPU wheel is used instead of the newest CUDA build.
+"${pip[@]}" --build-constraint scripts/build-constraints.txt torch==2.13.0 -e ".[$extras]"
+# classy-vision and imix pin ancient torch/torchvision: install the packages alone; their hooks'
+# real imports come from the `legacy` extra.
+"${pip[@]}" --no-deps classy-vision==0.7.0 imix==0.1.0
