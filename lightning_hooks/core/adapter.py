@@ -1,0 +1,179 @@
+"""The adapter callback every family shares: ordering, per-event dispatch plans, error notes and checkpoint state."""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import Callback
+
+from lightning_hooks.core.events import EventTable, Mount
+from lightning_hooks.core.facade import Facade
+
+Call = tuple[Any, Callable[..., Any]]
+Step = tuple[Mount, Callable[[], bool] | None, tuple[Call, ...]]
+
+
+class LegacyHookAdapter(Callback):
+    """One Lightning callback that drives a list of legacy hooks of one family through its host facade.
+
+    Subclasses set ``family``, ``events`` (the family's :class:`EventTable`), implement :meth:`base_classes`, build
+    ``self.host`` (a :class:`Facade`) and call :meth:`fire` from their Lightning methods. Hooks are ordered once by
+    :meth:`order`; for every event the adapter keeps only the hooks that override each mount point, so N hooks cost
+    one Lightning callback plus one Python call per hook that does something.
+    """
+
+    family: ClassVar[str]
+    events: ClassVar[EventTable]
+    #: mount point -> helper methods whose override also makes the mount point active (MMEngine's ``_before_iter``).
+    delegates: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: functions that count as "not overridden" besides the base classes' own (Classy's ``ClassyHook._noop``).
+    noops: ClassVar[tuple[Callable[..., Any], ...]] = ()
+
+    def __init__(self, hooks: Any | Sequence[Any]) -> None:
+        hooks = list(hooks) if isinstance(hooks, (list, tuple)) else [hooks]
+        if not hooks:
+            raise ValueError(f"{type(self).__name__} needs at least one {self.family} hook")
+        bases = self.base_classes()
+        for hook in hooks:
+            if not isinstance(hook, bases):
+                raise TypeError(
+                    f"{type(self).__name__} cannot drive {hook!r} ({type(hook).__module__}.{type(hook).__qualname__}): "
+                    f"it is not a {self.family} hook. Accepted base classes: {_names(bases)}."
+                )
+        self.hooks: list[Any] = self.order(hooks)
+        self.host: Facade
+        self.fired: Counter[str] = Counter()
+        self._host_args: tuple[Any, ...] = ()
+        self._trainer: pl.Trainer | None = None
+        self._plan: dict[str, tuple[Step, ...]] = {}
+
+    # ----------------------------------------------------------------------------------------- family contract
+    @classmethod
+    def base_classes(cls) -> tuple[type, ...]:
+        """The classes a hook of this family derives from (real legacy bases that are imported, plus compat ones)."""
+        raise NotImplementedError
+
+    def order(self, hooks: list[Any]) -> list[Any]:
+        """The family's own ordering rule; list order by default."""
+        return hooks
+
+    def active(self, hook: Any, mount: str) -> bool:
+        """Whether ``hook`` does something at ``mount``: it overrides the mount point or one of its delegates."""
+        return any(self._overrides(hook, name) for name in (mount, *self.delegates.get(mount, ())))
+
+    def _overrides(self, hook: Any, name: str) -> bool:
+        fn = getattr(type(hook), name, None)
+        if fn is None:
+            return False
+        defaults = {getattr(base, name, None) for base in self.base_classes()} | set(self.noops)
+        return fn not in defaults
+
+    # ---------------------------------------------------------------------------------------------- dispatch
+    def _build_plan(self, host_args: tuple[Any, ...]) -> None:
+        """Precompute, per Lightning event, the rows that have at least one active hook. Call once the host exists."""
+        self._host_args = host_args
+        plan: dict[str, list[Step]] = {}
+        for row in self.events.rows:
+            calls = tuple((h, getattr(h, row.mount)) for h in self.hooks if self.active(h, row.mount))
+            if calls:
+                when = getattr(self, row.when) if row.when else None
+                plan.setdefault(row.event, []).append((row, when, calls))
+        self._plan = {event: tuple(steps) for event, steps in plan.items()}
+
+    def fire(self, event: str, **context: Any) -> None:
+        """Call, in table order, every mount point ``event`` fires, with the arguments its row names."""
+        for row, when, calls in self._plan.get(event, ()):
+            if when is not None and not when():
+                continue
+            kwargs = {name: context[name] for name in row.args}
+            self.fired[row.mount] += 1
+            hook = None
+            try:
+                for hook, fn in calls:
+                    fn(*self._host_args, **kwargs)
+            except Exception as err:
+                err.add_note(self._where(hook, row))
+                raise
+
+    def _where(self, hook: Any, row: Mount) -> str:
+        trainer = self._trainer
+        at = f"epoch {trainer.current_epoch}, global step {trainer.global_step}" if trainer is not None else "before setup"
+        return (
+            f"[lightning-hooks] raised by {self.family} hook {type(hook).__qualname__} in mount point '{row.mount}' "
+            f"(Lightning event '{row.event}', {at})"
+        )
+
+    def mount_counts(self, hook: Any) -> dict[str, int]:
+        """How often each mount point ``hook`` implements has fired so far."""
+        return {m: self.fired[m] for m in self.events.mount_points() if self.active(hook, m) and self.fired[m]}
+
+    # ------------------------------------------------------------------------------------------ lightning glue
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._trainer = trainer
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        """Forward the failure to hooks with an ``on_exception`` mount point; their own errors only warn."""
+        for row, _, calls in self._plan.get("on_exception", ()):
+            kwargs = {"exception": exception} if "exception" in row.args else {}
+            for hook, fn in calls:
+                try:
+                    fn(*self._host_args, **kwargs)
+                except Exception as err:  # the original exception must reach the user
+                    warnings.warn(f"{self._where(hook, row)} while handling {exception!r}: {err!r}", stacklevel=2)
+
+    # ------------------------------------------------------------------------------------------- checkpoint state
+    @property
+    def state_key(self) -> str:
+        return self._generate_state_key(hooks=[type(h).__qualname__ for h in self.hooks])
+
+    def hook_keys(self) -> list[str]:
+        """Stable per-hook keys: the class name, suffixed with ``#n`` when a class repeats."""
+        seen: Counter[str] = Counter()
+        keys = []
+        for hook in self.hooks:
+            name = type(hook).__qualname__
+            keys.append(f"{name}#{seen[name]}" if seen[name] else name)
+            seen[name] += 1
+        return keys
+
+    def hook_state(self, hook: Any) -> Any:
+        """State of one hook to save in the Lightning checkpoint; ``None`` when the family keeps none per hook."""
+        return None
+
+    def load_hook_state(self, hook: Any, state: Any) -> None:
+        raise NotImplementedError
+
+    def host_state(self) -> dict[str, Any]:
+        """State of the facade (counters, message hubs, log buffers)."""
+        return {}
+
+    def load_host_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`host_state`."""
+
+    def state_dict(self) -> dict[str, Any]:
+        hooks = {k: s for k, h in zip(self.hook_keys(), self.hooks) if (s := self.hook_state(h)) is not None}
+        return {"family": self.family, "hooks": hooks, "host": self.host_state()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        family = state_dict.get("family")
+        if family != self.family:
+            raise ValueError(
+                f"{type(self).__name__} ({self.state_key}) was given checkpoint state written by a {family!r} adapter. "
+                f"Resume with the same adapters and hooks the checkpoint was written with."
+            )
+        saved = state_dict.get("hooks", {})
+        for key, hook in zip(self.hook_keys(), self.hooks):
+            if key in saved:
+                self.load_hook_state(hook, saved[key])
+        unknown = saved.keys() - set(self.hook_keys())
+        if unknown:
+            warnings.warn(f"{type(self).__name__}: checkpoint holds state of hooks not in this adapter: {sorted(unknown)}")
+        self.load_host_state(state_dict.get("host", {}))
+
+
+def _names(classes: Iterable[type]) -> str:
+    return ", ".join(f"{c.__module__}.{c.__qualname__}" for c in classes)

@@ -1,0 +1,5 @@
+"""iMIX hooks inside lightning.Trainer."""
+
+from lightning_hooks.families.imix.adapter import IMIXAdapter
+
+__all__ = ["IMIXAdapter"]
