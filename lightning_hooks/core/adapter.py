@@ -45,6 +45,8 @@ class LegacyHookAdapter(Callback):
                     f"it is not a {self.family} hook. Accepted base classes: {_names(bases)}."
                 )
         self.hooks: list[Any] = self.order(hooks)
+        # Lightning formats state_key into a profiler action name on every hook call: compute it once.
+        self._state_key = self._generate_state_key(hooks=[type(h).__qualname__ for h in self.hooks])
         self.host: Facade
         self.fired: Counter[str] = Counter()
         self._host_args: tuple[Any, ...] = ()
@@ -89,7 +91,8 @@ class LegacyHookAdapter(Callback):
         for row, when, calls in self._plan.get(event, ()):
             if when is not None and not when():
                 continue
-            kwargs = {name: context[name] for name in row.args}
+            # Rows name a subset of the context: equal sizes mean the context itself can be passed.
+            kwargs = context if len(row.args) == len(context) else {name: context[name] for name in row.args}
             self.fired[row.mount] += 1
             hook = None
             try:
@@ -128,7 +131,7 @@ class LegacyHookAdapter(Callback):
     # ------------------------------------------------------------------------------------------- checkpoint state
     @property
     def state_key(self) -> str:
-        return self._generate_state_key(hooks=[type(h).__qualname__ for h in self.hooks])
+        return self._state_key
 
     def hook_keys(self) -> list[str]:
         """Stable per-hook keys: the class name, suffixed with ``#n`` when a class repeats."""

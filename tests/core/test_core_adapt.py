@@ -1,0 +1,70 @@
+"""adapt(): family detection, grouping, routing of host options and errors for bad input."""
+
+from __future__ import annotations
+
+import classy_vision.hooks as classy_hooks
+import imix.engine.hooks as imix_hooks
+import mmengine.hooks as mm_hooks
+import pytest
+
+from lightning_hooks import ClassyAdapter, IMIXAdapter, MMEngineAdapter, adapt
+from lightning_hooks.compat import classy as compat_classy
+from lightning_hooks.compat import imix as compat_imix
+
+
+class VisslStyleHook(compat_classy.ClassyHook):
+    """Written against VISSL's mount points without classy_vision."""
+
+    on_start = on_phase_start = on_step = on_phase_end = on_end = compat_classy.ClassyHook._noop
+
+    def on_forward(self, task):
+        pass
+
+
+class CompatImixHook(compat_imix.HookBase):
+    def after_train_iter(self):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("hook", "adapter"),
+    [
+        (mm_hooks.IterTimerHook(), MMEngineAdapter),
+        (mm_hooks.EMAHook(), MMEngineAdapter),
+        (classy_hooks.LossLrMeterLoggingHook(), ClassyAdapter),
+        (VisslStyleHook(), ClassyAdapter),
+        (imix_hooks.IterationTimerHook(), IMIXAdapter),
+        (CompatImixHook(), IMIXAdapter),
+    ],
+    ids=lambda v: type(v).__name__ if not isinstance(v, type) else v.__name__,
+)
+def test_family_detected_from_real_and_compat_base_classes(hook, adapter):
+    [callback] = adapt(hook)
+    assert type(callback) is adapter
+    assert callback.hooks == [hook]
+
+
+def test_mixed_families_give_one_adapter_per_family_in_first_seen_order(tmp_path):
+    timer, ema = mm_hooks.IterTimerHook(), mm_hooks.EMAHook()
+    meter = classy_hooks.LossLrMeterLoggingHook()
+    imix_timer = imix_hooks.IterationTimerHook()
+    callbacks = adapt([meter, timer, imix_timer, ema], work_dir=tmp_path, by_epoch=False)
+    assert [type(c) for c in callbacks] == [ClassyAdapter, MMEngineAdapter, IMIXAdapter]
+    assert callbacks[1].hooks == [timer, ema]  # both NORMAL priority: registration order
+    assert callbacks[1].runner.work_dir == str(tmp_path)
+    assert callbacks[2].trainer.work_dir == str(tmp_path) and callbacks[2].trainer.by_epoch is False
+
+
+def test_unknown_object_names_object_and_accepted_bases():
+    with pytest.raises(TypeError, match=r"'not a hook'.*builtins\.str.*mmengine\.hooks\.Hook.*ClassyHook.*HookBase"):
+        adapt([mm_hooks.IterTimerHook(), "not a hook"])
+
+
+def test_option_no_adapter_accepts_is_an_error_naming_it():
+    with pytest.raises(TypeError, match=r"\['gradient_accumulation_steps'\].*MMEngineAdapter"):
+        adapt(mm_hooks.IterTimerHook(), gradient_accumulation_steps=2)
+
+
+def test_family_adapter_rejects_a_hook_of_another_family():
+    with pytest.raises(TypeError, match=r"MMEngineAdapter cannot drive .*IterationTimerHook.*not a mmengine hook"):
+        MMEngineAdapter([mm_hooks.IterTimerHook(), imix_hooks.IterationTimerHook()])

@@ -1,0 +1,161 @@
+"""Ordering by each family's priority rule, dispatch to overriding hooks only, and errors raised inside hooks."""
+
+from __future__ import annotations
+
+import types
+
+import classy_vision.hooks as classy_hooks
+import imix.engine.hooks as imix_hooks
+import lightning.pytorch as pl
+import mmengine.hooks as mm_hooks
+import pytest
+from lh_testing import TinyModule, tiny_loader
+from mmengine.runner import Runner as MMRunner
+
+from lightning_hooks import ClassyAdapter, IMIXAdapter, MMEngineAdapter
+from lightning_hooks.compat import classy as compat_classy
+
+
+class Named(mm_hooks.Hook):
+    def __init__(self, tag, priority):
+        self.tag, self.priority = tag, priority
+
+
+def test_mmengine_order_equals_real_runner_register_hook():
+    hooks = [
+        Named("a", "NORMAL"), Named("b", 10), Named("c", "LOWEST"), Named("d", "normal"),
+        Named("e", 0), Named("f", 50), Named("g", "VERY_HIGH"),
+    ]  # fmt: skip
+    runner = types.SimpleNamespace(_hooks=[])
+    for hook in hooks:
+        MMRunner.register_hook(runner, hook)
+    assert [h.tag for h in MMEngineAdapter(hooks).hooks] == [h.tag for h in runner._hooks]
+
+
+class Leveled(imix_hooks.HookBase):
+    def __init__(self, tag, level):
+        super().__init__()
+        self.tag, self.level = tag, level
+
+
+def test_imix_order_follows_imix_insertion_rule():
+    levels = [imix_hooks.PriorityStatus.NORMAL, 20, imix_hooks.PriorityStatus.LOWEST, 30, 0]
+    hooks = [Leveled(str(i), lv) for i, lv in enumerate(levels)]
+    engine = []  # iMIX's add_custom_hooks: insert after the last hook whose level <= the new one's
+    for hook in hooks:
+        idx = next((len(engine) - i for i, h in enumerate(reversed(engine)) if h.level.value <= hook.level.value), 0)
+        engine.insert(idx, hook)
+    assert [h.tag for h in IMIXAdapter(hooks).hooks] == [h.tag for h in engine] == ["4", "1", "0", "3", "2"]
+
+
+def test_classy_order_keeps_list_order_with_checkpoint_hook_last(tmp_path):
+    ckpt = classy_hooks.CheckpointHook(str(tmp_path), input_args={})
+    meter, ema = classy_hooks.LossLrMeterLoggingHook(), classy_hooks.ExponentialMovingAverageModelHook(decay=0.9)
+    assert ClassyAdapter([ckpt, meter, ema]).hooks == [meter, ema, ckpt]
+
+
+class AfterIterOnly(mm_hooks.Hook):
+    def __init__(self):
+        self.iters = []
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        self.iters.append(batch_idx)
+
+
+class BeforeIterDelegate(mm_hooks.Hook):
+    """Like IterTimerHook: active at before_{train,val,test}_iter only through the base class' _before_iter."""
+
+    def __init__(self):
+        self.seen = []
+
+    def _before_iter(self, runner, batch_idx, data_batch=None, mode="train"):
+        self.seen.append((mode, batch_idx))
+
+
+def test_only_hooks_overriding_a_mount_point_are_called(monkeypatch, trainer_kwargs):
+    calls = []
+    for mount in ("before_train", "before_train_epoch", "after_train_epoch", "before_run", "after_run"):
+        original = getattr(mm_hooks.Hook, mount)
+        monkeypatch.setattr(mm_hooks.Hook, mount, lambda self, *a, _m=mount, _o=original, **k: calls.append(_m))
+    hook, delegating = AfterIterOnly(), BeforeIterDelegate()
+    adapter = MMEngineAdapter([hook, delegating])
+    pl.Trainer(max_epochs=2, limit_val_batches=0, callbacks=[adapter], **trainer_kwargs).fit(TinyModule(), tiny_loader())
+    assert hook.iters == [0, 1, 2, 3] * 2
+    assert calls == []  # no hook overrides these (nor their _before/_after_epoch delegates): never dispatched
+    assert delegating.seen == [("train", i) for i in range(4)] * 2  # mmengine's before_train_iter -> _before_iter
+    assert adapter.mount_counts(hook) == {"after_train_iter": 8}
+
+
+class ClassyNoop(compat_classy.ClassyHook):
+    on_start = on_phase_start = on_phase_end = on_end = compat_classy.ClassyHook._noop
+
+    def __init__(self):
+        super().__init__()
+        self.steps = 0
+
+    def on_step(self, task):
+        self.steps += 1
+
+
+def test_classy_noop_mount_points_are_not_dispatched(trainer_kwargs):
+    hook = ClassyNoop()
+    adapter = ClassyAdapter([hook])
+    pl.Trainer(max_steps=3, limit_val_batches=0, callbacks=[adapter], **trainer_kwargs).fit(TinyModule(), tiny_loader())
+    assert hook.steps == 3
+    assert dict(adapter.fired) == {"on_step": 3}  # on_start, on_phase_start, ... = ClassyHook._noop never fire
+
+
+class Boom(mm_hooks.Hook):
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+        if batch_idx == 2:
+            raise ValueError("boom")
+
+
+class Witness(mm_hooks.Hook):
+    def __init__(self):
+        self.exceptions = []
+
+    def on_exception(self, runner, exception):
+        self.exceptions.append(exception)
+
+
+def test_hook_exception_keeps_type_and_gets_a_note_naming_hook_mount_epoch_step(trainer_kwargs):
+    witness = Witness()
+    trainer = pl.Trainer(max_epochs=3, callbacks=[MMEngineAdapter([Boom(), witness])], **trainer_kwargs)
+    with pytest.raises(ValueError, match="boom") as info:
+        trainer.fit(TinyModule(), tiny_loader(), tiny_loader())
+    note = "\n".join(info.value.__notes__)
+    assert "mmengine hook Boom in mount point 'after_train_iter'" in note
+    assert "Lightning event 'on_train_batch_end'" in note and "epoch 0, global step 3" in note
+    assert witness.exceptions == [info.value]
+
+
+class VisslOnException(compat_classy.ClassyHook):
+    on_start = on_phase_start = on_step = on_phase_end = on_end = compat_classy.ClassyHook._noop
+
+    def __init__(self, fail=False):
+        super().__init__()
+        self.fail, self.seen = fail, []
+
+    def on_exception(self, task):
+        self.seen.append(task.phase_type)
+        if self.fail:
+            raise RuntimeError("cleanup failed")
+
+    @classmethod
+    def name(cls):
+        return f"{cls.__name__}"
+
+
+class FailingStep(TinyModule):
+    def training_step(self, batch, batch_idx):
+        raise KeyError("bad batch")
+
+
+def test_on_exception_reaches_hooks_and_their_own_failure_does_not_mask_the_error(trainer_kwargs):
+    failing, ok = VisslOnException(fail=True), type("Second", (VisslOnException,), {})()
+    trainer = pl.Trainer(max_steps=2, callbacks=[ClassyAdapter([failing, ok])], **trainer_kwargs)
+    with pytest.warns(UserWarning, match="VisslOnException in mount point 'on_exception'.*cleanup failed"):
+        with pytest.raises(KeyError, match="bad batch"):
+            trainer.fit(FailingStep(), tiny_loader())
+    assert failing.seen == ok.seen == ["train"]

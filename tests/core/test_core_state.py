@@ -1,0 +1,59 @@
+"""Hook and facade state travel through real Lightning checkpoints, one state entry per adapter instance."""
+
+from __future__ import annotations
+
+import lightning.pytorch as pl
+import torch
+from lh_testing import TinyModule, tiny_loader
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+from lightning_hooks import ClassyAdapter
+from lightning_hooks.compat import classy as compat_classy
+
+
+class StepCounter(compat_classy.ClassyHook):
+    on_phase_start = on_phase_end = on_end = compat_classy.ClassyHook._noop
+
+    def __init__(self):
+        super().__init__()
+        self.state.steps = 0
+        self.steps_at_start = None
+
+    def on_start(self, task):
+        self.steps_at_start = self.state.steps
+
+    def on_step(self, task):
+        if task.train:
+            self.state.steps += 1
+
+
+class PhaseCounter(StepCounter):
+    def on_step(self, task):
+        self.state.steps += 10
+
+
+def _fit(tmp_path, max_epochs, ckpt_path=None):
+    hooks = StepCounter(), PhaseCounter()
+    adapters = [ClassyAdapter([hooks[0]]), ClassyAdapter([hooks[1]])]  # two adapters of one family
+    checkpoint = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)
+    trainer = pl.Trainer(
+        max_epochs=max_epochs, callbacks=[*adapters, checkpoint], default_root_dir=tmp_path, logger=False,
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+    )  # fmt: skip
+    trainer.fit(TinyModule(), tiny_loader(), tiny_loader(n=4), ckpt_path=ckpt_path)
+    return hooks, adapters, trainer
+
+
+def test_state_round_trips_through_a_lightning_checkpoint_and_resume(tmp_path):
+    (step, phase), adapters, _ = _fit(tmp_path / "a", max_epochs=1)
+    assert adapters[0].state_key != adapters[1].state_key
+    last = tmp_path / "a" / "ckpt" / "last.ckpt"
+    saved = torch.load(last, weights_only=True)["callbacks"]  # plain containers only
+    assert saved[adapters[0].state_key]["hooks"] == {"StepCounter": {"steps": 4}}
+    assert saved[adapters[1].state_key]["hooks"] == {"PhaseCounter": {"steps": 60}}  # 4 train + 2 val batches
+
+    (step2, phase2), resumed, _ = _fit(tmp_path / "b", max_epochs=2, ckpt_path=last)
+    (step3, phase3), _, _ = _fit(tmp_path / "c", max_epochs=2)  # uninterrupted reference
+    assert (step2.steps_at_start, phase2.steps_at_start) == (4, 60)
+    assert (step2.state.steps, phase2.state.steps) == (step3.state.steps, phase3.state.steps) == (8, 120)
+    assert resumed[0].task.train_phase_idx == 1 and resumed[0].task.phase_idx == 3
