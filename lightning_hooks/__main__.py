@@ -1,0 +1,3 @@
+from lightning_hooks.cli import main
+
+main()
