@@ -60,17 +60,28 @@ class DemoNet(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
 
 
-def synthetic_loaders(n_train: int = 512, n_val: int = 128, batch_size: int = 32) -> tuple[DataLoader, DataLoader]:
-    g = torch.Generator().manual_seed(0)
-    teacher = nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 4))
-    with torch.no_grad():
-        for p in teacher.parameters():
-            p.copy_(torch.randn(p.shape, generator=g))
-        x = torch.randn(n_train + n_val, 3, 16, 16, generator=g) * 2 + 0.5
-        y = teacher(x).argmax(1)
-    train = DataLoader(TensorDataset(x[:n_train], y[:n_train]), batch_size=batch_size, shuffle=True, generator=g)
-    val = DataLoader(TensorDataset(x[n_train:], y[n_train:]), batch_size=batch_size)
-    return train, val
+class SyntheticData(pl.LightningDataModule):
+    """Random 3x16x16 images labelled (4 classes) by a fixed random teacher network; deterministic."""
+
+    def __init__(self, n_train: int = 512, n_val: int = 128, batch_size: int = 32) -> None:
+        super().__init__()
+        self.n_train, self.n_val, self.batch_size = n_train, n_val, batch_size
+        g = torch.Generator().manual_seed(0)
+        teacher = nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 4))
+        with torch.no_grad():
+            for p in teacher.parameters():
+                p.copy_(torch.randn(p.shape, generator=g))
+            self.x = torch.randn(n_train + n_val, 3, 16, 16, generator=g) * 2 + 0.5
+            self.y = teacher(self.x).argmax(1)
+
+    def train_dataloader(self) -> DataLoader:
+        data = TensorDataset(self.x[: self.n_train], self.y[: self.n_train])
+        return DataLoader(data, batch_size=self.batch_size, shuffle=True, generator=torch.Generator().manual_seed(0))
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(TensorDataset(self.x[self.n_train :], self.y[self.n_train :]), batch_size=self.batch_size)
+
+    test_dataloader = val_dataloader
 
 
 Probe = Callable[[Any, "Run"], str]
@@ -126,14 +137,13 @@ def run(out: Path, max_epochs: int = 3, progress_bar: bool = True) -> list[list[
             hooks.append(hook)
             probes[id(hook)] = probe
     adapters = adapt(hooks, work_dir=out)
-    model = DemoNet()
-    train, val = synthetic_loaders()
+    model, data = DemoNet(), SyntheticData()
     trainer = pl.Trainer(
         max_epochs=max_epochs, callbacks=list(adapters), default_root_dir=out, accelerator="cpu", devices=1, logger=False,
         enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=progress_bar,
     )  # fmt: skip
-    trainer.fit(model, train, val)
-    result = Run(model, val, out, adapters)
+    trainer.fit(model, data)
+    result = Run(model, data.val_dataloader(), out, adapters)
     rows = []
     for adapter in adapters:
         for hook in adapter.hooks:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from lightning_hooks.core.events import EventTable, Mount
 from lightning_hooks.core.facade import Facade
@@ -34,7 +35,8 @@ class LegacyHookAdapter(Callback):
     noops: ClassVar[tuple[Callable[..., Any], ...]] = ()
 
     def __init__(self, hooks: Any | Sequence[Any]) -> None:
-        hooks = list(hooks) if isinstance(hooks, (list, tuple)) else [hooks]
+        hooks = list(hooks) if isinstance(hooks, (list, tuple, ListConfig)) else [hooks]
+        hooks = [self.build_hook(_plain(h)) if isinstance(h, Mapping) else h for h in hooks]
         if not hooks:
             raise ValueError(f"{type(self).__name__} needs at least one {self.family} hook")
         bases = self.base_classes()
@@ -58,6 +60,11 @@ class LegacyHookAdapter(Callback):
     def base_classes(cls) -> tuple[type, ...]:
         """The classes a hook of this family derives from (real legacy bases that are imported, plus compat ones)."""
         raise NotImplementedError
+
+    @classmethod
+    def build_hook(cls, config: dict[str, Any]) -> Any:
+        """Build one hook from a config in the family's own format (from YAML, LightningCLI or ``build_callbacks``)."""
+        raise TypeError(f"{cls.__name__} does not build hooks from configs; pass hook objects instead of {config!r}")
 
     def order(self, hooks: list[Any]) -> list[Any]:
         """The family's own ordering rule; list order by default."""
@@ -176,6 +183,10 @@ class LegacyHookAdapter(Callback):
         if unknown:
             warnings.warn(f"{type(self).__name__}: checkpoint holds state of hooks not in this adapter: {sorted(unknown)}")
         self.load_host_state(state_dict.get("host", {}))
+
+
+def _plain(config: Mapping[str, Any]) -> dict[str, Any]:
+    return OmegaConf.to_container(config, resolve=True) if isinstance(config, DictConfig) else dict(config)
 
 
 def _names(classes: Iterable[type]) -> str:
