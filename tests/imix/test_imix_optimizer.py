@@ -154,9 +154,6 @@ def test_fp16_hook_on_cpu_has_a_disabled_scaler_and_equals_fp32(module, loader, 
 def test_fp16_hook_on_cuda_runs_real_fp16_and_matches_reference_scaler(module, twin, batches, loader, make_trainer):
     losses = []
 
-    class Record(torch.nn.Module):
-        pass
-
     hook = Fp16OptimizerHook(grad_scaler_config=dict(init_scale=2.0**16))
     adapter = IMIXAdapter([hook])
     step = type(module).training_step
