@@ -70,6 +70,7 @@ class IMIXAdapter(LegacyHookAdapter):
         self.scalers = [h for h in self.steppers if isinstance(h, real.Fp16OptimizerHook)]
         self.schedulers = [h for h in self.hooks if real is not None and isinstance(h, real.LRSchedulerHook)]
         self._module: pl.LightningModule | None = None
+        self._own_step: Any = None
         self._training = False
         self._data_start = 0.0
         self._data_time = 0.0
@@ -113,6 +114,7 @@ class IMIXAdapter(LegacyHookAdapter):
         self._module = pl_module
         if self.steppers:
             pl_module.automatic_optimization = False
+        self._own_step = pl_module.__dict__.get("training_step")  # a step the user set on the instance, if any
         pl_module.training_step = _TrainingStep(self, pl_module.training_step)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -253,7 +255,10 @@ class IMIXAdapter(LegacyHookAdapter):
         if module is None:
             return
         if isinstance(module.__dict__.get("training_step"), _TrainingStep):
-            del module.training_step
+            if self._own_step is None:
+                del module.training_step
+            else:
+                module.training_step = self._own_step
         # automatic_optimization stays False: trainer.global_step reads the manual loop's count while it is False
 
     def _close_buffer(self) -> None:
