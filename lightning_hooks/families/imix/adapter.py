@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import time
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
 
 from lightning_hooks.compat import imix as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter
@@ -18,13 +22,22 @@ from lightning_hooks.families.imix.trainer import Trainer
 class IMIXAdapter(LegacyHookAdapter):
     """Run ``imix.engine.hooks.HookBase`` hooks inside ``lightning.Trainer``.
 
-    Hooks are ordered by level as iMIX's engine does (stable for equal levels); each reaches the :class:`Trainer`
-    facade as ``self.trainer``, a ``weakref.proxy`` as iMIX sets it.
+    Hooks are ordered by level as iMIX's engine does; each reaches the :class:`Trainer` facade as ``self.trainer``,
+    a ``weakref.proxy`` as iMIX sets it. The LightningModule's ``training_step`` plays iMIX's forward plus loss: it
+    returns the loss tensor or iMIX's loss dict (``{"loss": tensor, "total_loss": float, ...}``).
+
+    If a legacy hook owns the step, Lightning doesn't: with an OptimizerHook or Fp16OptimizerHook the adapter
+    switches the module to manual optimisation and runs ``before_train_iter``, the forward and ``after_train_iter``
+    (backward, clipping, step) inside ``training_step``. The hook steps Lightning's optimizer wrapper, so
+    ``trainer.global_step`` counts its steps and ``max_steps`` and step-based checkpoints keep working. The module
+    stays in manual optimisation after the fit (``trainer.global_step`` reads the manual count only while it is).
 
     Example::
 
-        from imix.engine.hooks import IterationTimerHook
-        trainer = Trainer(callbacks=[IMIXAdapter([IterationTimerHook()], by_epoch=True)])
+        from imix.engine.hooks import IterationTimerHook, OptimizerHook
+        adapter = IMIXAdapter([OptimizerHook(grad_clip=dict(max_norm=1.0)), IterationTimerHook()],
+                              gradient_accumulation_steps=2)
+        Trainer(max_steps=100, callbacks=[adapter]).fit(model)
     """
 
     family = "imix"
@@ -37,9 +50,11 @@ class IMIXAdapter(LegacyHookAdapter):
         gradient_accumulation_steps: int = 1,
         is_lr_accumulation: bool = False,
         work_dir: str | os.PathLike | None = None,
-        cfg: Any = None,
+        cfg: Mapping[str, Any] | Any = None,
     ) -> None:
         super().__init__(hooks)
+        if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:
+            raise ValueError(f"IMIXAdapter: gradient_accumulation_steps must be an int >= 1, got {gradient_accumulation_steps!r}")
         self.trainer = self.host = Trainer(
             self.hooks,
             by_epoch=by_epoch,
@@ -50,42 +65,233 @@ class IMIXAdapter(LegacyHookAdapter):
         )
         for hook in self.hooks:
             hook.trainer = weakref.proxy(self.trainer)
+        real = _loaded_imix()
+        self.steppers = [h for h in self.hooks if real is not None and isinstance(h, real.OptimizerHook)]
+        self.scalers = [h for h in self.steppers if isinstance(h, real.Fp16OptimizerHook)]
+        self.schedulers = [h for h in self.hooks if real is not None and isinstance(h, real.LRSchedulerHook)]
+        self._module: pl.LightningModule | None = None
+        self._own_step: Any = None
+        self._training = False
+        self._data_start = 0.0
+        self._data_time = 0.0
+        self._write_metrics: Any = None
         self._build_plan(())
 
     @classmethod
     def base_classes(cls) -> tuple[type, ...]:
-        hooks = sys.modules.get("imix.engine.hooks")
-        return (compat.HookBase,) if hooks is None else (hooks.HookBase, compat.HookBase)
+        real = _loaded_imix()
+        return (compat.HookBase,) if real is None else (real.HookBase, compat.HookBase)
 
     def order(self, hooks: list[Any]) -> list[Any]:
-        return sorted(hooks, key=lambda h: compat.get_level(h.level).value)
+        """iMIX's rule: each hook goes after the last hook of lower or equal level (a stable sort by level)."""
+        ordered: list[Any] = []
+        for hook in hooks:
+            level = compat.get_level(hook.level).value
+            at = next((i for i in range(len(ordered), 0, -1) if compat.get_level(ordered[i - 1].level).value <= level), 0)
+            ordered.insert(at, hook)
+        return ordered
 
+    # ------------------------------------------------------------------------------------------ conditions
+    def by_epoch(self) -> bool:
+        return self.trainer.by_epoch
+
+    def hooks_step(self) -> bool:
+        return bool(self.steppers)
+
+    def lightning_steps(self) -> bool:
+        return not self.steppers
+
+    def training(self) -> bool:
+        return self._training
+
+    # ------------------------------------------------------------------------------------------ lightning glue
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         self.trainer.lightning = trainer
+        if stage != "fit":
+            return
+        self._check_trainer(trainer)
+        self._module = pl_module
+        if self.steppers:
+            pl_module.automatic_optimization = False
+        self._own_step = pl_module.__dict__.get("training_step")  # a step the user set on the instance, if any
+        pl_module.training_step = _TrainingStep(self, pl_module.training_step)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._check_schedulers(trainer)
+        self.trainer.start_iter = self.trainer.iter = trainer.fit_loop.epoch_loop.batch_progress.total.ready
+        real = compat.real_hooks()
+        if real is not None:
+            if self.trainer.by_epoch:
+                buffer = real.LogBufferStorage(self.trainer.start_iter, int(trainer.num_training_batches), trainer.current_epoch)
+            else:
+                buffer = real.LogBufferStorage(self.trainer.start_iter, by_epoch=False)
+            self.trainer._log_buffer = buffer.__enter__()
+            self._write_metrics = real.periods.write_metrics
+        self._training = True
         self.fire("on_train_start")
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_train_epoch_start")
+        self._data_start = time.perf_counter()
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        self._data_time = time.perf_counter() - self._data_start
         self.trainer.iter = trainer.fit_loop.epoch_loop.total_batch_idx
         self.trainer.inner_iter = batch_idx
         self.fire("on_train_batch_start")
 
+    def _iteration(self, step: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """One iMIX iteration inside ``training_step``: [before_train_iter], forward, metrics, [after_train_iter]."""
+        self.fire("LightningModule.training_step:before_forward")
+        with self._autocast():
+            result = step(*args, **kwargs)
+        output = _loss_dict(result)
+        self.trainer.output = output
+        if self._write_metrics is not None:
+            self._write_metrics({"data_time": self._data_time, **output})
+        if self.steppers:
+            self.fire("LightningModule.training_step:after_forward")
+            self._end_iter()
+        return result
+
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        self.trainer.output = outputs
-        self.fire("on_train_batch_end")
+        if not self.steppers:
+            self.fire("on_train_batch_end")
+            self._end_iter()
+        self._data_start = time.perf_counter()
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_train_epoch_end")
+        if self.trainer.by_epoch and self.trainer._log_buffer is not None:
+            self.trainer.log_buffer.epoch_step()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_train_end")
+        self._restore_module()  # before after_train: EvaluateHook pickles the whole model there
+        self._training = False
+        try:
+            self.fire("on_train_end")
+        finally:
+            self._close_buffer()
 
-    def host_state(self) -> dict[str, Any]:
-        return {"iter": self.trainer.iter}
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        self._restore_module()
+        if self._training:  # iMIX runs after_train in a `finally`
+            self._training = False
+            super().on_exception(trainer, pl_module, exception)
+        self._close_buffer()
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._restore_module()
+        self._close_buffer()
+
+    # ---------------------------------------------------------------------------------------------- helpers
+    def _end_iter(self) -> None:
+        """What iMIX's engine does after every ``after_train_iter``."""
+        trainer = self.trainer
+        if trainer._log_buffer is not None:
+            trainer._log_buffer.step()
+            if trainer.by_epoch:
+                trainer._log_buffer.epoch_iter(trainer.inner_iter)
+        if trainer.by_epoch:
+            trainer.iter += 1
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.scalers and self.trainer.lightning.strategy.root_device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.float16)
+        return contextlib.nullcontext()
+
+    def _check_trainer(self, trainer: pl.Trainer) -> None:
+        gas = self.trainer.gradient_accumulation_steps
+        if self.steppers:
+            owner = type(self.steppers[0]).__name__
+            if trainer.accumulate_grad_batches != 1:
+                raise ValueError(
+                    f"IMIXAdapter: {owner} owns backward and the optimizer step, so Lightning must not accumulate "
+                    f"(Trainer(accumulate_grad_batches={trainer.accumulate_grad_batches})). "
+                    f"Use IMIXAdapter(gradient_accumulation_steps={trainer.accumulate_grad_batches}) instead."
+                )
+            if trainer.gradient_clip_val:
+                raise ValueError(
+                    f"IMIXAdapter: {owner} owns backward and the optimizer step, so Lightning's "
+                    f"gradient_clip_val={trainer.gradient_clip_val} would be ignored. "
+                    f"Clip with {owner}(grad_clip=dict(max_norm=...)) instead."
+                )
+            if getattr(trainer.precision_plugin, "scaler", None) is not None:
+                raise ValueError(
+                    f"IMIXAdapter: {owner} calls backward itself, so it cannot share Lightning's GradScaler "
+                    f"(precision={trainer.precision!r}). Use precision='32-true'"
+                    + (", and Fp16OptimizerHook for fp16." if not self.scalers else "; Fp16OptimizerHook brings its own.")
+                )
+        if self.scalers and trainer.precision != "32-true":
+            raise ValueError(
+                f"IMIXAdapter: Fp16OptimizerHook owns a GradScaler and the fp16 autocast, so Lightning must run at "
+                f"precision='32-true', not {trainer.precision!r}."
+            )
+        if not self.steppers and gas != trainer.accumulate_grad_batches:
+            raise ValueError(
+                f"IMIXAdapter(gradient_accumulation_steps={gas}) but Lightning accumulates "
+                f"{trainer.accumulate_grad_batches} batches (no OptimizerHook owns the step): set both to the same value."
+            )
+
+    def _check_schedulers(self, trainer: pl.Trainer) -> None:
+        for hook in self.schedulers:
+            if not any(hook._optimizer is opt for opt in trainer.optimizers):
+                raise ValueError(
+                    "IMIXAdapter: LRSchedulerHook was built with an optimizer Lightning does not train; return that "
+                    "same optimizer from configure_optimizers()."
+                )
+            if any(cfg.scheduler is hook._scheduler or cfg.scheduler.optimizer is hook._optimizer
+                   for cfg in trainer.lr_scheduler_configs):
+                raise ValueError(
+                    "IMIXAdapter: LRSchedulerHook steps its own scheduler; configure_optimizers() must not also return "
+                    "a scheduler for the same optimizer, or the learning rate is stepped twice."
+                )
+
+    def _restore_module(self) -> None:
+        module, self._module = self._module, None
+        if module is None:
+            return
+        if isinstance(module.__dict__.get("training_step"), _TrainingStep):
+            if self._own_step is None:
+                del module.training_step
+            else:
+                module.training_step = self._own_step
+        # automatic_optimization stays False: trainer.global_step reads the manual loop's count while it is False
+
+    def _close_buffer(self) -> None:
+        buffer, self.trainer._log_buffer = self.trainer._log_buffer, None
+        self._write_metrics = None
+        if buffer is not None:
+            buffer.__exit__(None, None, None)
+
+
+class _TrainingStep:
+    """The module's ``training_step`` as iMIX's engine runs an iteration; installed by the adapter during fit."""
+
+    def __init__(self, adapter: IMIXAdapter, step: Any) -> None:
+        self.adapter = adapter
+        self.step = self.__wrapped__ = step  # Lightning's is_overridden() looks through __wrapped__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.adapter._iteration(self.step, args, kwargs)
+
+
+def _loss_dict(result: Any) -> dict[str, Any]:
+    """iMIX's loss output: ``{"total_loss": float, ..., "loss": tensor}`` (a bare tensor gets its ``total_loss``)."""
+    if isinstance(result, torch.Tensor):
+        return {"total_loss": result.item(), "loss": result}
+    if isinstance(result, Mapping) and isinstance(result.get("loss"), torch.Tensor):
+        return dict(result)
+    raise TypeError(
+        "IMIXAdapter: training_step must return the loss tensor or iMIX's loss dict with a tensor under 'loss' "
+        f"(Lightning event 'LightningModule.training_step'); got {type(result).__name__}."
+    )
+
+
+def _loaded_imix() -> Any:
+    """``imix.engine.hooks`` if a real imix is already imported (a real hook implies it is), else ``None``."""
+    module = sys.modules.get("imix.engine.hooks")
+    return None if module is None or getattr(module, "__lightning_hooks_alias__", False) else module

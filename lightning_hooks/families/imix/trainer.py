@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import lightning.pytorch as pl
@@ -11,10 +12,29 @@ import torch
 from lightning_hooks.core.facade import Facade
 
 
+class Config(dict):
+    """A config dict whose keys also read as attributes, recursively (``cfg.log_config.period``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            value = self[name]
+        except KeyError:
+            raise AttributeError(f"iMIX cfg has no key {name!r} (keys: {sorted(self)})") from None
+        return Config(value) if isinstance(value, Mapping) and not isinstance(value, Config) else value
+
+
 class Trainer(Facade):
     """iMIX's engine as its hooks see it, backed by a Lightning trainer.
 
-    ``iter`` is the 0-based index of the current iteration across epochs, ``inner_iter`` the index inside the epoch.
+    ``iter`` is the 0-based index of the current iteration across epochs and ``inner_iter`` the index inside the
+    epoch; in by-epoch mode ``iter`` advances after ``after_train_iter`` as in iMIX's engine. ``optimizer`` is
+    Lightning's optimizer wrapper (its ``step()`` counts toward ``global_step``), ``log_buffer`` iMIX's
+    ``LogBufferStorage`` for the current fit, ``output`` the step's loss dict with a graph-attached ``loss``.
+
+    Example::
+
+        adapter = IMIXAdapter(hooks, cfg=dict(log_config=dict(period=10)))
+        adapter.trainer.cfg.log_config.period  # 10
     """
 
     host = "trainer"
@@ -26,7 +46,7 @@ class Trainer(Facade):
         gradient_accumulation_steps: int = 1,
         is_lr_accumulation: bool = False,
         work_dir: str | os.PathLike | None = None,
-        cfg: Any = None,
+        cfg: Mapping[str, Any] | Any = None,
     ) -> None:
         self.lightning: pl.Trainer | None = None
         self._hooks = hooks
@@ -34,11 +54,33 @@ class Trainer(Facade):
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.is_lr_accumulation = is_lr_accumulation
         self._work_dir = None if work_dir is None else os.fspath(work_dir)
-        self.cfg = cfg
+        self._cfg = Config(cfg) if isinstance(cfg, Mapping) else cfg
         self.iter = 0
         self.inner_iter = 0
         self.start_iter = 0
-        self.output: Any = None
+        self.output: dict[str, Any] = {}
+        self._log_buffer: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        prop = getattr(type(self), name, None)
+        if isinstance(prop, property):  # a property that raised AttributeError: re-raise its own message
+            return prop.fget(self)
+        return super().__getattr__(name)
+
+    def _need(self, name: str, value: Any, why: str) -> Any:
+        if value is None:
+            raise AttributeError(f"lightning-hooks' iMIX trainer facade: {name!r} is not available {why}")
+        return value
+
+    @property
+    def cfg(self) -> Any:
+        """The iMIX config given as ``IMIXAdapter(cfg=...)`` (PeriodicLogger reads ``cfg.log_config.period``)."""
+        return self._need("cfg", self._cfg, "because IMIXAdapter got no cfg: pass cfg=dict(log_config=dict(period=N))")
+
+    @property
+    def log_buffer(self) -> Any:
+        """iMIX's ``LogBufferStorage``, entered as the current (global) log buffer from ``before_train`` on."""
+        return self._need("log_buffer", self._log_buffer, "before training starts, nor without imix installed")
 
     @property
     def work_dir(self) -> str:
@@ -49,26 +91,55 @@ class Trainer(Facade):
     @property
     def model(self) -> torch.nn.Module:
         """The LightningModule, or its DDP wrapper (hooks probe ``.module``)."""
-        return self.lightning.strategy.model
+        return self._lightning("model").strategy.model
 
     @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        return self.lightning.optimizers[0]
+    def optimizer(self) -> Any:
+        """The first optimizer, as Lightning's ``LightningOptimizer`` wrapper."""
+        optimizers = self._lightning("optimizer").lightning_module.optimizers()
+        return optimizers[0] if isinstance(optimizers, list) else optimizers
 
     @property
     def epoch(self) -> int:
-        return self.lightning.current_epoch
+        return self._lightning("epoch").current_epoch
 
     @property
     def max_epoch(self) -> int:
-        return self.lightning.max_epochs
+        return self._lightning("max_epoch").max_epochs
 
     @property
     def max_iter(self) -> int:
-        trainer = self.lightning
-        iters = trainer.max_steps if trainer.max_steps > 0 else int(trainer.max_epochs * trainer.num_training_batches)
+        """Iterations the fit runs (``max_steps`` times the batches per step), divided by the accumulation steps
+        when ``is_lr_accumulation`` is set, as iMIX counts them."""
+        trainer = self._lightning("max_iter")
+        iters = float("inf") if trainer.max_epochs in (None, -1) else trainer.max_epochs * trainer.num_training_batches
+        if trainer.max_steps > 0:
+            iters = min(iters, trainer.max_steps * self.gradient_accumulation_steps)
+        iters = int(iters)
         return iters // self.gradient_accumulation_steps if self.is_lr_accumulation else iters
 
     @property
-    def data_loader(self) -> Any:
-        return self.lightning.train_dataloader
+    def data_loader(self) -> Loader:
+        """The train dataloader; ``len()`` is the number of batches an epoch runs (``limit_train_batches`` applied)."""
+        trainer = self._lightning("data_loader")
+        return Loader(trainer.train_dataloader, int(trainer.num_training_batches))
+
+    def _lightning(self, name: str) -> pl.Trainer:
+        return self._need(name, self.lightning, "before the Lightning trainer has set the adapter up")
+
+
+class Loader:
+    """A train dataloader whose ``len()`` is the number of batches Lightning runs per epoch."""
+
+    def __init__(self, loader: Any, batches: int) -> None:
+        self.loader = loader
+        self.batches = batches
+
+    def __len__(self) -> int:
+        return self.batches
+
+    def __iter__(self) -> Any:
+        return iter(self.loader)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)

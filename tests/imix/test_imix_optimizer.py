@@ -1,0 +1,188 @@
+"""Hooks that own the optimisation (OptimizerHook, Fp16OptimizerHook, LRSchedulerHook) against plain-PyTorch loops
+that follow iMIX's engine order: before_train_iter (zero_grad), forward, after_train_iter (backward, clip, step)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from imix.engine.hooks import Fp16OptimizerHook, LRSchedulerHook, OptimizerHook
+from lightning.pytorch.callbacks import ModelCheckpoint
+from torch.nn.functional import mse_loss
+
+from lightning_hooks import IMIXAdapter
+
+EPOCHS = 2
+
+
+def reference_loop(net, batches, *, gas=1, max_norm=None, lr=0.1, scheduler=None, lr_accumulation=False):
+    """iMIX's engine with OptimizerHook (+ LRSchedulerHook), in plain PyTorch. Returns (steps, lrs per iteration)."""
+    opt = torch.optim.SGD(net.parameters(), lr=lr)
+    sched = scheduler(opt) if scheduler else None
+    it, steps, lrs = 0, 0, []
+    for _ in range(EPOCHS):
+        for x, y in batches:
+            if it % gas == 0:
+                opt.zero_grad()
+            loss = mse_loss(net(x), y) / gas
+            loss.backward()
+            if max_norm is not None:
+                torch.nn.utils.clip_grad_norm_([p for p in net.parameters() if p.grad is not None], max_norm)
+            if (it + 1) % gas == 0:
+                opt.step()
+                steps += 1
+            if sched is not None and (not lr_accumulation or (it + 1) % gas == 0):
+                lrs.append(opt.param_groups[0]["lr"])
+                sched.step()
+            it += 1
+    return steps, lrs
+
+
+def count_steps(optimizer):
+    calls = []
+    optimizer.register_step_post_hook(lambda *a: calls.append(1))
+    return calls
+
+
+def test_optimizer_hook_with_clipping_and_accumulation_matches_reference_loop(module, twin, batches, loader, make_trainer):
+    steps = count_steps(module.optimizer)
+    adapter = IMIXAdapter([OptimizerHook(grad_clip=dict(max_norm=0.5))], gradient_accumulation_steps=2)
+    trainer = make_trainer([adapter])
+    trainer.fit(module, loader)
+
+    ref_steps, _ = reference_loop(twin, batches, gas=2, max_norm=0.5)
+    assert ref_steps == len(steps) == EPOCHS * len(batches) // 2
+    assert trainer.global_step == len(steps)
+    for mine, ref in zip(module.net.parameters(), twin.parameters()):
+        assert torch.equal(mine, ref)
+    assert module.automatic_optimization is False  # switched by the adapter, no backward/step by Lightning
+    assert "training_step" not in vars(module)  # the iteration wrapper is removed after fit
+
+
+def test_global_step_drives_max_steps_and_step_checkpoints(module, loader, make_trainer, tmp_path):
+    steps = count_steps(module.optimizer)
+    ckpt = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=1, save_top_k=-1)
+    adapter = IMIXAdapter([OptimizerHook()], gradient_accumulation_steps=2)
+    trainer = make_trainer([adapter, ckpt], max_epochs=5, max_steps=3, enable_checkpointing=True)
+    trainer.fit(module, loader)
+    assert len(steps) == trainer.global_step == 3
+    assert adapter.fired["after_train_iter"] == 6  # 3 steps x 2 accumulated iterations
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == [
+        f"epoch=0-step={s}.ckpt" for s in (1, 2, 3)
+    ]
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step()` before")  # iMIX does so too (gas=2)
+@pytest.mark.parametrize("lr_accumulation", [False, True])
+def test_lr_scheduler_hook_steps_its_scheduler_as_imix(module, twin, batches, loader, make_trainer, lr_accumulation):
+    sched = torch.optim.lr_scheduler.StepLR(module.optimizer, step_size=2, gamma=0.5)
+    adapter = IMIXAdapter(
+        [OptimizerHook(), LRSchedulerHook(module.optimizer, sched)],  # the order iMIX's Organizer builds them in
+        gradient_accumulation_steps=2,
+        is_lr_accumulation=lr_accumulation,
+    )
+    make_trainer([adapter]).fit(module, loader)
+    _, ref_lrs = reference_loop(
+        twin, batches, gas=2, scheduler=lambda o: torch.optim.lr_scheduler.StepLR(o, 2, 0.5), lr_accumulation=lr_accumulation
+    )
+    assert module.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5 ** (len(ref_lrs) // 2))
+    for mine, ref in zip(module.net.parameters(), twin.parameters()):
+        assert torch.equal(mine, ref)
+
+
+def test_lr_scheduler_hook_without_optimizer_hook_follows_lightning_steps(module, twin, batches, loader, make_trainer):
+    sched = torch.optim.lr_scheduler.StepLR(module.optimizer, step_size=3, gamma=0.5)
+    make_trainer([IMIXAdapter([LRSchedulerHook(module.optimizer, sched)])]).fit(module, loader)
+    _, ref_lrs = reference_loop(twin, batches, scheduler=lambda o: torch.optim.lr_scheduler.StepLR(o, 3, 0.5))
+    assert module.automatic_optimization is True
+    assert module.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5 ** (len(ref_lrs) // 3))
+    for mine, ref in zip(module.net.parameters(), twin.parameters()):
+        assert torch.allclose(mine, ref)
+
+
+def test_lr_scheduler_hook_rejects_a_lightning_scheduler_on_the_same_optimizer(module, loader, make_trainer):
+    sched = torch.optim.lr_scheduler.StepLR(module.optimizer, step_size=1)
+    module.configure_optimizers = lambda: {"optimizer": module.optimizer, "lr_scheduler": sched}
+    with pytest.raises(ValueError, match="LRSchedulerHook steps its own scheduler"):
+        make_trainer([IMIXAdapter([LRSchedulerHook(module.optimizer, sched), OptimizerHook()])]).fit(module, loader)
+
+
+def test_lr_scheduler_hook_rejects_an_optimizer_lightning_does_not_train(module, loader, make_trainer):
+    other = torch.optim.SGD(module.parameters(), lr=0.1)
+    hook = LRSchedulerHook(other, torch.optim.lr_scheduler.StepLR(other, 1))
+    with pytest.raises(ValueError, match="optimizer Lightning does not train"):
+        make_trainer([IMIXAdapter([hook])]).fit(module, loader)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(accumulate_grad_batches=2), "gradient_accumulation_steps=2"),
+        (dict(gradient_clip_val=1.0), "grad_clip=dict"),
+    ],
+)
+def test_lightning_options_that_would_fight_the_optimizer_hook_are_errors(module, loader, make_trainer, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        make_trainer([IMIXAdapter([OptimizerHook()])], **kwargs).fit(module, loader)
+
+
+def test_accumulation_must_agree_when_lightning_steps(module, loader, make_trainer):
+    with pytest.raises(ValueError, match="set both to the same value"):
+        make_trainer([IMIXAdapter([LRSchedulerHook(module.optimizer, torch.optim.lr_scheduler.StepLR(module.optimizer, 1))],
+                                  gradient_accumulation_steps=2)]).fit(module, loader)
+
+
+def test_fp16_hook_with_lightning_16_mixed_is_an_error(module, loader, make_trainer):
+    with pytest.raises(ValueError, match="Fp16OptimizerHook owns a GradScaler"):
+        make_trainer([IMIXAdapter([Fp16OptimizerHook()])], precision="16-mixed").fit(module, loader)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # torch warns that GradScaler is disabled without CUDA
+def test_fp16_hook_on_cpu_has_a_disabled_scaler_and_equals_fp32(module, loader, make_trainer):
+    fp32 = copy.deepcopy(module)
+    fp32.optimizer = torch.optim.SGD(fp32.net.parameters(), lr=0.1)
+    hook = Fp16OptimizerHook(grad_clip=dict(max_norm=0.5))
+    make_trainer([IMIXAdapter([hook], gradient_accumulation_steps=1)]).fit(module, loader)
+    make_trainer([IMIXAdapter([OptimizerHook(grad_clip=dict(max_norm=0.5))])]).fit(fp32, loader)
+    assert hook._scaler is not None and not hook._scaler.is_enabled()
+    for mine, ref in zip(module.net.parameters(), fp32.net.parameters()):
+        assert torch.equal(mine, ref)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="Fp16OptimizerHook's real fp16 path needs CUDA")
+def test_fp16_hook_on_cuda_runs_real_fp16_and_matches_reference_scaler(module, twin, batches, loader, make_trainer):
+    losses = []
+
+    hook = Fp16OptimizerHook(grad_scaler_config=dict(init_scale=2.0**16))
+    adapter = IMIXAdapter([hook])
+    step = type(module).training_step
+
+    def training_step(self, batch, batch_idx):
+        loss = step(self, batch, batch_idx)
+        assert torch.is_autocast_enabled("cuda")
+        losses.append(loss.detach().float().cpu())
+        return loss
+
+    module.training_step = training_step.__get__(module)
+    make_trainer([adapter], accelerator="cuda", devices=1, precision="32-true").fit(module, loader)
+
+    twin = twin.cuda()
+    opt = torch.optim.SGD(twin.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cuda", init_scale=2.0**16)
+    ref_losses = []
+    for _ in range(EPOCHS):
+        for x, y in batches:
+            opt.zero_grad()
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = mse_loss(twin(x.cuda()), y.cuda())
+            ref_losses.append(loss.detach().float().cpu())
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+    assert all(torch.isfinite(l) for l in losses)
+    assert torch.allclose(torch.stack(losses), torch.stack(ref_losses))
+    assert hook._scaler.get_scale() == scaler.get_scale()
+    assert hook._scaler.state_dict()["_growth_tracker"] == scaler.state_dict()["_growth_tracker"]
+    for mine, ref in zip(module.net.parameters(), twin.parameters()):
+        assert torch.allclose(mine, ref)
