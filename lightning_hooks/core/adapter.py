@@ -127,7 +127,9 @@ class LegacyHookAdapter(Callback):
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         """Forward the failure to hooks with an ``on_exception`` mount point; their own errors only warn."""
-        for row, _, calls in self._plan.get("on_exception", ()):
+        for row, when, calls in self._plan.get("on_exception", ()):
+            if when is not None and not when():
+                continue
             kwargs = {"exception": exception} if "exception" in row.args else {}
             for hook, fn in calls:
                 try:

@@ -178,9 +178,8 @@ class IMIXAdapter(LegacyHookAdapter):
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         self._restore_module()
-        if self._training:  # iMIX runs after_train in a `finally`
-            self._training = False
-            super().on_exception(trainer, pl_module, exception)
+        super().on_exception(trainer, pl_module, exception)  # after_train when training (iMIX's `finally`)
+        self._training = False
         self._close_buffer()
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
