@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from lightning_hooks.core.errors import unknown_name
+
 _ALIASES = ("imix", "imix.engine", "imix.engine.hooks", "imix.engine.hooks.base_hook", "imix.engine.hooks.builder")
 
 
@@ -156,8 +158,12 @@ def build_hook(cfg: dict[str, Any], default_args: dict[str, Any] | None = None) 
     kind = args.pop("type")
     if isinstance(kind, str):
         real = real_hooks()
-        use_real = kind not in HOOKS and real is not None and kind in real.builder.HOOKS
-        cls = (real.builder.HOOKS if use_real else HOOKS).get(kind)
+        registries = [HOOKS] if real is None else [HOOKS, real.builder.HOOKS]
+        registry = next((r for r in registries if kind in r), None)
+        if registry is None:
+            names = [n for r in registries for n in getattr(r, "module_dict", None) or r._module_dict]
+            raise KeyError(unknown_name("iMIX hook type", kind, names))
+        cls = registry.get(kind)
     elif inspect.isclass(kind):
         cls = kind
     else:
@@ -165,7 +171,8 @@ def build_hook(cfg: dict[str, Any], default_args: dict[str, Any] | None = None) 
     try:
         return cls(**args)
     except Exception as err:
-        raise type(err)(f"{cls.__name__}: {err}") from err
+        err.add_note(f"[lightning-hooks] while building iMIX hook {cls.__name__} from {cfg!r}")
+        raise
 
 
 def build_custom_hooks(custom_hooks: list[dict[str, Any]]) -> list[Any]:

@@ -82,6 +82,11 @@ class IMIXAdapter(LegacyHookAdapter):
         real = _loaded_imix()
         return (compat.HookBase,) if real is None else (real.HookBase, compat.HookBase)
 
+    @classmethod
+    def build_hook(cls, config: dict[str, Any]) -> Any:
+        """``dict(type=..., level=..., **kwargs)`` as in iMIX's ``custom_hooks``."""
+        return compat.build_custom_hooks([config])[0]
+
     def order(self, hooks: list[Any]) -> list[Any]:
         """iMIX's rule: each hook goes after the last hook of lower or equal level (a stable sort by level)."""
         ordered: list[Any] = []
