@@ -127,15 +127,14 @@ class ClassyAdapter(LegacyHookAdapter):
 
     # ----------------------------------------------------------------------------------------- step triggers
     def _install(self, pl_module: pl.LightningModule) -> None:
-        """Wrap the step methods and, when a hook uses ``on_forward``, add a forward hook to the module."""
+        """Wrap the step methods and add a forward hook to the module (``model_output`` and ``on_forward``)."""
         if self._wrapped is pl_module:
             return
         self._wrapped = pl_module
         for method, event in STEPS.items():
             if is_overridden(method, pl_module):
                 setattr(pl_module, method, self._wrap_step(getattr(pl_module, method), event))
-        if "LightningModule.forward" in self._plan:
-            self._handles.append(pl_module.register_forward_hook(self._on_forward))
+        self._handles.append(pl_module.register_forward_hook(self._on_forward))
 
     def _uninstall(self) -> None:
         for handle in self._handles:
