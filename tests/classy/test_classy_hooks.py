@@ -193,10 +193,11 @@ def test_classy_visdom_plots_to_a_real_server(tmp_path):
         # Upstream bug: VisdomHook calls Visdom(server, port), which passes the port as `endpoint`; the client
         # keeps the default port 8097 and never reaches a server on another port.
         hook = VisdomHook(f"http://{host}", str(port), env="classy_test")
-        assert hook.visdom.port == 8097 and hook.visdom.endpoint == str(port)
+        assert hook.visdom.port == 8097 and hook.visdom.endpoint == str(port) and not hook.visdom.check_connection()
         # Workaround without changing the hook class: give this instance a correctly built client.
-        hook.visdom = Visdom(server=f"http://{host}", port=port, env="classy_test")
+        hook.visdom = Visdom(server=f"http://{host}", port=port, env="classy_test", use_incoming_socket=False)
+        assert hook.visdom.check_connection()
         _fit(tmp_path, [hook])
-        client = Visdom(server=f"http://{host}", port=port, env="classy_test")
+        client = Visdom(server=f"http://{host}", port=port, env="classy_test", use_incoming_socket=False)
         assert client.win_exists("test-Net", env="classy_test")
     assert len(hook.metrics["test_loss"]) == 2 and len(hook.metrics["train_loss"]) == 2
