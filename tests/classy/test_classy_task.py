@@ -56,8 +56,7 @@ def test_classy_task_phases_and_counters_follow_classy(tmp_path):
         ("on_phase_start", "test", 3, 1, 1, 2, False),
         ("on_phase_start", "test", 4, 1, 2, 3, True),  # trainer.test continues Classy's phase count
     ]
-    assert [s[:3] for s in seen if s[0] == "on_phase_end"] == [(m, t, i) for m, t, i, *_ in
-                                                                 [(s[0].replace("start", "end"), *s[1:]) for s in starts]]
+    assert [s[1:] for s in seen if s[0] == "on_phase_end"] == [s[1:] for s in starts]
 
 
 def test_classy_task_last_batch_on_train_and_eval_batches(tmp_path):

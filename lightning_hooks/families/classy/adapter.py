@@ -86,10 +86,6 @@ class ClassyAdapter(LegacyHookAdapter):
     def noops(self) -> tuple[Any, ...]:  # type: ignore[override]
         return tuple(base._noop for base in self.base_classes())
 
-    def active(self, hook: Any, mount: str) -> bool:
-        # VISSL's run_hooks treats a missing method as a no-op, so a plain Classy hook has no on_forward etc.
-        return hasattr(hook, mount) and super().active(hook, mount)
-
     def order(self, hooks: list[Any]) -> list[Any]:
         return sorted(hooks, key=lambda h: type(h).__name__ == "CheckpointHook")
 
