@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from classy_vision.hooks import ClassyHook, ExponentialMovingAverageModelHook, build_hooks, register_hook
 from conftest import DictData, Net, loader, make_trainer
+from torchmetrics.classification import MulticlassAccuracy
 from torch.utils.data import DataLoader
 
 from lightning_hooks import ClassyAdapter, adapt
@@ -208,3 +209,37 @@ def test_classy_registry_builds_hooks_from_config(tmp_path):
     make_trainer(tmp_path, [adapter], max_epochs=1).fit(Net(), loader(), loader(8, seed=1))
     assert hooks[0].state.count == 16  # 4 train + 2 eval batches: on_step fires on eval batches too
     assert adapter.state_dict()["hooks"] == {"CounterHook": {"count": 16}}
+
+
+def test_classy_task_standalone_validate_and_early_stop(tmp_path):
+    seen = []
+    probe = Probe(lambda t, m: m != "on_step" and seen.append((m, t.phase_type, t.phase_idx, t.test_only)))
+    trainer = make_trainer(tmp_path, [ClassyAdapter(probe)], max_epochs=3, max_steps=2)
+    trainer.fit(Net(), loader(), loader(8, seed=1))  # stops after 2 of 4 batches: the phase still ends
+    trainer.validate(trainer.lightning_module, loader(8, seed=1))
+    assert seen == [
+        ("on_start", "train", -1, False),
+        ("on_phase_start", "train", 0, False),
+        ("on_phase_end", "train", 0, False),
+        ("on_end", "train", 0, False),
+        ("on_start", "train", 0, True),
+        ("on_phase_start", "test", 1, True),
+        ("on_phase_end", "test", 1, True),
+        ("on_end", "test", 1, True),
+    ]
+
+
+def test_classy_meter_sync_state_in_a_process_group():
+    from lightning_hooks.families.classy.task import MetricMeter
+
+    torch.distributed.init_process_group("gloo", store=torch.distributed.HashStore(), rank=0, world_size=1)
+    try:
+        meter = MetricMeter("acc", MulticlassAccuracy(3, average="micro"))
+        meter.update(torch.eye(3)[[0, 1, 2, 0]], torch.tensor([0, 1, 2, 1]))
+        meter.sync_state()
+        assert meter.value == {"acc": 0.75}
+        meter.reset()
+        meter.update(torch.eye(3)[[0]], torch.tensor([0]))  # updating after a sync needs the reset's unsync
+        assert meter.value == {"acc": 1.0}
+    finally:
+        torch.distributed.destroy_process_group()
