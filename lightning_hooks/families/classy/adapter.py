@@ -212,6 +212,10 @@ class ClassyAdapter(LegacyHookAdapter):
         task.batch_time.append(now - self._step_started)
         self._step_ended = now
 
+    def _start_phase(self, train: bool) -> None:
+        self.task.start_phase(train)
+        self._step_ended = time.perf_counter()
+
     def _end_phase_sync(self) -> None:
         for meter in self.task.meters:
             meter.sync_state()
@@ -235,7 +239,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self.fire("on_train_start")
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.task.start_phase(train=True)
+        self._start_phase(train=True)
         self._train_open = True
         self.fire("on_train_epoch_start")
 
@@ -275,7 +279,7 @@ class ClassyAdapter(LegacyHookAdapter):
                 "check_val_every_n_epoch with a step count). Classy runs a test phase only after a whole train phase: "
                 "use Trainer(val_check_interval=1.0)."
             )
-        self.task.start_phase(train=False)
+        self._start_phase(train=False)
         self.fire("on_validation_epoch_start")
 
     def on_validation_batch_end(
@@ -303,7 +307,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self.fire("on_test_start")
 
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.task.start_phase(train=False)
+        self._start_phase(train=False)
         self.fire("on_test_epoch_start")
 
     def on_test_batch_end(
