@@ -72,7 +72,7 @@ def test_classy_alias_serves_hook_files_without_classy_vision(tmp_path):
     except ValueError:
         pass
     hooks = build_hooks([{"name": "counting", "start": 1}])
-    from conftest import Net, loader, make_trainer
+    from classy_testkit import Net, loader, make_trainer
     from lightning_hooks import adapt
     (adapter,) = adapt(hooks)
     make_trainer("run", [adapter], max_epochs=1).fit(Net(), loader(), loader(8, seed=1))

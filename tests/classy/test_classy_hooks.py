@@ -19,7 +19,7 @@ from classy_vision.hooks import (
     TorchscriptHook,
     VisdomHook,
 )
-from conftest import Net, loader, make_trainer
+from classy_testkit import Net, loader, make_trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter

@@ -13,7 +13,7 @@ from classy_vision.hooks import (
     OutputCSVHook,
     PreciseBatchNormHook,
 )
-from conftest import Net, loader, make_trainer
+from classy_testkit import Net, loader, make_trainer
 from fvcore.nn.precise_bn import update_bn_stats
 
 from lightning_hooks import ClassyAdapter

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from classy_vision.hooks import ClassyHook, ExponentialMovingAverageModelHook, build_hooks, register_hook
-from conftest import DictData, Net, loader, make_trainer
+from classy_testkit import DictData, Net, loader, make_trainer
 from torchmetrics.classification import MulticlassAccuracy
 from torch.utils.data import DataLoader
 

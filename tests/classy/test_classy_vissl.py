@@ -11,7 +11,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from classy_vision.hooks import ClassyHook
-from conftest import Net, loader, make_trainer
+from classy_testkit import Net, loader, make_trainer
 
 from lightning_hooks import ClassyAdapter
 
