@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
+from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from lightning_hooks.compat import classy as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.families.classy.events import EVENTS
-from lightning_hooks.families.classy.task import Task
+from lightning_hooks.families.classy.task import LastBatch, Task
+
+STEPS = {
+    "training_step": "LightningModule.training_step",
+    "validation_step": "LightningModule.validation_step",
+    "test_step": "LightningModule.test_step",
+}
 
 
 class ClassyAdapter(LegacyHookAdapter):
@@ -18,6 +30,15 @@ class ClassyAdapter(LegacyHookAdapter):
 
     Hooks run in list order with every ``CheckpointHook`` moved last, as ``ClassificationTask.set_hooks`` does.
     Hook state (``get_classy_state``) is saved in Lightning checkpoints under each hook's ``name()``.
+
+    Step convention: ``training_step``/``validation_step``/``test_step`` return a loss tensor or a dict with ``loss``
+    and optional ``output`` and ``target``; ``task.last_batch.sample`` is the batch as the step received it.
+
+    Args:
+        hooks: Classy / VISSL hooks, at most one per ``name()``.
+        meters: ``{name: torchmetrics.Metric}``; updated with ``(output, target)`` after every step.
+        config: VISSL's ``task.config`` (an ``AttrDict``), for hooks that read it.
+        checkpoint_folder: VISSL's ``task.checkpoint_folder``.
 
     Example::
 
@@ -28,15 +49,38 @@ class ClassyAdapter(LegacyHookAdapter):
     family = "classy"
     events = EVENTS
 
-    def __init__(self, hooks: Any) -> None:
+    def __init__(
+        self,
+        hooks: Any,
+        *,
+        meters: Mapping[str, Any] | None = None,
+        config: Any = None,
+        checkpoint_folder: str | None = None,
+    ) -> None:
         super().__init__(hooks)
-        self.task = self.host = Task()
+        names = Counter(hook.name() for hook in self.hooks)
+        repeated = sorted(name for name, n in names.items() if n > 1)
+        if repeated:
+            raise ValueError(
+                f"ClassyAdapter: several hooks share the name() {repeated}; Classy keys hook state by name(), so "
+                "pass at most one hook of each class (or give a subclass its own name())."
+            )
+        self.task = self.host = Task(meters=meters, config=config, checkpoint_folder=checkpoint_folder)
+        self.task.hooks = self.hooks
         self._build_plan((self.task,))
+        self._in_step = False
+        self._forwarded = False
+        self._train_open = False
+        self._step_started = time.perf_counter()
+        self._step_ended = self._step_started
+        self._handles: list[Any] = []
+        self._wrapped: pl.LightningModule | None = None
 
     @classmethod
     def base_classes(cls) -> tuple[type, ...]:
         hooks = sys.modules.get("classy_vision.hooks")
-        return (compat.ClassyHook,) if hooks is None else (hooks.ClassyHook, compat.ClassyHook)
+        real = getattr(hooks, "ClassyHook", compat.ClassyHook)
+        return (compat.ClassyHook,) if real is compat.ClassyHook else (real, compat.ClassyHook)
 
     @property
     def noops(self) -> tuple[Any, ...]:  # type: ignore[override]
@@ -44,6 +88,15 @@ class ClassyAdapter(LegacyHookAdapter):
 
     def order(self, hooks: list[Any]) -> list[Any]:
         return sorted(hooks, key=lambda h: type(h).__name__ == "CheckpointHook")
+
+    # ------------------------------------------------------------------------------------------------ state
+    @property
+    def state_key(self) -> str:
+        # Lightning formats the key into a profiler action name on every hook call: build it once.
+        key = self.__dict__.get("_state_key")
+        if key is None:
+            key = self.__dict__["_state_key"] = self._generate_state_key(hooks=self.hook_keys())
+        return key
 
     def hook_keys(self) -> list[str]:
         return [hook.name() for hook in self.hooks]
@@ -55,43 +108,178 @@ class ClassyAdapter(LegacyHookAdapter):
         hook.set_classy_state(state)
 
     def host_state(self) -> dict[str, Any]:
-        return {"phase_idx": self.task.phase_idx, "train_phase_idx": self.task.train_phase_idx}
+        return self.task.counters()
 
     def load_host_state(self, state: dict[str, Any]) -> None:
-        self.task.phase_idx = state.get("phase_idx", -1)
-        self.task.train_phase_idx = state.get("train_phase_idx", -1)
+        self.task.load_counters(state)
 
-    # ------------------------------------------------------------------------------------------ conditions
-    def phase_ends(self) -> bool:
+    # ------------------------------------------------------------------------------------------- conditions
+    def training(self) -> bool:
+        return bool(self._trainer is not None and self._trainer.training)
+
+    def last_train_batch(self) -> bool:
         return bool(self._trainer.is_last_batch)
+
+    def train_phase_open(self) -> bool:
+        return self._train_open
 
     def real_validation(self) -> bool:
         return not self._trainer.sanity_checking
+
+    def standalone_validation(self) -> bool:
+        return self._trainer.state.fn == "validate"
+
+    # ----------------------------------------------------------------------------------------- step triggers
+    def _install(self, pl_module: pl.LightningModule) -> None:
+        """Wrap the step methods and add a forward hook to the module (``model_output`` and ``on_forward``)."""
+        if self._wrapped is pl_module:
+            return
+        self._wrapped = pl_module
+        for method, event in STEPS.items():
+            if is_overridden(method, pl_module):
+                setattr(pl_module, method, self._wrap_step(getattr(pl_module, method), event))
+        self._handles.append(pl_module.register_forward_hook(self._on_forward))
+
+    def _uninstall(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        if self._wrapped is not None:
+            for method in STEPS:
+                vars(self._wrapped).pop(method, None)
+            self._wrapped = None
+
+    def _wrap_step(self, step: Callable[..., Any], event: str) -> Callable[..., Any]:
+        @functools.wraps(step)
+        def wrapped(batch: Any, *args: Any, **kwargs: Any) -> Any:
+            if self._trainer.sanity_checking:
+                return step(batch, *args, **kwargs)
+            self._step_started = time.perf_counter()
+            self.task.last_batch = LastBatch(
+                sample=batch, step_data={"sample_fetch_time": self._step_started - self._step_ended}
+            )
+            self._in_step, self._forwarded = True, False
+            try:
+                result = step(batch, *args, **kwargs)
+            finally:
+                self._in_step = False
+            self._record(result)
+            self.fire(event)
+            return result
+
+        return wrapped
+
+    def _on_forward(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if self._in_step and not self._forwarded:
+            self._forwarded = True
+            self.task.last_batch.model_output = output
+            self.fire("LightningModule.forward")
+
+    def _on_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self.fire("Optimizer.step")
+
+    def _record(self, result: Any) -> None:
+        """Fill ``last_batch``, ``losses`` and the meters from a step's return value (the step convention)."""
+        task, last = self.task, self.task.last_batch
+        sample = last.sample
+        if isinstance(result, Mapping):
+            loss, output, target = result.get("loss"), result.get("output"), result.get("target")
+        elif isinstance(result, torch.Tensor) or result is None:
+            loss, output, target = result, None, None
+        else:
+            raise TypeError(
+                f"ClassyAdapter: {type(self._wrapped).__name__}'s step returned {type(result).__name__}; Classy hooks "
+                "need a loss tensor or a dict with 'loss' and optional 'output' and 'target'."
+            )
+        if target is None and isinstance(sample, Mapping):
+            target = sample.get("target")
+        last.output = output if output is not None else last.model_output
+        last.target = target
+        if loss is not None:
+            last.loss = loss.detach()
+            task.losses.append(last.loss.item())
+        if last.output is not None and target is not None:
+            for meter in task.meters:
+                meter.update(last.output.detach(), target)
+        if task.train:
+            task.num_updates += _batch_size(sample) * self._trainer.world_size
+
+    def _batch_done(self) -> None:
+        now = time.perf_counter()
+        task = self.task
+        task.local_iteration_num += 1
+        task.batches += 1
+        task.batch_time.append(now - self._step_started)
+        self._step_ended = now
+
+    def _start_phase(self, train: bool) -> None:
+        self.task.start_phase(train)
+        self._step_ended = time.perf_counter()
+
+    def _end_phase_sync(self) -> None:
+        for meter in self.task.meters:
+            meter.sync_state()
 
     # ---------------------------------------------------------------------------------------- lightning events
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         self.task.trainer = trainer
+        self._install(pl_module)
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._uninstall()
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        self._uninstall()
+        super().on_exception(trainer, pl_module, exception)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if "Optimizer.step" in self._plan:
+            self._handles += [opt.register_step_post_hook(self._on_optimizer_step) for opt in trainer.optimizers]
         self.fire("on_train_start")
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.task.start_phase(train=True)
+        self._start_phase(train=True)
+        self._train_open = True
         self.fire("on_train_epoch_start")
+
+    def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_after_backward")
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        self._record_batch(outputs, batch)
+        self.task.iteration += 1
+        self._batch_done()
+        last = trainer.is_last_batch
+        if last:
+            self._end_phase_sync()
         self.fire("on_train_batch_end")
+        if last:
+            self._train_open = False
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._train_open:
+            self._end_phase_sync()
+        self.fire("on_train_epoch_end")
+        self._train_open = False
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_train_end")
 
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_validation_start")
+
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not trainer.sanity_checking:
-            self.task.start_phase(train=False)
+        if trainer.sanity_checking:
+            return
+        if self._train_open:
+            raise ValueError(
+                "ClassyAdapter: validation started in the middle of a train epoch (val_check_interval < 1.0 or "
+                "check_val_every_n_epoch with a step count). Classy runs a test phase only after a whole train phase: "
+                "use Trainer(val_check_interval=1.0)."
+            )
+        self._start_phase(train=False)
         self.fire("on_validation_epoch_start")
 
     def on_validation_batch_end(
@@ -104,17 +292,22 @@ class ClassyAdapter(LegacyHookAdapter):
         dataloader_idx: int = 0,
     ) -> None:
         if not trainer.sanity_checking:
-            self._record_batch(outputs, batch)
-        self.fire("on_validation_batch_end")
+            self._batch_done()
+            self.fire("on_validation_batch_end")
 
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_validation_epoch_end")
+        if not trainer.sanity_checking:
+            self._end_phase_sync()
+            self.fire("on_validation_epoch_end")
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_validation_end")
 
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_test_start")
 
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.task.start_phase(train=False)
+        self._start_phase(train=False)
         self.fire("on_test_epoch_start")
 
     def on_test_batch_end(
@@ -126,16 +319,22 @@ class ClassyAdapter(LegacyHookAdapter):
         batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:
-        self._record_batch(outputs, batch)
+        self._batch_done()
         self.fire("on_test_batch_end")
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._end_phase_sync()
         self.fire("on_test_epoch_end")
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_test_end")
 
-    def _record_batch(self, outputs: Any, batch: Any) -> None:
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-        if loss is not None:
-            self.task.losses.append(float(loss))
+
+def _batch_size(sample: Any) -> int:
+    """Classy's ``get_batchsize_per_replica``: the first dimension of the first tensor found in the sample."""
+    while isinstance(sample, (list, tuple, Mapping)):
+        if isinstance(sample, Mapping):
+            sample = next(iter(sample.values()))
+        else:
+            sample = sample[0]
+    return int(sample.shape[0]) if isinstance(sample, torch.Tensor) else 1

@@ -1,0 +1,245 @@
+"""The ``task`` facade: phases, counters, last_batch, optimizer view, classy state, data iterators, errors."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from classy_vision.hooks import ClassyHook, ExponentialMovingAverageModelHook, build_hooks, register_hook
+from classy_testkit import DictData, Net, loader, make_trainer
+from torchmetrics.classification import MulticlassAccuracy
+from torch.utils.data import DataLoader
+
+from lightning_hooks import ClassyAdapter, adapt
+
+
+class Probe(ClassyHook):
+    """Calls ``probe(task, mount)`` at every Classy mount point."""
+
+    def __init__(self, probe) -> None:
+        super().__init__()
+        self.probe = probe
+
+    def on_start(self, task):
+        self.probe(task, "on_start")
+
+    def on_phase_start(self, task):
+        self.probe(task, "on_phase_start")
+
+    def on_step(self, task):
+        self.probe(task, "on_step")
+
+    def on_phase_end(self, task):
+        self.probe(task, "on_phase_end")
+
+    def on_end(self, task):
+        self.probe(task, "on_end")
+
+
+def test_classy_task_phases_and_counters_follow_classy(tmp_path):
+    seen = []
+
+    def probe(task, mount):
+        if mount in ("on_phase_start", "on_phase_end"):
+            seen.append((mount, task.phase_type, task.phase_idx, task.train_phase_idx, task.eval_phase_idx,
+                         task.num_batches_per_phase, task.test_only))
+
+    trainer = make_trainer(tmp_path, [ClassyAdapter(Probe(probe))], num_sanity_val_steps=2)
+    trainer.fit(Net(), loader(), loader(8, seed=1))
+    trainer.test(trainer.lightning_module, dataloaders=loader(12, seed=2))
+    starts = [s for s in seen if s[0] == "on_phase_start"]
+    assert starts == [
+        ("on_phase_start", "train", 0, 0, -1, 4, False),
+        ("on_phase_start", "test", 1, 0, 0, 2, False),
+        ("on_phase_start", "train", 2, 1, 0, 4, False),
+        ("on_phase_start", "test", 3, 1, 1, 2, False),
+        ("on_phase_start", "test", 4, 1, 2, 3, True),  # trainer.test continues Classy's phase count
+    ]
+    assert [s[1:] for s in seen if s[0] == "on_phase_end"] == [s[1:] for s in starts]
+
+
+def test_classy_task_last_batch_on_train_and_eval_batches(tmp_path):
+    seen = []
+
+    def probe(task, mount):
+        if mount == "on_step":
+            lb = task.last_batch
+            expected = F.cross_entropy(lb.output, lb.sample["target"])
+            seen.append((task.train, lb.sample["id"].tolist(), torch.allclose(lb.loss, expected),
+                         lb.target is lb.sample["target"], tuple(lb.output.shape), "sample_fetch_time" in lb.step_data))
+
+    make_trainer(tmp_path, [ClassyAdapter(Probe(probe))], max_epochs=1).fit(Net(), loader(), loader(8, seed=1))
+    assert [s[:2] for s in seen] == [(True, [100, 101, 102, 103]), (True, [104, 105, 106, 107]),
+                                     (True, [108, 109, 110, 111]), (True, [112, 113, 114, 115]),
+                                     (False, [100, 101, 102, 103]), (False, [104, 105, 106, 107])]
+    assert all(s[2:] == (True, True, (4, 3), True) for s in seen)
+
+
+def test_classy_task_loss_tensor_step_and_tuple_batches(tmp_path):
+    class TupleNet(Net):
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return F.cross_entropy(self(x), y)
+
+    seen = []
+    data = DictData()
+    pairs = DataLoader(list(zip(data.x, data.y)), batch_size=4)
+    make_trainer(tmp_path, [ClassyAdapter(Probe(lambda t, m: m == "on_step" and seen.append(t.last_batch)))],
+                 max_epochs=1, limit_val_batches=0).fit(TupleNet(), pairs)
+    assert len(seen) == 4 and isinstance(seen[0].sample, list) and seen[0].output is not None
+    assert seen[0].loss.ndim == 0 and seen[0].target is None
+
+
+def test_classy_task_optimizer_options_view_lr(tmp_path):
+    class Scheduled(Net):
+        def configure_optimizers(self):
+            opt = torch.optim.SGD([{"params": self.net[0].parameters()}, {"params": self.net[3].parameters(), "lr": 0.5},
+                                   {"params": self.net[1].parameters()}], lr=0.1)
+            return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)}
+
+    lrs = []
+    probe = Probe(lambda t, m: m in ("on_step", "on_phase_end") and t.train and lrs.append(t.optimizer.options_view.lr))
+    make_trainer(tmp_path, [ClassyAdapter(probe)]).fit(Scheduled(), loader(), loader(8, seed=1))
+    # a per-epoch scheduler has stepped by the train phase end, as Classy's optimizer.on_epoch() before on_phase_end
+    assert lrs == [[0.1, 0.5]] * 3 + [[0.05, 0.25]] * 2 + [[0.05, 0.25]] * 3 + [[0.025, 0.125]] * 2
+
+
+def test_classy_task_classy_state_round_trip(tmp_path):
+    saved = {}
+    ema = ExponentialMovingAverageModelHook(decay=0.5, device="cpu")
+    probe = Probe(lambda t, m: m == "on_end" and saved.update(t.get_classy_state(deep_copy=True)))
+    make_trainer(tmp_path, [ClassyAdapter([ema, probe])], max_epochs=1).fit(Net(), loader(), loader(8, seed=1))
+    assert set(saved["hooks"]) == {"ExponentialMovingAverageModelHook", "Probe"}
+    assert saved["phase_idx"] == 1 and saved["num_updates"] == 16 and saved["optimizer"]["state"]
+
+    ema2 = ExponentialMovingAverageModelHook(decay=0.5, device="cpu")
+    expected = copy.deepcopy(saved)  # set_classy_state hands the hooks these tensors, which they then update
+    restored = {}
+
+    def restore(task, mount):
+        if mount == "on_start":
+            task.set_classy_state(saved)
+            restored.update({k: v.clone() for k, v in task.base_model.state_dict().items()})
+            restored.update({f"ema.{k}": v.clone() for k, v in ema2.state.ema_model_state.items()})
+
+    make_trainer(tmp_path, [ClassyAdapter([Probe(restore), ema2])], max_epochs=1, limit_train_batches=1,
+                 limit_val_batches=0).fit(Net(), loader())
+    for key, value in expected["base_model"].items():
+        torch.testing.assert_close(restored[key], value)
+    for key, value in expected["hooks"]["ExponentialMovingAverageModelHook"]["ema_model_state"].items():
+        torch.testing.assert_close(restored[f"ema.{key}"], value)
+
+
+def test_classy_task_data_iterator_is_fresh_and_sized(tmp_path):
+    seen = []
+
+    def probe(task, mount):
+        if mount == "on_phase_end":
+            task.build_dataloaders_for_current_phase()
+            task.create_data_iterators()
+            seen.append((task.phase_type, len(task.data_iterator), next(task.data_iterator)["id"].tolist(),
+                         task.get_batchsize_per_replica()))
+
+    make_trainer(tmp_path, [ClassyAdapter(Probe(probe))], max_epochs=1).fit(Net(), loader(), loader(8, seed=1))
+    assert seen == [("train", 4, [100, 101, 102, 103], 4), ("test", 2, [100, 101, 102, 103], 4)]
+
+
+def test_classy_task_vissl_extras(tmp_path):
+    seen = {}
+
+    class Vissl(ClassyHook):
+        on_start = on_phase_start = on_phase_end = on_end = ClassyHook._noop
+
+        def on_step(self, task):
+            seen.update(log=task.config["LOG_FREQUENCY"], folder=task.checkpoint_folder, max=task.max_iteration,
+                        batches=task.batches, times=len(task.batch_time), device=task.device.type, gpu=task.use_gpu)
+            task.run_hooks("custom")
+
+        def custom(self, task):
+            seen["custom"] = seen.get("custom", 0) + 1
+
+    adapter = ClassyAdapter([Vissl(), Probe(lambda t, m: None)], config={"LOG_FREQUENCY": 5}, checkpoint_folder="ck")
+    make_trainer(tmp_path, [adapter], limit_val_batches=0).fit(Net(), loader())
+    assert seen == dict(log=5, folder="ck", max=8, batches=4, times=4, device="cpu", gpu=False, custom=8)
+    assert adapter.task.iteration == 8 and adapter.task.amp_args is None and adapter.task.model is adapter.task.base_model
+
+
+def test_classy_task_missing_attribute_names_it_and_the_hook(tmp_path):
+    probe = Probe(lambda t, m: m == "on_start" and t.no_such_thing)
+    with pytest.raises(AttributeError, match="no attribute 'no_such_thing'. It provides: .*base_model") as info:
+        make_trainer(tmp_path, [ClassyAdapter(probe)], max_epochs=1).fit(Net(), loader(), loader(8, seed=1))
+    assert "Probe in mount point 'on_start'" in info.value.__notes__[0]
+    assert not hasattr(ClassyAdapter(Probe(None)).task, "ema")  # hooks probing optional attributes keep working
+
+
+def test_classy_adapter_rejects_bad_input(tmp_path):
+    with pytest.raises(ValueError, match="share the name"):
+        ClassyAdapter([Probe(None), Probe(None)])
+    with pytest.raises(TypeError, match="not a classy hook"):
+        ClassyAdapter([object()])
+    with pytest.raises(ValueError, match="val_check_interval=1.0"):
+        make_trainer(tmp_path, [ClassyAdapter(Probe(lambda t, m: None))], max_epochs=1, val_check_interval=2).fit(
+            Net(), loader(), loader(8, seed=1))
+
+    class Weird(Net):
+        def training_step(self, batch, batch_idx):
+            return "loss"
+
+    with pytest.raises(TypeError, match="a loss tensor or a dict with 'loss'"):
+        make_trainer(tmp_path, [ClassyAdapter(Probe(lambda t, m: None))], max_epochs=1).fit(Weird(), loader())
+
+
+def test_classy_registry_builds_hooks_from_config(tmp_path):
+    @register_hook("lightning_hooks_test_counter")
+    class CounterHook(ClassyHook):
+        on_start = on_phase_start = on_phase_end = on_end = ClassyHook._noop
+
+        def __init__(self, start: int) -> None:
+            super().__init__()
+            self.state.count = start
+
+        def on_step(self, task):
+            self.state.count += 1
+
+    hooks = build_hooks([{"name": "lightning_hooks_test_counter", "start": 10}])
+    (adapter,) = adapt(hooks)
+    assert isinstance(adapter, ClassyAdapter)
+    make_trainer(tmp_path, [adapter], max_epochs=1).fit(Net(), loader(), loader(8, seed=1))
+    assert hooks[0].state.count == 16  # 4 train + 2 eval batches: on_step fires on eval batches too
+    assert adapter.state_dict()["hooks"] == {"CounterHook": {"count": 16}}
+
+
+def test_classy_task_standalone_validate_and_early_stop(tmp_path):
+    seen = []
+    probe = Probe(lambda t, m: m != "on_step" and seen.append((m, t.phase_type, t.phase_idx, t.test_only)))
+    trainer = make_trainer(tmp_path, [ClassyAdapter(probe)], max_epochs=3, max_steps=2)
+    trainer.fit(Net(), loader(), loader(8, seed=1))  # stops after 2 of 4 batches: the phase still ends
+    trainer.validate(trainer.lightning_module, loader(8, seed=1))
+    assert seen == [
+        ("on_start", "train", -1, False),
+        ("on_phase_start", "train", 0, False),
+        ("on_phase_end", "train", 0, False),
+        ("on_end", "train", 0, False),
+        ("on_start", "train", 0, True),
+        ("on_phase_start", "test", 1, True),
+        ("on_phase_end", "test", 1, True),
+        ("on_end", "test", 1, True),
+    ]
+
+
+def test_classy_meter_sync_state_in_a_process_group():
+    from lightning_hooks.families.classy.task import MetricMeter
+
+    torch.distributed.init_process_group("gloo", store=torch.distributed.HashStore(), rank=0, world_size=1)
+    try:
+        meter = MetricMeter("acc", MulticlassAccuracy(3, average="micro"))
+        meter.update(torch.eye(3)[[0, 1, 2, 0]], torch.tensor([0, 1, 2, 1]))
+        meter.sync_state()
+        assert meter.value == {"acc": 0.75}
+        meter.reset()
+        meter.update(torch.eye(3)[[0]], torch.tensor([0]))  # updating after a sync needs the reset's unsync
+        assert meter.value == {"acc": 1.0}
+    finally:
+        torch.distributed.destroy_process_group()
