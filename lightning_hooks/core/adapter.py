@@ -48,7 +48,7 @@ class LegacyHookAdapter(Callback):
                 )
         self.hooks: list[Any] = self.order(hooks)
         # Lightning formats state_key into a profiler action name on every hook call: compute it once.
-        self._state_key = self._generate_state_key(hooks=[type(h).__qualname__ for h in self.hooks])
+        self._state_key = self._generate_state_key(hooks=self.hook_keys())
         self.host: Facade
         self.fired: Counter[str] = Counter()
         self._host_args: tuple[Any, ...] = ()

@@ -90,14 +90,6 @@ class ClassyAdapter(LegacyHookAdapter):
         return sorted(hooks, key=lambda h: type(h).__name__ == "CheckpointHook")
 
     # ------------------------------------------------------------------------------------------------ state
-    @property
-    def state_key(self) -> str:
-        # Lightning formats the key into a profiler action name on every hook call: build it once.
-        key = self.__dict__.get("_state_key")
-        if key is None:
-            key = self.__dict__["_state_key"] = self._generate_state_key(hooks=self.hook_keys())
-        return key
-
     def hook_keys(self) -> list[str]:
         return [hook.name() for hook in self.hooks]
 
