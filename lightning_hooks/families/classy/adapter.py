@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import sys
 import time
 from collections import Counter
@@ -15,6 +16,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from lightning_hooks.compat import classy as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.families.classy.events import EVENTS
 from lightning_hooks.families.classy.task import LastBatch, Task
 
@@ -85,6 +87,21 @@ class ClassyAdapter(LegacyHookAdapter):
     @property
     def noops(self) -> tuple[Any, ...]:  # type: ignore[override]
         return tuple(base._noop for base in self.base_classes())
+
+    @classmethod
+    def build_hook(cls, config: dict[str, Any]) -> Any:
+        """``{"name": ..., **kwargs}`` through Classy's registry (when installed), then the compat one."""
+        registries: list[Any] = [compat]
+        if importlib.util.find_spec("classy_vision") is not None:
+            import classy_vision.hooks as installed  # importing it registers Classy's own hooks
+
+            if installed.build_hook is not compat.build_hook:  # not the import alias
+                registries.insert(0, installed)
+        name = config.get("name")
+        for registry in registries:
+            if name in registry.HOOK_REGISTRY:
+                return registry.build_hook(config)
+        raise KeyError(unknown_name("Classy hook name", str(name), [n for r in registries for n in r.HOOK_REGISTRY]))
 
     def order(self, hooks: list[Any]) -> list[Any]:
         return sorted(hooks, key=lambda h: type(h).__name__ == "CheckpointHook")
