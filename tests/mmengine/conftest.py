@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +19,8 @@ from mmengine.runner import Runner
 from torch.utils.data import DataLoader, Dataset
 
 from lightning_hooks.families.mmengine import MMEngineAdapter, build_hooks
+
+_runs = itertools.count()
 
 MOUNTS = (
     "before_run", "after_load_checkpoint", "before_train", "before_train_epoch", "before_train_iter",
@@ -167,7 +170,7 @@ def run_mmengine(
         custom_hooks=copy.deepcopy(custom_hooks),
         load_from=resume_from,
         resume=resume_from is not None,
-        experiment_name=f"mm-{os.path.basename(work_dir)}-{id(work_dir)}",
+        experiment_name=f"mm-{next(_runs)}",
     )
     runner.train()
     return runner
@@ -202,7 +205,8 @@ def run_lightning(
         enable_model_summary=False,
         **trainer_kwargs,
     )
-    trainer.fit(module, train, val_loader if val else None, ckpt_path=resume_from)
+    # checkpoints hold MMEngine objects (MessageHub history buffers): torch.load needs weights_only=False
+    trainer.fit(module, train, val_loader if val else None, ckpt_path=resume_from, weights_only=resume_from and False)
     return trainer, adapter, module
 
 

@@ -62,6 +62,7 @@ class MMEngineAdapter(LegacyHookAdapter):
             log_level=log_level,
         )
         self.runner._adapter = self
+        self._epoch_started = -1
         self._done = 0  # finished train iterations, MMEngine's ``train_loop.iter``
         self._scheduler_states: list[dict] | None = None
         self._module: pl.LightningModule | None = None
@@ -98,7 +99,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         super().setup(trainer, pl_module, stage)
         runner = self.runner
         runner.trainer = trainer
-        runner._resume = stage == "fit" and trainer.ckpt_path is not None
+        runner._resume = False
         runner.epoch = trainer.current_epoch
         self._wrap_load_checkpoint(pl_module)
         self.fire("setup")
@@ -117,6 +118,7 @@ class MMEngineAdapter(LegacyHookAdapter):
 
         def on_load_checkpoint(checkpoint: dict[str, Any]) -> None:
             original(checkpoint)
+            self.runner._resume = self._trainer.state.fn == "fit"  # a checkpoint loaded by fit() is a resume
             self.fire("LightningModule.on_load_checkpoint", checkpoint=checkpoint)
 
         pl_module.on_load_checkpoint = on_load_checkpoint
@@ -141,10 +143,15 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.fire("on_train_start")
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_started = trainer.current_epoch
         self.runner.epoch = trainer.current_epoch
         self.fire("on_train_epoch_start")
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        if self._epoch_started != trainer.current_epoch:
+            # Lightning skips on_train_epoch_start of the first epoch after resuming from a checkpoint written in
+            # on_train_batch_end (where CheckpointHook saves); MMEngine starts that epoch normally.
+            self.on_train_epoch_start(trainer, pl_module)
         self.fire("on_train_batch_start", batch_idx=batch_idx, data_batch=batch)
 
     def on_train_batch_end(
