@@ -188,6 +188,8 @@ class Runner(Facade):
             return 0
         if trainer.max_steps > 0:
             return trainer.max_steps * trainer.accumulate_grad_batches
+        if trainer.num_training_batches == float("inf") and trainer.state.fn == "fit":
+            trainer.fit_loop.setup_data()  # hooks read max_iters in before_run, before Lightning sized the loader
         return int(trainer.max_epochs * trainer.num_training_batches)
 
     # ------------------------------------------------------------------------------------------ dataloaders
