@@ -26,13 +26,14 @@ class _Registrar:
 def build_hooks(
     default_hooks: dict[str, dict | Hook | None] | None = None,
     custom_hooks: list[dict | Hook] | None = None,
-    registry: Registry = HOOKS,
+    default_scope: str | None = None,
 ) -> list[Hook]:
     """MMEngine's hook list for ``default_hooks`` merged over its defaults plus ``custom_hooks``, in priority order.
 
     A ``default_hooks`` key set to ``None`` removes that default hook; a ``priority`` key in a config overrides the
-    class priority; equal priorities keep registration order (defaults first). Types are looked up in
-    ``registry`` (MMEngine's ``HOOKS`` or a downstream child registry) and its children.
+    class priority; equal priorities keep registration order (defaults first). Types resolve through MMEngine's
+    ``HOOKS`` registry under ``default_scope`` (a downstream project's scope, as ``Runner(default_scope=...)``), its
+    parents and its children (``"scope.Name"``).
 
     Example::
 
@@ -40,28 +41,21 @@ def build_hooks(
                             custom_hooks=[dict(type="EMAHook", priority="NORMAL")])
         trainer = Trainer(callbacks=[MMEngineAdapter(hooks, work_dir="work")])
     """
-    default_hooks = copy.deepcopy(default_hooks)
-    custom_hooks = copy.deepcopy(custom_hooks)
+    # configs are consumed (``priority`` is popped) so copy them; hook instances are registered as given
+    default_hooks = None if default_hooks is None else {k: _copy(v) for k, v in default_hooks.items()}
+    custom_hooks = None if custom_hooks is None else [_copy(c) for c in custom_hooks]
     configs = [c for c in (default_hooks or {}).values() if isinstance(c, dict)]
     configs += [c for c in custom_hooks or [] if isinstance(c, dict)]
-    for cfg in configs:
-        _check_type(cfg, registry)
-    if registry is not HOOKS:  # Runner.register_hook builds with the root registry; build downstream types here
-        default_hooks = {k: _build(v, registry) for k, v in (default_hooks or {}).items()} or None
-        custom_hooks = [_build(c, registry) for c in custom_hooks or []] or None
-    registrar = _Registrar()
-    registrar.register_hooks(default_hooks, custom_hooks)
+    with HOOKS.switch_scope_and_registry(default_scope) as registry:
+        for cfg in configs:
+            _check_type(cfg, registry)
+        registrar = _Registrar()
+        registrar.register_hooks(default_hooks, custom_hooks)
     return registrar._hooks
 
 
-def _build(cfg: Any, registry: Registry) -> Any:
-    if not isinstance(cfg, dict):
-        return cfg
-    priority = cfg.pop("priority", None)
-    hook = registry.build(cfg)
-    if priority is not None:
-        hook.priority = priority
-    return hook
+def _copy(cfg: Any) -> Any:
+    return copy.deepcopy(cfg) if isinstance(cfg, dict) else cfg
 
 
 def _check_type(cfg: dict, registry: Registry) -> None:
@@ -70,7 +64,7 @@ def _check_type(cfg: dict, registry: Registry) -> None:
     kind = cfg["type"]
     if not isinstance(kind, str) or registry.get(kind) is not None:
         return
-    names = registered_names(registry)
+    names = registered_names(registry._get_root_registry())
     close = difflib.get_close_matches(kind, names, n=3, cutoff=0.5)
     hint = f"Did you mean {', '.join(repr(c) for c in close)}?" if close else f"Registered: {', '.join(names)}."
     raise KeyError(
