@@ -170,3 +170,17 @@ def test_mmengine_sanity_check_fires_nothing(tmp_path):
     mounts = [e[0] for e in recorder.events]
     assert mounts[:3] == ["before_run", "before_train", "before_train_epoch"]  # no validation before training
     assert mounts.count("before_val_iter") == 2 and mounts.count("before_val") == 1  # only the real validation
+
+
+def test_mmengine_runner_load_checkpoint_fires_after_load_checkpoint_and_loads_weights(tmp_path):
+    _, adapter, module = run_lightning(
+        tmp_path, default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=1)),
+        custom_hooks=[dict(type="EMAHook", momentum=0.2)], max_epochs=2,
+    )
+    ckpt = torch.load(tmp_path / "epoch_1.pth", weights_only=False)
+    ema = hook_of(adapter.hooks, EMAHook)
+    adapter.runner.load_checkpoint(str(tmp_path / "epoch_1.pth"))
+    # not a resume: EMAHook copies the file's (EMA-swapped) state_dict into its EMA model, as under the Runner
+    for key, value in ckpt["state_dict"].items():
+        torch.testing.assert_close(module.state_dict()[key], value)
+        torch.testing.assert_close(ema.ema_model.state_dict()["module." + key], value)

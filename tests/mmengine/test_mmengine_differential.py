@@ -118,3 +118,28 @@ def test_mmengine_resume_from_adapter_checkpoint_matches_runner_resume(tmp_path,
     # CheckpointHook's bookkeeping came back through the restored MessageHub
     assert adapter.runner.message_hub.get_info("keep_ckpt_ids") == runner.message_hub.get_info("keep_ckpt_ids")
     assert files(tmp_path / "lt2") == files(tmp_path / "mm2")
+
+
+def test_mmengine_ema_checkpoint_under_ddp_strategy_match_runner(tmp_path):
+    # single-process DDP on CPU (gloo): runner.model is the DDP wrapper, EMAHook unwraps it with is_model_wrapper.
+    # Lightning's DistributedSampler would reorder the data, so keep the loader's own order like the Runner.
+    from mmengine.hooks import Hook
+
+    class Probe(Hook):
+        def before_train(self, runner) -> None:
+            self.model = runner.model
+
+    probe = Probe()
+    runner = run_mmengine(tmp_path / "mm", **EMA_CKPT)
+    trainer, adapter, module = run_lightning(
+        tmp_path / "lt", strategy="ddp", accelerator="cpu", devices=1, use_distributed_sampler=False,
+        default_hooks=EMA_CKPT["default_hooks"], custom_hooks=[*EMA_CKPT["custom_hooks"], probe],
+    )
+    assert isinstance(probe.model, torch.nn.parallel.DistributedDataParallel) and probe.model.module is module
+    assert hook_of(adapter.hooks, RecorderHook).events == hook_of(runner.hooks, RecorderHook).events
+    mm_ema, lt_ema = hook_of(runner.hooks, EMAHook), hook_of(adapter.hooks, EMAHook)
+    assert lt_ema.src_model is module
+    assert_same_tensors(unprefixed(lt_ema.ema_model.state_dict()), mm_ema.ema_model.state_dict())
+    mm_ckpt = torch.load(tmp_path / "mm" / "epoch_3.pth", weights_only=False)
+    lt_ckpt = torch.load(tmp_path / "lt" / "epoch_3.pth", weights_only=False)
+    assert_same_tensors(unprefixed(lt_ckpt["state_dict"]), mm_ckpt["state_dict"])

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
 from mmengine.config import Config
 from mmengine.logging import MessageHub, MMLogger
 from mmengine.optim import OptimWrapper, OptimWrapperDict
@@ -255,10 +256,17 @@ class Runner(Facade):
             self._pending_save = None
 
     def load_checkpoint(self, filename: str, map_location: Any = "cpu", strict: bool = False) -> dict:
-        """Load weights from ``filename`` into the model; ``after_load_checkpoint`` hooks run first, as in MMEngine."""
+        """Load weights from ``filename`` into the model; ``after_load_checkpoint`` hooks run first, as in MMEngine.
+
+        Local files load with ``weights_only=False`` (MMEngine checkpoints pickle MessageHub buffers, which
+        mmengine 0.10's own loader cannot read under torch >= 2.6): load only checkpoints you trust.
+        """
         from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_model
 
-        checkpoint = _load_checkpoint(filename, map_location=map_location)
+        if os.path.isfile(filename):
+            checkpoint = torch.load(filename, map_location=map_location, weights_only=False)
+        else:
+            checkpoint = _load_checkpoint(filename, map_location=map_location)
         self._adapter.fire("LightningModule.on_load_checkpoint", checkpoint=checkpoint)
         model = self.model.module if hasattr(self.model, "module") else self.model
         return _load_checkpoint_to_model(model, checkpoint, strict)
