@@ -325,6 +325,10 @@ class Runner(Facade):
                 )
             )
         self.param_schedulers = built
+        wrapper = self.optim_wrapper
+        if isinstance(wrapper, OptimWrapper) and hasattr(wrapper, "_global_step"):
+            # schedulers count OptimWrapper.step calls to check the step order; Lightning steps the torch optimizer
+            wrapper.optimizer.register_step_post_hook(lambda *_: setattr(wrapper, "_global_step", wrapper._global_step + 1))
 
 
 def _first(loaders: Any) -> Any:
