@@ -2,7 +2,8 @@
 
 Both hosts run MMEngine's default hooks (RuntimeInfo, IterTimer, DistSamplerSeed, Logger, ParamScheduler,
 Checkpoint every epoch) plus EMAHook; a timing hook (highest priority, in both) measures ``before_train`` to
-``after_train``. Prints iterations per second of both and their ratio (median of interleaved repeats).
+``after_train``, single-threaded torch. Prints it/s of both and their ratio (median of interleaved repeats), and
+both hosts without hooks, to separate the hooks' cost from each loop's own per-step cost.
 
     python benchmarks/mmengine_vs_lightning.py [--epochs 3] [--samples 1024] [--repeats 3]
 """
@@ -80,20 +81,43 @@ def data(samples: int) -> TensorDataset:
     return TensorDataset(x, x.sum(1, keepdim=True))
 
 
-def run_runner(epochs: int, samples: int, work_dir: str) -> float:
+def run_runner(epochs: int, samples: int, width: int, work_dir: str, hooks: bool = True) -> float:
     torch.manual_seed(0)
     clock = Clock()
+    no_hooks = dict.fromkeys(("runtime_info", "timer", "sampler_seed", "logger", "param_scheduler", "checkpoint"))
     runner = Runner(
-        model=MLP(), work_dir=work_dir, train_dataloader=MMLoader(data(samples), batch_size=8),
+        model=MLP(width), work_dir=work_dir, train_dataloader=MMLoader(data(samples), batch_size=8),
         train_cfg=dict(by_epoch=True, max_epochs=epochs), optim_wrapper=dict(optimizer=dict(type="SGD", lr=0.01)),
-        default_hooks=DEFAULT_HOOKS, custom_hooks=[*CUSTOM_HOOKS, clock], log_level="WARNING",
+        default_hooks=DEFAULT_HOOKS if hooks else no_hooks, custom_hooks=[*CUSTOM_HOOKS, clock] if hooks else [clock],
+        log_level="WARNING",
         experiment_name=f"bench-runner-{time.monotonic_ns()}",
     )
     runner.train()
     return epochs * len(runner.train_dataloader) / clock.seconds
 
 
-def run_lightning(epochs: int, samples: int, work_dir: str) -> float:
+class LightningClock(pl.Callback):
+    def on_train_start(self, trainer, pl_module) -> None:
+        self.start = time.perf_counter()
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.seconds = time.perf_counter() - self.start
+
+
+def run_bare_lightning(epochs: int, samples: int, width: int, work_dir: str) -> float:
+    """Lightning alone, no adapter and no hooks: its own per-step cost, for reference."""
+    torch.manual_seed(0)
+    clock = LightningClock()
+    trainer = pl.Trainer(
+        callbacks=[clock], max_epochs=epochs, default_root_dir=work_dir, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+    )
+    loader = DataLoader(data(samples), batch_size=8)
+    trainer.fit(LitMLP(MLP(width)), loader)
+    return epochs * len(loader) / clock.seconds
+
+
+def run_lightning(epochs: int, samples: int, width: int, work_dir: str) -> float:
     torch.manual_seed(0)
     clock = Clock()
     adapter = MMEngineAdapter(
@@ -105,7 +129,7 @@ def run_lightning(epochs: int, samples: int, work_dir: str) -> float:
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
     )
     loader = DataLoader(data(samples), batch_size=8)
-    trainer.fit(LitMLP(MLP()), loader)
+    trainer.fit(LitMLP(MLP(width)), loader)
     return epochs * len(loader) / clock.seconds
 
 
@@ -114,24 +138,36 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--samples", type=int, default=1024)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--width", type=int, default=64, help="hidden width of the MLP (compute per step)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)  # tiny model: intra-op threads only add contention noise to both hosts
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     MMLogger.get_current_instance().setLevel(logging.WARNING)
 
-    speeds: dict[str, list[float]] = {"runner": [], "lightning": []}
+    hosts = {
+        "runner": run_runner,
+        "lightning": run_lightning,
+        "bare runner": lambda *a: run_runner(*a, hooks=False),
+        "bare lightning": run_bare_lightning,
+    }
+    speeds: dict[str, list[float]] = {name: [] for name in hosts}
     with tempfile.TemporaryDirectory() as tmp:
-        run_runner(1, 64, f"{tmp}/warm-r")
-        run_lightning(1, 64, f"{tmp}/warm-l")
+        for name, run in hosts.items():
+            run(1, 64, args.width, f"{tmp}/warm-{name}")
         for i in range(args.repeats):
-            speeds["runner"].append(run_runner(args.epochs, args.samples, f"{tmp}/r{i}"))
-            speeds["lightning"].append(run_lightning(args.epochs, args.samples, f"{tmp}/l{i}"))
-    runner, lightning = statistics.median(speeds["runner"]), statistics.median(speeds["lightning"])
+            for name, run in hosts.items():
+                speeds[name].append(run(args.epochs, args.samples, args.width, f"{tmp}/{name}{i}"))
+    runner, lightning, bare_runner, bare = (statistics.median(speeds[name]) for name in hosts)
     iters = args.epochs * (args.samples // 8)
-    print(f"hooks: MMEngine default hooks + EMAHook; {iters} iterations per run, median of {args.repeats}")
-    print(f"mmengine Runner:            {runner:8.1f} it/s")
-    print(f"lightning + MMEngineAdapter: {lightning:8.1f} it/s")
-    print(f"ratio lightning/runner:      {lightning / runner:8.2f}")
+    print(f"hooks: MMEngine default hooks + EMAHook; MLP width {args.width}; {iters} iterations per run, "
+          f"median of {args.repeats}")
+    print(f"mmengine Runner:              {runner:8.1f} it/s")
+    print(f"lightning + MMEngineAdapter:  {lightning:8.1f} it/s")
+    print(f"ratio lightning/runner:       {lightning / runner:8.2f}")
+    print(f"without hooks: Runner {bare_runner:.1f} it/s, Lightning {bare:.1f} it/s; the hooks cost "
+          f"{1e6 / runner - 1e6 / bare_runner:.0f} us/it under the Runner, "
+          f"{1e6 / lightning - 1e6 / bare:.0f} us/it under Lightning + adapter")
 
 
 if __name__ == "__main__":

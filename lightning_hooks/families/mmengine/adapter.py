@@ -67,6 +67,12 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._scheduler_states: list[dict] | None = None
         self._module: pl.LightningModule | None = None
         self._build_plan((self.runner,))
+        self._state_key = super().state_key
+
+    @property
+    def state_key(self) -> str:
+        """Computed once: Lightning formats it into a profiler action name on every callback call."""
+        return self._state_key
 
     @classmethod
     def from_config(
@@ -97,10 +103,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     # ---------------------------------------------------------------------------------------- run lifecycle
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
-        runner = self.runner
-        runner.trainer = trainer
-        runner._resume = False
-        runner.epoch = trainer.current_epoch
+        self.runner.attach(trainer)
         self._wrap_load_checkpoint(pl_module)
         self.fire("setup")
 

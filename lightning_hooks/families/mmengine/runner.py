@@ -116,6 +116,14 @@ class Runner(Facade):
         self.test_loop = _Loop(self, "test")
         self._pending_save: dict[str, Any] | None = None
 
+    def attach(self, trainer: pl.Trainer) -> None:
+        """Serve ``trainer``'s run; build the logger and visualizer before ``before_run``, as the Runner does."""
+        self.trainer = trainer
+        self._resume = False
+        self.epoch = trainer.current_epoch
+        self._logger = self._logger or self.logger
+        self._visualizer = self._visualizer or self.visualizer
+
     # ------------------------------------------------------------------------------------------------ places
     @property
     def work_dir(self) -> str:
