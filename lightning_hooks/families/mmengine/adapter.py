@@ -7,22 +7,26 @@ import sys
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
 
 from lightning_hooks.core.adapter import LegacyHookAdapter
-from lightning_hooks.families.mmengine.events import EVENTS
+from lightning_hooks.families.mmengine.events import EVENTS, TRAIN_EPOCH_END
 from lightning_hooks.families.mmengine.runner import Runner
 
 
 class MMEngineAdapter(LegacyHookAdapter):
-    """Run ``mmengine.hooks.Hook`` instances inside ``lightning.Trainer``.
+    """Run ``mmengine.hooks.Hook`` instances inside ``lightning.Trainer``, as MMEngine's ``Runner`` runs them.
 
-    Hooks are sorted by priority as MMEngine's Runner does (stable for equal priorities) and receive a
-    :class:`Runner` facade.
+    Hooks are sorted by priority with MMEngine's stable priority queue and receive a :class:`Runner` facade, by
+    keyword. Give ``param_schedulers`` (mmengine schedulers or their configs) to have ``ParamSchedulerHook`` step
+    them; Lightning then must not schedule the same optimizer. Turn Lightning's own checkpointing off
+    (``enable_checkpointing=False``) when ``CheckpointHook`` writes the checkpoints.
 
     Example::
 
         from mmengine.hooks import CheckpointHook, EMAHook
-        trainer = Trainer(callbacks=[MMEngineAdapter([EMAHook(), CheckpointHook(interval=1)], work_dir="work")])
+        adapter = MMEngineAdapter([EMAHook(), CheckpointHook(interval=1)], work_dir="work")
+        Trainer(callbacks=[adapter], enable_checkpointing=False).fit(model, train_loader, val_loader)
     """
 
     family = "mmengine"
@@ -32,10 +36,52 @@ class MMEngineAdapter(LegacyHookAdapter):
         **{f"{w}_{m}_iter": (f"_{w}_iter",) for w in ("before", "after") for m in ("train", "val", "test")},
     }
 
-    def __init__(self, hooks: Any, work_dir: str | os.PathLike | None = None, experiment_name: str | None = None) -> None:
+    def __init__(
+        self,
+        hooks: Any,
+        work_dir: str | os.PathLike | None = None,
+        experiment_name: str | None = None,
+        cfg: Any = None,
+        seed: int | None = None,
+        log_processor: Any = None,
+        param_schedulers: Any = None,
+        log_level: str = "INFO",
+    ) -> None:
         super().__init__(hooks)
-        self.runner = self.host = Runner(work_dir=work_dir, experiment_name=experiment_name)
+        from lightning_hooks.families.mmengine.checks import check_hook
+
+        for hook in self.hooks:
+            check_hook(hook, self.events)
+        self.runner = self.host = Runner(
+            work_dir=work_dir,
+            experiment_name=experiment_name,
+            cfg=cfg,
+            seed=seed,
+            log_processor=log_processor,
+            param_schedulers=param_schedulers,
+            log_level=log_level,
+        )
+        self.runner._adapter = self
+        self._epoch_started = -1
+        self._done = 0  # finished train iterations, MMEngine's ``train_loop.iter``
+        self._scheduler_states: list[dict] | None = None
+        self._module: pl.LightningModule | None = None
         self._build_plan((self.runner,))
+        self._state_key = super().state_key
+
+    @property
+    def state_key(self) -> str:
+        """Computed once: Lightning formats it into a profiler action name on every callback call."""
+        return self._state_key
+
+    @classmethod
+    def from_config(
+        cls, default_hooks: dict | None = None, custom_hooks: list | None = None, **options: Any
+    ) -> MMEngineAdapter:
+        """An adapter for MMEngine's ``default_hooks`` / ``custom_hooks`` config (see :func:`build_hooks`)."""
+        from lightning_hooks.families.mmengine.config import build_hooks
+
+        return cls(build_hooks(default_hooks=default_hooks, custom_hooks=custom_hooks), **options)
 
     @classmethod
     def base_classes(cls) -> tuple[type, ...]:
@@ -45,48 +91,88 @@ class MMEngineAdapter(LegacyHookAdapter):
         return (hooks.Hook,)
 
     def order(self, hooks: list[Any]) -> list[Any]:
+        """MMEngine's ``register_hook`` queue: ascending priority, registration order among equals."""
         from mmengine.runner import get_priority
 
         return sorted(hooks, key=lambda h: get_priority(h.priority))
 
     # ------------------------------------------------------------------------------------------ conditions
-    def epoch_ends(self) -> bool:
-        return bool(self._trainer.is_last_batch)
-
     def real_validation(self) -> bool:
         return not self._trainer.sanity_checking
 
-    # ---------------------------------------------------------------------------------------- lightning events
+    # ---------------------------------------------------------------------------------------- run lifecycle
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
-        self.runner.trainer = trainer
+        self.runner.attach(trainer)
+        self._wrap_load_checkpoint(pl_module)
         self.fire("setup")
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        self.fire("teardown")
+        try:
+            self.fire("teardown")
+        finally:
+            self._unwrap_load_checkpoint()
+
+    def _wrap_load_checkpoint(self, pl_module: pl.LightningModule) -> None:
+        """Make ``after_load_checkpoint`` run from ``LightningModule.on_load_checkpoint``: before weights load."""
+        if self._module is pl_module or not self._plan.get("LightningModule.on_load_checkpoint"):
+            return
+        original = pl_module.on_load_checkpoint
+
+        def on_load_checkpoint(checkpoint: dict[str, Any]) -> None:
+            original(checkpoint)
+            self.runner._resume = self._trainer.state.fn == "fit"  # a checkpoint loaded by fit() is a resume
+            self.fire("LightningModule.on_load_checkpoint", checkpoint=checkpoint)
+
+        pl_module.on_load_checkpoint = on_load_checkpoint
+        self._module = pl_module
+
+    def _unwrap_load_checkpoint(self) -> None:
+        if self._module is not None:
+            vars(self._module).pop("on_load_checkpoint", None)
+            self._module = None
+
+    # ------------------------------------------------------------------------------------------------ train
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.runner.build_param_schedulers()
+        if self._scheduler_states is not None:
+            for scheduler, state in zip(self.runner._built_schedulers(), self._scheduler_states):
+                scheduler.load_state_dict(state)
+            self._scheduler_states = None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.runner.iter = trainer.fit_loop.epoch_loop.total_batch_idx + 1 if trainer.global_step else 0
+        self.runner.iter = self._done
+        self.runner.epoch = trainer.current_epoch
         self.fire("on_train_start")
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_started = trainer.current_epoch
         self.runner.epoch = trainer.current_epoch
         self.fire("on_train_epoch_start")
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        if self._epoch_started != trainer.current_epoch:
+            # Lightning skips on_train_epoch_start of the first epoch after resuming from a checkpoint written in
+            # on_train_batch_end (where CheckpointHook saves); MMEngine starts that epoch normally.
+            self.on_train_epoch_start(trainer, pl_module)
         self.fire("on_train_batch_start", batch_idx=batch_idx, data_batch=batch)
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        self._done += 1
         self.fire("on_train_batch_end", batch_idx=batch_idx, data_batch=batch, outputs=outputs)
-        self.runner.iter += 1
+        runner = self.runner
+        runner.iter = self._done
         if trainer.is_last_batch:
-            self.runner.epoch = trainer.current_epoch + 1
+            self.fire(TRAIN_EPOCH_END)
+            runner.epoch = trainer.current_epoch + 1
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.runner.epoch = trainer.current_epoch
         self.fire("on_train_end")
 
+    # ------------------------------------------------------------------------------------------- validation
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_validation_start")
 
@@ -109,12 +195,10 @@ class MMEngineAdapter(LegacyHookAdapter):
     ) -> None:
         self.fire("on_validation_batch_end", batch_idx=batch_idx, data_batch=batch, outputs=outputs)
 
-    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_validation_epoch_end", metrics=_metrics(trainer))
-
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_validation_end")
+        self.fire("on_validation_end", metrics=_epoch_metrics(trainer))
 
+    # ------------------------------------------------------------------------------------------------- test
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_test_start")
 
@@ -137,22 +221,30 @@ class MMEngineAdapter(LegacyHookAdapter):
     ) -> None:
         self.fire("on_test_batch_end", batch_idx=batch_idx, data_batch=batch, outputs=outputs)
 
-    def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_test_epoch_end", metrics=_metrics(trainer))
-
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_test_end")
+        self.fire("on_test_end", metrics=_epoch_metrics(trainer))
 
+    # ------------------------------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
-        self.fire("on_save_checkpoint", checkpoint=checkpoint)
+        """Give hooks MMEngine's checkpoint layout on Lightning's own dict, so what they write reaches the file."""
+        self.fire("on_save_checkpoint", checkpoint=self.runner.mmengine_checkpoint(checkpoint))
 
     def host_state(self) -> dict[str, Any]:
-        return {"iter": self.runner.iter, "epoch": self.runner.epoch}
+        return {
+            "iter": self._done,
+            "message_hub": self.runner.message_hub.state_dict(),
+            "param_schedulers": [s.state_dict() for s in self.runner._built_schedulers()],
+        }
 
     def load_host_state(self, state: dict[str, Any]) -> None:
-        self.runner.iter = state.get("iter", 0)
-        self.runner.epoch = state.get("epoch", 0)
+        self._done = self.runner.iter = state.get("iter", 0)
+        if "message_hub" in state:
+            self.runner.message_hub.load_state_dict(state["message_hub"])
+        self._scheduler_states = state.get("param_schedulers") or None
 
 
-def _metrics(trainer: pl.Trainer) -> dict[str, float]:
-    return {k: v.item() if hasattr(v, "item") else v for k, v in trainer.callback_metrics.items()}
+def _epoch_metrics(trainer: pl.Trainer) -> dict[str, float]:
+    """Metrics logged during the evaluation epoch that just ended (MMEngine names them, e.g. ``toy/mse``)."""
+    results = trainer._results  # the evaluation loop's result collection, still filled in on_*_end
+    metrics = results.metrics(on_step=False)["callback"] if results is not None else trainer.callback_metrics
+    return {k: v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v for k, v in metrics.items()}

@@ -1,25 +1,42 @@
-"""The ``runner`` facade MMEngine hooks receive."""
+"""The ``runner`` facade MMEngine hooks receive: MMEngine's ``Runner`` surface, backed by a Lightning trainer."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
+from mmengine.config import Config
+from mmengine.logging import MessageHub, MMLogger
+from mmengine.optim import OptimWrapper, OptimWrapperDict
+from mmengine.runner import LogProcessor
+from mmengine.visualization import Visualizer
 
 from lightning_hooks.core.facade import Facade
 
+_instances = itertools.count()
 
-class TrainLoop:
-    """``runner.train_loop``: the train dataloader, limits, and ``stop_training`` that stops the Lightning trainer."""
 
-    def __init__(self, runner: Runner) -> None:
+class _Loop:
+    """``runner.val_loop`` / ``runner.test_loop``: what hooks and ``LogProcessor`` read from a loop."""
+
+    def __init__(self, runner: Runner, stage: str) -> None:
         self._runner = runner
+        self._stage = stage
 
     @property
     def dataloader(self) -> Any:
-        return self._runner.train_dataloader
+        return getattr(self._runner, f"{self._stage}_dataloader")
+
+
+class TrainLoop(_Loop):
+    """``runner.train_loop``: dataloader, limits, counters, and ``stop_training`` that stops the Lightning trainer."""
+
+    def __init__(self, runner: Runner) -> None:
+        super().__init__(runner, "train")
 
     @property
     def max_iters(self) -> int:
@@ -28,6 +45,14 @@ class TrainLoop:
     @property
     def max_epochs(self) -> int:
         return self._runner.max_epochs
+
+    @property
+    def iter(self) -> int:
+        return self._runner.iter
+
+    @property
+    def epoch(self) -> int:
+        return self._runner.epoch
 
     @property
     def stop_training(self) -> bool:
@@ -44,20 +69,62 @@ class Runner(Facade):
     """MMEngine's ``Runner`` as its hooks see it, backed by a Lightning trainer.
 
     ``iter`` is the 0-based index of the current train iteration inside iter hooks and the number of finished
-    iterations elsewhere; ``epoch`` is the current epoch, and epoch + 1 during the validation that follows it.
+    iterations elsewhere; ``epoch`` is the current epoch in train hooks and epoch + 1 during the validation that
+    follows it. ``message_hub`` is a real ``MessageHub`` (one per facade), ``logger`` an ``MMLogger`` writing
+    ``{log_dir}/{timestamp}.log``, ``visualizer`` a ``Visualizer`` with a local backend under ``log_dir``.
+
+    Example::
+
+        adapter = MMEngineAdapter([EMAHook()], work_dir="work")
+        adapter.runner.message_hub.get_scalar("train/loss").current()  # after some training
     """
 
     host = "runner"
 
-    def __init__(self, work_dir: str | os.PathLike | None = None, experiment_name: str | None = None) -> None:
+    def __init__(
+        self,
+        work_dir: str | os.PathLike | None = None,
+        experiment_name: str | None = None,
+        cfg: dict | Config | None = None,
+        seed: int | None = None,
+        log_processor: dict | LogProcessor | None = None,
+        param_schedulers: Any = None,
+        log_level: str = "INFO",
+    ) -> None:
         self.trainer: pl.Trainer | None = None
         self._work_dir = None if work_dir is None else os.fspath(work_dir)
         self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime())
         self.experiment_name = experiment_name or self.timestamp
+        self._instance_name = f"lightning-hooks:{self.experiment_name}:{next(_instances)}"
+        self.cfg = cfg if isinstance(cfg, Config) else Config(dict(cfg or {}))
+        self._seed = seed
+        self.message_hub = MessageHub.get_instance(self._instance_name)
+        if isinstance(log_processor, LogProcessor):
+            self.log_processor = log_processor
+        else:
+            self.log_processor = LogProcessor(**(log_processor or {}))
+        #: mmengine schedulers or their configs; configs are built on Lightning's optimizer at ``on_fit_start``.
+        self.param_schedulers = param_schedulers
+        self._log_level = log_level
+        self._logger: MMLogger | None = None
+        self._visualizer: Visualizer | None = None
         self.iter = 0
         self.epoch = 0
+        self._resume = False
         self.train_loop = TrainLoop(self)
+        self.val_loop = _Loop(self, "val")
+        self.test_loop = _Loop(self, "test")
+        self._pending_save: dict[str, Any] | None = None
 
+    def attach(self, trainer: pl.Trainer) -> None:
+        """Serve ``trainer``'s run; build the logger and visualizer before ``before_run``, as the Runner does."""
+        self.trainer = trainer
+        self._resume = False
+        self.epoch = trainer.current_epoch
+        self._logger = self._logger or self.logger
+        self._visualizer = self._visualizer or self.visualizer
+
+    # ------------------------------------------------------------------------------------------------ places
     @property
     def work_dir(self) -> str:
         if self._work_dir is not None:
@@ -69,37 +136,91 @@ class Runner(Facade):
         return os.path.join(self.work_dir, self.timestamp)
 
     @property
+    def _log_dir(self) -> str:
+        return self.log_dir
+
+    @property
+    def seed(self) -> int | None:
+        if self._seed is not None:
+            return self._seed
+        env = os.environ.get("PL_GLOBAL_SEED")
+        return int(env) if env is not None else None
+
+    @property
+    def logger(self) -> MMLogger:
+        if self._logger is None:
+            os.makedirs(self.log_dir, exist_ok=True)
+            self._logger = MMLogger.get_instance(
+                self._instance_name,
+                log_file=os.path.join(self.log_dir, f"{self.timestamp}.log"),
+                log_level=self._log_level,
+            )
+        return self._logger
+
+    @property
+    def visualizer(self) -> Visualizer:
+        if self._visualizer is None:
+            self._visualizer = Visualizer.get_instance(
+                self._instance_name, vis_backends=[dict(type="LocalVisBackend")], save_dir=self.log_dir
+            )
+        return self._visualizer
+
+    # ------------------------------------------------------------------------------------------------ model
+    @property
     def model(self) -> Any:
         """The LightningModule, or the DDP wrapper around it when the strategy wrapped it."""
         return self.trainer.strategy.model if self.trainer is not None else None
 
+    @property
+    def optim_wrapper(self) -> OptimWrapper | OptimWrapperDict:
+        """An ``OptimWrapper`` view of Lightning's optimizer (``OptimWrapperDict`` when there are several)."""
+        optimizers = self.trainer.optimizers if self.trainer is not None else []
+        if not optimizers:
+            raise AttributeError("runner.optim_wrapper: the Lightning trainer has no optimizer (yet)")
+        cached = getattr(self, "_optim_wrappers", None)
+        if cached is None or [w.optimizer for w in cached] != list(optimizers):
+            cached = self._optim_wrappers = [OptimWrapper(o) for o in optimizers]
+        if len(cached) == 1:
+            return cached[0]
+        return OptimWrapperDict(**{f"optimizer{i}": w for i, w in enumerate(cached)})
+
+    # ------------------------------------------------------------------------------------------------ limits
     @property
     def max_epochs(self) -> int:
         return self.trainer.max_epochs if self.trainer is not None else 0
 
     @property
     def max_iters(self) -> int:
+        """Train iterations (batches) of the whole run, as MMEngine counts them."""
         trainer = self.trainer
         if trainer is None:
             return 0
         if trainer.max_steps > 0:
             return trainer.max_steps * trainer.accumulate_grad_batches
+        if trainer.num_training_batches == float("inf") and trainer.state.fn == "fit":
+            trainer.fit_loop.setup_data()  # hooks read max_iters in before_run, before Lightning sized the loader
         return int(trainer.max_epochs * trainer.num_training_batches)
 
+    # ------------------------------------------------------------------------------------------ dataloaders
     @property
     def train_dataloader(self) -> Any:
         return self.trainer.train_dataloader
 
     @property
     def val_dataloader(self) -> Any:
-        loaders = self.trainer.val_dataloaders
-        return loaders[0] if isinstance(loaders, (list, tuple)) else loaders
+        return _first(self.trainer.val_dataloaders)
 
     @property
     def test_dataloader(self) -> Any:
-        loaders = self.trainer.test_dataloaders
-        return loaders[0] if isinstance(loaders, (list, tuple)) else loaders
+        return _first(self.trainer.test_dataloaders)
 
+    @property
+    def _train_loop(self) -> TrainLoop | None:
+        """MMEngine's private "was a train loop configured" marker: None outside ``trainer.fit``."""
+        trainer = self.trainer
+        return self.train_loop if trainer is not None and trainer.state.fn == "fit" else None
+
+    # ------------------------------------------------------------------------------------------ distribution
     @property
     def rank(self) -> int:
         return self.trainer.global_rank if self.trainer is not None else 0
@@ -111,3 +232,113 @@ class Runner(Facade):
     @property
     def distributed(self) -> bool:
         return self.world_size > 1
+
+    # ------------------------------------------------------------------------------------------ checkpoints
+    def save_checkpoint(
+        self,
+        out_dir: str,
+        filename: str,
+        file_client_args: dict | None = None,
+        save_optimizer: bool = True,
+        save_param_scheduler: bool = True,
+        meta: dict | None = None,
+        by_epoch: bool = True,
+        backend_args: dict | None = None,
+    ) -> None:
+        """Write ``{out_dir}/{filename}`` through ``trainer.save_checkpoint`` (collective, written by rank 0).
+
+        The file holds Lightning's checkpoint plus MMEngine's layout (``meta``, ``message_hub``, ``optimizer``,
+        ``param_schedulers``) and whatever ``before_save_checkpoint`` hooks add, so both hosts can resume from it.
+        """
+        meta = dict(meta or {})
+        if by_epoch:
+            meta.setdefault("epoch", self.epoch + 1)
+            meta.setdefault("iter", self.iter)
+        else:
+            meta.setdefault("epoch", self.epoch)
+            meta.setdefault("iter", self.iter + 1)
+        self._pending_save = {"meta": meta, "optimizer": save_optimizer, "param_schedulers": save_param_scheduler}
+        try:
+            self.trainer.save_checkpoint(os.path.join(out_dir, filename))
+        finally:
+            self._pending_save = None
+
+    def load_checkpoint(self, filename: str, map_location: Any = "cpu", strict: bool = False) -> dict:
+        """Load weights from ``filename`` into the model; ``after_load_checkpoint`` hooks run first, as in MMEngine.
+
+        Local files load with ``weights_only=False`` (MMEngine checkpoints pickle MessageHub buffers, which
+        mmengine 0.10's own loader cannot read under torch >= 2.6): load only checkpoints you trust.
+        """
+        from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_model
+
+        if os.path.isfile(filename):
+            checkpoint = torch.load(filename, map_location=map_location, weights_only=False)
+        else:
+            checkpoint = _load_checkpoint(filename, map_location=map_location)
+        self._adapter.fire("LightningModule.on_load_checkpoint", checkpoint=checkpoint)
+        model = self.model.module if hasattr(self.model, "module") else self.model
+        return _load_checkpoint_to_model(model, checkpoint, strict)
+
+    def mmengine_checkpoint(self, checkpoint: dict[str, Any]) -> dict[str, Any]:
+        """Add MMEngine's checkpoint layout to Lightning's ``checkpoint`` dict, in place, sharing its tensors."""
+        import mmengine
+
+        pending = self._pending_save or {"meta": {"epoch": self.epoch, "iter": self.iter}, "optimizer": True,
+                                         "param_schedulers": True}
+        meta = dict(pending["meta"])
+        meta.update(
+            cfg=self.cfg.pretty_text,
+            seed=self.seed,
+            experiment_name=self.experiment_name,
+            time=time.strftime("%Y%m%d_%H%M%S", time.localtime()),
+            mmengine_version=mmengine.__version__,
+        )
+        checkpoint["meta"] = meta
+        checkpoint["message_hub"] = self.message_hub.state_dict()
+        states = checkpoint.get("optimizer_states")
+        if pending["optimizer"] and states:
+            checkpoint["optimizer"] = states[0] if len(states) == 1 else {f"optimizer{i}": s for i, s in enumerate(states)}
+        elif not pending["optimizer"]:
+            checkpoint.pop("optimizer_states", None)
+        if pending["param_schedulers"] and self._built_schedulers():
+            checkpoint["param_schedulers"] = [s.state_dict() for s in self._built_schedulers()]
+        return checkpoint
+
+    def _built_schedulers(self) -> list[Any]:
+        schedulers = self.param_schedulers
+        if not schedulers:
+            return []
+        if isinstance(schedulers, dict):
+            return [s for group in schedulers.values() for s in group]
+        return [s for s in schedulers if hasattr(s, "state_dict")]
+
+    def build_param_schedulers(self) -> None:
+        """Build scheduler configs on the optimizer view, as ``Runner.build_param_scheduler`` does."""
+        from mmengine.optim.scheduler import _ParamScheduler
+        from mmengine.registry import PARAM_SCHEDULERS
+
+        if self.param_schedulers is None:
+            return
+        items = self.param_schedulers if isinstance(self.param_schedulers, (list, tuple)) else [self.param_schedulers]
+        built = []
+        for item in items:
+            if isinstance(item, _ParamScheduler):
+                built.append(item)
+                continue
+            cfg = dict(item)
+            cfg.setdefault("end", self.max_epochs if cfg.get("by_epoch", True) else self.max_iters)
+            built.append(
+                PARAM_SCHEDULERS.build(
+                    cfg, default_args=dict(optimizer=self.optim_wrapper, epoch_length=len(self.train_dataloader))
+                )
+            )
+        self.param_schedulers = built
+        wrapper = self.optim_wrapper
+        if isinstance(wrapper, OptimWrapper) and hasattr(wrapper, "_global_step"):
+            # schedulers count OptimWrapper.step calls to check the step order; Lightning steps the torch optimizer
+            wrapper.optimizer.register_step_post_hook(lambda *_: setattr(wrapper, "_global_step", wrapper._global_step + 1))
+
+
+def _first(loaders: Any) -> Any:
+    return loaders[0] if isinstance(loaders, (list, tuple)) else loaders
+

@@ -1,0 +1,81 @@
+"""Build hooks from MMEngine's ``default_hooks`` / ``custom_hooks`` config, as MMEngine's ``Runner`` does."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from typing import Any
+
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS, Registry
+from mmengine.runner import Runner
+
+
+class _Registrar:
+    """Just enough of a runner for MMEngine's own ``register_*`` methods: the same merge, build and priority queue."""
+
+    register_hooks = Runner.register_hooks
+    register_default_hooks = Runner.register_default_hooks
+    register_custom_hooks = Runner.register_custom_hooks
+    register_hook = Runner.register_hook
+
+    def __init__(self) -> None:
+        self._hooks: list[Hook] = []
+
+
+def build_hooks(
+    default_hooks: dict[str, dict | Hook | None] | None = None,
+    custom_hooks: list[dict | Hook] | None = None,
+    default_scope: str | None = None,
+) -> list[Hook]:
+    """MMEngine's hook list for ``default_hooks`` merged over its defaults plus ``custom_hooks``, in priority order.
+
+    A ``default_hooks`` key set to ``None`` removes that default hook; a ``priority`` key in a config overrides the
+    class priority; equal priorities keep registration order (defaults first). Types resolve through MMEngine's
+    ``HOOKS`` registry under ``default_scope`` (a downstream project's scope, as ``Runner(default_scope=...)``), its
+    parents and its children (``"scope.Name"``).
+
+    Example::
+
+        hooks = build_hooks(default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=2), timer=None),
+                            custom_hooks=[dict(type="EMAHook", priority="NORMAL")])
+        trainer = Trainer(callbacks=[MMEngineAdapter(hooks, work_dir="work")])
+    """
+    # configs are consumed (``priority`` is popped) so copy them; hook instances are registered as given
+    default_hooks = None if default_hooks is None else {k: _copy(v) for k, v in default_hooks.items()}
+    custom_hooks = None if custom_hooks is None else [_copy(c) for c in custom_hooks]
+    configs = [c for c in (default_hooks or {}).values() if isinstance(c, dict)]
+    configs += [c for c in custom_hooks or [] if isinstance(c, dict)]
+    with HOOKS.switch_scope_and_registry(default_scope) as registry:
+        for cfg in configs:
+            _check_type(cfg, registry)
+        registrar = _Registrar()
+        registrar.register_hooks(default_hooks, custom_hooks)
+    return registrar._hooks
+
+
+def _copy(cfg: Any) -> Any:
+    return copy.deepcopy(cfg) if isinstance(cfg, dict) else cfg
+
+
+def _check_type(cfg: dict, registry: Registry) -> None:
+    if "type" not in cfg:
+        raise KeyError(f"build_hooks: hook config {cfg!r} has no 'type' key; name a registered hook class")
+    kind = cfg["type"]
+    if not isinstance(kind, str) or registry.get(kind) is not None:
+        return
+    names = registered_names(registry._get_root_registry())
+    close = difflib.get_close_matches(kind, names, n=3, cutoff=0.5)
+    hint = f"Did you mean {', '.join(repr(c) for c in close)}?" if close else f"Registered: {', '.join(names)}."
+    raise KeyError(
+        f"build_hooks: hook type {kind!r} is not registered in the {registry.name!r} registry "
+        f"(scope {registry.scope!r}) or its children. {hint} Register your class with @HOOKS.register_module()."
+    )
+
+
+def registered_names(registry: Registry = HOOKS) -> list[str]:
+    """Every hook name ``registry`` can build: its own, and its children's as ``scope.Name``."""
+    names = list(registry.module_dict)
+    for scope, child in registry.children.items():
+        names += [f"{scope}.{n}" for n in registered_names(child)]
+    return sorted(names)

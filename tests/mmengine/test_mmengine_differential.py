@@ -1,0 +1,145 @@
+"""Differential runs: the same model, data, seed and hooks under MMEngine's Runner and under Lightning + adapter."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+from conftest import (
+    RecorderHook,
+    assert_same_tensors,
+    files,
+    hook_of,
+    run_lightning,
+    run_mmengine,
+    unprefixed,
+)
+from mmengine.hooks import EMAHook
+
+EMA_CKPT = dict(
+    default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=1, max_keep_ckpts=2)),
+    custom_hooks=[dict(type="RecorderHook"), dict(type="EMAHook", momentum=0.2)],
+)
+
+
+def test_mmengine_ema_checkpoint_validation_match_runner(tmp_path):
+    runner = run_mmengine(tmp_path / "mm", **EMA_CKPT)
+    trainer, adapter, module = run_lightning(tmp_path / "lt", **EMA_CKPT)
+
+    mm_rec, lt_rec = hook_of(runner.hooks, RecorderHook), hook_of(adapter.hooks, RecorderHook)
+    assert lt_rec.events == mm_rec.events
+    # Lightning's self.log stores float32: equal to MMEngine's float64 metric up to float32 rounding
+    assert [m["toy/mse"] for m in lt_rec.metrics] == [pytest.approx(m["toy/mse"], rel=1e-6) for m in mm_rec.metrics]
+    assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
+    mm_ema, lt_ema = hook_of(runner.hooks, EMAHook), hook_of(adapter.hooks, EMAHook)
+    assert_same_tensors(unprefixed(lt_ema.ema_model.state_dict()), mm_ema.ema_model.state_dict())
+    assert files(tmp_path / "lt") == files(tmp_path / "mm") == {"epoch_2.pth", "epoch_3.pth"}
+    assert (tmp_path / "lt" / "last_checkpoint").read_text().endswith("epoch_3.pth")
+
+    mm_ckpt = torch.load(tmp_path / "mm" / "epoch_3.pth", weights_only=False)
+    lt_ckpt = torch.load(tmp_path / "lt" / "epoch_3.pth", weights_only=False)
+    assert mm_ckpt.keys() <= lt_ckpt.keys()  # MMEngine's layout, plus Lightning's own keys
+    assert_same_tensors(unprefixed(lt_ckpt["state_dict"]), mm_ckpt["state_dict"])  # EMA weights swapped in
+    assert_same_tensors(unprefixed(lt_ckpt["ema_state_dict"]), mm_ckpt["ema_state_dict"])
+    assert {k: lt_ckpt["meta"][k] for k in ("epoch", "iter")} == {k: mm_ckpt["meta"][k] for k in ("epoch", "iter")}
+    assert len(lt_rec.checkpoint_keys) == len(mm_rec.checkpoint_keys) == 3
+    for mm_keys, lt_keys in zip(mm_rec.checkpoint_keys, lt_rec.checkpoint_keys):
+        assert set(mm_keys) <= set(lt_keys)  # what before_save_checkpoint sees: MMEngine's layout (+ Lightning's)
+
+
+
+def test_mmengine_by_iter_checkpointing_matches_runner(tmp_path):
+    hooks = dict(
+        default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=5, by_epoch=False, max_keep_ckpts=2)),
+        custom_hooks=[dict(type="RecorderHook")],
+    )
+    runner = run_mmengine(tmp_path / "mm", **hooks)
+    _, adapter, module = run_lightning(tmp_path / "lt", **hooks)
+
+    assert hook_of(adapter.hooks, RecorderHook).events == hook_of(runner.hooks, RecorderHook).events
+    assert files(tmp_path / "lt") == files(tmp_path / "mm") == {"iter_10.pth", "iter_12.pth"}  # + save_last
+    mm_ckpt = torch.load(tmp_path / "mm" / "iter_10.pth", weights_only=False)
+    lt_ckpt = torch.load(tmp_path / "lt" / "iter_10.pth", weights_only=False)
+    assert lt_ckpt["meta"]["iter"] == mm_ckpt["meta"]["iter"] == 10
+    assert_same_tensors(unprefixed(lt_ckpt["state_dict"]), mm_ckpt["state_dict"])
+    assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
+
+
+def test_mmengine_early_stopping_stops_lightning_like_runner(tmp_path):
+    # toy/mse falls every epoch, so with rule="greater" it never improves: patience 1 stops after the 2nd epoch
+    hooks = dict(
+        default_hooks=dict(checkpoint=None),
+        custom_hooks=[
+            dict(type="RecorderHook"),
+            dict(type="EarlyStoppingHook", monitor="toy/mse", rule="greater", patience=1, min_delta=0.0),
+        ],
+    )
+    runner = run_mmengine(tmp_path / "mm", max_epochs=6, **hooks)
+    trainer, adapter, module = run_lightning(tmp_path / "lt", max_epochs=6, **hooks)
+
+    mm_events = hook_of(runner.hooks, RecorderHook).events
+    assert hook_of(adapter.hooks, RecorderHook).events == mm_events
+    assert runner.train_loop.stop_training and trainer.should_stop
+    assert trainer.current_epoch == runner.epoch == 2 < 6
+    assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
+
+
+RESUME = dict(
+    default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=1, max_keep_ckpts=3)),
+    custom_hooks=[dict(type="RecorderHook"), dict(type="EMAHook", momentum=0.2)],
+)
+
+
+def test_mmengine_runner_cannot_resume_its_own_checkpoint_on_torch_2_6_plus(tmp_path):
+    # Upstream: mmengine 0.10.7 calls torch.load without weights_only, which defaults to True since torch 2.6, and its
+    # checkpoints pickle MessageHub HistoryBuffers. The reference runs below set TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD.
+    run_mmengine(tmp_path / "mm", max_epochs=1, **RESUME)
+    with pytest.raises(pickle.UnpicklingError, match="HistoryBuffer"):
+        run_mmengine(tmp_path / "mm2", resume_from=str(tmp_path / "mm" / "epoch_1.pth"), **RESUME)
+
+
+def test_mmengine_resume_from_adapter_checkpoint_matches_runner_resume(tmp_path, monkeypatch):
+    run_mmengine(tmp_path / "mm", **RESUME)
+    _, full_adapter, full_module = run_lightning(tmp_path / "lt", **RESUME)
+
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # the upstream bug above, for the reference run only
+    runner = run_mmengine(tmp_path / "mm2", resume_from=str(tmp_path / "mm" / "epoch_1.pth"), **RESUME)
+    trainer, adapter, module = run_lightning(tmp_path / "lt2", resume_from=str(tmp_path / "lt" / "epoch_1.pth"), **RESUME)
+
+    mm_rec, lt_rec = hook_of(runner.hooks, RecorderHook), hook_of(adapter.hooks, RecorderHook)
+    assert lt_rec.events == mm_rec.events
+    assert ("after_load_checkpoint", 0, 0, None) in lt_rec.events
+    assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
+    assert_same_tensors(unprefixed(module.state_dict()), unprefixed(full_module.state_dict()))  # as if never stopped
+    ema, mm_ema = hook_of(adapter.hooks, EMAHook), hook_of(runner.hooks, EMAHook)
+    assert_same_tensors(unprefixed(ema.ema_model.state_dict()), mm_ema.ema_model.state_dict())
+    assert_same_tensors(ema.ema_model.state_dict(), hook_of(full_adapter.hooks, EMAHook).ema_model.state_dict())
+    # CheckpointHook's bookkeeping came back through the restored MessageHub
+    assert adapter.runner.message_hub.get_info("keep_ckpt_ids") == runner.message_hub.get_info("keep_ckpt_ids")
+    assert files(tmp_path / "lt2") == files(tmp_path / "mm2")
+
+
+def test_mmengine_ema_checkpoint_under_ddp_strategy_match_runner(tmp_path):
+    # single-process DDP on CPU (gloo): runner.model is the DDP wrapper, EMAHook unwraps it with is_model_wrapper.
+    # Lightning's DistributedSampler would reorder the data, so keep the loader's own order like the Runner.
+    from mmengine.hooks import Hook
+
+    class Probe(Hook):
+        def before_train(self, runner) -> None:
+            self.model = runner.model
+
+    probe = Probe()
+    runner = run_mmengine(tmp_path / "mm", **EMA_CKPT)
+    trainer, adapter, module = run_lightning(
+        tmp_path / "lt", strategy="ddp", accelerator="cpu", devices=1, use_distributed_sampler=False,
+        default_hooks=EMA_CKPT["default_hooks"], custom_hooks=[*EMA_CKPT["custom_hooks"], probe],
+    )
+    assert isinstance(probe.model, torch.nn.parallel.DistributedDataParallel) and probe.model.module is module
+    assert hook_of(adapter.hooks, RecorderHook).events == hook_of(runner.hooks, RecorderHook).events
+    mm_ema, lt_ema = hook_of(runner.hooks, EMAHook), hook_of(adapter.hooks, EMAHook)
+    assert lt_ema.src_model is module
+    assert_same_tensors(unprefixed(lt_ema.ema_model.state_dict()), mm_ema.ema_model.state_dict())
+    mm_ckpt = torch.load(tmp_path / "mm" / "epoch_3.pth", weights_only=False)
+    lt_ckpt = torch.load(tmp_path / "lt" / "epoch_3.pth", weights_only=False)
+    assert_same_tensors(unprefixed(lt_ckpt["state_dict"]), mm_ckpt["state_dict"])
