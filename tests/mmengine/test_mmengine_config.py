@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 import torch
-from conftest import LitToy, hook_of, loaders, make_model, run_lightning
+from mmengine_testkit import LitToy, hook_of, loaders, make_model, run_lightning
 from mmengine.hooks import CheckpointHook, EMAHook, Hook
 from mmengine.registry import HOOKS, Registry
 from mmengine.runner import Runner
@@ -160,7 +160,7 @@ def test_mmengine_message_hub_round_trips_through_lightning_checkpoint(tmp_path)
 
 
 def test_mmengine_sanity_check_fires_nothing(tmp_path):
-    from conftest import RecorderHook
+    from mmengine_testkit import RecorderHook
 
     recorder = RecorderHook()
     train, val = loaders()

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 import torch
-from conftest import (
+from mmengine_testkit import (
     RecorderHook,
     assert_same_tensors,
     files,

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from conftest import (
+from mmengine_testkit import (
     LitToy,
     RecorderHook,
     assert_same_tensors,

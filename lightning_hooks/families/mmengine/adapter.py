@@ -67,12 +67,6 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._scheduler_states: list[dict] | None = None
         self._module: pl.LightningModule | None = None
         self._build_plan((self.runner,))
-        self._state_key = super().state_key
-
-    @property
-    def state_key(self) -> str:
-        """Computed once: Lightning formats it into a profiler action name on every callback call."""
-        return self._state_key
 
     @classmethod
     def from_config(

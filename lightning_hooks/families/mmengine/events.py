@@ -34,6 +34,7 @@ EVENTS = EventTable(
         Mount("on_test_end", "after_test_epoch", ("metrics",)),
         Mount("on_test_end", "after_test"),
         Mount("teardown", "after_run"),
+        Mount("on_exception", "on_exception", ("exception",)),
     ],
     conditions={"real_validation": "not during Lightning's sanity check"},
 )
