@@ -8,6 +8,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, Literal
 
+import lightning
 import torch
 from torch import Tensor, nn
 
@@ -234,13 +235,15 @@ def _replay(
 
 
 def _forward_site(messages: list[str]) -> str | None:
-    """Last source frame of the forward traceback that anomaly mode attaches to its warning."""
+    """Innermost frame outside torch/lightning of the forward traceback that anomaly mode attaches to its warning."""
+    library = tuple(os.path.dirname(m.__file__) for m in (torch, lightning) if m.__file__)
     for msg in messages:
-        if "Traceback of forward call" in msg:
-            frames = [ln.strip() for ln in msg.splitlines() if ln.strip().startswith("File ")]
-            if frames:
-                lines = msg.splitlines()
-                idx = max(i for i, ln in enumerate(lines) if ln.strip().startswith("File "))
-                code = lines[idx + 1].strip() if idx + 1 < len(lines) else ""
-                return f"{frames[-1]}: {code}"
+        if "Traceback of forward call" not in msg:
+            continue
+        lines = msg.splitlines()
+        for i in reversed(range(len(lines))):
+            frame = lines[i].strip()
+            if frame.startswith("File ") and not frame[6:].startswith(library):
+                code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+                return f"{frame}: {code}"
     return None
