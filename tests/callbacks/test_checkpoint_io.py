@@ -127,3 +127,13 @@ def test_non_local_paths_use_fsspec():
     AtomicCheckpointIO().save_checkpoint({"w": torch.ones(3)}, "memory://bucket/x.ckpt")
     with fsspec.open("memory://bucket/x.ckpt", "rb") as f:
         assert torch.equal(torch.load(f, weights_only=True)["w"], torch.ones(3))
+
+
+def test_overwrite_replaces_content_and_leaves_no_extra_files(previous):
+    io = AtomicCheckpointIO()
+    for version in (2, 3):
+        io.save_checkpoint({"version": version, "w": torch.full((10,), float(version))}, previous[0])
+    io.teardown()  # waits for the background deletion of the previous file's extra link
+    assert os.listdir(previous[0].parent) == ["model.ckpt"]
+    loaded = torch.load(previous[0], weights_only=True)
+    assert loaded["version"] == 3 and torch.equal(loaded["w"], torch.full((10,), 3.0))
