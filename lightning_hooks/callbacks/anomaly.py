@@ -78,7 +78,11 @@ class AnomalyDetector(Callback):
         self._loss_ok: Tensor | None = None
         self._flags: dict[torch.device, tuple[Tensor, Tensor]] = {}  # device -> (found_inf, inv_scale=1)
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if not pl_module.automatic_optimization:
+            self._window.clear()  # no replay in manual mode: keep only the current batch
         self._window.append((batch, batch_idx))
 
     def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: Tensor) -> None:

@@ -72,7 +72,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             raise OSError(
                 err.errno,
                 f"AtomicCheckpointIO: cannot create a file in {directory!r} ({err.strerror}). The checkpoint was not "
-                f"written and any previous {name!r} is unchanged; make the directory writable or choose another dirpath.",
+                f"written and any previous {name!r} is unchanged; make the directory writable or choose another "
+                "dirpath.",
             ) from err
         old = None
         try:

@@ -149,7 +149,7 @@ class EMA(Callback):
             for ema, live, staging in self._groups:
                 src = live
                 if staging is not None:
-                    torch._foreach_copy_(staging, [t.detach() for t in live], non_blocking=True)
+                    torch._foreach_copy_(staging, live, non_blocking=True)
                     if live[0].device.type == "cuda":
                         torch.cuda.current_stream(live[0].device).synchronize()
                     src = staging

@@ -80,7 +80,9 @@ class PreciseBN(Callback):
         if not isinstance(every_n_epochs, int) or every_n_epochs < 1:
             raise ValueError(f"PreciseBN: `every_n_epochs` must be an int >= 1, got {every_n_epochs!r}.")
         if forward_fn is not None and not callable(forward_fn):
-            raise TypeError(f"PreciseBN: `forward_fn` must be callable as forward_fn(pl_module, batch), got {forward_fn!r}.")
+            raise TypeError(
+                f"PreciseBN: `forward_fn` must be callable as forward_fn(pl_module, batch), got {forward_fn!r}."
+            )
         self.num_batches = num_batches
         self.every_n_epochs = every_n_epochs
         self.forward_fn = forward_fn or _default_forward
@@ -101,9 +103,8 @@ class PreciseBN(Callback):
                 "Use one DataLoader for training or call `recompute_from` with your own batches."
             )
         with isolate_rng():
-            self.recompute_from(
-                pl_module, (trainer.strategy.batch_to_device(b) for b in loader), trainer.precision_plugin.forward_context
-            )
+            batches = (trainer.strategy.batch_to_device(b) for b in loader)
+            self.recompute_from(pl_module, batches, trainer.precision_plugin.forward_context)
 
     def recompute_from(
         self,
@@ -112,7 +113,9 @@ class PreciseBN(Callback):
         forward_context: Callable[[], Any] | None = None,
     ) -> None:
         """Recompute the statistics from the first ``num_batches`` of ``batches`` (already on the device)."""
-        bns = [m for m in pl_module.modules() if isinstance(m, _BatchNorm) and m.training and m.running_mean is not None]
+        bns = [
+            m for m in pl_module.modules() if isinstance(m, _BatchNorm) and m.training and m.running_mean is not None
+        ]
         if not bns:
             if not self._warned_no_bn:
                 rank_zero_warn("PreciseBN: the model has no BatchNorm layer in training mode; nothing to recompute.")
@@ -200,7 +203,9 @@ def _size_hook(sizes: list[int], i: int, name: str) -> Callable[[nn.Module, tupl
     return hook
 
 
-def _all_reduce(s1: list[Tensor], s2: list[Tensor], counts: list[float]) -> tuple[list[Tensor], list[Tensor], list[float]]:
+def _all_reduce(
+    s1: list[Tensor], s2: list[Tensor], counts: list[float]
+) -> tuple[list[Tensor], list[Tensor], list[float]]:
     flat = torch.cat([t.flatten() for t in s1 + s2] + [torch.tensor(counts, dtype=torch.float64, device=s1[0].device)])
     dist.all_reduce(flat)
     out, offset = [], 0

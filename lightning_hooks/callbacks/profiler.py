@@ -50,8 +50,11 @@ class Profiler(Callback):
 
     """
 
-    def __init__(self, start_step: int = 10, num_steps: int = 5, dirpath: str | None = None, row_limit: int = 50) -> None:
-        for name, value, low in (("start_step", start_step, 0), ("num_steps", num_steps, 1), ("row_limit", row_limit, 1)):
+    def __init__(
+        self, start_step: int = 10, num_steps: int = 5, dirpath: str | None = None, row_limit: int = 50
+    ) -> None:
+        checks = (("start_step", start_step, 0), ("num_steps", num_steps, 1), ("row_limit", row_limit, 1))
+        for name, value, low in checks:
             if not isinstance(value, int) or value < low:
                 raise ValueError(f"Profiler: `{name}` must be an int >= {low}, got {value!r}.")
         self.start_step = start_step
@@ -67,7 +70,9 @@ class Profiler(Callback):
         # resolved here, on all ranks: `trainer.log_dir` broadcasts, which must not happen in `on_exception`
         self._outdir = self.dirpath or trainer.log_dir or trainer.default_root_dir
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         if self._prof is None and not self._done and trainer.global_step == self.start_step:
             activities = [ProfilerActivity.CPU]
             if torch.cuda.is_available():

@@ -177,3 +177,20 @@ def test_bad_arguments():
         AnomalyDetector(policy="ignore")
     with pytest.raises(ValueError, match="AnomalyDetector: `dirpath` is only used with policy='save'"):
         AnomalyDetector(dirpath="x")
+
+
+def test_manual_optimization_reports_without_replay(make_trainer):
+    class Manual(Net):
+        def __init__(self):
+            super().__init__(nan_step=1, where="forward")
+            self.automatic_optimization = False
+
+        def training_step(self, batch, batch_idx):
+            opt = self.optimizers()
+            loss = super().training_step(batch, batch_idx)
+            opt.zero_grad()
+            self.manual_backward(loss)
+            opt.step()
+
+    with pytest.raises(FloatingPointError, match=r"(?s)global step 1 .*loss finite: False.*replay: skipped \(manual optimization\)"):
+        make_trainer(max_steps=4, limit_val_batches=0, callbacks=[AnomalyDetector()]).fit(Manual())
