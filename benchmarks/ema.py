@@ -91,8 +91,14 @@ def main() -> None:
     def per_step(fn):  # noqa: ANN001, ANN202 - one sample = mean time of STEPS_PER_SAMPLE consecutive updates
         return lambda: timed(lambda: [fn() for _ in range(STEPS_PER_SAMPLE)]) / STEPS_PER_SAMPLE
 
+    raw_ema, raw_src = [p.detach().clone() for p in params], [p.detach() for p in params]
+
+    def raw_update() -> None:  # the kernel alone, no callback logic: shows the callback's own overhead
+        torch._foreach_lerp_(raw_ema, raw_src, 0.001)
+
     variants = {
         "lightning_hooks EMA (foreach lerp)": per_step(ours_update),
+        "raw torch._foreach_lerp_ (cached lists)": per_step(raw_update),
         "Lightning EMAWeightAveraging": per_step(lightning_update),
         "Lightning WeightAveraging(multi_avg_fn)": per_step(lightning_multi_update),
         "MMEngine ExponentialMovingAverage": per_step(mmengine_update),
