@@ -1,0 +1,126 @@
+"""EMA update cost on a ResNet-50-sized parameter set, relative to the memory-bandwidth bound.
+
+Bound per update = 12 * N bytes (read EMA + read weights + write EMA, fp32) / best ``a.add_(b)`` bandwidth,
+re-measured in every round; each sample is divided by the bound of its own round and medians are printed.
+Compared in the same run: this package's ``EMA`` hook, Lightning's ``EMAWeightAveraging`` (its
+``on_train_batch_end`` update) and MMEngine's ``ExponentialMovingAverage.update_parameters``.
+
+    /tmp/venv/bin/python benchmarks/ema.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import lightning.pytorch as pl  # noqa: E402
+import torch  # noqa: E402
+from _common import median, resnet50_like, timed  # noqa: E402
+from lightning.pytorch.callbacks import EMAWeightAveraging, WeightAveraging  # noqa: E402
+from mmengine.model import ExponentialMovingAverage  # noqa: E402
+from torch.optim.swa_utils import get_ema_multi_avg_fn  # noqa: E402
+
+from lightning_hooks.callbacks import EMA  # noqa: E402
+
+STEPS_PER_SAMPLE = 3
+
+
+class Wrapped(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = resnet50_like()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, smaller bandwidth probe")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    warnings.filterwarnings("ignore")
+    rounds = 7 if args.quick else 15
+    probe_elems = (32 if args.quick else 64) * 2**20
+
+    module = Wrapped()
+    params = list(module.parameters())
+    n = sum(p.numel() for p in params)
+    print(f"parameter set: {len(params)} tensors, N = {n:,} fp32 params; {rounds} round-robin rounds, "
+          f"{STEPS_PER_SAMPLE} updates per sample, torch {torch.__version__}, {torch.get_num_threads()} threads")
+
+    ours = EMA(decay=0.999)
+    ours_trainer = SimpleNamespace(global_step=0)
+    ours.on_train_start(ours_trainer, module)
+
+    def ours_update() -> None:
+        ours_trainer.global_step += 1
+        ours.on_train_batch_end(ours_trainer, module, None, None, 0)
+
+    def lightning_hook(cb: WeightAveraging):  # noqa: ANN202
+        trainer = SimpleNamespace(global_step=0)
+        cb.setup(trainer, module, "fit")
+
+        def update() -> None:
+            trainer.global_step += 1
+            cb.on_train_batch_end(trainer, module, None, None, 0)
+
+        return update
+
+    lightning_update = lightning_hook(EMAWeightAveraging(decay=0.999))
+    # not Lightning's EMA class, but the best a user can get from WeightAveraging: torch's foreach EMA function
+    lightning_multi_update = lightning_hook(WeightAveraging(multi_avg_fn=get_ema_multi_avg_fn(0.999)))
+
+    mmengine_ema = ExponentialMovingAverage(module, momentum=0.001)
+
+    def mmengine_update() -> None:
+        mmengine_ema.update_parameters(module)
+
+    for fn in (ours_update, lightning_update, lightning_multi_update, mmengine_update):  # warm-up; the first update of each is a copy
+        for _ in range(3):
+            fn()
+
+    a, b = torch.randn(probe_elems), torch.randn(probe_elems)
+
+    def probe() -> float:
+        """Bound for one update from one ``a.add_(b)`` (12 bytes per element moved)."""
+        return timed(lambda: a.add_(b)) * n / probe_elems
+
+    def per_step(fn):  # noqa: ANN001, ANN202 - one sample = mean time of STEPS_PER_SAMPLE consecutive updates
+        return lambda: timed(lambda: [fn() for _ in range(STEPS_PER_SAMPLE)]) / STEPS_PER_SAMPLE
+
+    raw_ema, raw_src = [p.detach().clone() for p in params], [p.detach() for p in params]
+
+    def raw_update() -> None:  # the kernel alone, no callback logic: shows the callback's own overhead
+        torch._foreach_lerp_(raw_ema, raw_src, 0.001)
+
+    variants = {
+        "lightning_hooks EMA (foreach lerp)": per_step(ours_update),
+        "raw torch._foreach_lerp_ (cached lists)": per_step(raw_update),
+        "Lightning EMAWeightAveraging": per_step(lightning_update),
+        "Lightning WeightAveraging(multi_avg_fn)": per_step(lightning_multi_update),
+        "MMEngine ExponentialMovingAverage": per_step(mmengine_update),
+    }
+    names = list(variants)
+    samples: dict[str, list[float]] = {k: [] for k in names}
+    bounds: list[float] = []
+    for r in range(rounds):
+        # a bandwidth probe precedes every sample; the round's bound uses the best (fastest) probe of the round
+        probes = [probe(), probe()]
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            probes.append(probe())
+            samples[name].append(variants[name]())
+        bounds.append(min(probes))
+
+    print(f"{'variant':42s} {'median ms':>10s} {'x bound':>8s}")
+    print(f"{'bound (12N B / best add_ bandwidth)':42s} {median(bounds) * 1e3:10.2f} {1.0:8.2f}")
+    for name in names:
+        ratios = [t / bnd for t, bnd in zip(samples[name], bounds)]
+        print(f"{name:42s} {median(samples[name]) * 1e3:10.2f} {median(ratios):8.2f}")
+    print(f"add_ bandwidth (median of the rounds' best): {12 * n / median(bounds) / 1e9:.1f} GB/s")
+
+
+if __name__ == "__main__":
+    main()

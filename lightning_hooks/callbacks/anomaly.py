@@ -1,0 +1,253 @@
+"""Cheap per-step NaN/Inf detection with a precise report on the first anomaly."""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import lightning
+import torch
+from torch import Tensor, nn
+
+import lightning.pytorch as pl
+from lightning.fabric.utilities.apply_func import move_data_to_device
+from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_warn
+from lightning.pytorch.utilities.seed import isolate_rng
+
+_POLICIES = ("raise", "skip", "save")
+_OP_RE = re.compile(r"Function '(\w+)' returned nan values in its (\w+) output")
+
+
+class AnomalyDetector(Callback):
+    r"""Detect non-finite losses and gradients every step for about the cost of one fused kernel.
+
+    Each step the training loss (``on_before_backward``) and all dense gradients of the optimizer's parameters
+    (``on_before_optimizer_step``, where Lightning has already unscaled them) are checked with
+    ``torch._amp_foreach_non_finite_check_and_unscale_`` (one fused call per device/dtype group, ``inv_scale=1``)
+    and a single host sync. ``Trainer(detect_anomaly=True)`` instead runs autograd anomaly mode on every step.
+
+    On the first non-finite value the callback builds a report: the global step, whether the loss and the input
+    batch were finite, the names of the parameters with non-finite gradients, and, by replaying the step's
+    batches (kept from ``on_train_batch_start``; with gradient accumulation, every micro-batch of the step)
+    through ``training_step`` with forward hooks on all modules and
+    ``torch.autograd.detect_anomaly(check_nan=True)``: the first module whose output was non-finite and the
+    backward function that produced NaN. The replay leaves gradients, buffers and the RNG state untouched; it is
+    skipped under manual optimization (``training_step`` would step the optimizers).
+
+    With a ``GradScaler`` (fp16 mixed precision) non-finite gradients are expected now and then: the scaler skips
+    those steps and lowers the scale (see ``LossScaleMonitor``), so only the loss is checked.
+
+    Policies:
+
+    * ``"raise"``: raise ``FloatingPointError`` with the report.
+    * ``"skip"``: set the optimizer's gradients to ``None`` so it skips the step (LR schedulers still step),
+      count it in ``skipped_steps`` (saved in checkpoints) and warn (full report the first time).
+    * ``"save"``: write ``batch.pt`` (the step's batches, on CPU), ``checkpoint.ckpt`` (``trainer.save_checkpoint``,
+      state before the step) and ``report.txt`` to ``dirpath/step=<global_step>/``, then raise as above.
+
+    Args:
+        policy: ``"raise"``, ``"skip"`` or ``"save"``.
+        dirpath: where ``"save"`` writes; default ``<trainer.default_root_dir>/anomaly``.
+
+    Example::
+
+        >>> import lightning.pytorch as pl
+        >>> from lightning.pytorch.demos.boring_classes import BoringModel
+        >>> from lightning_hooks.callbacks import AnomalyDetector
+        >>> trainer = pl.Trainer(max_steps=2, limit_val_batches=0, callbacks=[AnomalyDetector(policy="skip")],
+        ...                      logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        ...                      enable_model_summary=False)
+        >>> trainer.fit(BoringModel())
+
+    """
+
+    def __init__(self, policy: Literal["raise", "skip", "save"] = "raise", dirpath: str | None = None) -> None:
+        if policy not in _POLICIES:
+            raise ValueError(f"AnomalyDetector: `policy` must be one of {_POLICIES}, got {policy!r}.")
+        if dirpath is not None and policy != "save":
+            raise ValueError(f"AnomalyDetector: `dirpath` is only used with policy='save', got policy={policy!r}.")
+        self.policy = policy
+        self.dirpath = dirpath
+        self.skipped_steps = 0
+        self.report: str | None = None  # the first anomaly's report
+        self._window: list[tuple[Any, int]] = []  # (batch, batch_idx) of the current optimizer step
+        self._loss_ok: Tensor | None = None
+        self._flags: dict[torch.device, tuple[Tensor, Tensor]] = {}  # device -> (found_inf, inv_scale=1)
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        if not pl_module.automatic_optimization:
+            self._window.clear()  # no replay in manual mode: keep only the current batch
+        self._window.append((batch, batch_idx))
+
+    def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: Tensor) -> None:
+        ok = torch.isfinite(loss.detach()).all()
+        self._loss_ok = ok if self._loss_ok is None else self._loss_ok & ok
+
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer
+    ) -> None:
+        check_grads = getattr(trainer.precision_plugin, "scaler", None) is None
+        grads_ok = self._grads_finite(optimizer) if check_grads else True
+        loss_ok = self._loss_ok is None or bool(self._loss_ok)
+        window, self._window, self._loss_ok = self._window, [], None
+        if grads_ok and loss_ok:
+            return
+        first = self.report is None
+        if first or self.policy != "skip":
+            self.report = self._build_report(trainer, pl_module, window, loss_ok, check_grads)
+        if self.policy == "skip":
+            optimizer.zero_grad(set_to_none=True)
+            self.skipped_steps += 1
+            rank_zero_warn(
+                self.report + "\nAnomalyDetector(policy='skip'): this optimizer step is skipped."
+                if first
+                else f"AnomalyDetector: non-finite loss/gradients at global step {trainer.global_step}; step skipped "
+                f"({self.skipped_steps} skipped so far)."
+            )
+            return
+        if self.policy == "save":
+            self.report += "\n" + self._save(trainer, window)
+        raise FloatingPointError(self.report)
+
+    def _grads_finite(self, optimizer: torch.optim.Optimizer) -> bool:
+        groups: dict[tuple[torch.device, torch.dtype], list[Tensor]] = {}
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                g = p.grad
+                if g is not None and g.layout == torch.strided:
+                    groups.setdefault((g.device, g.dtype), []).append(g)
+        flags = []
+        for (device, _), grads in groups.items():
+            if device not in self._flags:
+                self._flags[device] = (torch.zeros(1, device=device), torch.ones(1, device=device))
+            found, one = self._flags[device]
+            found.zero_()
+            torch._amp_foreach_non_finite_check_and_unscale_(grads, found, one)
+            flags.append(found)
+        return not any(bool(f.item()) for f in flags)
+
+    # ------------------------------------------------------------------ report
+    def _build_report(
+        self,
+        trainer: pl.Trainer,
+        pl_module: pl.LightningModule,
+        window: list[tuple[Any, int]],
+        loss_ok: bool,
+        grads_checked: bool,
+    ) -> str:
+        lines = [
+            f"AnomalyDetector: non-finite values at global step {trainer.global_step} "
+            f"(epoch {trainer.current_epoch}, batch_idx {[i for _, i in window]}).",
+            f"  loss finite: {loss_ok}",
+            f"  input batch finite: {all(_finite(b) for b, _ in window)}",
+        ]
+        if grads_checked:
+            bad = [n for n, p in pl_module.named_parameters() if p.grad is not None and not _finite(p.grad)]
+            shown = ", ".join(bad[:20]) + (f", ... ({len(bad) - 20} more)" if len(bad) > 20 else "")
+            lines.append(f"  parameters with non-finite gradients ({len(bad)}): {shown or '-'}")
+        if not pl_module.automatic_optimization:
+            lines.append("  replay: skipped (manual optimization)")
+            return "\n".join(lines)
+        module, op, where = None, None, None
+        for batch, batch_idx in window:
+            module, op, where = _replay(trainer, pl_module, batch, batch_idx)
+            if module is not None or op is not None:
+                break
+        lines.append(f"  first module with non-finite output (replay): {module or 'none (replay stayed finite)'}")
+        lines.append(f"  backward op that returned NaN (anomaly mode): {op or 'none'}")
+        if where:
+            lines.append(f"  forward call of that op: {where}")
+        return "\n".join(lines)
+
+    def _save(self, trainer: pl.Trainer, window: list[tuple[Any, int]]) -> str:
+        root = self.dirpath or os.path.join(trainer.default_root_dir, "anomaly")
+        out = os.path.join(root, f"step={trainer.global_step}")
+        os.makedirs(out, exist_ok=True)
+        torch.save([(move_data_to_device(b, "cpu"), i) for b, i in window], os.path.join(out, "batch.pt"))
+        trainer.save_checkpoint(os.path.join(out, "checkpoint.ckpt"))
+        with open(os.path.join(out, "report.txt"), "w") as f:
+            f.write(self.report or "")
+        return f"  saved batch.pt, checkpoint.ckpt and report.txt to {out}"
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        return {"skipped_steps": self.skipped_steps}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.skipped_steps = int(state_dict["skipped_steps"])
+
+
+def _tensors(obj: Any) -> list[Tensor]:
+    if isinstance(obj, Tensor):
+        return [obj]
+    if isinstance(obj, Mapping):
+        return [t for v in obj.values() for t in _tensors(v)]
+    if isinstance(obj, (list, tuple)):
+        return [t for v in obj for t in _tensors(v)]
+    return []
+
+
+def _finite(obj: Any) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in _tensors(obj) if t.is_floating_point() or t.is_complex())
+
+
+def _replay(
+    trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+) -> tuple[str | None, str | None, str | None]:
+    """Re-run ``training_step`` + backward; return (first non-finite module, NaN backward op, forward call site)."""
+    names = {m: (n or "<root>") for n, m in pl_module.named_modules()}
+    first: list[str] = []
+
+    def hook(module: nn.Module, args: Any, output: Any) -> None:
+        if not first and not _finite(output):
+            first.append(f"{names[module]} ({type(module).__name__})")
+
+    handles = [m.register_forward_hook(hook) for m in pl_module.modules()]
+    buffers = [(b, b.detach().clone()) for b in pl_module.buffers()]
+    params = [p for p in pl_module.parameters() if p.requires_grad]
+    op = where = None
+    try:
+        with isolate_rng(), torch.enable_grad(), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with torch.autograd.detect_anomaly(check_nan=True):
+                with trainer.precision_plugin.train_step_context():
+                    out = pl_module.training_step(batch, batch_idx)
+                loss = out["loss"] if isinstance(out, Mapping) else out
+                if isinstance(loss, Tensor) and loss.requires_grad:
+                    try:
+                        torch.autograd.grad(loss.sum(), params, allow_unused=True)
+                    except RuntimeError as err:
+                        match = _OP_RE.search(str(err))
+                        if match is None:
+                            raise
+                        op = f"{match.group(1)} ({match.group(2)} output)"
+        if op is not None:
+            where = _forward_site([str(w.message) for w in caught])
+    finally:
+        for h in handles:
+            h.remove()
+        with torch.no_grad():
+            for b, saved in buffers:
+                b.copy_(saved)
+    return (first[0] if first else None), op, where
+
+
+def _forward_site(messages: list[str]) -> str | None:
+    """Innermost frame outside torch/lightning of the forward traceback that anomaly mode attaches to its warning."""
+    library = tuple(os.path.dirname(m.__file__) for m in (torch, lightning) if m.__file__)
+    for msg in messages:
+        if "Traceback of forward call" not in msg:
+            continue
+        lines = msg.splitlines()
+        for i in reversed(range(len(lines))):
+            frame = lines[i].strip()
+            if frame.startswith("File ") and not frame[6:].startswith(library):
+                code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+                return f"{frame}: {code}"
+    return None

@@ -1,0 +1,231 @@
+"""EMA callback: checked against a float64 EMA computed by a plain loop over the recorded training weights."""
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from lightning_hooks.callbacks import EMA
+
+torch.manual_seed(1234)
+X, Y = torch.randn(16, 4), torch.randn(16, 1)
+
+
+class Net(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.Tanh(), nn.Linear(6, 1))
+        self.seen = {}  # stage -> list of weights seen in *_step
+
+    def forward(self, x):
+        return self.net(x)
+
+    def _record(self, stage):
+        self.seen.setdefault(stage, []).append(_snapshot(self))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return nn.functional.mse_loss(self(x), y)
+
+    def validation_step(self, batch, batch_idx):
+        self._record("sanity" if self.trainer.sanity_checking else "val")
+
+    def test_step(self, batch, batch_idx):
+        self._record("test")
+
+    def predict_step(self, batch, batch_idx):
+        self._record("predict")
+        return self(batch[0])
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def train_dataloader(self):
+        return DataLoader(TensorDataset(X, Y), batch_size=4)
+
+    def val_dataloader(self):
+        return DataLoader(TensorDataset(X, Y), batch_size=8)
+
+    test_dataloader = predict_dataloader = val_dataloader
+
+
+def _snapshot(module, buffers=False):
+    named = list(module.named_parameters())
+    if buffers:
+        named += [(n, b) for n, b in module.named_buffers() if b.is_floating_point()]
+    return {n: t.detach().double().clone() for n, t in named}
+
+
+class WeightRecorder(Callback):
+    """Records the float64 weights after every optimizer step (independently of EMA)."""
+
+    def __init__(self, buffers=False):
+        self.buffers = buffers
+        self.after_step = {}  # global_step -> weights
+        self.epoch_start = []
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        self.epoch_start.append(_snapshot(pl_module))
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.after_step[trainer.global_step] = _snapshot(pl_module, self.buffers)
+
+
+def reference_ema(after_step, decay, warmup=True, start_step=0, every_n_steps=1):
+    ema, n = None, 0
+    for step in sorted(after_step):
+        if step <= start_step or (step - start_step - 1) % every_n_steps:
+            continue
+        w = after_step[step]
+        if ema is None:
+            ema = {k: v.clone() for k, v in w.items()}
+        else:
+            d = min(decay, (1 + n) / (10 + n)) if warmup else decay
+            ema = {k: d * ema[k] + (1 - d) * w[k] for k in ema}
+        n += 1
+    return ema, n
+
+
+def assert_weights_close(actual, expected, atol=1e-6):
+    assert actual.keys() == expected.keys()
+    for k in expected:
+        torch.testing.assert_close(actual[k].double(), expected[k], atol=atol, rtol=0, msg=k)
+
+
+@pytest.mark.parametrize("include_buffers", [False, True])
+def test_ema_matches_float64_reference(make_trainer, include_buffers):
+    rec, ema = WeightRecorder(buffers=include_buffers), EMA(decay=0.9, start_step=2, every_n_steps=2, include_buffers=include_buffers)
+    trainer = make_trainer(max_epochs=3, limit_val_batches=0, callbacks=[rec, ema])
+    trainer.fit(Net())
+    expected, n = reference_ema(rec.after_step, 0.9, start_step=2, every_n_steps=2)
+    assert ema.num_updates == n == 5  # updates after steps 3, 5, 7, 9, 11 of 12
+    assert_weights_close(ema.state_dict()["ema"], expected)
+
+
+def test_ema_without_warmup(make_trainer):
+    rec, ema = WeightRecorder(), EMA(decay=0.7, warmup=False)
+    make_trainer(max_steps=6, limit_val_batches=0, callbacks=[rec, ema]).fit(Net())
+    expected, _ = reference_ema(rec.after_step, 0.7, warmup=False)
+    assert_weights_close(ema.state_dict()["ema"], expected)
+
+
+def test_validation_sees_ema_training_continues_on_raw(make_trainer):
+    model, rec, ema = Net(), WeightRecorder(), EMA(decay=0.8)
+    initial = _snapshot(model)
+    trainer = make_trainer(max_epochs=2, limit_val_batches=1, num_sanity_val_steps=1, callbacks=[rec, ema])
+    trainer.fit(model)
+    # sanity check runs before any update: raw (initial) weights, nothing swapped
+    assert_weights_close(model.seen["sanity"][0], initial, atol=0)
+    # end-of-epoch validations see the EMA of the weights up to that step
+    for epoch, seen in enumerate(model.seen["val"]):
+        last_step = 4 * (epoch + 1)
+        expected, _ = reference_ema({s: w for s, w in rec.after_step.items() if s <= last_step}, 0.8)
+        assert_weights_close(seen, expected)
+        assert any((seen[k] - rec.after_step[last_step][k]).abs().max() > 1e-3 for k in seen)
+    # training after validation resumed from the raw weights
+    assert_weights_close(rec.epoch_start[1], rec.after_step[4], atol=0)
+    assert_weights_close(_snapshot(model), rec.after_step[8], atol=0)
+
+
+def test_no_swap_before_first_update(make_trainer):
+    model, rec, ema = Net(), WeightRecorder(), EMA(decay=0.8, start_step=5)  # epoch 0 has 4 steps
+    make_trainer(max_epochs=2, limit_val_batches=1, callbacks=[rec, ema]).fit(model)
+    val0, val1 = model.seen["val"]
+    assert_weights_close(val0, rec.after_step[4], atol=0)  # raw weights: no EMA yet
+    expected, n = reference_ema(rec.after_step, 0.8, start_step=5)
+    assert n == 3
+    assert_weights_close(val1, expected)
+
+
+def test_validate_test_predict_after_fit_use_ema(make_trainer):
+    model, rec, ema = Net(), WeightRecorder(), EMA(decay=0.8)
+    trainer = make_trainer(max_steps=4, limit_val_batches=1, check_val_every_n_epoch=5, callbacks=[rec, ema])
+    trainer.fit(model)
+    assert "val" not in model.seen
+    expected, _ = reference_ema(rec.after_step, 0.8)
+    trainer.validate(model, verbose=False)
+    trainer.test(model, verbose=False)
+    trainer.predict(model)
+    for stage in ("val", "test", "predict"):
+        assert_weights_close(model.seen[stage][0], expected)
+    assert_weights_close(_snapshot(model), rec.after_step[4], atol=0)  # raw weights back
+
+
+def test_resume_gives_same_ema_as_uninterrupted(make_trainer, tmp_path):
+    ema_full = EMA(decay=0.8)
+    make_trainer(max_epochs=2, limit_val_batches=0, callbacks=[ema_full]).fit(Net())
+
+    ckpt_cb = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)
+    make_trainer(max_epochs=1, limit_val_batches=0, callbacks=[EMA(decay=0.8), ckpt_cb], enable_checkpointing=True).fit(Net())
+    ema_resumed = EMA(decay=0.8)
+    trainer = make_trainer(max_epochs=2, limit_val_batches=0, callbacks=[ema_resumed])
+    trainer.fit(Net(), ckpt_path=ckpt_cb.last_model_path)
+    assert ema_resumed.num_updates == ema_full.num_updates == 8
+    full, resumed = ema_full.state_dict()["ema"], ema_resumed.state_dict()["ema"]
+    for k in full:
+        torch.testing.assert_close(resumed[k], full[k], atol=0, rtol=0)
+
+
+def test_accumulation_updates_once_per_optimizer_step(make_trainer):
+    rec, ema = WeightRecorder(), EMA(decay=0.8)
+    trainer = make_trainer(max_epochs=2, limit_val_batches=0, accumulate_grad_batches=2, callbacks=[rec, ema])
+    trainer.fit(Net())
+    assert trainer.global_step == 4
+    expected, n = reference_ema(rec.after_step, 0.8)
+    assert ema.num_updates == n == 4
+    assert_weights_close(ema.state_dict()["ema"], expected)
+
+
+def test_export_state_dict_loads_into_plain_model(make_trainer):
+    model, rec, ema = Net(), WeightRecorder(), EMA(decay=0.8)
+    with pytest.raises(RuntimeError, match="EMA.export_state_dict: no EMA update"):
+        ema.export_state_dict(model)
+    make_trainer(max_steps=3, limit_val_batches=0, callbacks=[rec, ema]).fit(model)
+    fresh = Net()
+    fresh.load_state_dict(ema.export_state_dict(model))
+    expected, _ = reference_ema(rec.after_step, 0.8)
+    assert_weights_close(_snapshot(fresh), expected)
+    torch.testing.assert_close(fresh.net[1].running_mean, model.net[1].running_mean)  # live buffers
+
+
+def test_checkpoint_state_dict_holds_raw_weights(make_trainer, tmp_path):
+    model, rec, ema = Net(), WeightRecorder(), EMA(decay=0.8)
+    trainer = make_trainer(max_steps=3, limit_val_batches=0, callbacks=[rec, ema])
+    trainer.fit(model)
+    trainer.save_checkpoint(tmp_path / "x.ckpt")
+    ckpt = torch.load(tmp_path / "x.ckpt", weights_only=True)
+    expected, _ = reference_ema(rec.after_step, 0.8)
+    assert_weights_close(ckpt["callbacks"]["EMA"]["ema"], expected)
+    assert_weights_close({k: ckpt["state_dict"][k].double() for k in expected}, rec.after_step[3], atol=0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"decay": 1.0}, "EMA: `decay`"), ({"every_n_steps": 0}, "EMA: `every_n_steps`"), ({"start_step": -1}, "EMA: `start_step`")],
+)
+def test_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        EMA(**kwargs)
+
+
+def test_load_mismatched_state_is_a_clear_error(make_trainer):
+    ema = EMA()
+    ema.load_state_dict({"num_updates": 1, "ema": {"other.weight": torch.zeros(1)}})
+    with pytest.raises(RuntimeError, match="EMA: the stored EMA does not match"):
+        make_trainer(max_steps=1, limit_val_batches=0, callbacks=[ema]).fit(Net())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cpu_offload_on_cuda(make_trainer):
+    rec, ema = WeightRecorder(), EMA(decay=0.8, cpu=True)
+    model = Net()
+    make_trainer(accelerator="cuda", max_epochs=1, limit_val_batches=1, deterministic=False, callbacks=[rec, ema]).fit(model)
+    state = ema.state_dict()["ema"]
+    assert all(t.device.type == "cpu" for t in state.values())
+    expected, _ = reference_ema(rec.after_step, 0.8)
+    assert_weights_close(state, expected, atol=1e-5)
+    assert_weights_close({k: v.cpu() for k, v in model.seen["val"][0].items()}, expected, atol=1e-5)
+    assert_weights_close({k: v.cpu() for k, v in _snapshot(model).items()}, {k: v.cpu() for k, v in rec.after_step[4].items()}, atol=0)
