@@ -8,7 +8,10 @@ with a table of what each hook did.
 from __future__ import annotations
 
 import argparse
+import json
+import logging
 import os
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +20,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, Dataset
 
 from lightning_hooks import adapt
 from lightning_hooks.core.adapter import LegacyHookAdapter
@@ -26,8 +29,9 @@ from lightning_hooks.core.adapter import LegacyHookAdapter
 class DemoNet(pl.LightningModule):
     """Two conv + BatchNorm blocks and a linear classifier.
 
-    Steps follow the convention every adapter understands: ``training_step`` returns the loss;
-    ``validation_step`` returns ``{"loss", "output", "target"}``.
+    Batches are Classy-style ``{"input", "target"}`` dicts, which hooks of every family accept. Steps follow the
+    convention every adapter understands: ``training_step`` returns the loss; ``validation_step`` returns
+    ``{"loss", "output", "target"}``.
     """
 
     def __init__(self, lr: float = 0.05) -> None:
@@ -42,14 +46,14 @@ class DemoNet(pl.LightningModule):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
 
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        x, y = batch
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        x, y = batch["input"], batch["target"]
         loss = nn.functional.cross_entropy(self(x), y)
         self.log("train_loss", loss, prog_bar=True)
         return loss
 
-    def validation_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
-        x, y = batch
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, torch.Tensor]:
+        x, y = batch["input"], batch["target"]
         output = self(x)
         loss = nn.functional.cross_entropy(output, y)
         self.log("val_loss", loss, prog_bar=True)
@@ -60,10 +64,21 @@ class DemoNet(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
 
 
+class _Samples(Dataset):
+    def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.x, self.y = x, y
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"input": self.x[i], "target": self.y[i]}
+
+
 class SyntheticData(pl.LightningDataModule):
     """Random 3x16x16 images labelled (4 classes) by a fixed random teacher network; deterministic."""
 
-    def __init__(self, n_train: int = 512, n_val: int = 128, batch_size: int = 32) -> None:
+    def __init__(self, n_train: int = 1024, n_val: int = 256, batch_size: int = 32) -> None:
         super().__init__()
         self.n_train, self.n_val, self.batch_size = n_train, n_val, batch_size
         g = torch.Generator().manual_seed(0)
@@ -75,11 +90,11 @@ class SyntheticData(pl.LightningDataModule):
             self.y = teacher(self.x).argmax(1)
 
     def train_dataloader(self) -> DataLoader:
-        data = TensorDataset(self.x[: self.n_train], self.y[: self.n_train])
+        data = _Samples(self.x[: self.n_train], self.y[: self.n_train])
         return DataLoader(data, batch_size=self.batch_size, shuffle=True, generator=torch.Generator().manual_seed(0))
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(TensorDataset(self.x[self.n_train :], self.y[self.n_train :]), batch_size=self.batch_size)
+        return DataLoader(_Samples(self.x[self.n_train :], self.y[self.n_train :]), batch_size=self.batch_size)
 
     test_dataloader = val_dataloader
 
@@ -101,11 +116,14 @@ class Run:
             model.load_state_dict(state_dict)
         model.eval()
         with torch.no_grad():
-            losses = [nn.functional.cross_entropy(model(x), y, reduction="sum") for x, y in self.val]
+            losses = [nn.functional.cross_entropy(model(b["input"]), b["target"], reduction="sum") for b in self.val]
         return float(sum(losses) / len(self.val.dataset))
 
-    def files(self, folder: str | os.PathLike) -> str:
-        paths = sorted(p for p in Path(folder).rglob("*") if p.is_file())
+    def adapter(self, family: str) -> LegacyHookAdapter:
+        return next(a for a in self.adapters if a.family == family)
+
+    def files(self, folder: str | os.PathLike, pattern: str = "*") -> str:
+        paths = sorted(p for p in Path(folder).rglob(pattern) if p.is_file())
         if not paths:
             return "no files"
         shown = ", ".join(p.name for p in paths[:4]) + (f", ... ({len(paths)} files)" if len(paths) > 4 else "")
@@ -113,21 +131,70 @@ class Run:
 
 
 def mmengine_hooks(out: Path) -> list[tuple[Any, Probe]]:
-    from mmengine.hooks import EMAHook
+    from mmengine.hooks import CheckpointHook, EMAHook, IterTimerHook, LoggerHook, RuntimeInfoHook
 
     def ema(hook: Any, run: Run) -> str:
-        ema_weights = {k.removeprefix("module."): v for k, v in hook.ema_model.state_dict().items() if k != "steps"}
-        return f"EMA val loss {run.val_loss(ema_weights):.3f} vs raw {run.val_loss():.3f}"
+        weights = {k.removeprefix("module."): v for k, v in hook.ema_model.state_dict().items() if k != "steps"}
+        return f"EMA val loss {run.val_loss(weights):.3f} vs raw {run.val_loss():.3f}"
 
-    return [(EMAHook(momentum=0.01), ema)]
+    def hub(key: str, what: str, scale: float = 1.0, fmt: str = ".3f") -> Probe:
+        return lambda hook, run: f"{what} {run.adapter('mmengine').runner.message_hub.get_scalar(key).mean() * scale:{fmt}}"
+
+    def logs(hook: Any, run: Run) -> str:
+        return run.files(run.adapter("mmengine").runner.log_dir)
+
+    return [
+        (RuntimeInfoHook(), hub("train/lr", "message hub train/lr =", fmt=".4f")),
+        (IterTimerHook(), hub("train/time", "message hub train/time =", 1e3, ".2f")),
+        (LoggerHook(interval=8), lambda hook, run: logs(hook, run)),
+        (CheckpointHook(interval=1, max_keep_ckpts=2), lambda hook, run: run.files(out, "*.pth")),
+        (EMAHook(momentum=0.05), ema),
+    ]
+
+
+def classy_hooks(out: Path) -> list[tuple[Any, Probe]]:
+    from classy_vision.hooks import CheckpointHook, PreciseBatchNormHook
+
+    folder = out / "classy_checkpoints"
+    folder.mkdir(parents=True, exist_ok=True)
+    precise_bn = PreciseBatchNormHook(num_samples=128, cache_samples=True)
+
+    def bn(hook: Any, run: Run) -> str:
+        phases = run.adapter("classy").task.train_phase_idx + 1
+        return f"BN statistics recomputed at the end of each of {phases} train phases from 128 cached samples"
+
+    return [
+        (CheckpointHook(str(folder), input_args={}), lambda hook, run: run.files(folder)),
+        (precise_bn, bn),
+    ]
+
+
+def imix_hooks(out: Path) -> list[tuple[Any, Probe]]:
+    from imix.engine.hooks import IterationTimerHook, JSONLoggerHook, PeriodicLogger
+
+    status = out / "imix_status.json"
+
+    def records() -> list[dict[str, float]]:
+        return [json.loads(line) for line in status.read_text().splitlines()] if status.exists() else []
+
+    def timer(hook: Any, run: Run) -> str:
+        times = [r["iter_time"] for r in records()]
+        return f"iter_time into iMIX's log buffer: {1e3 * sum(times) / max(len(times), 1):.2f} ms/iter"
+
+    def logger(hook: Any, run: Run) -> str:
+        return f"{len(records())} JSON records of total_loss, iter_time in {os.path.relpath(status)}"
+
+    return [(IterationTimerHook(), timer), (PeriodicLogger([JSONLoggerHook(str(status))], 8), logger)]
 
 
 FAMILIES: dict[str, Callable[[Path], list[tuple[Any, Probe]]]] = {
     "mmengine": mmengine_hooks,
+    "classy": classy_hooks,
+    "imix": imix_hooks,
 }
 
 
-def run(out: Path, max_epochs: int = 3, progress_bar: bool = True) -> list[list[str]]:
+def run(out: Path, max_epochs: int = 5, progress_bar: bool = True) -> list[list[str]]:
     """Train with every family's demo hooks; return the report rows (hook, family, mount points, produced)."""
     pl.seed_everything(0, verbose=False)
     probes: dict[int, Probe] = {}
@@ -136,7 +203,7 @@ def run(out: Path, max_epochs: int = 3, progress_bar: bool = True) -> list[list[
         for hook, probe in build(out):
             hooks.append(hook)
             probes[id(hook)] = probe
-    adapters = adapt(hooks, work_dir=out)
+    adapters = adapt(hooks, work_dir=out, cfg={"log_config": {"period": 8}})
     model, data = DemoNet(), SyntheticData()
     trainer = pl.Trainer(
         max_epochs=max_epochs, callbacks=list(adapters), default_root_dir=out, accelerator="cpu", devices=1, logger=False,
@@ -152,18 +219,27 @@ def run(out: Path, max_epochs: int = 3, progress_bar: bool = True) -> list[list[
     return rows
 
 
-def format_table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    line = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
-    return "\n".join([line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *map(line, rows)])
+def format_table(header: list[str], rows: list[list[str]], width: int = 60) -> str:
+    """A plain-text table; cells longer than ``width`` wrap onto more lines."""
+    cells = [[textwrap.wrap(str(c), width) or [""] for c in row] for row in [header, *rows]]
+    widths = [max(len(line) for row in cells for line in row[i]) for i in range(len(header))]
+    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+    out = [rule]
+    for n, row in enumerate(cells):
+        for k in range(max(map(len, row))):
+            out.append("| " + " | ".join((c[k] if k < len(c) else "").ljust(w) for c, w in zip(row, widths)) + " |")
+        if n == 0:
+            out.append(rule.replace("-", "="))
+    return "\n".join([*out, rule])
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="lightning-hooks demo", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("demo_output"), help="folder for everything the hooks write")
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=5)
     args = parser.parse_args(argv)
     torch.set_num_threads(min(2, torch.get_num_threads()))
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # device and tip banners
     start = time.perf_counter()
     rows = run(args.out, max_epochs=args.epochs)
     print(f"\nlightning-hooks demo: {args.epochs} epochs in {time.perf_counter() - start:.1f} s, outputs in {args.out}/\n")

@@ -103,7 +103,7 @@ def test_matches_fvcore_and_validation_sees_it(make_trainer, num_batches):
 
 
 def test_restores_modes_momentum_and_rng_and_skips_frozen_bn(make_trainer):
-    model, snap = Net(frozen_bn=True), SnapshotBeforePreciseBN()
+    model = Net(frozen_bn=True)
     seen = {}
 
     class After(Callback):

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Any
 
 import lightning.pytorch as pl
-import pytest
 import torch
 from mmengine.evaluator import BaseMetric, Evaluator
 from mmengine.hooks import Hook
