@@ -78,6 +78,21 @@ class MMEngineAdapter(LegacyHookAdapter):
         return cls(build_hooks(default_hooks=default_hooks, custom_hooks=custom_hooks), **options)
 
     @classmethod
+    def build_hook(cls, config: dict[str, Any]) -> Any:
+        """One ``dict(type=..., priority=..., **kwargs)`` through MMEngine's ``HOOKS`` registry, as in ``custom_hooks``."""
+        from mmengine.registry import HOOKS
+
+        from lightning_hooks.families.mmengine.config import check_type
+
+        config = dict(config)
+        priority = config.pop("priority", None)
+        check_type(config, HOOKS)
+        hook = HOOKS.build(config)
+        if priority is not None:
+            hook.priority = priority
+        return hook
+
+    @classmethod
     def base_classes(cls) -> tuple[type, ...]:
         hooks = sys.modules.get("mmengine.hooks")
         if hooks is None:  # an mmengine hook instance implies mmengine.hooks was imported

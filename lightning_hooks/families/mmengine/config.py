@@ -48,7 +48,7 @@ def build_hooks(
     configs += [c for c in custom_hooks or [] if isinstance(c, dict)]
     with HOOKS.switch_scope_and_registry(default_scope) as registry:
         for cfg in configs:
-            _check_type(cfg, registry)
+            check_type(cfg, registry)
         registrar = _Registrar()
         registrar.register_hooks(default_hooks, custom_hooks)
     return registrar._hooks
@@ -58,7 +58,7 @@ def _copy(cfg: Any) -> Any:
     return copy.deepcopy(cfg) if isinstance(cfg, dict) else cfg
 
 
-def _check_type(cfg: dict, registry: Registry) -> None:
+def check_type(cfg: dict, registry: Registry) -> None:
     if "type" not in cfg:
         raise KeyError(f"build_hooks: hook config {cfg!r} has no 'type' key; name a registered hook class")
     kind = cfg["type"]

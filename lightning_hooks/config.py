@@ -1,0 +1,176 @@
+"""``build_callbacks``: Lightning callbacks from one config holding each family's hooks in its own format.
+
+```yaml
+mmengine:                        # MMEngine's format; other keys are MMEngineAdapter options
+  work_dir: work_dirs/run1
+  default_hooks: {checkpoint: {type: CheckpointHook, interval: 1}, logger: null}
+  custom_hooks: [{type: EMAHook, priority: NORMAL}]
+classy:                          # Classy's format: a list of {name: ..., **kwargs} (or {hooks: [...], **options})
+  - {name: precise_bn, num_samples: 256}
+imix:                            # iMIX's format; other keys are IMIXAdapter options
+  by_epoch: true
+  custom_hooks: [{type: IterationTimerHook, level: NORMAL}]
+callbacks:                       # Hydra ``_target_`` entries: native and Lightning callbacks
+  - {_target_: lightning_hooks.callbacks.EMA, decay: 0.999}
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import inspect
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import yaml
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import Callback
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from lightning_hooks.config_schema import SCHEMAS
+from lightning_hooks.core.errors import unknown_name
+from lightning_hooks.families.classy import ClassyAdapter
+from lightning_hooks.families.imix import IMIXAdapter
+from lightning_hooks.families.mmengine import MMEngineAdapter
+
+#: ``_target_`` paths instantiated without an explicit allow-list.
+SAFE_TARGETS = ("lightning_hooks.*", "lightning.pytorch.callbacks.*", "pytorch_lightning.callbacks.*")
+SECTIONS = ("mmengine", "classy", "imix", "callbacks")
+
+
+class ConfigError(ValueError):
+    """A config that cannot be built; the message starts with the offending config path."""
+
+
+def build_callbacks(
+    cfg: DictConfig | Mapping[str, Any] | str | os.PathLike, allow_targets: Iterable[str] = ()
+) -> list[Callback]:
+    """Build one adapter per family section and every ``callbacks`` entry, in that order.
+
+    Args:
+        cfg: an OmegaConf ``DictConfig``, a dict, or the path of a YAML file (OmegaConf interpolation works).
+        allow_targets: ``fnmatch`` patterns of further ``_target_`` paths that may be instantiated (besides
+            :data:`SAFE_TARGETS`); config building imports and calls nothing else.
+
+    Example::
+
+        trainer = Trainer(callbacks=build_callbacks("configs/hydra/hooks/mixed.yaml"))
+    """
+    config = _load(cfg)
+    unknown = [key for key in config if key not in SECTIONS]
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: {unknown_name('config section', str(unknown[0]), SECTIONS)}")
+    callbacks: list[Callback] = []
+    if config.get("mmengine") is not None:
+        callbacks.append(_mmengine(config["mmengine"]))
+    if config.get("classy") is not None:
+        callbacks.append(_classy(config["classy"]))
+    if config.get("imix") is not None:
+        callbacks.append(_imix(config["imix"]))
+    for i, entry in enumerate(config.get("callbacks") or []):
+        callbacks.append(_target(entry, f"callbacks[{i}]", (*SAFE_TARGETS, *allow_targets)))
+    return callbacks
+
+
+def _load(cfg: DictConfig | Mapping[str, Any] | str | os.PathLike) -> dict[str, Any]:
+    try:
+        if isinstance(cfg, (str, os.PathLike)):
+            cfg = OmegaConf.load(cfg)
+        elif not isinstance(cfg, DictConfig):
+            cfg = OmegaConf.create(dict(cfg))
+        return OmegaConf.to_container(cfg, resolve=True)
+    except (yaml.YAMLError, OmegaConfBaseException) as err:
+        source = os.fspath(cfg) if isinstance(cfg, (str, os.PathLike)) else "the config"
+        raise ConfigError(f"{source} does not parse: {err}") from err
+
+
+def _build(adapter: type, entries: list[Any], path: str) -> list[Any]:
+    hooks = []
+    for i, entry in enumerate(entries):
+        try:
+            hooks.append(adapter.build_hook(entry) if isinstance(entry, Mapping) else entry)
+        except Exception as err:
+            raise ConfigError(f"{path}[{i}]: {_message(err)}") from err
+    return hooks
+
+
+def _options(adapter: type, section: dict[str, Any], path: str, **hooks: Any) -> Any:
+    accepted = [name for name in inspect.signature(adapter).parameters if name != "hooks"]
+    _check_keys(section, accepted, path, f"{adapter.__name__} option")
+    return adapter(**hooks, **section)
+
+
+def _check_keys(given: Iterable[str], accepted: Iterable[str], path: str, what: str) -> None:
+    for key in given:
+        if key not in accepted:
+            raise ConfigError(f"{path}.{key}: {unknown_name(what, key, accepted).replace('Registered', 'Accepted')}")
+
+
+def _message(err: Exception) -> str:
+    return str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+
+
+def _mmengine(section: dict[str, Any]) -> MMEngineAdapter:
+    from lightning_hooks.families.mmengine.config import build_hooks
+
+    section = dict(section)
+    default_hooks, custom_hooks = section.pop("default_hooks", None), section.pop("custom_hooks", None) or []
+    for key, entry in (default_hooks or {}).items():
+        if isinstance(entry, Mapping):
+            _build(MMEngineAdapter, [entry], f"mmengine.default_hooks.{key}")  # validate with its config path
+    _build(MMEngineAdapter, custom_hooks, "mmengine.custom_hooks")
+    hooks = build_hooks(default_hooks=default_hooks, custom_hooks=custom_hooks)
+    return _options(MMEngineAdapter, section, "mmengine", hooks=hooks)
+
+
+def _classy(section: list[Any] | dict[str, Any]) -> ClassyAdapter:
+    if isinstance(section, list):
+        section, path = {"hooks": section}, "classy"
+    else:
+        section, path = dict(section), "classy.hooks"
+    hooks = _build(ClassyAdapter, section.pop("hooks", []), path)
+    return _options(ClassyAdapter, section, "classy", hooks=hooks)
+
+
+def _imix(section: dict[str, Any]) -> IMIXAdapter:
+    section = dict(section)
+    hooks = _build(IMIXAdapter, section.pop("custom_hooks", []), "imix.custom_hooks")
+    return _options(IMIXAdapter, section, "imix", hooks=hooks)
+
+
+def _target(entry: Any, path: str, allowed: tuple[str, ...]) -> Callback:
+    if not isinstance(entry, Mapping) or "_target_" not in entry:
+        raise ConfigError(f"{path}: a callback entry needs a '_target_' (e.g. lightning_hooks.callbacks.EMA)")
+    for where, target in _targets(entry, path):
+        if not any(fnmatch.fnmatchcase(target, pattern) for pattern in allowed):
+            raise ConfigError(
+                f"{where}._target_: {target!r} is not an allowed target ({', '.join(allowed)}). Config building "
+                f"imports and calls only these; pass build_callbacks(cfg, allow_targets=[{target!r}]) to trust it."
+            )
+    schema = SCHEMAS.get(entry["_target_"])
+    if schema is not None:
+        fields = [f.name for f in dataclasses.fields(schema)]
+        _check_keys(entry, fields, path, f"{entry['_target_'].rsplit('.', 1)[-1]} option")
+    try:
+        node = OmegaConf.merge(OmegaConf.structured(schema), entry) if schema else OmegaConf.create(dict(entry))
+        callback = instantiate(node)
+    except Exception as err:
+        raise ConfigError(f"{path}: {_message(err)}") from err
+    if not isinstance(callback, Callback):
+        raise ConfigError(f"{path}._target_: {entry['_target_']!r} built a {type(callback).__name__}, not a Callback")
+    return callback
+
+
+def _targets(node: Any, path: str) -> Iterable[tuple[str, str]]:
+    """Every ``_target_`` in ``node``, nested ones included (Hydra instantiates recursively)."""
+    if isinstance(node, Mapping):
+        if "_target_" in node:
+            yield path, str(node["_target_"])
+        for key, value in node.items():
+            yield from _targets(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _targets(value, f"{path}[{i}]")

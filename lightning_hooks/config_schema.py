@@ -1,0 +1,53 @@
+"""Structured configs (dataclasses) for the native callbacks, generated from their signatures.
+
+They make a typo in a callback's options fail when the config is loaded, and they are registered in Hydra's
+``ConfigStore`` under the group ``callbacks`` (``ema``, ``precise_bn``, ``anomaly_detector``, ``profiler``,
+``loss_scale_monitor``) for ``@hydra.main`` apps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import typing
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+from lightning_hooks.callbacks import EMA, AnomalyDetector, LossScaleMonitor, PreciseBN, Profiler
+
+_PLAIN = (int, float, bool, str)
+
+
+def _field_type(hint: Any) -> Any:
+    """OmegaConf accepts primitives and Optional primitives; anything else is typed ``Any``."""
+    if hint in _PLAIN:
+        return hint
+    args = typing.get_args(hint)
+    if len(args) == 2 and type(None) in args and all(a in _PLAIN or a is type(None) for a in args):
+        return hint
+    return Any
+
+
+def schema(cls: type) -> type:
+    """A dataclass with ``_target_`` and one field per ``__init__`` argument of ``cls``, defaults included."""
+    hints = typing.get_type_hints(cls.__init__)
+    fields: list[Any] = [("_target_", str, dataclasses.field(default=f"{cls.__module__}.{cls.__qualname__}"))]
+    for name, param in inspect.signature(cls.__init__).parameters.items():
+        if name == "self" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        default = MISSING if param.default is param.empty else param.default
+        spec = dataclasses.field(default_factory=lambda d=default: type(d)(d)) if isinstance(default, (list, dict)) else dataclasses.field(default=default)
+        fields.append((name, _field_type(hints.get(name, Any)), spec))
+    return dataclasses.make_dataclass(f"{cls.__name__}Conf", fields)
+
+
+NATIVE = (EMA, PreciseBN, AnomalyDetector, Profiler, LossScaleMonitor)
+#: ``_target_`` (short and full module path) -> structured config.
+SCHEMAS: dict[str, type] = {}
+for _cls in NATIVE:
+    _conf = schema(_cls)
+    SCHEMAS[f"lightning_hooks.callbacks.{_cls.__name__}"] = SCHEMAS[f"{_cls.__module__}.{_cls.__qualname__}"] = _conf
+    ConfigStore.instance().store(group="callbacks", name=re.sub(r"(?<!^)(?=[A-Z])", "_", _cls.__name__).lower(), node=_conf)
