@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 import sys
 import time
 from collections import Counter
@@ -127,7 +128,11 @@ class ClassyAdapter(LegacyHookAdapter):
         return bool(self._trainer is not None and self._trainer.training)
 
     def last_train_batch(self) -> bool:
-        return bool(self._trainer.is_last_batch)
+        """Also ends the phase as Classy does between the last ``on_step`` and ``on_phase_end`` (collectives)."""
+        if not self._trainer.is_last_batch:
+            return False
+        self._end_phase_sync()
+        return True
 
     def train_phase_open(self) -> bool:
         return self._train_open
@@ -226,13 +231,23 @@ class ClassyAdapter(LegacyHookAdapter):
         self._step_ended = time.perf_counter()
 
     def _end_phase_sync(self) -> None:
-        for meter in self.task.meters:
+        """Classy's phase end before ``on_phase_end``: ``synchronize_losses`` (mean over ranks), meters' sync."""
+        task = self.task
+        if _distributed():
+            losses = torch.tensor(task.losses)
+            torch.distributed.all_reduce(losses)
+            task.losses = (losses / torch.distributed.get_world_size()).tolist()
+        for meter in task.meters:
             meter.sync_state()
 
     # ---------------------------------------------------------------------------------------- lightning events
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         self.task.trainer = trainer
+        # VISSL's get_machine_local_and_dist_rank() reads these; Lightning's launcher exports only LOCAL_RANK.
+        os.environ["RANK"] = str(trainer.global_rank)
+        os.environ["LOCAL_RANK"] = str(trainer.local_rank)
+        os.environ["WORLD_SIZE"] = str(trainer.world_size)
         self._install(pl_module)
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -260,11 +275,8 @@ class ClassyAdapter(LegacyHookAdapter):
     ) -> None:
         self.task.iteration += 1
         self._batch_done()
-        last = trainer.is_last_batch
-        if last:
-            self._end_phase_sync()
         self.fire("on_train_batch_end")
-        if last:
+        if trainer.is_last_batch:
             self._train_open = False
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -337,6 +349,10 @@ class ClassyAdapter(LegacyHookAdapter):
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_test_end")
+
+
+def _distributed() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
 def _batch_size(sample: Any) -> int:

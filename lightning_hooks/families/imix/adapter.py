@@ -75,6 +75,7 @@ class IMIXAdapter(LegacyHookAdapter):
         self._data_start = 0.0
         self._data_time = 0.0
         self._write_metrics: Any = None
+        self._idle: list[Any] = []  # main-process-only hooks, not run on this rank
         self._build_plan(())
 
     @classmethod
@@ -96,6 +97,18 @@ class IMIXAdapter(LegacyHookAdapter):
             ordered.insert(at, hook)
         return ordered
 
+    def active(self, hook: Any, mount: str) -> bool:
+        return not any(hook is h for h in self._idle) and super().active(hook, mount)
+
+    def _main_only(self, rank: int) -> None:
+        """iMIX's Organizer adds PeriodicLogger and CheckPointHook on the main process only: idle them elsewhere."""
+        real = _loaded_imix()
+        main_only = (real.PeriodicLogger, real.CheckPointHook) if real is not None else ()
+        idle = [h for h in self.hooks if rank != 0 and isinstance(h, main_only)]
+        if idle != self._idle:
+            self._idle = idle
+            self._build_plan(())
+
     # ------------------------------------------------------------------------------------------ conditions
     def by_epoch(self) -> bool:
         return self.trainer.by_epoch
@@ -113,12 +126,16 @@ class IMIXAdapter(LegacyHookAdapter):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         self.trainer.lightning = trainer
+        self._main_only(trainer.global_rank)
         if stage != "fit":
             return
         self._check_trainer(trainer)
         self._module = pl_module
         if self.steppers:
             pl_module.automatic_optimization = False
+            # after_train_iter (backward, step) runs once the step has returned, outside a DDP wrapper's forward
+            # (iMIX's engine also calls after_train_iter after model(...) returned)
+            trainer.strategy.training_step = _StrategyStep(self, trainer.strategy.training_step)
         self._own_step = pl_module.__dict__.get("training_step")  # a step the user set on the instance, if any
         pl_module.training_step = _TrainingStep(self, pl_module.training_step)
 
@@ -155,10 +172,13 @@ class IMIXAdapter(LegacyHookAdapter):
         self.trainer.output = output
         if self._write_metrics is not None:
             self._write_metrics({"data_time": self._data_time, **output})
-        if self.steppers:
-            self.fire("LightningModule.training_step:after_forward")
-            self._end_iter()
         return result
+
+    def _after_forward(self) -> None:
+        # the hook calls loss.backward() itself: arm DDP's reducer first, as LightningModule.manual_backward does
+        self.trainer.lightning.strategy.pre_backward(self.trainer.output["loss"])
+        self.fire("LightningModule.training_step:after_forward")
+        self._end_iter()
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
@@ -258,6 +278,9 @@ class IMIXAdapter(LegacyHookAdapter):
         module, self._module = self._module, None
         if module is None:
             return
+        strategy = self.trainer.lightning.strategy
+        if isinstance(vars(strategy).get("training_step"), _StrategyStep):
+            del strategy.training_step
         if isinstance(module.__dict__.get("training_step"), _TrainingStep):
             if self._own_step is None:
                 del module.training_step
@@ -281,6 +304,19 @@ class _TrainingStep:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.adapter._iteration(self.step, args, kwargs)
+
+
+class _StrategyStep:
+    """The strategy's ``training_step`` while a hook owns the step: iMIX's after-forward part follows it."""
+
+    def __init__(self, adapter: IMIXAdapter, step: Any) -> None:
+        self.adapter = adapter
+        self.step = step
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        result = self.step(*args, **kwargs)
+        self.adapter._after_forward()
+        return result
 
 
 def _loss_dict(result: Any) -> dict[str, Any]:

@@ -113,6 +113,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         self.runner.attach(trainer)
+        _init_dist_flags(self.hooks)
         self._wrap_load_checkpoint(pl_module)
         self.fire("setup")
 
@@ -250,6 +251,17 @@ class MMEngineAdapter(LegacyHookAdapter):
         if "message_hub" in state:
             self.runner.message_hub.load_state_dict(state["message_hub"])
         self._scheduler_states = state.get("param_schedulers") or None
+
+
+def _init_dist_flags(hooks: list[Any]) -> None:
+    """Flags MMEngine hooks compute from ``mmengine.dist`` in ``__init__``: the Runner builds hooks after
+    ``init_dist``, Lightning starts the process group after the hooks exist, so compute them again now."""
+    from mmengine.dist import is_distributed
+    from mmengine.hooks import SyncBuffersHook
+
+    for hook in hooks:
+        if isinstance(hook, SyncBuffersHook):
+            hook.distributed = is_distributed()
 
 
 def _epoch_metrics(trainer: pl.Trainer) -> dict[str, float]:

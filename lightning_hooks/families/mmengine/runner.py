@@ -94,6 +94,7 @@ class Runner(Facade):
         self.trainer: pl.Trainer | None = None
         self._work_dir = None if work_dir is None else os.fspath(work_dir)
         self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime())
+        self._experiment_name = experiment_name
         self.experiment_name = experiment_name or self.timestamp
         self._instance_name = f"lightning-hooks:{self.experiment_name}:{next(_instances)}"
         self.cfg = cfg if isinstance(cfg, Config) else Config(dict(cfg or {}))
@@ -121,8 +122,21 @@ class Runner(Facade):
         self.trainer = trainer
         self._resume = False
         self.epoch = trainer.current_epoch
+        if self._logger is None:
+            self._share_timestamp()
         self._logger = self._logger or self.logger
         self._visualizer = self._visualizer or self.visualizer
+
+    def _share_timestamp(self) -> None:
+        """Rank 0's timestamp on every rank (one ``log_dir``), broadcast as ``Runner.setup_env`` does."""
+        from mmengine.dist import broadcast, is_distributed
+
+        if not is_distributed():
+            return
+        stamp = torch.tensor(time.mktime(time.strptime(self.timestamp, "%Y%m%d_%H%M%S")), dtype=torch.float64)
+        broadcast(stamp)
+        self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime(stamp.item()))
+        self.experiment_name = self._experiment_name or self.timestamp
 
     # ------------------------------------------------------------------------------------------------ places
     @property
