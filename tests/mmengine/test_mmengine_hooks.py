@@ -67,6 +67,7 @@ SCHEDULERS = [
 
 
 def test_mmengine_param_scheduler_hook_steps_mmengine_schedulers_not_lightning(tmp_path):
+    """MMEngine's default ParamSchedulerHook steps the runner's schedulers; Lightning must not step them too."""
     hooks = dict(default_hooks=dict(checkpoint=None))
     runner = run_mmengine(tmp_path / "mm", param_scheduler=SCHEDULERS, **hooks)
     trainer, adapter, module = run_lightning(tmp_path / "lt", param_schedulers=SCHEDULERS, **hooks)
@@ -148,6 +149,7 @@ def test_mmengine_sync_buffers_hook_reduces_the_model_buffers(tmp_path, monkeypa
 
 
 def test_mmengine_dist_sampler_seed_hook_sets_the_sampler_epoch(tmp_path):
+    """MMEngine's default hooks include DistSamplerSeedHook, which calls set_epoch on the train sampler."""
     class Sampler(torch.utils.data.SequentialSampler):
         epochs: list[int] = []
 
