@@ -18,7 +18,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from lightning_hooks.compat import classy as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.errors import unknown_name
-from lightning_hooks.families.classy.events import EVENTS
+from lightning_hooks.families.classy.events import EVENTS, TRAIN_PHASE_END
 from lightning_hooks.families.classy.task import LastBatch, Task
 
 STEPS = {
@@ -126,13 +126,6 @@ class ClassyAdapter(LegacyHookAdapter):
     # ------------------------------------------------------------------------------------------- conditions
     def training(self) -> bool:
         return bool(self._trainer is not None and self._trainer.training)
-
-    def last_train_batch(self) -> bool:
-        """Also ends the phase as Classy does between the last ``on_step`` and ``on_phase_end`` (collectives)."""
-        if not self._trainer.is_last_batch:
-            return False
-        self._end_phase_sync()
-        return True
 
     def train_phase_open(self) -> bool:
         return self._train_open
@@ -277,6 +270,8 @@ class ClassyAdapter(LegacyHookAdapter):
         self._batch_done()
         self.fire("on_train_batch_end")
         if trainer.is_last_batch:
+            self._end_phase_sync()
+            self.fire(TRAIN_PHASE_END)
             self._train_open = False
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

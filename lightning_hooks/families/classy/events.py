@@ -10,6 +10,10 @@ validation or test step (never in the sanity check, never for forwards that hook
 
 from lightning_hooks.core.events import EventTable, Mount
 
+#: Fired from the last train batch's ``on_train_batch_end``, after its ``on_step`` and Classy's phase-end sync
+#: (losses averaged over ranks, meters synced): the train phase ends before the test phase starts.
+TRAIN_PHASE_END = "on_train_batch_end (last batch)"
+
 EVENTS = EventTable(
     "classy",
     [
@@ -20,7 +24,7 @@ EVENTS = EventTable(
         Mount("on_after_backward", "on_backward"),
         Mount("Optimizer.step", "on_update", when="training"),
         Mount("on_train_batch_end", "on_step"),
-        Mount("on_train_batch_end", "on_phase_end", when="last_train_batch"),
+        Mount(TRAIN_PHASE_END, "on_phase_end"),
         Mount("on_train_epoch_end", "on_phase_end", when="train_phase_open"),
         Mount("on_validation_start", "on_start", when="standalone_validation"),
         Mount("on_validation_epoch_start", "on_phase_start", when="real_validation"),
@@ -39,7 +43,6 @@ EVENTS = EventTable(
     ],
     conditions={
         "training": "inside a training step (the optimizer stepped on this batch)",
-        "last_train_batch": "last train batch of the epoch (the train phase ends before the test phase)",
         "train_phase_open": "the epoch ended early (max_steps, should_stop) before its last batch",
         "real_validation": "not during Lightning's sanity check",
         "standalone_validation": "trainer.validate(), not validation inside fit",

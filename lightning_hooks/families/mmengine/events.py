@@ -7,7 +7,7 @@ _ITER_OUT = ("batch_idx", "data_batch", "outputs")
 
 #: Fired from ``on_train_batch_end`` of the epoch's last batch, after ``runner.iter`` counted it and before
 #: Lightning validates: MMEngine ends the train epoch before its validation.
-TRAIN_EPOCH_END = "on_train_batch_end(last batch)"
+TRAIN_EPOCH_END = "on_train_batch_end (last batch)"
 
 EVENTS = EventTable(
     "mmengine",
