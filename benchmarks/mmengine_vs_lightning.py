@@ -4,7 +4,7 @@ Two models, each under four hosts plus a plain PyTorch loop, run round-robin in 
 (``torch.set_num_threads(1)``):
 
 * ``tiny``: an MLP on 32 features, batch 8. A step takes well under 1 ms, so each loop's fixed per-step cost dominates.
-* ``cnn``: a 3-layer CNN with BatchNorm on 3x32x32 images, 10 classes, batch 32. A step takes a few ms.
+* ``cnn``: a 3-layer CNN with BatchNorm on 3x32x32 images, 10 classes, batch 32. A step takes about 7 ms.
 
 The hosts are the Runner and Lightning + adapter with the same hooks, and both again without hooks ("bare"). The hooks
 are MMEngine's default hooks (RuntimeInfo, IterTimer, DistSamplerSeed, Logger every 50 iterations, ParamScheduler,
