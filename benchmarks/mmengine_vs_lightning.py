@@ -1,11 +1,48 @@
-"""Train speed of MMEngine's Runner vs lightning.Trainer + MMEngineAdapter on the same model, data and hooks.
+"""Train speed of MMEngine's Runner vs lightning.Trainer + MMEngineAdapter on the same models, data and hooks.
 
-Both hosts run MMEngine's default hooks (RuntimeInfo, IterTimer, DistSamplerSeed, Logger, ParamScheduler,
-Checkpoint every epoch) plus EMAHook; a timing hook (highest priority, in both) measures ``before_train`` to
-``after_train``, single-threaded torch. Prints it/s of both and their ratio (median of interleaved repeats), and
-both hosts without hooks, to separate the hooks' cost from each loop's own per-step cost.
+Two models, each under four hosts plus a plain PyTorch loop, run round-robin in one process with single-threaded torch
+(``torch.set_num_threads(1)``):
 
-    python benchmarks/mmengine_vs_lightning.py [--epochs 3] [--samples 1024] [--repeats 3]
+* ``tiny``: an MLP on 32 features, batch 8. A step takes well under 1 ms, so each loop's fixed per-step cost dominates.
+* ``cnn``: a 3-layer CNN with BatchNorm on 3x32x32 images, 10 classes, batch 32. A step takes about 7 ms.
+
+The hosts are the Runner and Lightning + adapter with the same hooks, and both again without hooks ("bare"). The hooks
+are MMEngine's default hooks (RuntimeInfo, IterTimer, DistSamplerSeed, Logger every 50 iterations, ParamScheduler,
+Checkpoint every epoch) plus EMAHook. Both sides do the same work:
+
+* no validation (there is no val loader);
+* MMEngine-style checkpoints, written only by CheckpointHook;
+* logs written only by LoggerHook, with MMLogger at WARNING on both;
+* no progress bar.
+
+A timing hook with the highest priority measures ``before_train`` to ``after_train``. Bare Lightning uses a callback
+that times ``on_train_start`` to ``on_train_end``. Both time process CPU time (``time.process_time``), because
+all the work runs in this one thread (single-threaded torch, no loader workers), and CPU time is not inflated by
+other processes that share the machine. Wall time on a shared 2-core machine varied by up to 2x between repeats.
+
+Lightning settings: this is what a user migrating from MMEngine runs, and none of it drops anything the Runner does
+here::
+
+    Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+            num_sanity_val_steps=0)
+
+LoggerHook and CheckpointHook do the logging and checkpointing. MMEngine has no progress bar, no model summary and no
+sanity check. ``Trainer(barebones=True)`` applies these settings plus ``log_every_n_steps=0``, and it forbids
+``LightningModule.log``, so ``after_val_epoch`` would receive no metrics. The adapter and its hooks work under
+``barebones=True``, but it measured no faster than the settings above.
+
+The report gives, per model:
+
+* it/s of the Runner and of Lightning + adapter (medians over repeats);
+* the lightning/runner ratio: the median, over repeats, of that repeat's ratio (the two runs sit next to each other,
+  so load from other processes affects both alike);
+* a per-step breakdown, each line again the median of per-repeat values:
+  * the plain loop (model, loss, backward, SGD step);
+  * each host's own loop cost over the plain loop (bare host minus plain loop);
+  * the hooks' cost on each host (hooked minus bare). Under Lightning this includes the adapter and Lightning's
+    dispatch of it.
+
+    python benchmarks/mmengine_vs_lightning.py [--repeats 7] [--models tiny cnn]
 """
 
 from __future__ import annotations
@@ -16,6 +53,8 @@ import statistics
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import lightning.pytorch as pl
 import torch
@@ -23,35 +62,84 @@ from mmengine.hooks import Hook
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModel
 from mmengine.runner import Runner
+from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_hooks.families.mmengine import MMEngineAdapter, build_hooks
 
 DEFAULT_HOOKS = dict(logger=dict(type="LoggerHook", interval=50))
 CUSTOM_HOOKS = [dict(type="EMAHook")]
+NO_HOOKS = dict.fromkeys(("runtime_info", "timer", "sampler_seed", "logger", "param_scheduler", "checkpoint"))
+LIGHTNING_SETTINGS = dict(
+    logger=False,
+    enable_checkpointing=False,
+    enable_progress_bar=False,
+    enable_model_summary=False,
+    num_sanity_val_steps=0,
+)
 
 
-class MLP(BaseModel):
-    def __init__(self, width: int = 64) -> None:
+class Model(BaseModel):
+    """An MMEngine model: ``forward(inputs, labels, mode="loss")`` returns the loss dict."""
+
+    def __init__(self, net: nn.Module, loss: Callable[..., torch.Tensor]) -> None:
         super().__init__()
-        self.net = torch.nn.Sequential(torch.nn.Linear(32, width), torch.nn.ReLU(), torch.nn.Linear(width, 1))
+        self.net, self.loss = net, loss
 
     def forward(self, inputs: torch.Tensor, labels: torch.Tensor, mode: str = "tensor"):
         pred = self.net(inputs)
-        if mode == "loss":
-            return {"loss_mse": torch.nn.functional.mse_loss(pred, labels)}
-        return pred
+        return {"loss_main": self.loss(pred, labels)} if mode == "loss" else pred
 
 
-class LitMLP(pl.LightningModule):
-    def __init__(self, model: MLP) -> None:
+def mlp() -> Model:
+    return Model(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)), nn.functional.mse_loss)
+
+
+def cnn() -> Model:
+    def block(cin: int, cout: int) -> list[nn.Module]:
+        return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
+
+    net = nn.Sequential(
+        *block(3, 8), nn.MaxPool2d(2), *block(8, 16), nn.MaxPool2d(2), *block(16, 32),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10),
+    )  # fmt: skip
+    return Model(net, nn.functional.cross_entropy)
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    model: Callable[[], Model]
+    inputs: tuple[int, ...]
+    batch_size: int
+    batches: int  # per epoch
+    epochs: int
+
+    def data(self, batches: int | None = None) -> TensorDataset:
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn((batches or self.batches) * self.batch_size, *self.inputs, generator=g)
+        y = x.sum(1, keepdim=True) if len(self.inputs) == 1 else torch.randint(0, 10, (len(x),), generator=g)
+        return TensorDataset(x, y)
+
+    def loader(self, batches: int | None = None) -> DataLoader:
+        return DataLoader(self.data(batches), batch_size=self.batch_size)
+
+
+CASES = {
+    "tiny": Case("tiny MLP 32-64-1, batch 8", mlp, (32,), 8, 128, 3),
+    "cnn": Case("CNN 3x(conv-BN-ReLU) on 3x32x32, batch 32", cnn, (3, 32, 32), 32, 60, 2),
+}
+
+
+class LitModel(pl.LightningModule):
+    def __init__(self, model: Model) -> None:
         super().__init__()
         self.model = model
 
     def training_step(self, batch, batch_idx):
         inputs, labels = batch
         _, log_vars = self.model.parse_losses(self.model(inputs, labels, mode="loss"))
-        return log_vars
+        return log_vars  # the loss dict: after_train_iter's ``outputs``, as under the Runner
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.01)
@@ -69,105 +157,121 @@ class Clock(Hook):
     priority = "HIGHEST"
 
     def before_train(self, runner) -> None:
-        self.start = time.perf_counter()
+        self.start = time.process_time()
 
     def after_train(self, runner) -> None:
-        self.seconds = time.perf_counter() - self.start
-
-
-def data(samples: int) -> TensorDataset:
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(samples, 32, generator=g)
-    return TensorDataset(x, x.sum(1, keepdim=True))
-
-
-def run_runner(epochs: int, samples: int, width: int, work_dir: str, hooks: bool = True) -> float:
-    torch.manual_seed(0)
-    clock = Clock()
-    no_hooks = dict.fromkeys(("runtime_info", "timer", "sampler_seed", "logger", "param_scheduler", "checkpoint"))
-    runner = Runner(
-        model=MLP(width), work_dir=work_dir, train_dataloader=MMLoader(data(samples), batch_size=8),
-        train_cfg=dict(by_epoch=True, max_epochs=epochs), optim_wrapper=dict(optimizer=dict(type="SGD", lr=0.01)),
-        default_hooks=DEFAULT_HOOKS if hooks else no_hooks, custom_hooks=[*CUSTOM_HOOKS, clock] if hooks else [clock],
-        log_level="WARNING",
-        experiment_name=f"bench-runner-{time.monotonic_ns()}",
-    )
-    runner.train()
-    return epochs * len(runner.train_dataloader) / clock.seconds
+        self.seconds = time.process_time() - self.start
 
 
 class LightningClock(pl.Callback):
     def on_train_start(self, trainer, pl_module) -> None:
-        self.start = time.perf_counter()
+        self.start = time.process_time()
 
     def on_train_end(self, trainer, pl_module) -> None:
-        self.seconds = time.perf_counter() - self.start
+        self.seconds = time.process_time() - self.start
 
 
-def run_bare_lightning(epochs: int, samples: int, width: int, work_dir: str) -> float:
-    """Lightning alone, no adapter and no hooks: its own per-step cost, for reference."""
-    torch.manual_seed(0)
-    clock = LightningClock()
-    trainer = pl.Trainer(
-        callbacks=[clock], max_epochs=epochs, default_root_dir=work_dir, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-    )
-    loader = DataLoader(data(samples), batch_size=8)
-    trainer.fit(LitMLP(MLP(width)), loader)
-    return epochs * len(loader) / clock.seconds
-
-
-def run_lightning(epochs: int, samples: int, width: int, work_dir: str) -> float:
+def run_runner(case: Case, work_dir: str, epochs: int, hooks: bool = True) -> float:
+    """Seconds per iteration under MMEngine's Runner."""
     torch.manual_seed(0)
     clock = Clock()
-    adapter = MMEngineAdapter(
-        build_hooks(default_hooks=DEFAULT_HOOKS, custom_hooks=[*CUSTOM_HOOKS, clock]), work_dir=work_dir,
-        log_level="WARNING",
-    )
-    trainer = pl.Trainer(
-        callbacks=[adapter], max_epochs=epochs, default_root_dir=work_dir, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-    )
-    loader = DataLoader(data(samples), batch_size=8)
-    trainer.fit(LitMLP(MLP(width)), loader)
-    return epochs * len(loader) / clock.seconds
+    runner = Runner(
+        model=case.model(), work_dir=work_dir, train_dataloader=MMLoader(case.data(), batch_size=case.batch_size),
+        train_cfg=dict(by_epoch=True, max_epochs=epochs), optim_wrapper=dict(optimizer=dict(type="SGD", lr=0.01)),
+        default_hooks=DEFAULT_HOOKS if hooks else NO_HOOKS, custom_hooks=[*CUSTOM_HOOKS, clock] if hooks else [clock],
+        log_level="WARNING", experiment_name=f"bench-runner-{time.monotonic_ns()}",
+    )  # fmt: skip
+    runner.train()
+    return clock.seconds / (epochs * case.batches)
+
+
+def run_lightning(case: Case, work_dir: str, epochs: int, hooks: bool = True) -> float:
+    """Seconds per iteration under lightning.Trainer, with the adapter driving the hooks or with no hooks at all."""
+    torch.manual_seed(0)
+    if hooks:
+        clock = Clock()
+        hook_list = build_hooks(default_hooks=DEFAULT_HOOKS, custom_hooks=[*CUSTOM_HOOKS, clock])
+        callbacks = [MMEngineAdapter(hook_list, work_dir=work_dir, log_level="WARNING")]
+    else:
+        clock = LightningClock()
+        callbacks = [clock]
+    trainer = pl.Trainer(callbacks=callbacks, max_epochs=epochs, default_root_dir=work_dir, **LIGHTNING_SETTINGS)
+    trainer.fit(LitModel(case.model()), case.loader())
+    return clock.seconds / (epochs * case.batches)
+
+
+def run_plain(case: Case, work_dir: str, epochs: int) -> float:
+    """Seconds per iteration of a plain PyTorch loop: the same model, loss, data and SGD step, nothing else."""
+    torch.manual_seed(0)
+    model, loader = case.model(), case.loader()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    model.train()
+    start = time.process_time()
+    for _ in range(epochs):
+        for inputs, labels in loader:
+            loss, _ = model.parse_losses(model(inputs, labels, mode="loss"))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    return (time.process_time() - start) / (epochs * case.batches)
+
+
+HOSTS = {
+    "runner": run_runner,
+    "lightning": run_lightning,
+    "bare runner": lambda *a: run_runner(*a, hooks=False),
+    "bare lightning": lambda *a: run_lightning(*a, hooks=False),
+    "plain loop": run_plain,
+}
+#: per-step breakdown rows: (label, host, host subtracted from it)
+BREAKDOWN = (
+    ("plain PyTorch loop (model, loss, backward, SGD)", "plain loop", None),
+    ("Runner loop cost over the plain loop", "bare runner", "plain loop"),
+    ("Lightning loop cost over the plain loop", "bare lightning", "plain loop"),
+    ("hooks under the Runner", "runner", "bare runner"),
+    ("hooks under Lightning + adapter", "lightning", "bare lightning"),
+)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--samples", type=int, default=1024)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--width", type=int, default=64, help="hidden width of the MLP (compute per step)")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--models", nargs="+", choices=list(CASES), default=list(CASES))
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
-    torch.set_num_threads(1)  # tiny model: intra-op threads only add contention noise to both hosts
+    torch.set_num_threads(1)  # both hosts run the same kernels; intra-op threads would only add noise
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     MMLogger.get_current_instance().setLevel(logging.WARNING)
 
-    hosts = {
-        "runner": run_runner,
-        "lightning": run_lightning,
-        "bare runner": lambda *a: run_runner(*a, hooks=False),
-        "bare lightning": run_bare_lightning,
-    }
-    speeds: dict[str, list[float]] = {name: [] for name in hosts}
+    cases = [CASES[name] for name in args.models]
+    us: dict[tuple[str, str], list[float]] = {(c.name, h): [] for c in cases for h in HOSTS}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, run in hosts.items():
-            run(1, 64, args.width, f"{tmp}/warm-{name}")
+        for case in cases:
+            for host, run in HOSTS.items():
+                run(case, f"{tmp}/warm-{host}", 1)
         for i in range(args.repeats):
-            for name, run in hosts.items():
-                speeds[name].append(run(args.epochs, args.samples, args.width, f"{tmp}/{name}{i}"))
-    runner, lightning, bare_runner, bare = (statistics.median(speeds[name]) for name in hosts)
-    iters = args.epochs * (args.samples // 8)
-    print(f"hooks: MMEngine default hooks + EMAHook; MLP width {args.width}; {iters} iterations per run, "
-          f"median of {args.repeats}")
-    print(f"mmengine Runner:              {runner:8.1f} it/s")
-    print(f"lightning + MMEngineAdapter:  {lightning:8.1f} it/s")
-    print(f"ratio lightning/runner:       {lightning / runner:8.2f}")
-    print(f"without hooks: Runner {bare_runner:.1f} it/s, Lightning {bare:.1f} it/s; the hooks cost "
-          f"{1e6 / runner - 1e6 / bare_runner:.0f} us/it under the Runner, "
-          f"{1e6 / lightning - 1e6 / bare:.0f} us/it under Lightning + adapter")
+            for case in cases:
+                for host, run in HOSTS.items():
+                    us[case.name, host].append(1e6 * run(case, f"{tmp}/{host}{i}", case.epochs))
+
+    print(
+        f"hooks: MMEngine default hooks + EMAHook; torch threads: 1; {args.repeats} round-robin repeats; "
+        "medians over repeats of each repeat's own ratio / difference"
+    )
+    rows: dict[str, list[str]] = {}
+    for case in cases:
+        t = {host: us[case.name, host] for host in HOSTS}
+        print(f"[{case.name}; {case.epochs * case.batches} it per run]")
+        print(f"  mmengine Runner:              {1e6 / statistics.median(t['runner']):8.1f} it/s")
+        print(f"  lightning + MMEngineAdapter:  {1e6 / statistics.median(t['lightning']):8.1f} it/s")
+        ratio = statistics.median(r / lit for r, lit in zip(t["runner"], t["lightning"]))
+        print(f"  ratio lightning/runner:       {ratio:8.2f}")
+        for label, host, minus in BREAKDOWN:
+            value = statistics.median(a - b for a, b in zip(t[host], t[minus] if minus else [0.0] * args.repeats))
+            rows.setdefault(label, []).append(f"{value:.0f}")
+    print("per-step breakdown, us/it:" + " " * 25 + "".join(f"{name:>8s}" for name in args.models))
+    for label, values in rows.items():
+        print(f"  {label:49s}" + "".join(f"{v:>8s}" for v in values))
 
 
 if __name__ == "__main__":

@@ -95,6 +95,7 @@ class LegacyHookAdapter(Callback):
 
     def fire(self, event: str, **context: Any) -> None:
         """Call, in table order, every mount point ``event`` fires, with the arguments its row names."""
+        host = self._host_args
         for row, when, calls in self._plan.get(event, ()):
             if when is not None and not when():
                 continue
@@ -104,7 +105,7 @@ class LegacyHookAdapter(Callback):
             hook = None
             try:
                 for hook, fn in calls:
-                    fn(*self._host_args, **kwargs)
+                    fn(*host, **kwargs)
             except Exception as err:
                 err.add_note(self._where(hook, row))
                 raise

@@ -191,9 +191,10 @@ class Runner(Facade):
         optimizers = self.trainer.optimizers if self.trainer is not None else []
         if not optimizers:
             raise AttributeError("runner.optim_wrapper: the Lightning trainer has no optimizer (yet)")
-        cached = getattr(self, "_optim_wrappers", None)
-        if cached is None or [w.optimizer for w in cached] != list(optimizers):
-            cached = self._optim_wrappers = [OptimWrapper(o) for o in optimizers]
+        # read every iteration (RuntimeInfoHook): compare the optimizers to the cached wrappers' without new lists
+        source, cached = getattr(self, "_optim_wrappers", ((), ()))
+        if source != optimizers:
+            source, cached = self._optim_wrappers = (list(optimizers), [OptimWrapper(o) for o in optimizers])
         if len(cached) == 1:
             return cached[0]
         return OptimWrapperDict(**{f"optimizer{i}": w for i, w in enumerate(cached)})
