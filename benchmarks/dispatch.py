@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
 import warnings
 
@@ -80,10 +81,13 @@ def main() -> None:
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     data = DataLoader(TensorDataset(torch.randn(args.steps * 8, 32)), batch_size=8)
+    work_dir = tempfile.mkdtemp(prefix="dispatch-")  # the runner facade's log dir
     configs = {
         "a: no callbacks": lambda: [],
         f"b: {args.hooks} Lightning callbacks": lambda: [NoOpCallback() for _ in range(args.hooks)],
-        f"c: 1 adapter, {args.hooks} legacy hooks": lambda: [MMEngineAdapter([NoOpHook() for _ in range(args.hooks)])],
+        f"c: 1 adapter, {args.hooks} legacy hooks": lambda: [
+            MMEngineAdapter([NoOpHook() for _ in range(args.hooks)], work_dir=work_dir)
+        ],
     }
     samples: dict[str, list[float]] = {name: [] for name in configs}
     run([], 50, data)  # warm-up
