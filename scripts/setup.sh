@@ -14,3 +14,7 @@ pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 # classy-vision and imix pin ancient torch/torchvision: install the packages alone; their hooks'
 # real imports come from the `legacy` extra.
 "${pip[@]}" --no-deps classy-vision==0.7.0 imix==0.1.0
+# VISSL's wheel bundles its own classy_vision, so it is never installed: the tests load its hooks from the wheel.
+if [ "${1:-}" = test ]; then
+  .venv/bin/python -m pip download --quiet --disable-pip-version-check --no-deps vissl==0.1.6 -d .venv/wheels
+fi
