@@ -147,7 +147,9 @@ class ClassyAdapter(LegacyHookAdapter):
         for method, event in STEPS.items():
             if is_overridden(method, pl_module):
                 setattr(pl_module, method, self._wrap_step(getattr(pl_module, method), event))
-        self._handles.append(pl_module.register_forward_hook(self._on_forward))
+        # a plain function, not a bound method: a hook that deep-copies the module (MMEngine's EMAHook) then shares
+        # this adapter instead of copying it (copy.deepcopy copies a bound method's __self__, not a function)
+        self._handles.append(pl_module.register_forward_hook(lambda *args: self._on_forward(*args)))
 
     def _uninstall(self) -> None:
         for handle in self._handles:
@@ -221,8 +223,8 @@ class ClassyAdapter(LegacyHookAdapter):
         task.batch_time.append(now - self._step_started)
         self._step_ended = now
 
-    def _start_phase(self, train: bool) -> None:
-        self.task.start_phase(train)
+    def _start_phase(self, train: bool, resumed: bool = False) -> None:
+        self.task.start_phase(train, resumed)
         self._step_ended = time.perf_counter()
 
     def _end_phase_sync(self) -> None:
@@ -251,6 +253,24 @@ class ClassyAdapter(LegacyHookAdapter):
         self._start_phase(train=True)
         self._train_open = True
         self.fire("on_train_epoch_start")
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        if not self._train_open:
+            self._reopen_train_phase(pl_module)
+
+    def _reopen_train_phase(self, pl_module: pl.LightningModule) -> None:
+        """Lightning 2.6 skips ``on_train_epoch_start`` when it resumes mid-epoch: reopen the checkpoint's phase.
+
+        Hooks rebuild their per-phase state in ``on_phase_start``; the weights Lightning restored win over what they
+        put in the model there (Classy's EMA hook swaps in the weights saved at the previous phase end).
+        """
+        weights = {k: v.clone() for k, v in pl_module.state_dict().items()}
+        self._start_phase(train=True, resumed=True)
+        self._train_open = True
+        self.fire("on_train_epoch_start")
+        with torch.no_grad():
+            for key, value in pl_module.state_dict().items():
+                value.copy_(weights[key])
 
     def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_after_backward")

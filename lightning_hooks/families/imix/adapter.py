@@ -282,6 +282,10 @@ class _TrainingStep:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.adapter._iteration(self.step, args, kwargs)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> _TrainingStep:
+        """Shared, not copied, when a hook deep-copies the module (MMEngine's EMAHook): it holds the adapter."""
+        return self
+
 
 def _loss_dict(result: Any) -> dict[str, Any]:
     """iMIX's loss output: ``{"total_loss": float, ..., "loss": tensor}`` (a bare tensor gets its ``total_loss``)."""

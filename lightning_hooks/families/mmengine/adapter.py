@@ -10,8 +10,9 @@ import lightning.pytorch as pl
 import torch
 
 from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.safety import plain
 from lightning_hooks.families.mmengine.events import EVENTS, TRAIN_EPOCH_END
-from lightning_hooks.families.mmengine.runner import Runner
+from lightning_hooks.families.mmengine.runner import Runner, hub_state, load_hub_state
 
 
 class MMEngineAdapter(LegacyHookAdapter):
@@ -226,14 +227,14 @@ class MMEngineAdapter(LegacyHookAdapter):
     def host_state(self) -> dict[str, Any]:
         return {
             "iter": self._done,
-            "message_hub": self.runner.message_hub.state_dict(),
-            "param_schedulers": [s.state_dict() for s in self.runner._built_schedulers()],
+            "message_hub": hub_state(self.runner.message_hub),
+            "param_schedulers": [plain(s.state_dict()) for s in self.runner._built_schedulers()],
         }
 
     def load_host_state(self, state: dict[str, Any]) -> None:
         self._done = self.runner.iter = state.get("iter", 0)
         if "message_hub" in state:
-            self.runner.message_hub.load_state_dict(state["message_hub"])
+            load_hub_state(self.runner.message_hub, state["message_hub"])
         self._scheduler_states = state.get("param_schedulers") or None
 
 
