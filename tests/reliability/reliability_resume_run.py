@@ -28,10 +28,11 @@ BATCHES, BATCH_SIZE, EPOCHS, NAN_STEP = 6, 4, 3, 2
 
 
 class Net(pl.LightningModule):
-    """A BatchNorm MLP classifier on Classy-style ``{"input", "target"}`` batches; the loss is NaN at NAN_STEP."""
+    """A BatchNorm MLP classifier on Classy-style ``{"input", "target"}`` batches; the loss is NaN at ``nan_step``."""
 
-    def __init__(self) -> None:
+    def __init__(self, nan_step: int | None = None) -> None:
         super().__init__()
+        self.nan_step = nan_step
         self.net = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -39,7 +40,7 @@ class Net(pl.LightningModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = nn.functional.cross_entropy(self(batch["input"]), batch["target"])
-        return loss * float("nan") if self.global_step == NAN_STEP else loss
+        return loss * float("nan") if self.global_step == self.nan_step else loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, torch.Tensor]:
         output = self(batch["input"])
@@ -134,7 +135,7 @@ def main(argv: list[str]) -> None:
         accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0, deterministic=True,
     )  # fmt: skip
-    model = Net()
+    model = Net(NAN_STEP)
     train, val = loader(BATCHES * BATCH_SIZE, 0, True), loader(8, 1, False)
     trainer.fit(model, train, val, ckpt_path=args.resume, weights_only=True if args.resume else None)
     mm_ema = hooks["mmengine"][1]
