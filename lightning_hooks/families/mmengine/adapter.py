@@ -108,6 +108,14 @@ class MMEngineAdapter(LegacyHookAdapter):
         finally:
             self._unwrap_load_checkpoint()
 
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        """Forward the failure to hooks, then close the run's log file (Lightning calls no teardown after a failure)."""
+        try:
+            super().on_exception(trainer, pl_module, exception)
+        finally:
+            self._unwrap_load_checkpoint()
+            self.runner.close_log_file()
+
     def _wrap_load_checkpoint(self, pl_module: pl.LightningModule) -> None:
         """Make ``after_load_checkpoint`` run from ``LightningModule.on_load_checkpoint``: before weights load."""
         if self._module is pl_module or not self._plan.get("LightningModule.on_load_checkpoint"):

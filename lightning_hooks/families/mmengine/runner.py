@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import time
 from typing import Any
@@ -157,6 +158,14 @@ class Runner(Facade):
                 log_level=self._log_level,
             )
         return self._logger
+
+    def close_log_file(self) -> None:
+        """Flush, close and remove the file handlers of ``logger`` (after a failed run; it then logs to the console)."""
+        if self._logger is None:
+            return
+        for handler in [h for h in self._logger.handlers if isinstance(h, logging.FileHandler)]:
+            handler.close()
+            self._logger.removeHandler(handler)
 
     @property
     def visualizer(self) -> Visualizer:
