@@ -82,7 +82,7 @@ class ResumableLoader(DataLoader):
 def loader(n: int, seed: int, resumable: bool) -> DataLoader:
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 6, generator=g)
-    data = [{"input": x[i], "target": (x[i, :3].argmax()).long()} for i in range(n)]
+    data = [{"input": x[i], "target": x[i, :3].argmax(), "id": torch.tensor(i)} for i in range(n)]
     return (ResumableLoader if resumable else DataLoader)(data, batch_size=BATCH_SIZE)
 
 
