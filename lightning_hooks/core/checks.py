@@ -32,8 +32,8 @@ def check_hook(hook: Any, events: EventTable, label: str, host_args: tuple[str, 
             close = difflib.get_close_matches(attr, mounts, n=1, cutoff=0.85)
             if close:
                 warnings.warn(
-                    f"{label} hook {name} defines '{attr}', which is not an {label} mount point and will never be "
-                    f"called. Did you mean '{close[0]}'?",
+                    f"{label} hook {name} defines '{attr}', which is not one of {label}'s mount points and will never "
+                    f"be called. Did you mean '{close[0]}'?",
                     stacklevel=4,
                 )
 
