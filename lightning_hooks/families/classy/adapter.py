@@ -50,6 +50,7 @@ class ClassyAdapter(LegacyHookAdapter):
 
     family = "classy"
     events = EVENTS
+    label, host_args, upstream = "Classy", ("task",), ("classy_vision.", "vissl.", "lightning_hooks.compat.")
 
     def __init__(
         self,

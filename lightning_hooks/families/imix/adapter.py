@@ -42,6 +42,7 @@ class IMIXAdapter(LegacyHookAdapter):
 
     family = "imix"
     events = EVENTS
+    label, host_args, upstream = "iMIX", (), ("imix.", "lightning_hooks.compat.")
 
     def __init__(
         self,

@@ -11,6 +11,7 @@ import torch
 
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.safety import plain
+from lightning_hooks.families.mmengine.config import priority_of
 from lightning_hooks.families.mmengine.events import EVENTS, TRAIN_EPOCH_END
 from lightning_hooks.families.mmengine.runner import Runner, hub_state, load_hub_state
 
@@ -32,6 +33,7 @@ class MMEngineAdapter(LegacyHookAdapter):
 
     family = "mmengine"
     events = EVENTS
+    label, host_args, upstream = "MMEngine", ("runner",), ("mmengine.",)
     delegates = {
         **{f"{w}_{m}_epoch": (f"_{w}_epoch",) for w in ("before", "after") for m in ("train", "val", "test")},
         **{f"{w}_{m}_iter": (f"_{w}_iter",) for w in ("before", "after") for m in ("train", "val", "test")},
@@ -49,10 +51,6 @@ class MMEngineAdapter(LegacyHookAdapter):
         log_level: str = "INFO",
     ) -> None:
         super().__init__(hooks)
-        from lightning_hooks.families.mmengine.checks import check_hook
-
-        for hook in self.hooks:
-            check_hook(hook, self.events)
         self.runner = self.host = Runner(
             work_dir=work_dir,
             experiment_name=experiment_name,
@@ -87,9 +85,7 @@ class MMEngineAdapter(LegacyHookAdapter):
 
     def order(self, hooks: list[Any]) -> list[Any]:
         """MMEngine's ``register_hook`` queue: ascending priority, registration order among equals."""
-        from mmengine.runner import get_priority
-
-        return sorted(hooks, key=lambda h: get_priority(h.priority))
+        return sorted(hooks, key=lambda h: priority_of(h.priority, type(h).__qualname__))
 
     # ------------------------------------------------------------------------------------------ conditions
     def real_validation(self) -> bool:
