@@ -123,7 +123,8 @@ def main(argv: list[str]) -> None:
     torch.set_num_threads(1)
     pl.seed_everything(0, verbose=False)
     hooks = build_hooks(args.out)
-    adapters = adapt([h for family in hooks.values() for h in family], work_dir=args.out)
+    # a fixed experiment_name: by default it is the start time, which RuntimeInfoHook puts in the message hub
+    adapters = adapt([h for family in hooks.values() for h in family], work_dir=args.out, experiment_name="resume")
     ema, anomaly = EMA(decay=0.7, include_buffers=True), AnomalyDetector(policy="skip")
     mmengine = next(a for a in adapters if a.family == "mmengine")
     # MMEngine's CheckpointHook saves from on_train_batch_end: its adapter goes last, so the file holds the state

@@ -134,6 +134,13 @@ class MMEngineAdapter(LegacyHookAdapter):
     # ------------------------------------------------------------------------------------------------ train
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.runner.build_param_schedulers()
+        scheduled = {id(getattr(s.optimizer, "optimizer", s.optimizer)) for s in self.runner._built_schedulers()}
+        if any(id(config.scheduler.optimizer) in scheduled for config in trainer.lr_scheduler_configs):
+            raise ValueError(
+                "MMEngineAdapter(param_schedulers=...) and configure_optimizers() both schedule the same optimizer, "
+                "so its learning rate would be stepped twice. Return only the optimizer from configure_optimizers(), "
+                "or drop param_schedulers."
+            )
         if self._scheduler_states is not None:
             for scheduler, state in zip(self.runner._built_schedulers(), self._scheduler_states):
                 scheduler.load_state_dict(state)

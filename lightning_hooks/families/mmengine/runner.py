@@ -214,7 +214,10 @@ class Runner(Facade):
     # ------------------------------------------------------------------------------------------ dataloaders
     @property
     def train_dataloader(self) -> Any:
-        return self.trainer.train_dataloader
+        trainer = self.trainer
+        if trainer.train_dataloader is None and trainer.state.fn == "fit":
+            trainer.fit_loop.setup_data()  # asked for before Lightning sized the loader (before_run, on_fit_start)
+        return trainer.train_dataloader
 
     @property
     def val_dataloader(self) -> Any:
