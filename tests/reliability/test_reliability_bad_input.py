@@ -210,3 +210,28 @@ def test_reliability_checkpoint_from_another_family_is_refused(tmp_path):
                                          r"checkpoint state written by a 'classy' adapter\. Resume with the same adapters "
                                          r"and hooks the checkpoint was written with\."):  # fmt: skip
         fit(tmp_path, [imix], max_epochs=2, ckpt_path=tmp_path / "renamed.ckpt")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="Lightning's GradScaler exists only with CUDA fp16")
+def test_reliability_imix_optimizer_hook_with_lightning_grad_scaler(tmp_path):
+    from imix.engine.hooks import OptimizerHook
+
+    with pytest.raises(ValueError, match=r"IMIXAdapter: OptimizerHook calls backward itself, so it cannot share "
+                                         r"Lightning's GradScaler \(precision='16-mixed'\)\. Use precision='32-true', "
+                                         r"and Fp16OptimizerHook for fp16\."):  # fmt: skip
+        fit(tmp_path, [IMIXAdapter([OptimizerHook()])], precision="16-mixed", accelerator="cuda")
+
+
+def test_reliability_native_ema_refuses_another_callbacks_state(tmp_path):
+    from lightning_hooks.callbacks import EMA, AnomalyDetector
+
+    anomaly = AnomalyDetector(policy="skip")
+    fit(tmp_path, [anomaly]).save_checkpoint(tmp_path / "anomaly.ckpt")
+    ckpt = torch.load(tmp_path / "anomaly.ckpt", weights_only=True)
+    ema = EMA()
+    ckpt["callbacks"][ema.state_key] = ckpt["callbacks"].pop(anomaly.state_key)
+    torch.save(ckpt, tmp_path / "renamed.ckpt")
+    with pytest.raises(KeyError, match=r"EMA: unexpected state keys \['skipped_steps'\]; expected \['ema', "
+                                       r"'num_updates'\]\. The checkpoint was not written by "
+                                       r"lightning_hooks\.callbacks\.EMA\."):  # fmt: skip
+        fit(tmp_path, [ema], max_epochs=2, ckpt_path=tmp_path / "renamed.ckpt")
