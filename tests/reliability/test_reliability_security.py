@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 from reliability_kit import fit
+from reliability_resume_run import Net
 
 from lightning_hooks import ClassyAdapter, IMIXAdapter, MMEngineAdapter
 
@@ -56,8 +57,6 @@ def test_reliability_classy_checkpoint_files_load_weights_only(tmp_path):
 def test_reliability_imix_checkpoint_files_load_weights_only(tmp_path):
     from imix.engine.hooks import CheckPointHook, IterationTimerHook
     from imix.utils.checkpoint import Checkpointer
-
-    from reliability_resume_run import Net
 
     net = Net()
     adapter = IMIXAdapter([IterationTimerHook(), CheckPointHook(Checkpointer(net, save_dir=str(tmp_path)), prefix="net")])
