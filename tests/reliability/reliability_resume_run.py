@@ -97,7 +97,7 @@ class Killer(pl.Callback):
 
 def build_hooks(out: str) -> dict[str, Any]:
     from classy_vision.hooks import ExponentialMovingAverageModelHook
-    from imix.engine.hooks import HookBase
+    from imix.engine.hooks import HookBase, IterationTimerHook
     from mmengine.hooks import CheckpointHook, EMAHook, RuntimeInfoHook
 
     class LogBufferProbe(HookBase):
@@ -110,7 +110,7 @@ def build_hooks(out: str) -> dict[str, Any]:
     return {
         "mmengine": [RuntimeInfoHook(), EMAHook(momentum=0.1), CheckpointHook(interval=4, by_epoch=False)],
         "classy": [ExponentialMovingAverageModelHook(decay=0.8, device="cpu")],
-        "imix": [LogBufferProbe()],
+        "imix": [IterationTimerHook(), LogBufferProbe()],
     }
 
 

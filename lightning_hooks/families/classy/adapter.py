@@ -246,6 +246,7 @@ class ClassyAdapter(LegacyHookAdapter):
         super().on_exception(trainer, pl_module, exception)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._train_open = False  # a fit that failed mid-phase left it open
         if "Optimizer.step" in self._plan:
             self._handles += [opt.register_step_post_hook(self._on_optimizer_step) for opt in trainer.optimizers]
         self.fire("on_train_start")

@@ -73,6 +73,7 @@ class IMIXAdapter(LegacyHookAdapter):
         self._module: pl.LightningModule | None = None
         self._own_step: Any = None
         self._training = False
+        self._epoch_open = False
         self._data_start = 0.0
         self._data_time = 0.0
         self._write_metrics: Any = None
@@ -134,14 +135,18 @@ class IMIXAdapter(LegacyHookAdapter):
                 buffer = real.LogBufferStorage(self.trainer.start_iter, by_epoch=False)
             self.trainer._log_buffer = buffer.__enter__()
             self._write_metrics = real.periods.write_metrics
-        self._training = True
+        self._training, self._epoch_open = True, False
         self.fire("on_train_start")
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_open = True
         self.fire("on_train_epoch_start")
         self._data_start = time.perf_counter()
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        if not self._epoch_open:
+            # Lightning 2.6 skips on_train_epoch_start when it resumes mid-epoch; iMIX starts every epoch it runs
+            self.on_train_epoch_start(trainer, pl_module)
         self._data_time = time.perf_counter() - self._data_start
         self.trainer.iter = trainer.fit_loop.epoch_loop.total_batch_idx
         self.trainer.inner_iter = batch_idx
@@ -170,6 +175,7 @@ class IMIXAdapter(LegacyHookAdapter):
         self._data_start = time.perf_counter()
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_open = False
         self.fire("on_train_epoch_end")
         if self.trainer.by_epoch and self.trainer._log_buffer is not None:
             self.trainer.log_buffer.epoch_step()
