@@ -1,11 +1,14 @@
 """One training run with hooks of every family and the native callbacks; run as a script by the resume tests.
 
-    python reliability_resume_run.py OUT [--kill-at STEP] [--resume CKPT]
+    python reliability_resume_run.py OUT --ema mmengine|classy|native [--kill-at STEP] [--resume CKPT]
 
-Trains 3 epochs of 6 batches. MMEngine's ``CheckpointHook`` writes ``OUT/iter_4.pth`` and ``OUT/iter_8.pth``
-through ``AtomicCheckpointIO``; ``--kill-at`` sends SIGKILL to the process before that global step runs (mid-epoch);
-``--resume`` continues from a checkpoint with ``trainer.fit(ckpt_path=..., weights_only=True)``. At the end the final state of the model
-and of every hook is written to ``OUT/final.pt``.
+Trains 3 epochs of 6 batches with hooks of every family, ``AnomalyDetector`` and one EMA: MMEngine's
+``EMAHook``, Classy's ``ExponentialMovingAverageModelHook`` or the native ``EMA`` (EMAs that put their average into
+the model during validation cannot be stacked: each writes into the tensors another one swapped in). MMEngine's
+``CheckpointHook`` writes ``OUT/iter_4.pth``, ``OUT/iter_8.pth``, ... through ``AtomicCheckpointIO``; ``--kill-at``
+sends SIGKILL to the process before that global step runs; ``--resume`` continues from a checkpoint with
+``trainer.fit(ckpt_path=..., weights_only=True)``. At the end the final state of the model and of every hook is
+written to ``OUT/final.pt``.
 """
 
 from __future__ import annotations
@@ -95,8 +98,8 @@ class Killer(pl.Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-def build_hooks(out: str) -> dict[str, Any]:
-    from classy_vision.hooks import ExponentialMovingAverageModelHook
+def build_hooks(out: str, ema: str) -> dict[str, Any]:
+    from classy_vision.hooks import ClassyHook, ExponentialMovingAverageModelHook
     from imix.engine.hooks import HookBase, IterationTimerHook
     from mmengine.hooks import CheckpointHook, EMAHook, RuntimeInfoHook
 
@@ -107,9 +110,15 @@ def build_hooks(out: str) -> dict[str, Any]:
             info = self.trainer.log_buffer.train_info
             torch.save({k: getattr(info, k) for k in ("iter", "epoch", "epoch_inner_iter")}, f"{out}/imix.pt")
 
+    class Noop(ClassyHook):
+        """Keeps a Classy adapter (and its phase counters) in the run when the EMA is not Classy's."""
+
+        on_start = on_phase_start = on_step = on_phase_end = on_end = ClassyHook._noop
+
     return {
-        "mmengine": [RuntimeInfoHook(), EMAHook(momentum=0.1), CheckpointHook(interval=4, by_epoch=False)],
-        "classy": [ExponentialMovingAverageModelHook(decay=0.8, device="cpu")],
+        "mmengine": [RuntimeInfoHook(), CheckpointHook(interval=4, by_epoch=False)]
+        + ([EMAHook(momentum=0.1)] if ema == "mmengine" else []),
+        "classy": [ExponentialMovingAverageModelHook(decay=0.8, device="cpu") if ema == "classy" else Noop()],
         "imix": [IterationTimerHook(), LogBufferProbe()],
     }
 
@@ -117,20 +126,22 @@ def build_hooks(out: str) -> dict[str, Any]:
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
+    parser.add_argument("--ema", choices=["mmengine", "classy", "native"], required=True)
     parser.add_argument("--kill-at", type=int)
     parser.add_argument("--resume")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     pl.seed_everything(0, verbose=False)
-    hooks = build_hooks(args.out)
+    hooks = build_hooks(args.out, args.ema)
     # a fixed experiment_name: by default it is the start time, which RuntimeInfoHook puts in the message hub
     adapters = adapt([h for family in hooks.values() for h in family], work_dir=args.out, experiment_name="resume")
-    ema, anomaly = EMA(decay=0.7, include_buffers=True), AnomalyDetector(policy="skip")
+    anomaly = AnomalyDetector(policy="skip")
+    native = [EMA(decay=0.7, include_buffers=True)] if args.ema == "native" else []
     mmengine = next(a for a in adapters if a.family == "mmengine")
     # MMEngine's CheckpointHook saves from on_train_batch_end: its adapter goes last, so the file holds the state
     # every other callback reaches at that batch's end (Lightning moves only its own ModelCheckpoint last)
     others = [a for a in adapters if a is not mmengine]
-    callbacks = [*others, ema, anomaly, mmengine] + ([Killer(args.kill_at)] if args.kill_at is not None else [])
+    callbacks = [*others, *native, anomaly, mmengine] + ([Killer(args.kill_at)] if args.kill_at is not None else [])
     trainer = pl.Trainer(
         max_epochs=EPOCHS, callbacks=callbacks, plugins=[AtomicCheckpointIO()], default_root_dir=args.out,
         accelerator="cpu", devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
@@ -139,13 +150,16 @@ def main(argv: list[str]) -> None:
     model = Net(NAN_STEP)
     train, val = loader(BATCHES * BATCH_SIZE, 0, True), loader(8, 1, False)
     trainer.fit(model, train, val, ckpt_path=args.resume, weights_only=True if args.resume else None)
-    mm_ema = hooks["mmengine"][1]
+    ema = {
+        "mmengine": lambda: hooks["mmengine"][-1].ema_model.state_dict(),  # EMAHook keeps it out of the state
+        "classy": lambda: {},  # in the adapter's hook state
+        "native": lambda: native[0].state_dict(),
+    }[args.ema]()
     torch.save(
         {
             "model": model.state_dict(),
-            "ema": ema.state_dict(),
+            "ema": ema,
             "anomaly": anomaly.state_dict(),
-            "mmengine_ema": mm_ema.ema_model.state_dict(),
             "adapters": {a.family: a.state_dict() for a in adapters},
             "global_step": trainer.global_step,
         },

@@ -257,11 +257,15 @@ class ClassyAdapter(LegacyHookAdapter):
         self.fire("on_train_epoch_start")
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        if not self._train_open:
+        if self._train_open:
+            return
+        if batch_idx == 0:  # resumed from a checkpoint written at the previous epoch's last batch: a new phase
+            self.on_train_epoch_start(trainer, pl_module)
+        else:
             self._reopen_train_phase(pl_module)
 
     def _reopen_train_phase(self, pl_module: pl.LightningModule) -> None:
-        """Lightning 2.6 skips ``on_train_epoch_start`` when it resumes mid-epoch: reopen the checkpoint's phase.
+        """Lightning 2.6 skips ``on_train_epoch_start`` when it resumes: reopen the phase a mid-epoch checkpoint was in.
 
         Hooks rebuild their per-phase state in ``on_phase_start``; the weights Lightning restored win over what they
         put in the model there (Classy's EMA hook swaps in the weights saved at the previous phase end).
