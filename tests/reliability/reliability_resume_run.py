@@ -152,7 +152,7 @@ def main(argv: list[str]) -> None:
     trainer.fit(model, train, val, ckpt_path=args.resume, weights_only=True if args.resume else None)
     ema = {
         "mmengine": lambda: hooks["mmengine"][-1].ema_model.state_dict(),  # EMAHook keeps it out of the state
-        "classy": lambda: {},  # in the adapter's hook state
+        "classy": dict,  # in the adapter's hook state
         "native": lambda: native[0].state_dict(),
     }[args.ema]()
     torch.save(

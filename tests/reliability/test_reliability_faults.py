@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
@@ -41,7 +42,7 @@ def test_reliability_mmengine_hook_error_is_located_and_the_log_file_closed(tmp_
         fit(tmp_path, [adapter])
     _note(err, "mmengine", Boom, "after_train_iter", "on_train_batch_end", 0, 4)
     assert not [h for h in adapter.runner.logger.handlers if isinstance(h, logging.FileHandler)]
-    log = open(os.path.join(adapter.runner.log_dir, f"{adapter.runner.timestamp}.log")).read()
+    log = (Path(adapter.runner.log_dir) / f"{adapter.runner.timestamp}.log").read_text()
     assert "Epoch(train) [1][3/6]" in log  # LoggerHook's lines up to the failure reached the file
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -41,7 +43,7 @@ def assert_equal_state(a: Any, b: Any, where: str = "") -> None:
     elif isinstance(a, torch.Tensor):
         torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True, msg=where)
     else:
-        assert a == b or (a != a and b != b), f"{where}: {a!r} != {b!r}"
+        assert a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)), f"{where}: {a!r} != {b!r}"
 
 
 SCRIPT = HERE / "reliability_resume_run.py"
@@ -140,6 +142,6 @@ def test_reliability_sigkill_during_checkpoint_write(tmp_path, io_kind):
     else:
         # Lightning's TorchCheckpointIO with $TMPDIR on another filesystem: the move into place is a copy, and a kill
         # during it leaves a truncated file under the final name (same filesystem: os.rename, atomic)
-        with pytest.raises(Exception):
+        with pytest.raises((RuntimeError, OSError, EOFError, pickle.UnpicklingError)):
             torch.load(path, weights_only=True)
         assert path.stat().st_size > 0, out[-2000:]
