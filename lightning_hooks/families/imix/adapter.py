@@ -145,7 +145,8 @@ class IMIXAdapter(LegacyHookAdapter):
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         if not self._epoch_open:
-            # Lightning 2.6 skips on_train_epoch_start when it resumes mid-epoch; iMIX starts every epoch it runs
+            # Lightning 2.6 skips on_train_epoch_start after resuming from a checkpoint written during an epoch;
+            # iMIX starts every epoch it runs
             self.on_train_epoch_start(trainer, pl_module)
         self._data_time = time.perf_counter() - self._data_start
         self.trainer.iter = trainer.fit_loop.epoch_loop.total_batch_idx
