@@ -11,6 +11,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from lightning_hooks.core.checks import check_hook
 from lightning_hooks.core.events import EventTable, Mount
 from lightning_hooks.core.facade import Facade
 
@@ -33,6 +34,11 @@ class LegacyHookAdapter(Callback):
     delegates: ClassVar[dict[str, tuple[str, ...]]] = {}
     #: functions that count as "not overridden" besides the base classes' own (Classy's ``ClassyHook._noop``).
     noops: ClassVar[tuple[Callable[..., Any], ...]] = ()
+    #: the library's name in messages, the positional arguments its host passes to every mount point, and the module
+    #: prefixes of trusted hook classes (the library's own, our compat bases), for the adapt-time checks.
+    label: ClassVar[str] = ""
+    host_args: ClassVar[tuple[str, ...]] = ()
+    upstream: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, hooks: Any | Sequence[Any]) -> None:
         hooks = list(hooks) if isinstance(hooks, (list, tuple, ListConfig)) else [hooks]
@@ -47,6 +53,8 @@ class LegacyHookAdapter(Callback):
                     f"it is not a {self.family} hook. Accepted base classes: {_names(bases)}."
                 )
         self.hooks: list[Any] = self.order(hooks)
+        for hook in self.hooks:
+            check_hook(hook, self.events, self.label or self.family, self.host_args, self.upstream)
         # Lightning formats state_key into a profiler action name on every hook call: compute it once.
         self._state_key = self._generate_state_key(hooks=self.hook_keys())
         self.host: Facade

@@ -51,6 +51,7 @@ class ClassyAdapter(LegacyHookAdapter):
 
     family = "classy"
     events = EVENTS
+    label, host_args, upstream = "Classy", ("task",), ("classy_vision.", "vissl.", "lightning_hooks.compat.")
 
     def __init__(
         self,
@@ -145,7 +146,9 @@ class ClassyAdapter(LegacyHookAdapter):
         for method, event in STEPS.items():
             if is_overridden(method, pl_module):
                 setattr(pl_module, method, self._wrap_step(getattr(pl_module, method), event))
-        self._handles.append(pl_module.register_forward_hook(self._on_forward))
+        # a plain function, not a bound method: a hook that deep-copies the module (MMEngine's EMAHook) then shares
+        # this adapter instead of copying it (copy.deepcopy copies a bound method's __self__, not a function)
+        self._handles.append(pl_module.register_forward_hook(lambda *args: self._on_forward(*args)))
 
     def _uninstall(self) -> None:
         for handle in self._handles:
@@ -219,8 +222,8 @@ class ClassyAdapter(LegacyHookAdapter):
         task.batch_time.append(now - self._step_started)
         self._step_ended = now
 
-    def _start_phase(self, train: bool) -> None:
-        self.task.start_phase(train)
+    def _start_phase(self, train: bool, resumed: bool = False) -> None:
+        self.task.start_phase(train, resumed)
         self._step_ended = time.perf_counter()
 
     def _end_phase_sync(self) -> None:
@@ -251,6 +254,7 @@ class ClassyAdapter(LegacyHookAdapter):
         super().on_exception(trainer, pl_module, exception)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._train_open = False  # a fit that failed mid-phase left it open
         if "Optimizer.step" in self._plan:
             self._handles += [opt.register_step_post_hook(self._on_optimizer_step) for opt in trainer.optimizers]
         self.fire("on_train_start")
@@ -259,6 +263,28 @@ class ClassyAdapter(LegacyHookAdapter):
         self._start_phase(train=True)
         self._train_open = True
         self.fire("on_train_epoch_start")
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        if self._train_open:
+            return
+        if batch_idx == 0:  # resumed from a checkpoint written at the previous epoch's last batch: a new phase
+            self.on_train_epoch_start(trainer, pl_module)
+        else:
+            self._reopen_train_phase(pl_module)
+
+    def _reopen_train_phase(self, pl_module: pl.LightningModule) -> None:
+        """Lightning 2.6 skips ``on_train_epoch_start`` when it resumes: reopen the phase a mid-epoch checkpoint was in.
+
+        Hooks rebuild their per-phase state in ``on_phase_start``; the weights Lightning restored win over what they
+        put in the model there (Classy's EMA hook swaps in the weights saved at the previous phase end).
+        """
+        weights = {k: v.clone() for k, v in pl_module.state_dict().items()}
+        self._start_phase(train=True, resumed=True)
+        self._train_open = True
+        self.fire("on_train_epoch_start")
+        with torch.no_grad():
+            for key, value in pl_module.state_dict().items():
+                value.copy_(weights[key])
 
     def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_after_backward")

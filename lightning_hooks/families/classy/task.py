@@ -257,11 +257,15 @@ class Task(Facade):
         total = trainer.estimated_stepping_batches
         return min(trainer.global_step / total, 1.0) if total and math.isfinite(total) else 0.0
 
-    def start_phase(self, train: bool) -> None:
-        """Classy's ``advance_phase``: counters, losses and meters reset."""
+    def start_phase(self, train: bool, resumed: bool = False) -> None:
+        """Classy's ``advance_phase``: counters, losses and meters reset.
+
+        ``resumed``: reopen the phase a mid-phase checkpoint was written in; its counters come from the checkpoint.
+        """
         self.train = train
-        self.phase_idx += 1
-        self.train_phase_idx += int(train)
+        if not resumed:
+            self.phase_idx += 1
+            self.train_phase_idx += int(train)
         self.losses = []
         self.local_iteration_num = 0
         self.batches = 0

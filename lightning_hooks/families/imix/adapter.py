@@ -42,6 +42,7 @@ class IMIXAdapter(LegacyHookAdapter):
 
     family = "imix"
     events = EVENTS
+    label, host_args, upstream = "iMIX", (), ("imix.", "lightning_hooks.compat.")
 
     def __init__(
         self,
@@ -72,6 +73,7 @@ class IMIXAdapter(LegacyHookAdapter):
         self._module: pl.LightningModule | None = None
         self._own_step: Any = None
         self._training = False
+        self._epoch_open = False
         self._data_start = 0.0
         self._data_time = 0.0
         self._write_metrics: Any = None
@@ -150,14 +152,19 @@ class IMIXAdapter(LegacyHookAdapter):
                 buffer = real.LogBufferStorage(self.trainer.start_iter, by_epoch=False)
             self.trainer._log_buffer = buffer.__enter__()
             self._write_metrics = real.periods.write_metrics
-        self._training = True
+        self._training, self._epoch_open = True, False
         self.fire("on_train_start")
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_open = True
         self.fire("on_train_epoch_start")
         self._data_start = time.perf_counter()
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        if not self._epoch_open:
+            # Lightning 2.6 skips on_train_epoch_start after resuming from a checkpoint written during an epoch;
+            # iMIX starts every epoch it runs
+            self.on_train_epoch_start(trainer, pl_module)
         self._data_time = time.perf_counter() - self._data_start
         self.trainer.iter = trainer.fit_loop.epoch_loop.total_batch_idx
         self.trainer.inner_iter = batch_idx
@@ -189,6 +196,7 @@ class IMIXAdapter(LegacyHookAdapter):
         self._data_start = time.perf_counter()
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_open = False
         self.fire("on_train_epoch_end")
         if self.trainer.by_epoch and self.trainer._log_buffer is not None:
             self.trainer.log_buffer.epoch_step()
@@ -304,6 +312,10 @@ class _TrainingStep:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.adapter._iteration(self.step, args, kwargs)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _TrainingStep:
+        """Shared, not copied, when a hook deep-copies the module (MMEngine's EMAHook): it holds the adapter."""
+        return self
 
 
 class _StrategyStep:

@@ -10,8 +10,11 @@ import lightning.pytorch as pl
 import torch
 
 from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.safety import plain
 from lightning_hooks.families.mmengine.events import EVENTS, TRAIN_EPOCH_END
-from lightning_hooks.families.mmengine.runner import Runner
+
+# mmengine is not a dependency of lightning-hooks: the modules that import it (runner, config) are imported where an
+# MMEngine hook or config is already in hand.
 
 
 class MMEngineAdapter(LegacyHookAdapter):
@@ -31,6 +34,7 @@ class MMEngineAdapter(LegacyHookAdapter):
 
     family = "mmengine"
     events = EVENTS
+    label, host_args, upstream = "MMEngine", ("runner",), ("mmengine.",)
     delegates = {
         **{f"{w}_{m}_epoch": (f"_{w}_epoch",) for w in ("before", "after") for m in ("train", "val", "test")},
         **{f"{w}_{m}_iter": (f"_{w}_iter",) for w in ("before", "after") for m in ("train", "val", "test")},
@@ -48,10 +52,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         log_level: str = "INFO",
     ) -> None:
         super().__init__(hooks)
-        from lightning_hooks.families.mmengine.checks import check_hook
+        from lightning_hooks.families.mmengine.runner import Runner
 
-        for hook in self.hooks:
-            check_hook(hook, self.events)
         self.runner = self.host = Runner(
             work_dir=work_dir,
             experiment_name=experiment_name,
@@ -82,13 +84,14 @@ class MMEngineAdapter(LegacyHookAdapter):
         """One ``dict(type=..., priority=..., **kwargs)`` through MMEngine's ``HOOKS`` registry, as in ``custom_hooks``."""
         from mmengine.registry import HOOKS
 
-        from lightning_hooks.families.mmengine.config import check_type
+        from lightning_hooks.families.mmengine.config import check_type, priority_of
 
         config = dict(config)
         priority = config.pop("priority", None)
         check_type(config, HOOKS)
         hook = HOOKS.build(config)
         if priority is not None:
+            priority_of(priority, str(config["type"]))
             hook.priority = priority
         return hook
 
@@ -101,9 +104,9 @@ class MMEngineAdapter(LegacyHookAdapter):
 
     def order(self, hooks: list[Any]) -> list[Any]:
         """MMEngine's ``register_hook`` queue: ascending priority, registration order among equals."""
-        from mmengine.runner import get_priority
+        from lightning_hooks.families.mmengine.config import priority_of
 
-        return sorted(hooks, key=lambda h: get_priority(h.priority))
+        return sorted(hooks, key=lambda h: priority_of(h.priority, type(h).__qualname__))
 
     # ------------------------------------------------------------------------------------------ conditions
     def real_validation(self) -> bool:
@@ -122,6 +125,14 @@ class MMEngineAdapter(LegacyHookAdapter):
             self.fire("teardown")
         finally:
             self._unwrap_load_checkpoint()
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        """Forward the failure to hooks, then close the run's log file (Lightning calls no teardown after a failure)."""
+        try:
+            super().on_exception(trainer, pl_module, exception)
+        finally:
+            self._unwrap_load_checkpoint()
+            self.runner.close_log_file()
 
     def _wrap_load_checkpoint(self, pl_module: pl.LightningModule) -> None:
         """Make ``after_load_checkpoint`` run from ``LightningModule.on_load_checkpoint``: before weights load."""
@@ -145,6 +156,13 @@ class MMEngineAdapter(LegacyHookAdapter):
     # ------------------------------------------------------------------------------------------------ train
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.runner.build_param_schedulers()
+        scheduled = {id(getattr(s.optimizer, "optimizer", s.optimizer)) for s in self.runner._built_schedulers()}
+        if any(id(config.scheduler.optimizer) in scheduled for config in trainer.lr_scheduler_configs):
+            raise ValueError(
+                "MMEngineAdapter(param_schedulers=...) and configure_optimizers() both schedule the same optimizer, "
+                "so its learning rate would be stepped twice. Return only the optimizer from configure_optimizers(), "
+                "or drop param_schedulers."
+            )
         if self._scheduler_states is not None:
             for scheduler, state in zip(self.runner._built_schedulers(), self._scheduler_states):
                 scheduler.load_state_dict(state)
@@ -240,16 +258,20 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.fire("on_save_checkpoint", checkpoint=self.runner.mmengine_checkpoint(checkpoint))
 
     def host_state(self) -> dict[str, Any]:
+        from lightning_hooks.families.mmengine.runner import hub_state
+
         return {
             "iter": self._done,
-            "message_hub": self.runner.message_hub.state_dict(),
-            "param_schedulers": [s.state_dict() for s in self.runner._built_schedulers()],
+            "message_hub": hub_state(self.runner.message_hub),
+            "param_schedulers": [plain(s.state_dict()) for s in self.runner._built_schedulers()],
         }
 
     def load_host_state(self, state: dict[str, Any]) -> None:
+        from lightning_hooks.families.mmengine.runner import load_hub_state
+
         self._done = self.runner.iter = state.get("iter", 0)
         if "message_hub" in state:
-            self.runner.message_hub.load_state_dict(state["message_hub"])
+            load_hub_state(self.runner.message_hub, state["message_hub"])
         self._scheduler_states = state.get("param_schedulers") or None
 
 

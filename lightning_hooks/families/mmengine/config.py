@@ -8,7 +8,7 @@ from typing import Any
 
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS, Registry
-from mmengine.runner import Runner
+from mmengine.runner import Priority, Runner, get_priority
 
 
 class _Registrar:
@@ -49,9 +49,22 @@ def build_hooks(
     with HOOKS.switch_scope_and_registry(default_scope) as registry:
         for cfg in configs:
             check_type(cfg, registry)
+            if "priority" in cfg:
+                priority_of(cfg["priority"], str(cfg["type"]))
         registrar = _Registrar()
         registrar.register_hooks(default_hooks, custom_hooks)
     return registrar._hooks
+
+
+def priority_of(priority: Any, hook: str) -> int:
+    """MMEngine's ``get_priority``, with an error that names the hook and the valid priorities."""
+    try:
+        return get_priority(priority)
+    except (KeyError, ValueError, TypeError):
+        raise ValueError(
+            f"MMEngine hook {hook}: priority {priority!r} does not exist. Use an int from 0 (highest) to 100 (lowest) "
+            f"or one of {[p.name for p in Priority]}."
+        ) from None
 
 
 def _copy(cfg: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import time
 from typing import Any
@@ -10,12 +11,13 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from mmengine.config import Config
-from mmengine.logging import MessageHub, MMLogger
+from mmengine.logging import HistoryBuffer, MessageHub, MMLogger
 from mmengine.optim import OptimWrapper, OptimWrapperDict
 from mmengine.runner import LogProcessor
 from mmengine.visualization import Visualizer
 
 from lightning_hooks.core.facade import Facade
+from lightning_hooks.core.safety import plain
 
 _instances = itertools.count()
 
@@ -171,6 +173,14 @@ class Runner(Facade):
             )
         return self._logger
 
+    def close_log_file(self) -> None:
+        """Flush, close and remove the file handlers of ``logger`` (after a failed run; it then logs to the console)."""
+        if self._logger is None:
+            return
+        for handler in [h for h in self._logger.handlers if isinstance(h, logging.FileHandler)]:
+            handler.close()
+            self._logger.removeHandler(handler)
+
     @property
     def visualizer(self) -> Visualizer:
         if self._visualizer is None:
@@ -219,7 +229,10 @@ class Runner(Facade):
     # ------------------------------------------------------------------------------------------ dataloaders
     @property
     def train_dataloader(self) -> Any:
-        return self.trainer.train_dataloader
+        trainer = self.trainer
+        if trainer.train_dataloader is None and trainer.state.fn == "fit":
+            trainer.fit_loop.setup_data()  # asked for before Lightning sized the loader (before_run, on_fit_start)
+        return trainer.train_dataloader
 
     @property
     def val_dataloader(self) -> Any:
@@ -309,14 +322,14 @@ class Runner(Facade):
             mmengine_version=mmengine.__version__,
         )
         checkpoint["meta"] = meta
-        checkpoint["message_hub"] = self.message_hub.state_dict()
+        checkpoint["message_hub"] = hub_state(self.message_hub)
         states = checkpoint.get("optimizer_states")
         if pending["optimizer"] and states:
             checkpoint["optimizer"] = states[0] if len(states) == 1 else {f"optimizer{i}": s for i, s in enumerate(states)}
         elif not pending["optimizer"]:
             checkpoint.pop("optimizer_states", None)
         if pending["param_schedulers"] and self._built_schedulers():
-            checkpoint["param_schedulers"] = [s.state_dict() for s in self._built_schedulers()]
+            checkpoint["param_schedulers"] = [plain(s.state_dict()) for s in self._built_schedulers()]
         return checkpoint
 
     def _built_schedulers(self) -> list[Any]:
@@ -352,6 +365,32 @@ class Runner(Facade):
         if isinstance(wrapper, OptimWrapper) and hasattr(wrapper, "_global_step"):
             # schedulers count OptimWrapper.step calls to check the step order; Lightning steps the torch optimizer
             wrapper.optimizer.register_step_post_hook(lambda *_: setattr(wrapper, "_global_step", wrapper._global_step + 1))
+
+
+def hub_state(hub: MessageHub) -> dict[str, Any]:
+    """``hub.state_dict()`` in tensors and plain containers, so ``torch.load(weights_only=True)`` reads it.
+
+    Each ``HistoryBuffer`` becomes ``{"log_history": tensor, "count_history": tensor, "max_length": int}``;
+    :func:`load_hub_state` rebuilds it. (MMEngine's own ``MessageHub.load_state_dict`` skips such entries with a
+    warning and restores only the runtime info.)
+    """
+    state = hub.state_dict()
+    scalars = {
+        key: {"log_history": plain(buf._log_history), "count_history": plain(buf._count_history),
+              "max_length": buf.max_length}
+        for key, buf in state["log_scalars"].items()
+    }  # fmt: skip
+    return {"log_scalars": scalars, "runtime_info": plain(state["runtime_info"]), "resumed_keys": dict(state["resumed_keys"])}
+
+
+def load_hub_state(hub: MessageHub, state: dict[str, Any]) -> None:
+    """Restore :func:`hub_state` (or a ``MessageHub.state_dict()`` of MMEngine objects) into ``hub``."""
+    scalars = {
+        key: HistoryBuffer(buf["log_history"].numpy(), buf["count_history"].numpy(), buf["max_length"])
+        if isinstance(buf, dict) else buf
+        for key, buf in state["log_scalars"].items()
+    }  # fmt: skip
+    hub.load_state_dict({**state, "log_scalars": scalars})
 
 
 def _first(loaders: Any) -> Any:

@@ -1,0 +1,59 @@
+"""Adapt-time checks of user hooks, for every family: misspelled mount points and signatures the host cannot call."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import warnings
+from typing import Any
+
+from lightning_hooks.core.events import EventTable
+
+
+def check_hook(hook: Any, events: EventTable, label: str, host_args: tuple[str, ...], upstream: tuple[str, ...]) -> None:
+    """Warn about methods of ``hook`` that look like misspelled mount points or whose signature is wrong.
+
+    Only methods defined by the user's own classes are checked: classes from a module starting with one of
+    ``upstream`` (the legacy library, our compat bases) are taken as they are. ``host_args`` names the positional
+    arguments the host passes to every mount point (``("runner",)`` for MMEngine); each row's ``args`` are passed by
+    keyword.
+
+    Example::
+
+        check_hook(MyHook(), EVENTS, "MMEngine", ("runner",), ("mmengine.",))  # warns: 'after_train_iters'?
+    """
+    mounts = events.mount_points()
+    kwargs = {row.mount: row.args for row in events.rows}
+    name = type(hook).__qualname__
+    for attr in _own_methods(type(hook), upstream):
+        if attr in mounts:
+            _check_signature(hook, label, name, attr, host_args, kwargs[attr])
+        elif not attr.startswith("_"):
+            close = difflib.get_close_matches(attr, mounts, n=1, cutoff=0.85)
+            if close:
+                warnings.warn(
+                    f"{label} hook {name} defines '{attr}', which is not one of {label}'s mount points and will never "
+                    f"be called. Did you mean '{close[0]}'?",
+                    stacklevel=4,
+                )
+
+
+def _own_methods(cls: type, upstream: tuple[str, ...]) -> list[str]:
+    names: list[str] = []
+    for klass in cls.__mro__:
+        if klass is object or klass.__module__.startswith(upstream):
+            continue
+        names += [n for n, v in vars(klass).items() if callable(v) and n not in names]
+    return names
+
+
+def _check_signature(hook: Any, label: str, name: str, mount: str, host_args: tuple[str, ...], kwargs: tuple[str, ...]) -> None:
+    try:
+        inspect.signature(getattr(hook, mount)).bind(*(None for _ in host_args), **{k: None for k in kwargs})
+    except TypeError as err:
+        call = ", ".join([*host_args, *(f"{k}=..." for k in kwargs)])
+        warnings.warn(
+            f"{label} hook {name}.{mount} cannot be called as the host calls it ({mount}({call})): {err}. "
+            f"Use {label}'s signature, e.g. def {mount}({', '.join(['self', *host_args, *kwargs])}).",
+            stacklevel=5,
+        )
