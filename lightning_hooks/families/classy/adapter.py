@@ -42,6 +42,7 @@ class ClassyAdapter(LegacyHookAdapter):
         meters: ``{name: torchmetrics.Metric}``; updated with ``(output, target)`` after every step.
         config: VISSL's ``task.config`` (an ``AttrDict``), for hooks that read it.
         checkpoint_folder: VISSL's ``task.checkpoint_folder``.
+        loss: VISSL's ``task.loss`` (the criterion module), for hooks that read or write it.
 
     Example::
 
@@ -60,6 +61,7 @@ class ClassyAdapter(LegacyHookAdapter):
         meters: Mapping[str, Any] | None = None,
         config: Any = None,
         checkpoint_folder: str | None = None,
+        loss: Any = None,
     ) -> None:
         super().__init__(hooks)
         names = Counter(hook.name() for hook in self.hooks)
@@ -69,7 +71,9 @@ class ClassyAdapter(LegacyHookAdapter):
                 f"ClassyAdapter: several hooks share the name() {repeated}; Classy keys hook state by name(), so "
                 "pass at most one hook of each class (or give a subclass its own name())."
             )
-        self.task = self.host = Task(meters=meters, config=config, checkpoint_folder=checkpoint_folder)
+        self.task = self.host = Task(
+            meters=meters, config=config, checkpoint_folder=checkpoint_folder, loss=loss
+        )
         self.task.hooks = self.hooks
         self._build_plan((self.task,))
         self._in_step = False

@@ -157,6 +157,7 @@ class Task(Facade):
         meters: Mapping[str, Any] | None = None,
         config: Any = None,
         checkpoint_folder: str | None = None,
+        loss: Any = None,
     ) -> None:
         self.trainer: pl.Trainer | None = None
         self.hooks: list[Any] = []
@@ -165,6 +166,9 @@ class Task(Facade):
             self.config = config
         if checkpoint_folder is not None:
             self.checkpoint_folder = checkpoint_folder
+        if loss is not None:
+            self.loss = loss
+        self.metrics: dict[str, list[Any]] = {}
         self.train = True
         self.phase_idx = -1
         self.train_phase_idx = -1
@@ -288,6 +292,15 @@ class Task(Facade):
         if self.dataloader is None:
             self.build_dataloaders_for_current_phase()
         self.data_iterator = SizedIterator(self.dataloader)
+
+    @property
+    def dataloaders(self) -> dict[str, Any]:
+        """VISSL's ``task.dataloaders``: the Lightning loaders Lightning has set up, under ``"train"`` and ``"test"``
+        (the validation loader inside ``fit``, the test loader in ``trainer.test``)."""
+        trainer = self._lightning_trainer()
+        test = trainer.test_dataloaders if trainer.testing else trainer.val_dataloaders
+        loaders = {"train": trainer.train_dataloader, "test": test[0] if isinstance(test, (list, tuple)) else test}
+        return {phase: loader for phase, loader in loaders.items() if loader is not None}
 
     def _current_loader(self) -> Any:
         trainer = self._lightning_trainer()
