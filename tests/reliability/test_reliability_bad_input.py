@@ -90,11 +90,11 @@ def test_reliability_hook_reading_a_missing_facade_attribute(tmp_path):
         def before_train(self, runner) -> None:
             runner.launcher
 
-    class NeedsDataloaders(ClassyHook):
+    class NeedsEmaModel(ClassyHook):
         on_phase_start = on_step = on_phase_end = on_end = ClassyHook._noop
 
         def on_start(self, task) -> None:
-            task.dataloaders
+            task.ema_model
 
     class NeedsEvaluator(HookBase):
         def before_train(self) -> None:
@@ -102,7 +102,7 @@ def test_reliability_hook_reading_a_missing_facade_attribute(tmp_path):
 
     cases = [
         (MMEngineAdapter([NeedsLauncher()]), "runner", "launcher", "mmengine", NeedsLauncher, "before_train"),
-        (ClassyAdapter([NeedsDataloaders()]), "task", "dataloaders", "classy", NeedsDataloaders, "on_start"),
+        (ClassyAdapter([NeedsEmaModel()]), "task", "ema_model", "classy", NeedsEmaModel, "on_start"),
         (IMIXAdapter([NeedsEvaluator()]), "trainer", "evaluator", "imix", NeedsEvaluator, "before_train"),
     ]
     for adapter, host, name, family, hook, mount in cases:
