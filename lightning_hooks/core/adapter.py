@@ -146,6 +146,80 @@ class LegacyHookAdapter(Callback):
                 except Exception as err:  # the original exception must reach the user
                     warnings.warn(f"{self._where(hook, row)} while handling {exception!r}: {err!r}", stacklevel=2)
 
+    # Events whose rows need nothing but the standard context (batch_idx, data_batch, outputs, checkpoint); a family
+    # overrides an event when its facade must change first, then calls ``fire`` itself.
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_train_start")
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_train_epoch_start")
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        self.fire("on_train_batch_start", batch_idx=batch_idx, data_batch=batch)
+
+    def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_after_backward")
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        self.fire("on_train_batch_end", batch_idx=batch_idx, data_batch=batch, outputs=outputs)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_train_epoch_end")
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_train_end")
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_validation_start")
+
+    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_validation_epoch_start")
+
+    def on_validation_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        self.fire("on_validation_batch_start", batch_idx=batch_idx, data_batch=batch)
+
+    def on_validation_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:  # fmt: skip
+        self.fire("on_validation_batch_end", batch_idx=batch_idx, data_batch=batch, outputs=outputs)
+
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_validation_epoch_end")
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_validation_end")
+
+    def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_test_start")
+
+    def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_test_epoch_start")
+
+    def on_test_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        self.fire("on_test_batch_start", batch_idx=batch_idx, data_batch=batch)
+
+    def on_test_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:  # fmt: skip
+        self.fire("on_test_batch_end", batch_idx=batch_idx, data_batch=batch, outputs=outputs)
+
+    def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_test_epoch_end")
+
+    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire("on_test_end")
+
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
+        self.fire("on_save_checkpoint", checkpoint=checkpoint)
+
     # ------------------------------------------------------------------------------------------- checkpoint state
     @property
     def state_key(self) -> str:

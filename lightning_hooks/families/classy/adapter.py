@@ -290,9 +290,6 @@ class ClassyAdapter(LegacyHookAdapter):
             for key, value in pl_module.state_dict().items():
                 value.copy_(weights[key])
 
-    def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_after_backward")
-
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
@@ -309,12 +306,6 @@ class ClassyAdapter(LegacyHookAdapter):
             self._end_phase_sync()
         self.fire("on_train_epoch_end")
         self._train_open = False
-
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_train_end")
-
-    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_validation_start")
 
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -346,12 +337,6 @@ class ClassyAdapter(LegacyHookAdapter):
             self._end_phase_sync()
             self.fire("on_validation_epoch_end")
 
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_validation_end")
-
-    def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_test_start")
-
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start_phase(train=False)
         self.fire("on_test_epoch_start")
@@ -371,9 +356,6 @@ class ClassyAdapter(LegacyHookAdapter):
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._end_phase_sync()
         self.fire("on_test_epoch_end")
-
-    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_test_end")
 
 
 def _distributed() -> bool:

@@ -200,54 +200,9 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.runner.epoch = trainer.current_epoch
         self.fire("on_train_end")
 
-    # ------------------------------------------------------------------------------------------- validation
-    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_validation_start")
-
-    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_validation_epoch_start")
-
-    def on_validation_batch_start(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0
-    ) -> None:
-        self.fire("on_validation_batch_start", batch_idx=batch_idx, data_batch=batch)
-
-    def on_validation_batch_end(
-        self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:
-        self.fire("on_validation_batch_end", batch_idx=batch_idx, data_batch=batch, outputs=outputs)
-
+    # -------------------------------------------------------------------------------------- validation, test
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_validation_end", metrics=_epoch_metrics(trainer))
-
-    # ------------------------------------------------------------------------------------------------- test
-    def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_test_start")
-
-    def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_test_epoch_start")
-
-    def on_test_batch_start(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0
-    ) -> None:
-        self.fire("on_test_batch_start", batch_idx=batch_idx, data_batch=batch)
-
-    def on_test_batch_end(
-        self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:
-        self.fire("on_test_batch_end", batch_idx=batch_idx, data_batch=batch, outputs=outputs)
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_test_end", metrics=_epoch_metrics(trainer))
