@@ -22,10 +22,11 @@ Step = tuple[Mount, Callable[[], bool] | None, tuple[Call, ...]]
 class LegacyHookAdapter(Callback):
     """One Lightning callback that drives a list of legacy hooks of one family through its host facade.
 
-    Subclasses set ``family``, ``events`` (the family's :class:`EventTable`), implement :meth:`base_classes`, build
-    ``self.host`` (a :class:`Facade`) and call :meth:`fire` from their Lightning methods. Hooks are ordered once by
-    :meth:`order`; for every event the adapter keeps only the hooks that override each mount point, so N hooks cost
-    one Lightning callback plus one Python call per hook that does something.
+    Subclasses set ``family``, ``events`` (the family's :class:`EventTable`), implement :meth:`base_classes` and
+    build ``self.host`` (a :class:`Facade`). Every Lightning event fires its table rows through :meth:`fire`; a family
+    overrides an event only to update its facade first. Hooks are ordered once by :meth:`order`; for every event the
+    adapter keeps only the hooks that override each mount point, so N hooks cost one Lightning callback plus one
+    Python call per hook that does something.
     """
 
     family: ClassVar[str]
