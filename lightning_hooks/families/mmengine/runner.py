@@ -287,7 +287,8 @@ class Runner(Facade):
             meta.setdefault("iter", self.iter + 1)
         self._pending_save = {"meta": meta, "optimizer": save_optimizer, "param_schedulers": save_param_scheduler}
         try:
-            self.trainer.save_checkpoint(os.path.join(out_dir, filename))
+            # a full checkpoint: before_save_checkpoint hooks (EMAHook) only run on those
+            self.trainer.save_checkpoint(os.path.join(out_dir, filename), weights_only=False)
         finally:
             self._pending_save = None
 
