@@ -2,8 +2,10 @@
 
 Bound per update = 12 * N bytes (read EMA + read weights + write EMA, fp32) / best ``a.add_(b)`` bandwidth,
 re-measured in every round; each sample is divided by the bound of its own round and medians are printed.
-Compared in the same run: this package's ``EMA`` hook, Lightning's ``EMAWeightAveraging`` (its
-``on_train_batch_end`` update) and MMEngine's ``ExponentialMovingAverage.update_parameters``.
+Compared in the same run: this package's ``EMA`` hook (driven as in ``trainer.fit``: ``on_fit_start`` flattens
+the parameters into one buffer, which every variant then reads), the bare kernels, Lightning's
+``EMAWeightAveraging`` (its ``on_train_batch_end`` update) and MMEngine's
+``ExponentialMovingAverage.update_parameters``.
 
     /tmp/venv/bin/python benchmarks/ema.py [--quick]
 """
@@ -46,14 +48,14 @@ def main() -> None:
     probe_elems = (32 if args.quick else 64) * 2**20
 
     module = Wrapped()
+    ours = EMA(decay=0.999)
+    ours_trainer = SimpleNamespace(global_step=0)
+    ours.on_fit_start(ours_trainer, module)  # as in trainer.fit: flattens the parameters (all variants see them)
+    ours.on_train_start(ours_trainer, module)
     params = list(module.parameters())
     n = sum(p.numel() for p in params)
     print(f"parameter set: {len(params)} tensors, N = {n:,} fp32 params; {rounds} round-robin rounds, "
           f"{STEPS_PER_SAMPLE} updates per sample, torch {torch.__version__}, {torch.get_num_threads()} threads")
-
-    ours = EMA(decay=0.999)
-    ours_trainer = SimpleNamespace(global_step=0)
-    ours.on_train_start(ours_trainer, module)
 
     def ours_update() -> None:
         ours_trainer.global_step += 1
@@ -96,8 +98,14 @@ def main() -> None:
     def raw_update() -> None:  # the kernel alone, no callback logic: shows the callback's own overhead
         torch._foreach_lerp_(raw_ema, raw_src, 0.001)
 
+    raw_flat_ema, raw_flat_src = (torch.cat([p.detach().reshape(-1) for p in params]) for _ in range(2))
+
+    def raw_flat_update() -> None:
+        raw_flat_ema.lerp_(raw_flat_src, 0.001)
+
     variants = {
-        "lightning_hooks EMA (foreach lerp)": per_step(ours_update),
+        "lightning_hooks EMA (flat lerp)": per_step(ours_update),
+        "raw lerp_ over one flat buffer": per_step(raw_flat_update),
         "raw torch._foreach_lerp_ (cached lists)": per_step(raw_update),
         "Lightning EMAWeightAveraging": per_step(lightning_update),
         "Lightning WeightAveraging(multi_avg_fn)": per_step(lightning_multi_update),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -11,12 +11,51 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
 
 
+def _dense(t: Tensor) -> bool:
+    """Whether ``t`` covers ``numel`` consecutive elements of its storage (any dimension order, no gaps)."""
+    expected = 1
+    for stride, size in sorted((st, sz) for st, sz in zip(t.stride(), t.shape) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _flat_view(tensors: list[Tensor]) -> Tensor | None:
+    """A 1-D tensor over the storage that ``tensors`` tile, in order and without gaps; None if they do not."""
+    first = tensors[0]
+    ptr, start = first.untyped_storage().data_ptr(), first.storage_offset()
+    offset = start
+    for t in tensors:
+        if t.untyped_storage().data_ptr() != ptr or t.storage_offset() != offset or not _dense(t):
+            return None
+        offset += t.numel()
+    return first.detach().as_strided((offset - start,), (1,), start)
+
+
+class _Group(NamedTuple):
+    """EMA and model tensors of one (device, dtype); the flat buffers when the model tensors tile one."""
+
+    ema: list[Tensor]
+    live: list[Tensor]
+    staging: list[Tensor] | None  # pinned host buffers when the EMA is offloaded
+    flat_ema: Tensor | None
+    flat_live: Tensor | None
+    ptrs: list[int]  # model tensors' data_ptr when built: the flat path is used only while they still match
+
+
 class EMA(Callback):
     r"""Keep an exponential moving average of the weights and evaluate with it.
 
-    After an optimizer step, the average is updated with one fused ``torch._foreach_lerp_`` per device/dtype
-    group over tensor lists that are built once (they are rebuilt only when the module's parameters change,
-    e.g. a new parameter object, dtype or device; this is checked at train/eval start, not per step)::
+    At fit start the averaged tensors are re-homed, per device/dtype group, into one contiguous buffer: each
+    tensor's ``.data`` becomes a view of it (same strides), so ``Parameter`` objects, optimizers and the
+    user's references to the parameters stay valid. The EMA is one buffer with the same layout, and after an
+    optimizer step it is updated with a single ``lerp_`` per group (one pass over memory, at the bandwidth
+    bound). Groups that cannot be flattened (tensors sharing storage, a tensor that is a view into a larger
+    storage, ``flatten=False``) use one fused ``torch._foreach_lerp_`` over tensor lists built once; so does an
+    update after a tensor stopped being a view of the buffer (``p.data = ...``, checked before every update).
+    The lists and buffers are rebuilt, EMA values carried over, when the module's tensors changed (a replaced
+    parameter object, new storage, dtype or device), which is checked at train/eval start::
 
         ema = d * ema + (1 - d) * weight,   d = min(decay, (1 + n) / (10 + n)) if warmup else decay
 
@@ -45,6 +84,12 @@ class EMA(Callback):
             buffers are used at evaluation.
         cpu: keep the EMA in host memory; each update copies the weights to pinned memory (non-blocking) and
             averages on the CPU. Saves accelerator memory at the cost of a device-to-host copy per update.
+            Accelerator tensors are then not flattened.
+        flatten: re-home the averaged tensors into one buffer per group at fit start (see above). Turn it off
+            if code keeps the parameters' old ``.data`` tensors (or views of them) from before fit start, if you
+            save subsets of the parameters with ``torch.save`` (a view saves its whole buffer, so the file holds
+            every flattened tensor; full ``state_dict`` checkpoints do not grow), or if the moment of one extra
+            copy of the parameters at fit start does not fit in memory.
 
     Example::
 
@@ -68,6 +113,7 @@ class EMA(Callback):
         start_step: int = 0,
         include_buffers: bool = False,
         cpu: bool = False,
+        flatten: bool = True,
     ) -> None:
         if not 0.0 <= decay < 1.0:
             raise ValueError(f"EMA: `decay` must be in [0, 1), got {decay!r}. Typical values are 0.99-0.9999.")
@@ -81,14 +127,14 @@ class EMA(Callback):
         self.start_step = start_step
         self.include_buffers = include_buffers
         self.cpu = cpu
+        self.flatten = flatten
         self.num_updates = 0
         self._names: list[str] = []
         self._live: list[Tensor] = []  # model tensors, same order as self._ema
         self._ema: list[Tensor] = []
         self._offloaded: list[bool] = []  # EMA tensor on another device than its model tensor
         self._signature: list[tuple[Any, ...]] = []
-        # (ema tensors, model tensors, pinned staging or None) per (device, dtype) group
-        self._groups: list[tuple[list[Tensor], list[Tensor], list[Tensor] | None]] = []
+        self._groups: list[_Group] = []
         self._loaded: dict[str, Tensor] | None = None
         self._last_step: int | None = None
         self._swapped = False
@@ -100,10 +146,33 @@ class EMA(Callback):
             named += [(n, b) for n, b in pl_module.named_buffers() if b.is_floating_point()]
         return named
 
+    def _flatten(self, pl_module: pl.LightningModule) -> None:
+        """Re-home each device/dtype group of averaged tensors into one buffer (``t.data`` becomes a view)."""
+        tensors = [t for _, t in self._collect(pl_module)]
+        if len({t.untyped_storage().data_ptr() for t in tensors}) != len(tensors):
+            return  # tensors share storage (tied through .data, already flat, ...): leave them alone
+        groups: dict[tuple[torch.device, torch.dtype], list[Tensor]] = {}
+        for t in tensors:
+            if not self.cpu or t.device.type == "cpu":  # offloaded groups keep the staging path
+                groups.setdefault((t.device, t.dtype), []).append(t)
+        with torch.no_grad():
+            for (device, dtype), group in groups.items():
+                if not all(t.storage_offset() == 0 and _dense(t) for t in group) or any(
+                    t.untyped_storage().nbytes() != t.numel() * t.element_size() for t in group
+                ):
+                    continue  # a tensor is a view into a larger storage (someone else's flat buffer)
+                flat = torch.empty(sum(t.numel() for t in group), device=device, dtype=dtype)
+                offset = 0
+                for t in group:
+                    view = flat[offset : offset + t.numel()].as_strided(t.shape, t.stride())
+                    view.copy_(t)
+                    t.data = view
+                    offset += t.numel()
+
     def _prepare(self, pl_module: pl.LightningModule) -> None:
         """(Re)build the tensor lists if the module's tensors changed; carry EMA values over by name."""
         named = self._collect(pl_module)
-        signature = [(id(t), t.device, t.dtype, t.shape) for _, t in named]
+        signature = [(id(t), t.device, t.dtype, t.shape, t.data_ptr()) for _, t in named]
         if signature == self._signature and self._loaded is None:
             return
         values = self._loaded if self._loaded is not None else dict(zip(self._names, self._ema))
@@ -119,24 +188,35 @@ class EMA(Callback):
                     "Resume with the same model and the same `include_buffers`, or remove the EMA entry from the "
                     "checkpoint's 'callbacks' to start a fresh average."
                 )
+        by_group: dict[tuple[torch.device, torch.dtype], list[tuple[str, Tensor]]] = {}
+        for name, t in named:
+            by_group.setdefault((t.device, t.dtype), []).append((name, t))
+        ema_of: dict[str, Tensor] = {}
+        self._groups = []
+        for (device, dtype), members in by_group.items():
+            live = [t for _, t in members]
+            ema_device = torch.device("cpu") if self.cpu else device
+            offload = ema_device != device
+            flat_live = None if offload else _flat_view(live)
+            flat_ema = None if flat_live is None else torch.empty_like(flat_live)
+            ema, offset = [], 0
+            for name, t in members:
+                if flat_ema is not None:
+                    e = flat_ema[offset : offset + t.numel()].as_strided(t.shape, t.stride())
+                    offset += t.numel()
+                else:
+                    e = torch.empty_like(t, device=ema_device, memory_format=torch.preserve_format)
+                if name in values:
+                    e.copy_(values[name])
+                ema.append(e.requires_grad_(False))
+                ema_of[name] = e
+            staging = [torch.empty_like(e, pin_memory=torch.cuda.is_available()) for e in ema] if offload else None
+            ptrs = [t.data_ptr() for t in live]
+            self._groups.append(_Group(ema, live, staging, flat_ema, flat_live, ptrs))
         self._names = [n for n, _ in named]
         self._live = [t for _, t in named]
-        self._ema, self._offloaded = [], []
-        groups: dict[tuple[torch.device, torch.dtype], tuple[list[Tensor], list[Tensor], list[Tensor] | None]] = {}
-        for name, t in named:
-            device = torch.device("cpu") if self.cpu else t.device
-            ema = torch.empty_like(t, device=device, memory_format=torch.preserve_format).requires_grad_(False)
-            if name in values:
-                ema.copy_(values[name])
-            offload = device != t.device
-            self._ema.append(ema)
-            self._offloaded.append(offload)
-            group = groups.setdefault((t.device, t.dtype), ([], [], [] if offload else None))
-            group[0].append(ema)
-            group[1].append(t)
-            if offload:
-                group[2].append(torch.empty_like(ema, pin_memory=torch.cuda.is_available()))  # type: ignore[union-attr]
-        self._groups = list(groups.values())
+        self._ema = [ema_of[n] for n in self._names]
+        self._offloaded = [self.cpu and t.device.type != "cpu" for t in self._live]
         self._signature = signature
         self._loaded = None
 
@@ -146,33 +226,39 @@ class EMA(Callback):
         n = self.num_updates
         d = min(self.decay, (1 + n) / (10 + n)) if self.warmup else self.decay
         with torch.no_grad():
-            for ema, live, staging in self._groups:
-                src = live
-                if staging is not None:
-                    torch._foreach_copy_(staging, live, non_blocking=True)
-                    if live[0].device.type == "cuda":
-                        torch.cuda.current_stream(live[0].device).synchronize()
-                    src = staging
+            for g in self._groups:
+                if g.flat_ema is not None and list(map(Tensor.data_ptr, g.live)) == g.ptrs:
+                    if n == 0:
+                        g.flat_ema.copy_(g.flat_live)
+                    else:
+                        g.flat_ema.lerp_(g.flat_live, 1.0 - d)
+                    continue
+                src = g.live
+                if g.staging is not None:
+                    torch._foreach_copy_(g.staging, g.live, non_blocking=True)
+                    if g.live[0].device.type == "cuda":
+                        torch.cuda.current_stream(g.live[0].device).synchronize()
+                    src = g.staging
                 if n == 0:
-                    torch._foreach_copy_(ema, src)
+                    torch._foreach_copy_(g.ema, src)
                 else:
-                    torch._foreach_lerp_(ema, src, 1.0 - d)
+                    torch._foreach_lerp_(g.ema, src, 1.0 - d)
         self.num_updates = n + 1
 
     def _swap(self) -> None:
         """Exchange model and EMA values (called in matched pairs)."""
         with torch.no_grad():
-            for ema, live, staging in self._groups:
-                if staging is None:
-                    for e, t in zip(ema, live):
+            for g in self._groups:
+                if g.staging is None:
+                    for e, t in zip(g.ema, g.live):
                         data = t.data
                         t.data = e.data
                         e.data = data
                 elif not self._swapped:
-                    torch._foreach_copy_(staging, live, non_blocking=True)
-                    torch._foreach_copy_(live, ema, non_blocking=True)
+                    torch._foreach_copy_(g.staging, g.live, non_blocking=True)
+                    torch._foreach_copy_(g.live, g.ema, non_blocking=True)
                 else:
-                    torch._foreach_copy_(live, staging, non_blocking=True)
+                    torch._foreach_copy_(g.live, g.staging, non_blocking=True)
         self._swapped = not self._swapped
 
     def _current_ema(self) -> list[Tensor]:
@@ -192,6 +278,12 @@ class EMA(Callback):
             self._swap()
 
     # ------------------------------------------------------------------ hooks
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # after the strategy moved/converted the module (a move would undo the flattening); optimizers hold the
+        # Parameter objects, whose identity the re-homing keeps
+        if self.flatten:
+            self._flatten(pl_module)
+
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._last_step = trainer.global_step
 

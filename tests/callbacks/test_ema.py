@@ -229,3 +229,77 @@ def test_cpu_offload_on_cuda(make_trainer):
     assert_weights_close(state, expected, atol=1e-5)
     assert_weights_close({k: v.cpu() for k, v in model.seen["val"][0].items()}, expected, atol=1e-5)
     assert_weights_close({k: v.cpu() for k, v in _snapshot(model).items()}, {k: v.cpu() for k, v in rec.after_step[4].items()}, atol=0)
+
+
+def _storages(module):
+    return {p.untyped_storage().data_ptr() for p in module.parameters()}
+
+
+def test_parameters_become_views_of_one_buffer_keeping_identity(make_trainer):
+    model, ema = Net(), EMA(decay=0.8)
+    params = list(model.parameters())
+    trainer = make_trainer(max_steps=2, limit_val_batches=0, callbacks=[ema])
+    trainer.fit(model)
+    assert [id(p) for p in model.parameters()] == [id(p) for p in params]
+    assert [id(p) for p in trainer.optimizers[0].param_groups[0]["params"]] == [id(p) for p in params]
+    assert len(_storages(model)) == 1  # one flat buffer
+    assert sum(p.numel() for p in params) == params[0].untyped_storage().nbytes() // 4
+
+
+def test_flatten_false_keeps_parameter_storage(make_trainer):
+    model, rec, ema = Net(), WeightRecorder(), EMA(decay=0.8, flatten=False)
+    before = _storages(model)
+    make_trainer(max_steps=4, limit_val_batches=0, callbacks=[rec, ema]).fit(model)
+    assert _storages(model) == before and len(before) == len(list(model.parameters()))
+    expected, _ = reference_ema(rec.after_step, 0.8)
+    assert_weights_close(ema.state_dict()["ema"], expected)
+
+
+class ReplaceData(Callback):
+    """Gives one parameter new storage (``p.data = clone``) after the given optimizer steps (mid-epoch)."""
+
+    def __init__(self, steps):
+        self.steps = steps
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step in self.steps:
+            w = pl_module.net[0].weight
+            w.data = w.data.clone()
+
+
+def test_parameter_data_replaced_mid_epoch_falls_back(make_trainer):
+    # ReplaceData runs before EMA in the same on_train_batch_end: the update right after the replacement must
+    # already average the new storage (the flat buffer no longer holds the live weight)
+    model, rec, ema = Net(), WeightRecorder(), EMA(decay=0.8)
+    make_trainer(max_epochs=2, limit_val_batches=1, callbacks=[rec, ReplaceData({2, 6}), ema]).fit(model)
+    expected, _ = reference_ema(rec.after_step, 0.8)
+    assert_weights_close(ema.state_dict()["ema"], expected)
+    expected4, _ = reference_ema({s: w for s, w in rec.after_step.items() if s <= 4}, 0.8)
+    assert_weights_close(model.seen["val"][0], expected4)
+
+
+def test_shared_storage_is_left_alone(make_trainer):
+    model, rec, ema = Net(), WeightRecorder(), EMA(decay=0.8)
+    model.tied = nn.Parameter(torch.empty(6))
+    model.tied.data = model.net[0].bias.data  # tied through .data: flattening would untie them
+    make_trainer(max_steps=4, limit_val_batches=0, callbacks=[rec, ema]).fit(model)
+    assert model.tied.data_ptr() == model.net[0].bias.data_ptr()
+    expected, _ = reference_ema(rec.after_step, 0.8)
+    assert_weights_close(ema.state_dict()["ema"], expected)
+
+
+def test_flat_checkpoint_does_not_grow_and_loads_weights_only(make_trainer, tmp_path):
+    sizes = {}
+    for flatten in (False, True):
+        ckpt = ModelCheckpoint(dirpath=tmp_path / str(flatten), save_last=True)
+        model, ema = Net(), EMA(decay=0.8, flatten=flatten)
+        make_trainer(max_steps=4, limit_val_batches=0, callbacks=[ema, ckpt], enable_checkpointing=True).fit(model)
+        sizes[flatten] = (tmp_path / str(flatten) / "last.ckpt").stat().st_size
+        loaded = torch.load(ckpt.last_model_path, weights_only=True)
+        fresh = Net()
+        fresh.load_state_dict(loaded["state_dict"])
+        assert_weights_close(_snapshot(fresh), _snapshot(model), atol=0)
+        state = ema.state_dict()["ema"]
+        for k, v in loaded["callbacks"]["EMA"]["ema"].items():
+            torch.testing.assert_close(v, state[k], atol=0, rtol=0)
+    assert sizes[True] <= sizes[False]
