@@ -47,9 +47,6 @@ class EventTable:
         """Every legacy mount point the table fires, in first-row order."""
         return tuple(dict.fromkeys(r.mount for r in self.rows))
 
-    def rows_for(self, event: str) -> tuple[Mount, ...]:
-        return tuple(r for r in self.rows if r.event == event)
-
     def to_markdown(self) -> str:
         lines = ["| Lightning event | legacy mount point | receives | fires when |", "|---|---|---|---|"]
         for r in self.rows:
