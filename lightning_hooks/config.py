@@ -88,13 +88,14 @@ def _load(cfg: DictConfig | Mapping[str, Any] | str | os.PathLike) -> dict[str, 
 
 
 def _build(adapter: type, entries: list[Any], path: str) -> list[Any]:
-    hooks = []
-    for i, entry in enumerate(entries):
-        try:
-            hooks.append(adapter.build_hook(entry) if isinstance(entry, Mapping) else entry)
-        except Exception as err:
-            raise ConfigError(f"{path}[{i}]: {_message(err)}") from err
-    return hooks
+    return [_build_one(adapter, entry, f"{path}[{i}]") for i, entry in enumerate(entries)]
+
+
+def _build_one(adapter: type, entry: Any, path: str) -> Any:
+    try:
+        return adapter.build_hook(entry) if isinstance(entry, Mapping) else entry
+    except Exception as err:
+        raise ConfigError(f"{path}: {_message(err)}") from err
 
 
 def _options(adapter: type, section: dict[str, Any], path: str, **hooks: Any) -> Any:
@@ -117,11 +118,13 @@ def _mmengine(section: dict[str, Any]) -> MMEngineAdapter:
     from lightning_hooks.families.mmengine.config import build_hooks
 
     section = dict(section)
-    default_hooks, custom_hooks = section.pop("default_hooks", None), section.pop("custom_hooks", None) or []
-    for key, entry in (default_hooks or {}).items():
-        if isinstance(entry, Mapping):
-            _build(MMEngineAdapter, [entry], f"mmengine.default_hooks.{key}")  # validate with its config path
-    _build(MMEngineAdapter, custom_hooks, "mmengine.custom_hooks")
+    # Each config is built once, with its path in any error; MMEngine then merges the instances over its default
+    # hooks (a default_hooks entry replaces the default of that name) and orders them by priority.
+    default_hooks = {
+        key: None if entry is None else _build_one(MMEngineAdapter, entry, f"mmengine.default_hooks.{key}")
+        for key, entry in (section.pop("default_hooks", None) or {}).items()
+    }
+    custom_hooks = _build(MMEngineAdapter, section.pop("custom_hooks", None) or [], "mmengine.custom_hooks")
     hooks = build_hooks(default_hooks=default_hooks, custom_hooks=custom_hooks)
     return _options(MMEngineAdapter, section, "mmengine", hooks=hooks)
 

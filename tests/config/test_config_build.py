@@ -66,7 +66,7 @@ def test_sections_build_as_their_own_frameworks_would(tmp_path):
         ({"mmengine": {"custom_hooks": [{"type": "EMAHook"}, {"type": "EMAHok"}]}},
          r"^mmengine\.custom_hooks\[1\]: .*'EMAHok'.*Did you mean 'EMAHook'"),
         ({"mmengine": {"default_hooks": {"timer": {"type": "IterTimer"}}}},
-         r"^mmengine\.default_hooks\.timer\[0\]: .*'IterTimer'.*IterTimerHook"),
+         r"^mmengine\.default_hooks\.timer: .*'IterTimer'.*IterTimerHook"),
         ({"mmengine": {"workdir": "x"}}, r"^mmengine\.workdir: unknown MMEngineAdapter option.*Did you mean: work_dir"),
         ({"classy": [{"name": "precise"}]}, r"^classy\[0\]: unknown Classy hook name 'precise'.*Did you mean: precise_bn"),
         ({"imix": {"custom_hooks": [{"type": "IterationTimerHook", "level": "MEDIUM"}]}},
