@@ -63,6 +63,7 @@ class LegacyHookAdapter(Callback):
         self._host_args: tuple[Any, ...] = ()
         self._trainer: pl.Trainer | None = None
         self._plan: dict[str, tuple[Step, ...]] = {}
+        self._train_epoch: int | None = None  # the train epoch whose start was fired
 
     # ----------------------------------------------------------------------------------------- family contract
     @classmethod
@@ -134,6 +135,7 @@ class LegacyHookAdapter(Callback):
     # ------------------------------------------------------------------------------------------ lightning glue
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._trainer = trainer
+        self._train_epoch = None
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         """Forward the failure to hooks with an ``on_exception`` mount point; their own errors only warn."""
@@ -153,9 +155,23 @@ class LegacyHookAdapter(Callback):
         self.fire("on_train_start")
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_train_epoch_start")
+        self._train_epoch = trainer.current_epoch
+        self.start_train_epoch(trainer, pl_module, mid_epoch=False)
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        if self._train_epoch != trainer.current_epoch:
+            # Lightning 2.6 does not call on_train_epoch_start for the epoch a fit resumes into from a checkpoint
+            # written during it or at the previous epoch's last batch; every legacy host starts each epoch it runs.
+            self._train_epoch = trainer.current_epoch
+            self.start_train_epoch(trainer, pl_module, mid_epoch=batch_idx > 0)
+        self.start_train_batch(trainer, pl_module, batch, batch_idx)
+
+    def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
+        """Start a train epoch in the host; ``mid_epoch`` when the fit resumed inside it (from a checkpoint)."""
+        self.fire("on_train_epoch_start")
+
+    def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        """Start a train batch in the host (its epoch has started)."""
         self.fire("on_train_batch_start", batch_idx=batch_idx, data_batch=batch)
 
     def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

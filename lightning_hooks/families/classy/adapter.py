@@ -263,32 +263,20 @@ class ClassyAdapter(LegacyHookAdapter):
             self._handles += [opt.register_step_post_hook(self._on_optimizer_step) for opt in trainer.optimizers]
         self.fire("on_train_start")
 
-    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._start_phase(train=True)
-        self._train_open = True
-        self.fire("on_train_epoch_start")
+    def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
+        """Start a train phase, or reopen the one a mid-epoch checkpoint was in (``mid_epoch``).
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        if self._train_open:
-            return
-        if batch_idx == 0:  # resumed from a checkpoint written at the previous epoch's last batch: a new phase
-            self.on_train_epoch_start(trainer, pl_module)
-        else:
-            self._reopen_train_phase(pl_module)
-
-    def _reopen_train_phase(self, pl_module: pl.LightningModule) -> None:
-        """Lightning 2.6 skips ``on_train_epoch_start`` when it resumes: reopen the phase a mid-epoch checkpoint was in.
-
-        Hooks rebuild their per-phase state in ``on_phase_start``; the weights Lightning restored win over what they
-        put in the model there (Classy's EMA hook swaps in the weights saved at the previous phase end).
+        Hooks rebuild their per-phase state in ``on_phase_start``; on reopening, the weights Lightning restored win
+        over what they put in the model there (Classy's EMA hook swaps in the weights saved at the previous phase end).
         """
-        weights = {k: v.clone() for k, v in pl_module.state_dict().items()}
-        self._start_phase(train=True, resumed=True)
+        weights = {k: v.clone() for k, v in pl_module.state_dict().items()} if mid_epoch else None
+        self._start_phase(train=True, resumed=mid_epoch)
         self._train_open = True
         self.fire("on_train_epoch_start")
-        with torch.no_grad():
-            for key, value in pl_module.state_dict().items():
-                value.copy_(weights[key])
+        if weights is not None:
+            with torch.no_grad():
+                for key, value in pl_module.state_dict().items():
+                    value.copy_(weights[key])
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int

@@ -73,7 +73,6 @@ class IMIXAdapter(LegacyHookAdapter):
         self._module: pl.LightningModule | None = None
         self._own_step: Any = None
         self._training = False
-        self._epoch_open = False
         self._data_start = 0.0
         self._data_time = 0.0
         self._write_metrics: Any = None
@@ -152,19 +151,14 @@ class IMIXAdapter(LegacyHookAdapter):
                 buffer = real.LogBufferStorage(self.trainer.start_iter, by_epoch=False)
             self.trainer._log_buffer = buffer.__enter__()
             self._write_metrics = real.periods.write_metrics
-        self._training, self._epoch_open = True, False
+        self._training = True
         self.fire("on_train_start")
 
-    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._epoch_open = True
+    def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         self.fire("on_train_epoch_start")
         self._data_start = time.perf_counter()
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        if not self._epoch_open:
-            # Lightning 2.6 skips on_train_epoch_start after resuming from a checkpoint written during an epoch;
-            # iMIX starts every epoch it runs
-            self.on_train_epoch_start(trainer, pl_module)
+    def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         self._data_time = time.perf_counter() - self._data_start
         self.trainer.iter = trainer.fit_loop.epoch_loop.total_batch_idx
         self.trainer.inner_iter = batch_idx
@@ -196,7 +190,6 @@ class IMIXAdapter(LegacyHookAdapter):
         self._data_start = time.perf_counter()
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._epoch_open = False
         self.fire("on_train_epoch_end")
         if self.trainer.by_epoch and self.trainer._log_buffer is not None:
             self.trainer.log_buffer.epoch_step()

@@ -64,7 +64,6 @@ class MMEngineAdapter(LegacyHookAdapter):
             log_level=log_level,
         )
         self.runner._adapter = self
-        self._epoch_started = -1
         self._done = 0  # finished train iterations, MMEngine's ``train_loop.iter``
         self._scheduler_states: list[dict] | None = None
         self._module: pl.LightningModule | None = None
@@ -173,17 +172,9 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.runner.epoch = trainer.current_epoch
         self.fire("on_train_start")
 
-    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._epoch_started = trainer.current_epoch
+    def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         self.runner.epoch = trainer.current_epoch
         self.fire("on_train_epoch_start")
-
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        if self._epoch_started != trainer.current_epoch:
-            # Lightning skips on_train_epoch_start of the first epoch after resuming from a checkpoint written in
-            # on_train_batch_end (where CheckpointHook saves); MMEngine starts that epoch normally.
-            self.on_train_epoch_start(trainer, pl_module)
-        self.fire("on_train_batch_start", batch_idx=batch_idx, data_batch=batch)
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
