@@ -120,6 +120,10 @@ def mmengine_run() -> None:
         def after_load_checkpoint(self, runner: Any, checkpoint: dict) -> None:
             seen["loaded"].append(checkpoint["meta"]["epoch"])
 
+        def before_save_checkpoint(self, runner: Any, checkpoint: dict) -> None:
+            if self.tag == "before":
+                seen.setdefault("saved", []).append(checkpoint["meta"]["epoch"])
+
         def after_train_epoch(self, runner: Any) -> None:
             seen["buffers"].setdefault(self.tag, []).append(bn_stats(runner.model))
 

@@ -61,6 +61,8 @@ def test_ddp_mmengine(runs: Path) -> None:
     assert len((log_dir / "vis_data" / "scalars.json").read_text().splitlines()) == 4  # 2 epochs x 2 iterations
     assert sorted(p.name for p in run1.glob("*.pth")) == ["epoch_1.pth", "epoch_2.pth"]
     assert (run1 / "last_checkpoint").read_text().endswith("epoch_2.pth")
+    # before_save_checkpoint runs where the file is written, rank 0 only (Runner.save_checkpoint is master_only)
+    assert r0["saved"] == [1, 2, 3] and "saved" not in r1
     # the checkpoint rank 0 wrote resumes on every rank: after_load_checkpoint ran, weights loaded, one more epoch
     assert r0["loaded"] == r1["loaded"] == [2, 2]
     assert r0["weights_at_start"][2] == r1["weights_at_start"][2] == r0["saved_weights"]

@@ -111,6 +111,9 @@ class MMEngineAdapter(LegacyHookAdapter):
     def real_validation(self) -> bool:
         return not self._trainer.sanity_checking
 
+    def writes_checkpoint(self) -> bool:
+        return self._trainer.is_global_zero
+
     # ---------------------------------------------------------------------------------------- run lifecycle
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
@@ -201,7 +204,8 @@ class MMEngineAdapter(LegacyHookAdapter):
     # ------------------------------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
         """Give hooks MMEngine's checkpoint layout on Lightning's own dict, so what they write reaches the file."""
-        self.fire("on_save_checkpoint", checkpoint=self.runner.mmengine_checkpoint(checkpoint))
+        if self.writes_checkpoint():
+            self.fire("on_save_checkpoint", checkpoint=self.runner.mmengine_checkpoint(checkpoint))
 
     def host_state(self) -> dict[str, Any]:
         from lightning_hooks.families.mmengine.runner import hub_state

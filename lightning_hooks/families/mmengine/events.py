@@ -25,7 +25,7 @@ EVENTS = EventTable(
         Mount("on_validation_batch_end", "after_val_iter", _ITER_OUT, when="real_validation"),
         Mount("on_validation_end", "after_val_epoch", ("metrics",), when="real_validation"),
         Mount("on_validation_end", "after_val", when="real_validation"),
-        Mount("on_save_checkpoint", "before_save_checkpoint", ("checkpoint",)),
+        Mount("on_save_checkpoint", "before_save_checkpoint", ("checkpoint",), when="writes_checkpoint"),
         Mount("on_train_end", "after_train"),
         Mount("on_test_start", "before_test"),
         Mount("on_test_epoch_start", "before_test_epoch"),
@@ -36,5 +36,8 @@ EVENTS = EventTable(
         Mount("teardown", "after_run"),
         Mount("on_exception", "on_exception", ("exception",)),
     ],
-    conditions={"real_validation": "not during Lightning's sanity check"},
+    conditions={
+        "real_validation": "not during Lightning's sanity check",
+        "writes_checkpoint": "on global rank 0, which writes the file (`Runner.save_checkpoint` is master-only)",
+    },
 )
