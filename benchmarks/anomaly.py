@@ -5,7 +5,7 @@ plain, with ``AnomalyDetector()`` and with ``detect_anomaly=True``. Step time = 
 batch (timestamps at ``on_train_batch_start`` after ``WARMUP`` steps); ratios are against the plain run of
 the same round.
 
-    /tmp/venv/bin/python benchmarks/anomaly.py [--quick]
+    .venv/bin/python benchmarks/anomaly.py [--quick]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ round-robin, each overwriting its own existing file in one directory (``--dir``,
 ``TorchCheckpointIO().save_checkpoint``. An untimed ``os.sync()`` precedes every sample so no variant inherits
 another's dirty pages. Ratios are against the plain save of the same round.
 
-    /tmp/venv/bin/python benchmarks/checkpoint_io.py [--quick] [--dir DIR]
+    .venv/bin/python benchmarks/checkpoint_io.py [--quick] [--dir DIR]
 """
 
 from __future__ import annotations

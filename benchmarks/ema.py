@@ -11,7 +11,7 @@ the parameters into one buffer, which every variant then reads), the bare kernel
 ``EMAWeightAveraging`` (its ``on_train_batch_end`` update) and MMEngine's
 ``ExponentialMovingAverage.update_parameters``.
 
-    /tmp/venv/bin/python benchmarks/ema.py [--quick]
+    .venv/bin/python benchmarks/ema.py [--quick]
 """
 
 from __future__ import annotations

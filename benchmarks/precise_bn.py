@@ -4,7 +4,7 @@ Floor = ``num_batches`` ``torch.no_grad()`` train-mode forwards with no bookkeep
 (round-robin): this package's ``PreciseBN`` estimator and ``fvcore.nn.precise_bn.update_bn_stats``.
 Model: 10 x (Conv3x3 + BatchNorm2d + ReLU), 16..128 channels, 3 max-pools; batches 32x3x32x32.
 
-    /tmp/venv/bin/python benchmarks/precise_bn.py [--quick]
+    .venv/bin/python benchmarks/precise_bn.py [--quick]
 """
 
 from __future__ import annotations
