@@ -221,7 +221,7 @@ class EMA(Callback):
         self._loaded = None
 
     def _update(self, pl_module: pl.LightningModule) -> None:
-        if not self._groups:
+        if self._loaded is not None or not self._groups:  # a restored state (resume) is applied here at the latest
             self._prepare(pl_module)
         n = self.num_updates
         d = min(self.decay, (1 + n) / (10 + n)) if self.warmup else self.decay

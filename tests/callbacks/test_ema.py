@@ -169,6 +169,26 @@ def test_resume_gives_same_ema_as_uninterrupted(make_trainer, tmp_path):
         torch.testing.assert_close(resumed[k], full[k], atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("ckpt_step", [4, 6])  # end of epoch 0, mid-epoch 1
+@pytest.mark.filterwarnings("ignore:Be aware that when using `ckpt_path`")  # the ModelCheckpoint is not resumed
+@pytest.mark.filterwarnings("ignore:You're resuming from a checkpoint that ended before")  # the reference follows the run
+def test_resume_reusing_the_same_instance_continues_from_the_checkpoint(make_trainer, tmp_path, ckpt_step):
+    # the instance still holds the first run's tensors (of another module, 8 steps further): the resumed run must
+    # average on top of the checkpoint's EMA and into the new module's tensors
+    rec1, ema = WeightRecorder(), EMA(decay=0.8)
+    ckpt_cb = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=ckpt_step, save_top_k=-1)
+    make_trainer(max_steps=8, limit_val_batches=0, callbacks=[rec1, ema, ckpt_cb], enable_checkpointing=True).fit(Net())
+    (path,) = (tmp_path / "ckpt").glob(f"*step={ckpt_step}.ckpt")
+
+    rec2 = WeightRecorder()
+    make_trainer(max_steps=10, limit_val_batches=0, callbacks=[rec2, ema]).fit(Net(), ckpt_path=path)
+    weights = {s: w for s, w in rec1.after_step.items() if s <= ckpt_step} | rec2.after_step
+    assert sorted(weights) == list(range(1, 11))
+    expected, n = reference_ema(weights, 0.8)
+    assert ema.num_updates == n == 10
+    assert_weights_close(ema.state_dict()["ema"], expected)
+
+
 def test_accumulation_updates_once_per_optimizer_step(make_trainer):
     rec, ema = WeightRecorder(), EMA(decay=0.8)
     trainer = make_trainer(max_epochs=2, limit_val_batches=0, accumulate_grad_batches=2, callbacks=[rec, ema])
