@@ -130,6 +130,46 @@ def test_validation_sees_ema_training_continues_on_raw(make_trainer):
     assert_weights_close(_snapshot(model), rec.after_step[8], atol=0)
 
 
+def test_mid_epoch_validation_sees_ema_training_continues_on_raw(make_trainer):
+    # reference training: a plain SGD loop over the same batches
+    plain = Net()
+    opt = torch.optim.SGD(plain.parameters(), lr=0.1)
+    after_step = {}
+    for _ in range(2):
+        for x, y in plain.train_dataloader():
+            opt.zero_grad()
+            nn.functional.mse_loss(plain(x), y).backward()
+            opt.step()
+            after_step[len(after_step) + 1] = _snapshot(plain)
+
+    model, ema = Net(), EMA(decay=0.8)
+    make_trainer(max_epochs=2, limit_val_batches=1, val_check_interval=0.5, callbacks=[ema]).fit(model)
+    assert len(model.seen["val"]) == 4  # after steps 2, 4, 6, 8
+    for seen, last_step in zip(model.seen["val"], (2, 4, 6, 8)):
+        expected, _ = reference_ema({s: w for s, w in after_step.items() if s <= last_step}, 0.8)
+        assert_weights_close(seen, expected)
+        assert any((seen[k] - after_step[last_step][k]).abs().max() > 1e-3 for k in seen)
+    # each optimizer step after a validation started from the raw weights
+    assert_weights_close(_snapshot(model), after_step[8])
+
+
+class FailingValidationNet(Net):
+    def validation_step(self, batch, batch_idx):
+        super().validation_step(batch, batch_idx)
+        raise RuntimeError("validation failed (injected)")
+
+
+def test_exception_in_validation_swaps_raw_weights_back(make_trainer):
+    model, rec, ema = FailingValidationNet(), WeightRecorder(), EMA(decay=0.8)
+    trainer = make_trainer(max_epochs=2, limit_val_batches=1, callbacks=[rec, ema])
+    with pytest.raises(RuntimeError, match="injected"):
+        trainer.fit(model)
+    expected, _ = reference_ema(rec.after_step, 0.8)
+    assert_weights_close(model.seen["val"][0], expected)  # the failing validation ran on the EMA
+    assert_weights_close(_snapshot(model), rec.after_step[4], atol=0)  # raw weights back
+    assert_weights_close(ema.state_dict()["ema"], expected)
+
+
 def test_no_swap_before_first_update(make_trainer):
     model, rec, ema = Net(), WeightRecorder(), EMA(decay=0.8, start_step=5)  # epoch 0 has 4 steps
     make_trainer(max_epochs=2, limit_val_batches=1, callbacks=[rec, ema]).fit(model)
