@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 import torch
+from fsspec.core import strip_protocol
 from fsspec.implementations.local import LocalFileSystem
 
 from lightning.fabric.utilities.cloud_io import get_filesystem
@@ -62,7 +63,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if not isinstance(get_filesystem(path), LocalFileSystem):
             super().save_checkpoint(checkpoint, path)
             return
-        path = os.path.abspath(os.fspath(path))
+        path = os.path.abspath(strip_protocol(path))  # a `file://` URL names a local path
         directory, name = os.path.split(path)
         tmp = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
         try:

@@ -137,3 +137,12 @@ def test_overwrite_replaces_content_and_leaves_no_extra_files(previous):
     assert os.listdir(previous[0].parent) == ["model.ckpt"]
     loaded = torch.load(previous[0], weights_only=True)
     assert loaded["version"] == 3 and torch.equal(loaded["w"], torch.full((10,), 3.0))
+
+
+def test_file_url_is_written_to_its_local_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a path mistaken for relative would land under ./file:/
+    target = tmp_path / "dir" / "x.ckpt"
+    AtomicCheckpointIO().save_checkpoint({"w": torch.ones(3)}, f"file://{target}")
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["dir", "dir/x.ckpt"]
+    assert torch.equal(torch.load(target, weights_only=True)["w"], torch.ones(3))
+
