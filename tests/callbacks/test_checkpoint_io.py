@@ -146,3 +146,28 @@ def test_file_url_is_written_to_its_local_path(tmp_path, monkeypatch):
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["dir", "dir/x.ckpt"]
     assert torch.equal(torch.load(target, weights_only=True)["w"], torch.ones(3))
 
+
+@pytest.mark.skipif(os.name != "posix", reason="directories are fsynced on POSIX only")
+def test_file_is_fsynced_before_the_rename_and_directory_after(previous, monkeypatch):
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        st = os.fstat(fd)
+        events.append(("fsync", (st.st_dev, st.st_ino)))
+        real_fsync(fd)
+
+    def replace(src, dst, *args, **kwargs):
+        events.append(("replace", os.path.basename(dst)))
+        real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    path = previous[0]
+    AtomicCheckpointIO().save_checkpoint({"version": 2}, path)
+    new_file, directory = os.stat(path), os.stat(path.parent)  # the new file keeps the temp file's inode
+    assert events == [
+        ("fsync", (new_file.st_dev, new_file.st_ino)),
+        ("replace", "model.ckpt"),
+        ("fsync", (directory.st_dev, directory.st_ino)),
+    ]
