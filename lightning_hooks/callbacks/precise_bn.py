@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, Callable
 
 import torch
@@ -19,7 +20,16 @@ ForwardFn = Callable[["pl.LightningModule", Any], Any]
 
 
 def _default_forward(pl_module: pl.LightningModule, batch: Any) -> Any:
-    return pl_module(batch[0] if isinstance(batch, (list, tuple)) else batch)
+    tuple_like = isinstance(batch, (list, tuple))
+    try:
+        return pl_module(batch[0] if tuple_like else batch)
+    except (TypeError, AttributeError) as err:
+        call = "pl_module(batch[0])" if tuple_like else "pl_module(batch)"
+        raise TypeError(
+            f"PreciseBN: the default forward called {call} on a {type(batch).__name__} batch and the model raised "
+            f"{type(err).__name__} (above). Pass `forward_fn(pl_module, batch)` that runs your model on one batch, "
+            'e.g. PreciseBN(forward_fn=lambda pl_module, batch: pl_module(batch["x"])).'
+        ) from err
 
 
 class PreciseBN(Callback):
@@ -41,13 +51,15 @@ class PreciseBN(Callback):
 
     Which layers: ``BatchNorm{1,2,3}d``/``SyncBatchNorm`` that are in training mode and track running stats
     (frozen, eval-mode BN layers are left alone). A layer that does not run in any of the batches keeps its
-    statistics. Module modes, BN momenta and the global RNG state are restored afterwards, so training
-    continues exactly as without this callback apart from the BN statistics.
+    statistics. Module modes, BN momenta, the global RNG state and the state of the dataloader's and its
+    sampler's ``torch.Generator`` are restored afterwards, so training continues exactly as without this callback
+    apart from the BN statistics. If the recomputation raises, the BN statistics are restored too.
 
-    Batches come from ``trainer.train_dataloader`` (a new iterator; a single dataloader), are moved with
+    Batches come from ``trainer.train_dataloader`` (a new iterator; a single dataloader; when it has a length,
+    ``on_train_start`` checks that it holds at least ``num_batches`` batches), are moved with
     ``trainer.strategy.batch_to_device`` (so ``transfer_batch_to_device`` and the batch-transfer hooks apply) and
     become model input by this rule: a ``tuple``/``list`` batch calls ``pl_module(batch[0])``; any other batch
-    calls ``pl_module(batch)``. Pass ``forward_fn(pl_module, batch)`` for anything else.
+    calls ``pl_module(batch)``. Pass ``forward_fn(pl_module, batch)`` for anything else (a ``dict`` batch, say).
 
     Args:
         num_batches: number of training batches to estimate the statistics from.
@@ -88,6 +100,18 @@ class PreciseBN(Callback):
         self.forward_fn = forward_fn or _default_forward
         self._warned_no_bn = False
 
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        loader = _train_loader(trainer)
+        try:
+            available = len(loader)  # type: ignore[arg-type]
+        except TypeError:
+            return  # no length: checked while recomputing
+        if available < self.num_batches:
+            raise ValueError(
+                f"PreciseBN: the train dataloader has only {available} batches but `num_batches={self.num_batches}`. "
+                f"Lower `num_batches` to at most {available} or use a longer dataloader."
+            )
+
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
@@ -96,15 +120,10 @@ class PreciseBN(Callback):
 
     def recompute(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Recompute the statistics now from ``num_batches`` batches of ``trainer.train_dataloader``."""
-        loader = trainer.train_dataloader
-        if loader is None or isinstance(loader, (Mapping, list, tuple)) or not isinstance(loader, Iterable):
-            raise TypeError(
-                f"PreciseBN: needs a single train dataloader, got {type(loader).__name__}. "
-                "Use one DataLoader for training or call `recompute_from` with your own batches."
-            )
-        with isolate_rng():
+        loader = _train_loader(trainer)
+        with isolate_rng(), _keep_generator_states(loader):
             batches = (trainer.strategy.batch_to_device(b) for b in loader)
-            self.recompute_from(pl_module, batches, trainer.precision_plugin.forward_context)
+            self._recompute(pl_module, batches, trainer.precision_plugin.forward_context, "the train dataloader")
 
     def recompute_from(
         self,
@@ -113,6 +132,15 @@ class PreciseBN(Callback):
         forward_context: Callable[[], Any] | None = None,
     ) -> None:
         """Recompute the statistics from the first ``num_batches`` of ``batches`` (already on the device)."""
+        self._recompute(pl_module, batches, forward_context, "`batches`")
+
+    def _recompute(
+        self,
+        pl_module: pl.LightningModule,
+        batches: Iterable[Any],
+        forward_context: Callable[[], Any] | None,
+        source: str,
+    ) -> None:
         bns = [
             m for m in pl_module.modules() if isinstance(m, _BatchNorm) and m.training and m.running_mean is not None
         ]
@@ -123,13 +151,21 @@ class PreciseBN(Callback):
             return
         modes = [(m, m.training) for m in pl_module.modules()]
         momenta = [bn.momentum for bn in bns]
+        stats = [[t.clone() for t in _running_stats(bn)] for bn in bns]
         sizes = [0] * len(bns)
         names = {m: n for n, m in pl_module.named_modules()}
         handles = [bn.register_forward_pre_hook(_size_hook(sizes, i, names[bn])) for i, bn in enumerate(bns)]
         try:
             for bn in bns:
                 bn.momentum = 1.0  # running stats := this batch's stats
-            s1, s2, counts = self._accumulate(pl_module, bns, sizes, batches, forward_context)
+            s1, s2, counts = self._accumulate(pl_module, bns, sizes, batches, forward_context, source)
+            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+                s1, s2, counts = _all_reduce(s1, s2, counts)
+        except BaseException:
+            with torch.no_grad():
+                for bn, saved in zip(bns, stats):
+                    torch._foreach_copy_(_running_stats(bn), saved)
+            raise
         finally:
             for h in handles:
                 h.remove()
@@ -137,8 +173,6 @@ class PreciseBN(Callback):
                 bn.momentum = momentum
             for m, training in modes:
                 m.training = training
-        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            s1, s2, counts = _all_reduce(s1, s2, counts)
         with torch.no_grad():
             for bn, a, b, n in zip(bns, s1, s2, counts):
                 if n == 0:
@@ -155,6 +189,7 @@ class PreciseBN(Callback):
         sizes: list[int],
         batches: Iterable[Any],
         forward_context: Callable[[], Any] | None,
+        source: str,
     ) -> tuple[list[Tensor], list[Tensor], list[float]]:
         means = [bn.running_mean for bn in bns]
         variances = [bn.running_var for bn in bns]
@@ -169,8 +204,8 @@ class PreciseBN(Callback):
                 batch = next(it)
             except StopIteration:
                 raise ValueError(
-                    f"PreciseBN: the train dataloader produced only {k} batches but `num_batches={self.num_batches}`. "
-                    "Lower `num_batches` or use a longer dataloader."
+                    f"PreciseBN: {source} produced only {k} batches but `num_batches={self.num_batches}`. "
+                    "Lower `num_batches` or provide more batches."
                 ) from None
             sizes[:] = [0] * len(sizes)
             if forward_context is None:
@@ -188,6 +223,35 @@ class PreciseBN(Callback):
             torch._foreach_add_(s1, m64)  # += n * m
             counts = [c + x for c, x in zip(counts, n)]
         return s1, s2, counts
+
+
+def _train_loader(trainer: pl.Trainer) -> Iterable[Any]:
+    loader = trainer.train_dataloader
+    if loader is None or isinstance(loader, (Mapping, list, tuple)) or not isinstance(loader, Iterable):
+        raise TypeError(
+            f"PreciseBN: needs a single train dataloader, got {type(loader).__name__}. "
+            "Use one DataLoader for training or call `recompute_from` with your own batches."
+        )
+    return loader
+
+
+@contextmanager
+def _keep_generator_states(loader: Iterable[Any]) -> Iterator[None]:
+    """Restore the ``torch.Generator``s that a new ``iter(loader)`` advances (worker seed, shuffle order)."""
+    sampler = getattr(loader, "sampler", None)
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    owners = (loader, sampler, getattr(batch_sampler, "sampler", None))
+    generators = {id(g): g for g in (getattr(o, "generator", None) for o in owners) if isinstance(g, torch.Generator)}
+    states = [(g, g.get_state()) for g in generators.values()]
+    try:
+        yield
+    finally:
+        for g, state in states:
+            g.set_state(state)
+
+
+def _running_stats(bn: _BatchNorm) -> list[Tensor]:
+    return [t for t in (bn.running_mean, bn.running_var, bn.num_batches_tracked) if t is not None]
 
 
 def _size_hook(sizes: list[int], i: int, name: str) -> Callable[[nn.Module, tuple[Any, ...]], None]:
