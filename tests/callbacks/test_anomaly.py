@@ -233,6 +233,24 @@ def test_skip_policy_undoes_buffers_and_leaves_optimizer_state(make_trainer, opt
             assert torch.equal(got[i][k], v), (i, k)
 
 
+class BeforeDetector(Callback):
+    """Listed before the AnomalyDetector: the buffers and RNG state right before its check (and replay)."""
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        self.buffers = {k: v.clone() for k, v in pl_module.named_buffers()}
+        self.rng = torch.get_rng_state()
+
+
+def test_replay_restores_buffers_and_rng(make_trainer):
+    """The replay's forward (BatchNorm in train mode, Dropout) must leave no trace in the buffers or the RNG."""
+    model, before = BNNet(nan_step=1, dropout=0.5), BeforeDetector()  # NaN after the BatchNorm: its stats stay finite
+    with pytest.raises(FloatingPointError, match=r"first module with non-finite output \(replay\): net.3 \(InjectNaN\)"):
+        make_trainer(max_steps=3, limit_val_batches=0, callbacks=[before, AnomalyDetector()]).fit(model)
+    for k, v in model.named_buffers():
+        assert torch.equal(v, before.buffers[k]), k
+    assert torch.equal(torch.get_rng_state(), before.rng)
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="AnomalyDetector: `policy` must be one of"):
         AnomalyDetector(policy="ignore")
