@@ -199,6 +199,11 @@ class AnomalyDetector(Callback):
         return {"skipped_steps": self.skipped_steps}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if set(state_dict) != {"skipped_steps"}:
+            raise KeyError(
+                f"AnomalyDetector: unexpected state keys {sorted(state_dict)}; expected ['skipped_steps']. "
+                "The checkpoint was not written by lightning_hooks.callbacks.AnomalyDetector."
+            )
         self.skipped_steps = int(state_dict["skipped_steps"])
 
 

@@ -251,6 +251,11 @@ def test_replay_restores_buffers_and_rng(make_trainer):
     assert torch.equal(torch.get_rng_state(), before.rng)
 
 
+def test_load_state_dict_names_the_expected_keys():
+    with pytest.raises(KeyError, match=r"AnomalyDetector: unexpected state keys \[\]; expected \['skipped_steps'\]\. The checkpoint was not written by lightning_hooks.callbacks.AnomalyDetector"):
+        AnomalyDetector().load_state_dict({})
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="AnomalyDetector: `policy` must be one of"):
         AnomalyDetector(policy="ignore")
