@@ -44,8 +44,12 @@ class AnomalyDetector(Callback):
     Policies:
 
     * ``"raise"``: raise ``FloatingPointError`` with the report.
-    * ``"skip"``: set the optimizer's gradients to ``None`` so it skips the step (LR schedulers still step),
-      count it in ``skipped_steps`` (saved in checkpoints) and warn (full report the first time).
+    * ``"skip"``: undo the step: set the optimizer's gradients to ``None`` (torch optimizers then leave those
+      parameters and their state, e.g. momentum or Adam moments and step counts, untouched; LR schedulers still
+      step) and restore the module's buffers (BatchNorm running statistics, which the non-finite forward already
+      overwrote) to their values before the step's first batch; count it in ``skipped_steps`` (saved in
+      checkpoints) and warn (full report the first time). This costs one ``torch._foreach_copy_`` of the buffers
+      per step, into tensors allocated once.
     * ``"save"``: write ``batch.pt`` (the step's batches, on CPU), ``checkpoint.ckpt`` (``trainer.save_checkpoint``,
       state before the step) and ``report.txt`` to ``dirpath/step=<global_step>/``, then raise as above.
 
@@ -77,12 +81,16 @@ class AnomalyDetector(Callback):
         self._window: list[tuple[Any, int]] = []  # (batch, batch_idx) of the current optimizer step
         self._loss_ok: Tensor | None = None
         self._flags: dict[torch.device, tuple[Tensor, Tensor]] = {}  # device -> (found_inf, inv_scale=1)
+        self._buffers: list[Tensor] = []  # "skip": the module's buffers ...
+        self._saved: list[Tensor] = []  # ... and their values at the start of the current optimizer step
 
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         if not pl_module.automatic_optimization:
             self._window.clear()  # no replay in manual mode: keep only the current batch
+        if self.policy == "skip" and not self._window:
+            self._save_buffers(pl_module)
         self._window.append((batch, batch_idx))
 
     def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: Tensor) -> None:
@@ -103,6 +111,9 @@ class AnomalyDetector(Callback):
             self.report = self._build_report(trainer, pl_module, window, loss_ok, check_grads)
         if self.policy == "skip":
             optimizer.zero_grad(set_to_none=True)
+            if self._buffers:
+                with torch.no_grad():
+                    torch._foreach_copy_(self._buffers, self._saved)
             self.skipped_steps += 1
             rank_zero_warn(
                 self.report + "\nAnomalyDetector(policy='skip'): this optimizer step is skipped."
@@ -114,6 +125,14 @@ class AnomalyDetector(Callback):
         if self.policy == "save":
             self.report += "\n" + self._save(trainer, window)
         raise FloatingPointError(self.report)
+
+    def _save_buffers(self, pl_module: pl.LightningModule) -> None:
+        live = list(pl_module.buffers())
+        if len(live) != len(self._buffers) or any(a is not b for a, b in zip(live, self._buffers)):
+            self._buffers, self._saved = live, [b.detach().clone() for b in live]
+        elif live:
+            with torch.no_grad():
+                torch._foreach_copy_(self._saved, live)
 
     def _grads_finite(self, optimizer: torch.optim.Optimizer) -> bool:
         groups: dict[tuple[torch.device, torch.dtype], list[Tensor]] = {}
@@ -180,6 +199,11 @@ class AnomalyDetector(Callback):
         return {"skipped_steps": self.skipped_steps}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if set(state_dict) != {"skipped_steps"}:
+            raise KeyError(
+                f"AnomalyDetector: unexpected state keys {sorted(state_dict)}; expected ['skipped_steps']. "
+                "The checkpoint was not written by lightning_hooks.callbacks.AnomalyDetector."
+            )
         self.skipped_steps = int(state_dict["skipped_steps"])
 
 

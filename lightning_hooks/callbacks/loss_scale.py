@@ -91,5 +91,10 @@ class LossScaleMonitor(Callback):
         return {"skipped_steps": self.skipped_steps, "nonfinite_steps": self.nonfinite_steps}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if set(state_dict) != {"skipped_steps", "nonfinite_steps"}:
+            raise KeyError(
+                f"LossScaleMonitor: unexpected state keys {sorted(state_dict)}; expected ['nonfinite_steps', "
+                "'skipped_steps']. The checkpoint was not written by lightning_hooks.callbacks.LossScaleMonitor."
+            )
         self.skipped_steps = int(state_dict["skipped_steps"])
         self.nonfinite_steps = int(state_dict["nonfinite_steps"])

@@ -16,14 +16,17 @@ from lightning.pytorch.utilities import rank_zero_warn
 class Profiler(Callback):
     r"""Profile optimizer steps ``start_step .. start_step + num_steps - 1`` with ``torch.profiler``.
 
-    The profiler starts in ``on_train_batch_start`` of the first batch with ``trainer.global_step == start_step``
-    and stops in ``on_train_batch_end`` once ``num_steps`` optimizer steps have completed (so a window covers
-    whole accumulation windows). No profiler object exists before or after the window, so the other steps run at
-    full speed; Lightning's ``PyTorchProfiler`` instead wraps every hook of the run in ``record_function`` ranges.
-    If training ends or fails inside the window, the partial window is written.
+    The profiler starts in ``on_train_batch_start`` of the first batch whose ``trainer.global_step`` is in the
+    window (``start_step``, or later in a run resumed inside the window, which profiles its remaining steps) and
+    stops in ``on_train_batch_end`` once the window's last optimizer step has completed (so a window covers whole
+    accumulation windows). No profiler object exists before or after the window, so the other steps run at full
+    speed; Lightning's ``PyTorchProfiler`` instead wraps every hook of the run in ``record_function`` ranges. If
+    training ends or fails inside the window, the partial window is written. Whether the window was profiled is in
+    the callback's ``state_dict``: a run resumed after it neither profiles again nor warns, while a run resumed past
+    a window it never profiled warns.
 
     Written to ``dirpath`` (default: ``trainer.log_dir``, which is ``default_root_dir`` without a logger);
-    ``<stem>`` is ``profile_steps=<first>-<last>`` plus ``_rank<r>`` when ``world_size > 1``:
+    ``<stem>`` is ``profile_steps=<first>-<last>`` (the steps profiled) plus ``_rank<r>`` when ``world_size > 1``:
 
     * ``<stem>.trace.json``: Chrome trace (open in ``chrome://tracing`` or https://ui.perfetto.dev);
     * ``<stem>.txt``: ``key_averages().table(...)`` sorted by self CUDA time when CUDA was profiled, else self CPU
@@ -63,17 +66,22 @@ class Profiler(Callback):
         self.row_limit = row_limit
         self.paths: list[str] = []  # files written
         self._prof: profile | None = None
-        self._done = False
+        self._done = False  # the window was profiled (or cut short by the end of training or an error)
+        self._first = 0  # first profiled step
+        self._fit_start_step = 0
         self._outdir = ""
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # resolved here, on all ranks: `trainer.log_dir` broadcasts, which must not happen in `on_exception`
         self._outdir = self.dirpath or trainer.log_dir or trainer.default_root_dir
+        self._fit_start_step = trainer.global_step  # > 0 when resumed
 
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        if self._prof is None and not self._done and trainer.global_step == self.start_step:
+        step = trainer.global_step
+        if self._prof is None and not self._done and self.start_step <= step < self.start_step + self.num_steps:
+            self._first = step
             activities = [ProfilerActivity.CPU]
             if torch.cuda.is_available():
                 activities.append(ProfilerActivity.CUDA)
@@ -90,6 +98,13 @@ class Profiler(Callback):
         if self._prof is not None:
             rank_zero_warn(f"Profiler: training ended at step {trainer.global_step}, inside the profiling window.")
             self._finish(trainer)
+        elif not self._done and self._fit_start_step >= self.start_step + self.num_steps:
+            rank_zero_warn(
+                f"Profiler: training resumed at global step {self._fit_start_step}, after the profiling window "
+                f"(steps {self.start_step}-{self.start_step + self.num_steps - 1}), which the checkpoint does not "
+                f"record as profiled; nothing was profiled. Set `start_step` >= {self._fit_start_step} to profile "
+                "this run."
+            )
         elif not self._done:
             rank_zero_warn(
                 f"Profiler: training ended at global step {trainer.global_step} before `start_step={self.start_step}`; "
@@ -105,7 +120,7 @@ class Profiler(Callback):
         assert prof is not None
         prof.stop()
         last = min(trainer.global_step, self.start_step + self.num_steps) - 1
-        stem = f"profile_steps={self.start_step}-{max(last, self.start_step)}"
+        stem = f"profile_steps={self._first}-{max(last, self._first)}"
         if trainer.world_size > 1:
             stem += f"_rank{trainer.global_rank}"
         os.makedirs(self._outdir, exist_ok=True)
@@ -116,3 +131,16 @@ class Profiler(Callback):
         with open(table, "w") as f:
             f.write(prof.key_averages().table(sort_by=sort_by, row_limit=self.row_limit))
         self.paths = [trace, table]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"start_step": self.start_step, "num_steps": self.num_steps, "done": self._done}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if set(state_dict) != {"start_step", "num_steps", "done"}:
+            raise KeyError(
+                f"Profiler: unexpected state keys {sorted(state_dict)}; expected ['done', 'num_steps', 'start_step']. "
+                "The checkpoint was not written by lightning_hooks.callbacks.Profiler."
+            )
+        # a window other than this one's is still to be profiled
+        same_window = (state_dict["start_step"], state_dict["num_steps"]) == (self.start_step, self.num_steps)
+        self._done = bool(state_dict["done"]) and same_window

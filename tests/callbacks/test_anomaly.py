@@ -172,6 +172,90 @@ def test_gradscaler_overflow_is_left_to_the_scaler(make_trainer):
     assert det.report is None
 
 
+class BNNet(pl.LightningModule):
+    """Linear -> BatchNorm -> Dropout -> InjectNaN -> Linear; Inf in the input batch at ``inf_step``."""
+
+    def __init__(self, make_optimizer=None, inf_step=-1, nan_step=-1, dropout=0.0):
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Dropout(dropout), InjectNaN(), nn.Linear(8, 1))
+        self.make_optimizer, self.inf_step, self.nan_step = make_optimizer, inf_step, nan_step
+
+    def loss(self, batch, step):
+        x = batch[0].clone()
+        if step == self.inf_step:
+            x[0, 0] = float("inf")
+        self.net[3].active = step == self.nan_step
+        return nn.functional.mse_loss(self.net(x), batch[1])
+
+    def training_step(self, batch, batch_idx):
+        return self.loss(batch, self.global_step)
+
+    def configure_optimizers(self):
+        return self.make_optimizer(self.parameters()) if self.make_optimizer else torch.optim.SGD(self.parameters(), lr=0.1)
+
+    def train_dataloader(self):
+        return DataLoader(TensorDataset(X, Y), batch_size=4)
+
+
+OPTIMIZERS = {
+    "sgd_momentum": lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9),
+    "adam": lambda params: torch.optim.Adam(params, lr=0.01),
+}
+
+
+@pytest.mark.parametrize(("opt", "accumulate"), [("sgd_momentum", 1), ("adam", 1), ("adam", 2)])
+def test_skip_policy_undoes_buffers_and_leaves_optimizer_state(make_trainer, opt, accumulate):
+    """Inf input at step 2 poisons BatchNorm's running stats; the run must equal one that never saw that step."""
+    make_optimizer, steps = OPTIMIZERS[opt], 4
+    model, det = BNNet(make_optimizer, inf_step=2), AnomalyDetector(policy="skip")
+    trainer = make_trainer(max_steps=steps, limit_val_batches=0, accumulate_grad_batches=accumulate, callbacks=[det])
+    with pytest.warns(UserWarning, match="this optimizer step is skipped"):
+        trainer.fit(model)
+    assert det.skipped_steps == 1
+    # plain-torch reference: the same optimizer steps, without step 2's batches (Lightning divides by `accumulate`)
+    ref = BNNet()
+    ref_opt = make_optimizer(ref.parameters())
+    batches = list(zip(X.split(4), Y.split(4)))
+    for step in range(steps):
+        if step == 2:
+            continue
+        ref_opt.zero_grad()
+        for batch in batches[step * accumulate : (step + 1) * accumulate]:
+            (ref.loss(batch, step) / accumulate).backward()
+        ref_opt.step()
+    for k, v in ref.state_dict().items():  # parameters and BatchNorm buffers (running stats, num_batches_tracked)
+        assert torch.equal(model.state_dict()[k], v), k
+    got, want = trainer.optimizers[0].state_dict()["state"], ref_opt.state_dict()["state"]
+    assert got.keys() == want.keys()
+    for i in want:
+        for k, v in want[i].items():  # momentum buffers; Adam's exp_avg, exp_avg_sq and step count
+            assert torch.equal(got[i][k], v), (i, k)
+
+
+class BeforeDetector(Callback):
+    """Listed before the AnomalyDetector: the buffers and RNG state right before its check (and replay)."""
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        self.buffers = {k: v.clone() for k, v in pl_module.named_buffers()}
+        self.rng = torch.get_rng_state()
+
+
+def test_replay_restores_buffers_and_rng(make_trainer):
+    """The replay's forward (BatchNorm in train mode, Dropout) must leave no trace in the buffers or the RNG."""
+    model, before = BNNet(nan_step=1, dropout=0.5), BeforeDetector()  # NaN after the BatchNorm: its stats stay finite
+    with pytest.raises(FloatingPointError, match=r"first module with non-finite output \(replay\): net.3 \(InjectNaN\)"):
+        make_trainer(max_steps=3, limit_val_batches=0, callbacks=[before, AnomalyDetector()]).fit(model)
+    for k, v in model.named_buffers():
+        assert torch.equal(v, before.buffers[k]), k
+    assert torch.equal(torch.get_rng_state(), before.rng)
+
+
+def test_load_state_dict_names_the_expected_keys():
+    with pytest.raises(KeyError, match=r"AnomalyDetector: unexpected state keys \[\]; expected \['skipped_steps'\]\. The checkpoint was not written by lightning_hooks.callbacks.AnomalyDetector"):
+        AnomalyDetector().load_state_dict({})
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="AnomalyDetector: `policy` must be one of"):
         AnomalyDetector(policy="ignore")

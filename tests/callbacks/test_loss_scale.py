@@ -76,3 +76,8 @@ def test_cuda_fp16(make_trainer):
     trainer.fit(InfAt(inf_steps=(1,)))
     assert monitor.skipped_steps == monitor.nonfinite_steps == 1
     assert [rec.logged[s]["loss_scale"] for s in range(1, 5)] == [1024, 512, 512, 512]
+
+
+def test_load_state_dict_names_the_expected_keys():
+    with pytest.raises(KeyError, match=r"LossScaleMonitor: unexpected state keys \[\]; expected \['nonfinite_steps', 'skipped_steps'\]\. The checkpoint was not written by lightning_hooks.callbacks.LossScaleMonitor"):
+        LossScaleMonitor().load_state_dict({})

@@ -2,8 +2,11 @@
 
 import json
 
+import warnings
+
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.demos.boring_classes import BoringModel
 
 from lightning_hooks.callbacks import Profiler
@@ -67,6 +70,58 @@ def test_exception_inside_window_stops_profiler(make_trainer, tmp_path):
         make_trainer(max_steps=5, limit_val_batches=0, callbacks=[Profiler(start_step=1, num_steps=3)]).fit(Boom())
     assert not torch.autograd._profiler_enabled()
     assert (tmp_path / "profile_steps=1-1.txt").exists()
+
+
+def checkpoint_at(make_trainer, path, step, callbacks=()):
+    """Train ``step`` steps and return the checkpoint ModelCheckpoint writes at that step's end."""
+    ckpt = ModelCheckpoint(dirpath=path, every_n_train_steps=step)
+    make_trainer(max_steps=step, limit_val_batches=0, enable_checkpointing=True, callbacks=[*callbacks, ckpt]).fit(Probe())
+    return ckpt.best_model_path
+
+
+def resume(make_trainer, ckpt_path, max_steps, prof):
+    """Resume to ``max_steps``; return the steps profiled (per global step) and the Profiler's warnings."""
+    model = Probe()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make_trainer(max_steps=max_steps, limit_val_batches=0, callbacks=[prof]).fit(model, ckpt_path=ckpt_path)
+    return model.active, [str(w.message) for w in caught if "Profiler" in str(w.message)]
+
+
+def test_resume_inside_window_profiles_the_rest(make_trainer, tmp_path):
+    with pytest.warns(UserWarning, match="inside the profiling window"):  # the first run ends at step 3, in 2-4
+        ckpt = checkpoint_at(make_trainer, tmp_path / "ckpt", 3, [Profiler(start_step=2, num_steps=3)])
+    assert (tmp_path / "profile_steps=2-2.txt").exists()
+    prof = Profiler(start_step=2, num_steps=3, dirpath=str(tmp_path / "resumed"))
+    active, warned = resume(make_trainer, ckpt, 6, prof)
+    assert active == {3: True, 4: True, 5: False} and warned == []
+    assert prof.paths == [str(tmp_path / "resumed" / f"profile_steps=3-4.{ext}") for ext in ("trace.json", "txt")]
+
+
+def test_resume_after_profiled_window_neither_profiles_nor_warns(make_trainer, tmp_path):
+    ckpt = checkpoint_at(make_trainer, tmp_path / "ckpt", 6, [Profiler(start_step=2, num_steps=2)])
+    assert (tmp_path / "profile_steps=2-3.txt").exists()
+    prof = Profiler(start_step=2, num_steps=2, dirpath=str(tmp_path / "resumed"))
+    active, warned = resume(make_trainer, ckpt, 8, prof)
+    assert active == {6: False, 7: False} and warned == [] and prof.paths == []
+    # the checkpoint records window 2-3 only: a new window is profiled
+    active, _ = resume(make_trainer, ckpt, 9, Profiler(start_step=7, num_steps=1, dirpath=str(tmp_path / "new")))
+    assert active == {6: False, 7: True, 8: False}
+
+
+def test_resume_past_a_window_never_profiled_says_so(make_trainer, tmp_path):
+    ckpt = checkpoint_at(make_trainer, tmp_path / "ckpt", 6)  # written without a Profiler
+    active, warned = resume(make_trainer, ckpt, 8, Profiler(start_step=2, num_steps=2, dirpath=str(tmp_path / "p")))
+    assert not any(active.values())
+    assert warned == [
+        "Profiler: training resumed at global step 6, after the profiling window (steps 2-3), which the checkpoint "
+        "does not record as profiled; nothing was profiled. Set `start_step` >= 6 to profile this run."
+    ]
+
+
+def test_load_state_dict_names_the_expected_keys():
+    with pytest.raises(KeyError, match=r"Profiler: unexpected state keys \['skipped_steps'\]; expected \['done', 'num_steps', 'start_step'\]\. The checkpoint was not written by lightning_hooks.callbacks.Profiler"):
+        Profiler().load_state_dict({"skipped_steps": 1})
 
 
 @pytest.mark.parametrize(("kwargs", "name"), [({"start_step": -1}, "start_step"), ({"num_steps": 0}, "num_steps"), ({"row_limit": 0}, "row_limit")])
