@@ -51,7 +51,8 @@ class AnomalyDetector(Callback):
       checkpoints) and warn (full report the first time). This costs one ``torch._foreach_copy_`` of the buffers
       per step, into tensors allocated once.
     * ``"save"``: write ``batch.pt`` (the step's batches, on CPU), ``checkpoint.ckpt`` (``trainer.save_checkpoint``,
-      state before the step) and ``report.txt`` to ``dirpath/step=<global_step>/``, then raise as above.
+      state before the step: the buffers are restored as for ``"skip"``) and ``report.txt`` to
+      ``dirpath/step=<global_step>/``, then raise as above.
 
     Args:
         policy: ``"raise"``, ``"skip"`` or ``"save"``.
@@ -81,7 +82,7 @@ class AnomalyDetector(Callback):
         self._window: list[tuple[Any, int]] = []  # (batch, batch_idx) of the current optimizer step
         self._loss_ok: Tensor | None = None
         self._flags: dict[torch.device, tuple[Tensor, Tensor]] = {}  # device -> (found_inf, inv_scale=1)
-        self._buffers: list[Tensor] = []  # "skip": the module's buffers ...
+        self._buffers: list[Tensor] = []  # "skip" and "save": the module's buffers ...
         self._saved: list[Tensor] = []  # ... and their values at the start of the current optimizer step
 
     def on_train_batch_start(
@@ -89,7 +90,7 @@ class AnomalyDetector(Callback):
     ) -> None:
         if not pl_module.automatic_optimization:
             self._window.clear()  # no replay in manual mode: keep only the current batch
-        if self.policy == "skip" and not self._window:
+        if self.policy != "raise" and not self._window:
             self._save_buffers(pl_module)
         self._window.append((batch, batch_idx))
 
@@ -109,11 +110,11 @@ class AnomalyDetector(Callback):
         first = self.report is None
         if first or self.policy != "skip":
             self.report = self._build_report(trainer, pl_module, window, loss_ok, check_grads)
+        if self._buffers:  # "skip" and "save": undo what the step's forwards wrote into the buffers
+            with torch.no_grad():
+                torch._foreach_copy_(self._buffers, self._saved)
         if self.policy == "skip":
             optimizer.zero_grad(set_to_none=True)
-            if self._buffers:
-                with torch.no_grad():
-                    torch._foreach_copy_(self._buffers, self._saved)
             self.skipped_steps += 1
             rank_zero_warn(
                 self.report + "\nAnomalyDetector(policy='skip'): this optimizer step is skipped."

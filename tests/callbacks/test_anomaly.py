@@ -233,6 +233,24 @@ def test_skip_policy_undoes_buffers_and_leaves_optimizer_state(make_trainer, opt
             assert torch.equal(got[i][k], v), (i, k)
 
 
+def test_save_policy_checkpoint_holds_the_state_before_the_step(make_trainer, tmp_path):
+    """Inf input at step 2 poisons BatchNorm's running stats; checkpoint.ckpt must hold the state after steps 0-1."""
+    model = BNNet(inf_step=2)
+    with pytest.raises(FloatingPointError, match="saved batch.pt, checkpoint.ckpt"):
+        make_trainer(max_steps=4, limit_val_batches=0,
+                     callbacks=[AnomalyDetector(policy="save", dirpath=str(tmp_path))]).fit(model)
+    ref = BNNet()  # plain torch: the two clean steps
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for step, batch in zip(range(2), zip(X.split(4), Y.split(4))):
+        ref_opt.zero_grad()
+        ref.loss(batch, step).backward()
+        ref_opt.step()
+    saved = torch.load(tmp_path / "step=2" / "checkpoint.ckpt", weights_only=True)["state_dict"]
+    assert saved.keys() == ref.state_dict().keys()
+    for k, v in ref.state_dict().items():  # parameters and BatchNorm buffers
+        assert torch.equal(saved[k], v), k
+
+
 class BeforeDetector(Callback):
     """Listed before the AnomalyDetector: the buffers and RNG state right before its check (and replay)."""
 
