@@ -35,8 +35,9 @@ class AnomalyDetector(Callback):
     batches (kept from ``on_train_batch_start``; with gradient accumulation, every micro-batch of the step)
     through ``training_step`` with forward hooks on all modules and
     ``torch.autograd.detect_anomaly(check_nan=True)``: the first module whose output was non-finite and the
-    backward function that produced NaN. The replay leaves gradients, buffers and the RNG state untouched; it is
-    skipped under manual optimization (``training_step`` would step the optimizers).
+    backward function that produced NaN. The replay leaves gradients, buffers and the RNG state untouched, but
+    ``training_step``'s other side effects (``self.log`` calls, metric updates) happen a second time for the
+    replayed batches. It is skipped under manual optimization (``training_step`` would step the optimizers).
 
     With a ``GradScaler`` (fp16 mixed precision) non-finite gradients are expected now and then: the scaler skips
     those steps and lowers the scale (see ``LossScaleMonitor``), so only the loss is checked.
