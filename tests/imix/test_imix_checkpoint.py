@@ -91,3 +91,19 @@ def test_ema_iter_hook_drives_the_models_own_ema(module, twin, batches, loader, 
             for k, v in twin.state_dict().items():  # EMAIterHook (NORMAL) runs after OptimizerHook (HIGH)
                 ema[k].mul_(decay).add_(v, alpha=1 - decay)
     assert all(torch.equal(module.ema[k], ema[k]) for k in ema)
+
+
+@pytest.mark.parametrize(("max_epochs", "max_steps", "gas"), [(5, 12, 1), (-1, 12, 1), (5, 6, 2)])
+def test_checkpoint_hook_writes_the_final_model_once_when_max_steps_ends_the_fit(
+    module, loader, make_trainer, tmp_path, max_epochs, max_steps, gas
+):
+    # 12 iterations of 6 batches: iMIX's Organizer would run total_epochs=2 and CheckPointHook writes
+    # *_model_final after the epoch where epoch + 1 >= max_epoch, i.e. once, after epoch 1
+    hook = CheckPointHook(Checkpointer(module.net, save_dir=str(tmp_path)), prefix="tiny", epoch_period=1)
+    saves = []
+    save = hook.save
+    hook.save = lambda name, **kwargs: (saves.append(name), save(name, **kwargs))
+    adapter = IMIXAdapter([OptimizerHook(), hook], gradient_accumulation_steps=gas)
+    make_trainer([adapter], max_epochs=max_epochs, max_steps=max_steps).fit(module, loader)
+    assert saves == ["tiny_epoch0(6iters)_model", "tiny_epoch1(12iters)_model", "tiny_model_final"]
+    assert hook.max_epoch == 2

@@ -180,6 +180,29 @@ def test_facade_is_a_weak_proxy_and_names_missing_attributes(module, loader, mak
     assert any("PeriodicLogger in mount point 'before_train'" in note for note in err.value.__notes__)
 
 
+class Epochs(real.HookBase):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def before_train(self):
+        self.seen.append(("max_epoch", self.trainer.max_epoch))
+
+    def after_train(self):
+        self.seen.append(("epoch", self.trainer.epoch))
+
+
+@pytest.mark.parametrize("by_epoch", [True, False])
+def test_facade_epochs_read_as_imix_engine(module, loader, make_trainer, by_epoch):
+    hook = Epochs()
+    make_trainer([IMIXAdapter([real.OptimizerHook(), hook], by_epoch=by_epoch)]).fit(module, loader)
+    # iMIX's Organizer: max_epoch = cfg.total_epochs if by_epoch else 0; its `for self.epoch in range(...)` loop
+    # leaves epoch at the last epoch run (1 of 2) for after_train
+    assert hook.seen[0] == ("max_epoch", 2 if by_epoch else 0)
+    if by_epoch:
+        assert hook.seen[1] == ("epoch", 1)
+
+
 def test_training_step_must_return_a_loss(module, loader, make_trainer):
     module.training_step = lambda batch, batch_idx: {"acc": 1.0}
     with pytest.raises(TypeError, match="training_step must return the loss tensor"):

@@ -132,6 +132,7 @@ class IMIXAdapter(LegacyHookAdapter):
             return
         self._check_trainer(trainer)
         self._module = pl_module
+        self.trainer._epoch = None
         if self.steppers:
             pl_module.automatic_optimization = False
             # after_train_iter (backward, step) runs once the step has returned, outside a DDP wrapper's forward
@@ -155,6 +156,7 @@ class IMIXAdapter(LegacyHookAdapter):
         self.fire("on_train_start")
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
+        self.trainer._epoch = trainer.current_epoch
         self.fire("on_train_epoch_start")
         self._data_start = time.perf_counter()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -58,6 +59,7 @@ class Trainer(Facade):
         self.iter = 0
         self.inner_iter = 0
         self.start_iter = 0
+        self._epoch: int | None = None
         self.output: dict[str, Any] = {}
         self._log_buffer: Any = None
 
@@ -101,22 +103,32 @@ class Trainer(Facade):
 
     @property
     def epoch(self) -> int:
-        return self._lightning("epoch").current_epoch
+        """The epoch of the current iteration; in ``after_train`` the last epoch run, as iMIX's loop variable."""
+        return self._epoch if self._epoch is not None else self._lightning("epoch").current_epoch
 
     @property
     def max_epoch(self) -> int:
-        return self._lightning("max_epoch").max_epochs
+        """Epochs the fit runs, as iMIX's ``total_epochs``: ``max_epochs``, fewer when ``max_steps`` ends the fit
+        sooner (-1 when neither bounds it); 0 by iteration, as iMIX."""
+        if not self.by_epoch:
+            return 0
+        trainer = self._lightning("max_epoch")
+        iters = self._iterations(trainer)
+        return -1 if math.isinf(iters) else math.ceil(iters / trainer.num_training_batches)
 
     @property
     def max_iter(self) -> int:
         """Iterations the fit runs (``max_steps`` times the batches per step), divided by the accumulation steps
         when ``is_lr_accumulation`` is set, as iMIX counts them."""
-        trainer = self._lightning("max_iter")
+        iters = int(self._iterations(self._lightning("max_iter")))
+        return iters // self.gradient_accumulation_steps if self.is_lr_accumulation else iters
+
+    def _iterations(self, trainer: pl.Trainer) -> float:
+        """Batches the fit runs: ``max_epochs`` epochs, or ``max_steps`` optimizer steps if they end it sooner."""
         iters = float("inf") if trainer.max_epochs in (None, -1) else trainer.max_epochs * trainer.num_training_batches
         if trainer.max_steps > 0:
             iters = min(iters, trainer.max_steps * self.gradient_accumulation_steps)
-        iters = int(iters)
-        return iters // self.gradient_accumulation_steps if self.is_lr_accumulation else iters
+        return iters
 
     @property
     def data_loader(self) -> Loader:
