@@ -203,6 +203,50 @@ def test_facade_epochs_read_as_imix_engine(module, loader, make_trainer, by_epoc
         assert hook.seen[1] == ("epoch", 1)
 
 
+class Settings(real.HookBase):
+    def before_train(self):
+        self.seen = (self.trainer.by_epoch, self.trainer.gradient_accumulation_steps, self.trainer.is_lr_accumulation)
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        # iMIX's Organizer: by_epoch = not hasattr(cfg, 'by_iter'), cfg.get('gradient_accumulation_steps', 1),
+        # cfg.get('is_lr_accumulation', True)
+        (dict(), (True, 1, True)),
+        (dict(cfg=dict(by_iter=True, gradient_accumulation_steps=2, is_lr_accumulation=False)), (False, 2, False)),
+        (dict(gradient_accumulation_steps=2, cfg=dict(gradient_accumulation_steps=2)), (True, 2, True)),
+        (dict(by_epoch=False, is_lr_accumulation=False, cfg=dict(by_iter=True)), (False, 1, False)),
+    ],
+)
+def test_settings_come_from_the_keyword_else_the_cfg_else_imix_defaults(module, loader, make_trainer, options,
+                                                                       expected):
+    hook = Settings()
+    trainer = make_trainer([IMIXAdapter([real.OptimizerHook(), hook], **options)], max_epochs=1)
+    trainer.fit(module, loader)
+    assert hook.seen == expected
+    assert trainer.global_step == 6 // expected[1]  # OptimizerHook accumulates as the settings say
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (dict(gradient_accumulation_steps=2, cfg=dict(gradient_accumulation_steps=4)),
+         ("IMIXAdapter(gradient_accumulation_steps=2) disagrees with its cfg, which sets gradient_accumulation_steps=4."
+          " Set it in one place (the keyword or the cfg) or to the same value in both.")),
+        (dict(is_lr_accumulation=False, cfg=dict(is_lr_accumulation=True)),
+         "IMIXAdapter(is_lr_accumulation=False) disagrees with its cfg, which sets is_lr_accumulation=True."),
+        (dict(by_epoch=True, cfg=dict(by_iter=False)),
+         ("IMIXAdapter(by_epoch=True) disagrees with its cfg, which has a by_iter key (iMIX then trains by iteration, "
+          "whatever its value).")),
+    ],
+)  # fmt: skip
+def test_a_keyword_and_a_cfg_key_that_disagree_are_an_error(options, message):
+    with pytest.raises(ValueError) as err:
+        IMIXAdapter([real.OptimizerHook()], **options)
+    assert str(err.value).startswith(message)
+
+
 def test_training_step_must_return_a_loss(module, loader, make_trainer):
     module.training_step = lambda batch, batch_idx: {"acc": 1.0}
     with pytest.raises(TypeError, match="training_step must return the loss tensor"):

@@ -74,17 +74,18 @@ def test_global_step_drives_max_steps_and_step_checkpoints(module, loader, make_
 
 
 @pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step()` before")  # iMIX does so too (gas=2)
-@pytest.mark.parametrize("lr_accumulation", [False, True])
+@pytest.mark.parametrize("lr_accumulation", [False, True, None])
 def test_lr_scheduler_hook_steps_its_scheduler_as_imix(module, twin, batches, loader, make_trainer, lr_accumulation):
     sched = torch.optim.lr_scheduler.StepLR(module.optimizer, step_size=2, gamma=0.5)
     adapter = IMIXAdapter(
         [OptimizerHook(), LRSchedulerHook(module.optimizer, sched)],  # the order iMIX's Organizer builds them in
         gradient_accumulation_steps=2,
-        is_lr_accumulation=lr_accumulation,
+        **({} if lr_accumulation is None else dict(is_lr_accumulation=lr_accumulation)),
     )
     make_trainer([adapter]).fit(module, loader)
-    _, ref_lrs = reference_loop(
-        twin, batches, gas=2, scheduler=lambda o: torch.optim.lr_scheduler.StepLR(o, 2, 0.5), lr_accumulation=lr_accumulation
+    _, ref_lrs = reference_loop(  # not given: iMIX's Organizer defaults is_lr_accumulation to True
+        twin, batches, gas=2, scheduler=lambda o: torch.optim.lr_scheduler.StepLR(o, 2, 0.5),
+        lr_accumulation=lr_accumulation is not False,
     )
     assert module.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5 ** (len(ref_lrs) // 2))
     for mine, ref in zip(module.net.parameters(), twin.parameters()):

@@ -32,6 +32,9 @@ class IMIXAdapter(LegacyHookAdapter):
     ``trainer.global_step`` counts its steps and ``max_steps`` and step-based checkpoints keep working. The module
     stays in manual optimisation after the fit (``trainer.global_step`` reads the manual count only while it is).
 
+    ``by_epoch``, ``gradient_accumulation_steps`` and ``is_lr_accumulation`` not given are read from ``cfg`` as
+    iMIX's Organizer reads them (a ``by_iter`` key means by iteration), else default as there (by epoch, 1, True).
+
     Example::
 
         from imix.engine.hooks import IterationTimerHook, OptimizerHook
@@ -47,13 +50,19 @@ class IMIXAdapter(LegacyHookAdapter):
     def __init__(
         self,
         hooks: Any,
-        by_epoch: bool = True,
-        gradient_accumulation_steps: int = 1,
-        is_lr_accumulation: bool = False,
+        by_epoch: bool | None = None,
+        gradient_accumulation_steps: int | None = None,
+        is_lr_accumulation: bool | None = None,
         work_dir: str | os.PathLike | None = None,
         cfg: Mapping[str, Any] | Any = None,
     ) -> None:
         super().__init__(hooks)
+        by_iter = "by_iter" in cfg if isinstance(cfg, Mapping) else hasattr(cfg, "by_iter")  # iMIX: hasattr
+        by_epoch = _setting("by_epoch", by_epoch, False if by_iter else None, True)
+        gas = _cfg_value(cfg, "gradient_accumulation_steps")
+        gradient_accumulation_steps = _setting("gradient_accumulation_steps", gradient_accumulation_steps, gas, 1)
+        lr_accumulation = _cfg_value(cfg, "is_lr_accumulation")
+        is_lr_accumulation = _setting("is_lr_accumulation", is_lr_accumulation, lr_accumulation, True)
         if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:
             raise ValueError(f"IMIXAdapter: gradient_accumulation_steps must be an int >= 1, got {gradient_accumulation_steps!r}")
         self.trainer = self.host = Trainer(
@@ -336,6 +345,25 @@ def _loss_dict(result: Any) -> dict[str, Any]:
         "IMIXAdapter: training_step must return the loss tensor or iMIX's loss dict with a tensor under 'loss' "
         f"(Lightning event 'LightningModule.training_step'); got {type(result).__name__}."
     )
+
+
+def _cfg_value(cfg: Any, key: str) -> Any:
+    """``key`` of an iMIX cfg (a dict or an attribute config such as mmcv's ``Config``), ``None`` if absent."""
+    return cfg.get(key) if isinstance(cfg, Mapping) else getattr(cfg, key, None)
+
+
+def _setting(name: str, given: Any, from_cfg: Any, default: Any) -> Any:
+    """An adapter setting: the keyword, else the cfg's value, else iMIX's default; keyword and cfg must agree."""
+    if given is not None and from_cfg is not None and given != from_cfg:
+        if name == "by_epoch":
+            found = "has a by_iter key (iMIX then trains by iteration, whatever its value)"
+        else:
+            found = f"sets {name}={from_cfg!r}"
+        raise ValueError(
+            f"IMIXAdapter({name}={given!r}) disagrees with its cfg, which {found}. "
+            "Set it in one place (the keyword or the cfg) or to the same value in both."
+        )
+    return given if given is not None else from_cfg if from_cfg is not None else default
 
 
 def _loaded_imix() -> Any:

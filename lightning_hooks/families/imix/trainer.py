@@ -45,7 +45,7 @@ class Trainer(Facade):
         hooks: list[Any],
         by_epoch: bool = True,
         gradient_accumulation_steps: int = 1,
-        is_lr_accumulation: bool = False,
+        is_lr_accumulation: bool = True,
         work_dir: str | os.PathLike | None = None,
         cfg: Mapping[str, Any] | Any = None,
     ) -> None:
