@@ -7,7 +7,12 @@ import copy
 
 import pytest
 import torch
-from imix.engine.hooks import Fp16OptimizerHook, LRSchedulerHook, OptimizerHook
+from imix.engine.hooks import (
+    Fp16OptimizerHook,
+    IterationTimerHook,
+    LRSchedulerHook,
+    OptimizerHook,
+)
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.nn.functional import mse_loss
 
@@ -132,6 +137,24 @@ def test_accumulation_must_agree_when_lightning_steps(module, loader, make_train
     with pytest.raises(ValueError, match="set both to the same value"):
         make_trainer([IMIXAdapter([LRSchedulerHook(module.optimizer, torch.optim.lr_scheduler.StepLR(module.optimizer, 1))],
                                   gradient_accumulation_steps=2)]).fit(module, loader)
+
+
+def test_a_later_fit_without_a_step_owning_hook_optimises_again(module, twin, batches, loader, make_trainer):
+    first = make_trainer([IMIXAdapter([OptimizerHook()])], max_epochs=1)
+    first.fit(module, loader)
+    assert module.automatic_optimization is False and first.global_step == 6  # kept so after the fit
+    second = make_trainer([IMIXAdapter([IterationTimerHook()])], max_epochs=1)
+    second.fit(module, loader)
+    assert module.automatic_optimization is True and second.global_step == 6
+
+    opt = torch.optim.SGD(twin.parameters(), lr=0.1)
+    for _ in range(2):
+        for x, y in batches:
+            opt.zero_grad()
+            mse_loss(twin(x), y).backward()
+            opt.step()
+    for mine, ref in zip(module.net.parameters(), twin.parameters()):
+        assert torch.allclose(mine, ref)
 
 
 def test_fp16_hook_with_lightning_16_mixed_is_an_error(module, loader, make_trainer):

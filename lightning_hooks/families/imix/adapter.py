@@ -18,6 +18,8 @@ from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.families.imix.events import EVENTS
 from lightning_hooks.families.imix.trainer import Trainer
 
+_SWITCHED = "_lightning_hooks_imix_manual"  # marks a module the adapter switched to manual optimisation
+
 
 class IMIXAdapter(LegacyHookAdapter):
     """Run ``imix.engine.hooks.HookBase`` hooks inside ``lightning.Trainer``.
@@ -30,7 +32,8 @@ class IMIXAdapter(LegacyHookAdapter):
     switches the module to manual optimisation and runs ``before_train_iter``, the forward and ``after_train_iter``
     (backward, clipping, step) inside ``training_step``. The hook steps Lightning's optimizer wrapper, so
     ``trainer.global_step`` counts its steps and ``max_steps`` and step-based checkpoints keep working. The module
-    stays in manual optimisation after the fit (``trainer.global_step`` reads the manual count only while it is).
+    stays in manual optimisation after the fit (``trainer.global_step`` reads the manual count only while it is);
+    the next fit with an IMIXAdapter that has no such hook switches it back.
 
     ``by_epoch``, ``gradient_accumulation_steps`` and ``is_lr_accumulation`` not given are read from ``cfg`` as
     iMIX's Organizer reads them (a ``by_iter`` key means by iteration), else default as there (by epoch, 1, True).
@@ -143,10 +146,14 @@ class IMIXAdapter(LegacyHookAdapter):
         self._module = pl_module
         self.trainer._epoch = None
         if self.steppers:
-            pl_module.automatic_optimization = False
+            if pl_module.automatic_optimization:
+                pl_module.automatic_optimization = False
+                setattr(pl_module, _SWITCHED, True)
             # after_train_iter (backward, step) runs once the step has returned, outside a DDP wrapper's forward
             # (iMIX's engine also calls after_train_iter after model(...) returned)
             trainer.strategy.training_step = _StrategyStep(self, trainer.strategy.training_step)
+        elif vars(pl_module).pop(_SWITCHED, False):
+            pl_module.automatic_optimization = True  # an earlier fit's adapter switched it for its OptimizerHook
         self._own_step = pl_module.__dict__.get("training_step")  # a step the user set on the instance, if any
         pl_module.training_step = _TrainingStep(self, pl_module.training_step)
 
@@ -298,7 +305,8 @@ class IMIXAdapter(LegacyHookAdapter):
                 del module.training_step
             else:
                 module.training_step = self._own_step
-        # automatic_optimization stays False: trainer.global_step reads the manual loop's count while it is False
+        # automatic_optimization stays False (setup of a later fit without a step-owning hook restores it):
+        # trainer.global_step reads the manual loop's count only while it is False
 
     def _close_buffer(self) -> None:
         buffer, self.trainer._log_buffer = self.trainer._log_buffer, None
