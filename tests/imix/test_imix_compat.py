@@ -203,6 +203,28 @@ def test_facade_epochs_read_as_imix_engine(module, loader, make_trainer, by_epoc
         assert hook.seen[1] == ("epoch", 1)
 
 
+class Stream(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        g = torch.Generator().manual_seed(0)
+        while True:
+            yield torch.randn(4, generator=g), torch.randn(1, generator=g)
+
+
+def test_by_epoch_needs_a_sized_dataloader(module, make_trainer):
+    loader = torch.utils.data.DataLoader(Stream(), batch_size=2)
+    hook = Epochs()
+    with pytest.raises(ValueError) as err:
+        make_trainer([IMIXAdapter([real.OptimizerHook(), hook])], max_steps=4).fit(module, loader)
+    assert str(err.value) == (
+        "IMIXAdapter: by_epoch=True needs a sized train dataloader (iMIX's epoch-based hooks and log buffer read "
+        "len(data_loader)); this one has no length. Use IMIXAdapter(by_epoch=False)."
+    )
+    assert hook.seen == []  # refused before before_train
+    trainer = make_trainer([IMIXAdapter([real.OptimizerHook()], by_epoch=False)], max_steps=4)
+    trainer.fit(module, loader)
+    assert trainer.global_step == 4
+
+
 class Settings(real.HookBase):
     def before_train(self):
         self.seen = (self.trainer.by_epoch, self.trainer.gradient_accumulation_steps, self.trainer.is_lr_accumulation)

@@ -139,6 +139,20 @@ def test_accumulation_must_agree_when_lightning_steps(module, loader, make_train
                                   gradient_accumulation_steps=2)]).fit(module, loader)
 
 
+def test_lightning_accumulation_across_an_epoch_end_is_an_error(module, loader, make_trainer):
+    # 6 batches an epoch, 4 accumulated: Lightning steps after batches 4 and 6 and starts over, iMIX's hooks count on
+    sched = torch.optim.lr_scheduler.StepLR(module.optimizer, 1)
+    adapter = IMIXAdapter([LRSchedulerHook(module.optimizer, sched)], gradient_accumulation_steps=4)
+    with pytest.raises(ValueError) as err:
+        make_trainer([adapter], accumulate_grad_batches=4).fit(module, loader)
+    assert str(err.value) == (
+        "IMIXAdapter: Lightning accumulates gradient_accumulation_steps=4 batches per step and starts over each epoch "
+        "of 6 batches, while iMIX's hooks (LRSchedulerHook) and max_iter count accumulation across epochs, so they "
+        "would drift apart. Add OptimizerHook (it owns the step and accumulates as iMIX does), or make the epoch "
+        "length a multiple of 4."
+    )
+
+
 def test_a_later_fit_without_a_step_owning_hook_optimises_again(module, twin, batches, loader, make_trainer):
     first = make_trainer([IMIXAdapter([OptimizerHook()])], max_epochs=1)
     first.fit(module, loader)

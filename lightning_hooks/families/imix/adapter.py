@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import time
@@ -159,6 +160,7 @@ class IMIXAdapter(LegacyHookAdapter):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._check_schedulers(trainer)
+        self._check_epochs(trainer)
         self.trainer.start_iter = self.trainer.iter = trainer.fit_loop.epoch_loop.batch_progress.total.ready
         real = compat.real_hooks()
         if real is not None:
@@ -292,6 +294,22 @@ class IMIXAdapter(LegacyHookAdapter):
                     "IMIXAdapter: LRSchedulerHook steps its own scheduler; configure_optimizers() must not also return "
                     "a scheduler for the same optimizer, or the learning rate is stepped twice."
                 )
+
+    def _check_epochs(self, trainer: pl.Trainer) -> None:
+        batches = trainer.num_training_batches
+        if self.trainer.by_epoch and math.isinf(batches):
+            raise ValueError(
+                "IMIXAdapter: by_epoch=True needs a sized train dataloader (iMIX's epoch-based hooks and log buffer "
+                "read len(data_loader)); this one has no length. Use IMIXAdapter(by_epoch=False)."
+            )
+        gas = self.trainer.gradient_accumulation_steps
+        if not self.steppers and not math.isinf(batches) and batches % gas:
+            raise ValueError(
+                f"IMIXAdapter: Lightning accumulates gradient_accumulation_steps={gas} batches per step and starts "
+                f"over each epoch of {batches} batches, while iMIX's hooks (LRSchedulerHook) and max_iter count "
+                f"accumulation across epochs, so they would drift apart. Add OptimizerHook (it owns the step and "
+                f"accumulates as iMIX does), or make the epoch length a multiple of {gas}."
+            )
 
     def _restore_module(self) -> None:
         module, self._module = self._module, None
