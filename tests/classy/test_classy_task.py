@@ -213,20 +213,30 @@ def test_classy_registry_builds_hooks_from_config(tmp_path):
 
 def test_classy_task_standalone_validate_and_early_stop(tmp_path):
     seen = []
-    probe = Probe(lambda t, m: m != "on_step" and seen.append((m, t.phase_type, t.phase_idx, t.test_only)))
+    probe = Probe(lambda t, m: m != "on_step" and seen.append((m, t.phase_type, t.phase_idx, t.test_only, t.where)))
     trainer = make_trainer(tmp_path, [ClassyAdapter(probe)], max_epochs=3, max_steps=2)
     trainer.fit(Net(), loader(), loader(8, seed=1))  # stops after 2 of 4 batches: the phase still ends
     trainer.validate(trainer.lightning_module, loader(8, seed=1))
+    # a test-only Classy task is in test mode from on_start and its task.where is 0.0 (real ClassificationTask)
     assert seen == [
-        ("on_start", "train", -1, False),
-        ("on_phase_start", "train", 0, False),
-        ("on_phase_end", "train", 0, False),
-        ("on_end", "train", 0, False),
-        ("on_start", "train", 0, True),
-        ("on_phase_start", "test", 1, True),
-        ("on_phase_end", "test", 1, True),
-        ("on_end", "test", 1, True),
+        ("on_start", "train", -1, False, 0.0),
+        ("on_phase_start", "train", 0, False, 0.0),
+        ("on_phase_end", "train", 0, False, 1.0),
+        ("on_end", "train", 0, False, 1.0),
+        ("on_start", "test", 0, True, 0.0),
+        ("on_phase_start", "test", 1, True, 0.0),
+        ("on_phase_end", "test", 1, True, 0.0),
+        ("on_end", "test", 1, True, 0.0),
     ]
+
+
+def test_classy_task_standalone_test_is_test_only_from_on_start(tmp_path):
+    seen = []
+    probe = Probe(lambda t, m: m != "on_step" and seen.append((m, t.train, t.where)))
+    make_trainer(tmp_path, [ClassyAdapter(probe)]).test(Net(), loader(8, seed=1))
+    # real ClassificationTask with set_test_only(True): train=False and where 0.0 at every mount point
+    assert seen == [("on_start", False, 0.0), ("on_phase_start", False, 0.0), ("on_phase_end", False, 0.0),
+                    ("on_end", False, 0.0)]
 
 
 def test_classy_meter_sync_state_in_a_process_group():

@@ -295,6 +295,11 @@ class ClassyAdapter(LegacyHookAdapter):
         self.fire("on_train_epoch_end")
         self._train_open = False
 
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.standalone_validation():
+            self.task.train = False  # Classy's test-only task is in test mode from on_start
+        self.fire("on_validation_start")
+
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
@@ -324,6 +329,10 @@ class ClassyAdapter(LegacyHookAdapter):
         if not trainer.sanity_checking:
             self._end_phase_sync()
             self.fire("on_validation_epoch_end")
+
+    def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.task.train = False
+        self.fire("on_test_start")
 
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start_phase(train=False)

@@ -256,8 +256,10 @@ class Task(Facade):
 
     @property
     def where(self) -> float:
-        """Fraction of training done, as Classy's ``task.where``."""
+        """Fraction of training done, as Classy's ``task.where``; 0.0 outside ``fit``, as in Classy's test-only mode."""
         trainer = self._lightning_trainer()
+        if self.test_only:
+            return 0.0
         total = trainer.estimated_stepping_batches
         return min(trainer.global_step / total, 1.0) if total and math.isfinite(total) else 0.0
 
