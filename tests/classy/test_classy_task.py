@@ -102,8 +102,32 @@ def test_classy_task_optimizer_options_view_lr(tmp_path):
     lrs = []
     probe = Probe(lambda t, m: m in ("on_step", "on_phase_end") and t.train and lrs.append(t.optimizer.options_view.lr))
     make_trainer(tmp_path, [ClassyAdapter(probe)]).fit(Scheduled(), loader(), loader(8, seed=1))
-    # a per-epoch scheduler has stepped by the train phase end, as Classy's optimizer.on_epoch() before on_phase_end
-    assert lrs == [[0.1, 0.5]] * 3 + [[0.05, 0.25]] * 2 + [[0.05, 0.25]] * 3 + [[0.025, 0.125]] * 2
+    # on_step shows the LR its step used; a per-epoch scheduler has stepped by the train phase end
+    assert lrs == [[0.1, 0.5]] * 4 + [[0.05, 0.25]] + [[0.05, 0.25]] * 4 + [[0.025, 0.125]]
+
+
+def test_classy_task_options_view_at_on_step_is_the_lr_the_step_used(tmp_path):
+    class PerStep(Net):
+        def configure_optimizers(self):
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            sch = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1 - s / 10)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": sch, "interval": "step"}}
+
+    lrs = []
+    probe = Probe(lambda t, m: m == "on_step" and t.train and lrs.append(t.optimizer.options_view.lr))
+    make_trainer(tmp_path, [ClassyAdapter(probe)], limit_val_batches=0).fit(PerStep(), loader())
+    reference = PerStep()
+    config = reference.configure_optimizers()
+    opt, sch = config["optimizer"], config["lr_scheduler"]["scheduler"]
+    used = []
+    for _ in range(2):  # Classy sets the LR inside optimizer.step, so on_step shows the LR that step used
+        for batch in loader():
+            opt.zero_grad()
+            F.cross_entropy(reference(batch["input"]), batch["target"]).backward()
+            used.append(opt.param_groups[0]["lr"])
+            opt.step()
+            sch.step()
+    assert lrs == pytest.approx(used)
 
 
 def test_classy_task_classy_state_round_trip(tmp_path):

@@ -189,6 +189,9 @@ class ClassyAdapter(LegacyHookAdapter):
             self.task.last_batch.model_output = output
             self.fire("LightningModule.forward")
 
+    def _before_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self.task.used_options[optimizer] = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+
     def _on_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self.fire("Optimizer.step")
 
@@ -259,6 +262,7 @@ class ClassyAdapter(LegacyHookAdapter):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._train_open = False  # a fit that failed mid-phase left it open
+        self._handles += [opt.register_step_pre_hook(self._before_optimizer_step) for opt in trainer.optimizers]
         if "Optimizer.step" in self._plan:
             self._handles += [opt.register_step_post_hook(self._on_optimizer_step) for opt in trainer.optimizers]
         self.fire("on_train_start")
@@ -284,6 +288,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self.task.iteration += 1
         self._batch_done()
         self.fire("on_train_batch_end")
+        self.task.used_options.clear()
         if trainer.is_last_batch:
             self._end_phase_sync()
             self.fire(TRAIN_PHASE_END)

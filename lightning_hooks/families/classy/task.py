@@ -35,14 +35,17 @@ class OptionsView:
     """Classy's ``optimizer.options_view``: ``options_view.lr`` reads the option from the param groups.
 
     One distinct value gives that value, several give the list of distinct values, none raises AttributeError.
+    ``used`` maps an optimizer to the options its last step ran with while ``on_step`` fires: Lightning steps the
+    schedulers before ``on_train_batch_end``, Classy sets the options inside ``optimizer.step``.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, used: Mapping[Any, list[dict[str, Any]]]) -> None:
         self._optimizer = optimizer
+        self._used = used
 
     def __getattr__(self, name: str) -> Any:
         values: list[Any] = []
-        for group in self._optimizer.param_groups:
+        for group in self._used.get(self._optimizer, self._optimizer.param_groups):
             if name in group and group[name] not in values:
                 values.append(group[name])
         if not values:
@@ -53,9 +56,9 @@ class OptionsView:
 class Optimizer:
     """Classy's ``ClassyOptimizer`` as hooks use it: ``options_view``, ``optimizer`` and the torch optimizer's API."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, used: Mapping[Any, list[dict[str, Any]]]) -> None:
         self.optimizer = optimizer
-        self.options_view = OptionsView(optimizer)
+        self.options_view = OptionsView(optimizer, used)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.optimizer, name)
@@ -183,6 +186,7 @@ class Task(Facade):
         self.data_iterator: SizedIterator | None = None
         self.phase_start_time = time.perf_counter()
         self._optimizer: Optimizer | None = None
+        self.used_options: dict[torch.optim.Optimizer, list[dict[str, Any]]] = {}
 
     # ------------------------------------------------------------------------------------------------- models
     @property
@@ -219,7 +223,7 @@ class Task(Facade):
         if not optimizers:
             raise RuntimeError("task.optimizer: the LightningModule has no optimizer (configure_optimizers)")
         if self._optimizer is None or self._optimizer.optimizer is not optimizers[0]:
-            self._optimizer = Optimizer(optimizers[0])
+            self._optimizer = Optimizer(optimizers[0], self.used_options)
         return self._optimizer
 
     # ------------------------------------------------------------------------------------------------- phases
