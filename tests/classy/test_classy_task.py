@@ -263,6 +263,18 @@ def test_classy_task_standalone_test_is_test_only_from_on_start(tmp_path):
                     ("on_end", False, 0.0)]
 
 
+def test_classy_adapter_warns_when_lightning_skips_the_final_test_phase(tmp_path):
+    seen = []
+    probe = Probe(lambda t, m: m == "on_phase_start" and seen.append(t.phase_type))
+    with pytest.warns(UserWarning, match=r"max_epochs=3, check_val_every_n_epoch=2\) runs no validation after the last"):
+        make_trainer(tmp_path, [ClassyAdapter(probe)], max_epochs=3, check_val_every_n_epoch=2).fit(
+            Net(), loader(), loader(8, seed=1))
+    assert seen == ["train", "train", "test", "train"]  # Classy would end with a test phase
+    with pytest.warns(UserWarning, match=r"max_steps=2\) can stop inside a train epoch"):
+        make_trainer(tmp_path, [ClassyAdapter(Probe(lambda t, m: None))], max_steps=2).fit(
+            Net(), loader(), loader(8, seed=1))
+
+
 def test_classy_meter_sync_state_in_a_process_group():
     from lightning_hooks.families.classy.task import MetricMeter
 

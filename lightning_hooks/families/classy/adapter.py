@@ -13,6 +13,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from lightning_hooks.compat import classy as compat
@@ -263,6 +264,7 @@ class ClassyAdapter(LegacyHookAdapter):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._train_open = False  # a fit that failed mid-phase left it open
         self._handles += [opt.register_step_pre_hook(self._before_optimizer_step) for opt in trainer.optimizers]
+        _warn_if_no_final_test_phase(trainer, pl_module)
         if "Optimizer.step" in self._plan:
             self._handles += [opt.register_step_post_hook(self._on_optimizer_step) for opt in trainer.optimizers]
         self.fire("on_train_start")
@@ -358,6 +360,30 @@ class ClassyAdapter(LegacyHookAdapter):
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._end_phase_sync()
         self.fire("on_test_epoch_end")
+
+
+def _warn_if_no_final_test_phase(trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    """Classy ends every run with a test phase; Lightning skips the last validation in these two settings."""
+    validates = (
+        trainer.limit_val_batches != 0
+        and is_overridden("validation_step", pl_module)
+        and trainer.fit_loop.epoch_loop.val_loop._data_source.is_defined()
+    )
+    if not validates:
+        return
+    every = trainer.check_val_every_n_epoch
+    if every is not None and trainer.max_epochs not in (None, -1) and trainer.max_epochs % every:
+        rank_zero_warn(
+            f"ClassyAdapter: Trainer(max_epochs={trainer.max_epochs}, check_val_every_n_epoch={every}) runs no "
+            "validation after the last train epoch, so the run ends without the test phase Classy always ends with. "
+            "Make max_epochs a multiple of check_val_every_n_epoch, or call trainer.validate() after fit."
+        )
+    if trainer.max_steps != -1:
+        rank_zero_warn(
+            f"ClassyAdapter: Trainer(max_steps={trainer.max_steps}) can stop inside a train epoch, and Lightning then "
+            "runs no validation, so the run ends without the test phase Classy always ends with. Use max_epochs, or "
+            "call trainer.validate() after fit."
+        )
 
 
 def _distributed() -> bool:
