@@ -156,6 +156,32 @@ def test_classy_task_classy_state_round_trip(tmp_path):
         torch.testing.assert_close(restored[f"ema.{key}"], value)
 
 
+def test_classy_task_mid_phase_resume_keeps_the_phase_losses_and_meters(tmp_path):
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    def run(steps, ckpt_path=None, **kwargs):
+        meters = {"acc": MulticlassAccuracy(num_classes=3, average="micro")}
+        probe = Probe(lambda t, m: t.train and m in ("on_step", "on_phase_end") and steps.append(
+            (m, t.last_batch and (t.last_batch.loss.item(), t.last_batch.output, t.last_batch.target),
+             list(t.losses), t.meters[0].value)))
+        make_trainer(tmp_path, [ClassyAdapter(probe, meters=meters), *kwargs.pop("callbacks", [])], max_epochs=1,
+                     limit_val_batches=0, **kwargs).fit(Net(), loader(), ckpt_path=ckpt_path)
+
+    first = []
+    run(first, enable_checkpointing=True, callbacks=[ModelCheckpoint(tmp_path / "ck", every_n_train_steps=2,
+                                                                     save_top_k=-1)])
+    ckpt = next((tmp_path / "ck").glob("*step=2*.ckpt"))
+    torch.load(ckpt, weights_only=True)
+    resumed = []
+    run(resumed, ckpt_path=ckpt)
+    # the phase's batches: the two before the checkpoint (first run), then the ones the resumed run stepped
+    batches = [s[1] for s in first[:2] if s[0] == "on_step"] + [s[1] for s in resumed if s[0] == "on_step"]
+    outputs, targets = torch.cat([b[1] for b in batches]), torch.cat([b[2] for b in batches])
+    end = resumed[-1]
+    assert end[0] == "on_phase_end" and end[2] == pytest.approx([b[0] for b in batches])
+    assert end[3]["acc"] == pytest.approx((outputs.argmax(1) == targets).float().mean().item())
+
+
 def test_classy_task_data_iterator_is_fresh_and_sized(tmp_path):
     seen = []
 

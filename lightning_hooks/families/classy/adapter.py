@@ -124,10 +124,10 @@ class ClassyAdapter(LegacyHookAdapter):
         hook.set_classy_state(state)
 
     def host_state(self) -> dict[str, Any]:
-        return self.task.counters()
+        return self.task.phase_state()
 
     def load_host_state(self, state: dict[str, Any]) -> None:
-        self.task.load_counters(state)
+        self.task.load_phase_state(state)
 
     # ------------------------------------------------------------------------------------------- conditions
     def training(self) -> bool:

@@ -108,13 +108,23 @@ class MetricMeter:
             self.metric._computed = None
 
     def get_classy_state(self) -> dict[str, Any]:
-        return self.metric.state_dict()
+        """The metric's accumulated state (tensors and lists of tensors) and its update count."""
+        states = {name: _clone(getattr(self.metric, name)) for name in self.metric._defaults}
+        return {"states": states, "update_count": self.metric._update_count}
 
     def set_classy_state(self, state: dict[str, Any]) -> None:
-        self.metric.load_state_dict(state)
+        self.reset()
+        device = self.metric.device
+        for name, value in state["states"].items():
+            setattr(self.metric, name, [v.to(device) for v in value] if isinstance(value, list) else value.to(device))
+        self.metric._update_count = state["update_count"]
 
     def __repr__(self) -> str:
         return f"{type(self.metric).__name__}({self._name}={self.value})"
+
+
+def _clone(value: Any) -> Any:
+    return [v.detach().clone() for v in value] if isinstance(value, list) else value.detach().clone()
 
 
 def _plain(value: Any) -> Any:
@@ -270,17 +280,19 @@ class Task(Facade):
     def start_phase(self, train: bool, resumed: bool = False) -> None:
         """Classy's ``advance_phase``: counters, losses and meters reset.
 
-        ``resumed``: reopen the phase a mid-phase checkpoint was written in; its counters come from the checkpoint.
+        ``resumed``: reopen the phase a mid-phase checkpoint was written in; its counters, losses and meter states
+        come from the checkpoint.
         """
         self.train = train
-        if not resumed:
-            self.phase_idx += 1
-            self.train_phase_idx += int(train)
+        self.batch_time = []
+        self.phase_start_time = time.perf_counter()
+        if resumed:
+            return
+        self.phase_idx += 1
+        self.train_phase_idx += int(train)
         self.losses = []
         self.local_iteration_num = 0
         self.batches = 0
-        self.batch_time = []
-        self.phase_start_time = time.perf_counter()
         for meter in self.meters:
             meter.reset()
 
@@ -360,6 +372,22 @@ class Task(Facade):
             "num_updates": self.num_updates,
             "iteration": self.iteration,
         }
+
+    def phase_state(self) -> dict[str, Any]:
+        """What a mid-phase checkpoint needs to reopen the phase: counters, losses, batches and meter states."""
+        return {
+            **self.counters(),
+            "batches": self.batches,
+            "losses": list(self.losses),
+            "meters": [meter.get_classy_state() for meter in self.meters],
+        }
+
+    def load_phase_state(self, state: Mapping[str, Any]) -> None:
+        self.load_counters(state)
+        self.batches = state.get("batches", 0)
+        self.losses = list(state.get("losses", []))
+        for meter, meter_state in zip(self.meters, state.get("meters", [])):
+            meter.set_classy_state(meter_state)
 
     def load_counters(self, state: Mapping[str, Any]) -> None:
         self.phase_idx = state.get("phase_idx", -1)
