@@ -219,8 +219,11 @@ class ClassyAdapter(LegacyHookAdapter):
         if last.output is not None and target is not None:
             for meter in task.meters:
                 meter.update(last.output.detach(), target)
-        if task.train:
-            task.num_updates += _batch_size(sample) * self._trainer.world_size
+
+    def _global_batch_size(self) -> int:
+        """Classy's ``get_global_batchsize``: the train loader's batch size (the sample's size without one) x ranks."""
+        size = getattr(self._trainer.train_dataloader, "batch_size", None)
+        return (size or _batch_size(self.task.last_batch.sample)) * self._trainer.world_size
 
     def _batch_done(self) -> None:
         now = time.perf_counter()
@@ -288,6 +291,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self.task.iteration += 1
+        self.task.num_updates += self._global_batch_size()  # VISSL and Classy: after the update, before on_step
         self._batch_done()
         self.fire("on_train_batch_end")
         self.task.used_options.clear()

@@ -155,7 +155,9 @@ class Task(Facade):
 
     Phase counters follow Classy: ``phase_idx`` counts train and test phases together, ``train_phase_idx`` the train
     phases, ``eval_phase_idx = phase_idx - train_phase_idx - 1``. VISSL's ``iteration`` counts train steps,
-    ``local_iteration_num`` and ``batches`` count the batches of the current phase.
+    ``local_iteration_num`` counts phase starts and batches of every phase (-1 before the first, never reset, as
+    VISSL's trainer loop), ``batches`` the batches of the current phase. ``num_updates`` grows by the global batch
+    size after each train step's ``on_update``.
 
     Example::
 
@@ -187,7 +189,7 @@ class Task(Facade):
         self.train_phase_idx = -1
         self.num_updates = 0
         self.iteration = 0
-        self.local_iteration_num = 0
+        self.local_iteration_num = -1
         self.batches = 0
         self.batch_time: list[float] = []
         self.losses: list[float] = []
@@ -291,7 +293,7 @@ class Task(Facade):
         self.phase_idx += 1
         self.train_phase_idx += int(train)
         self.losses = []
-        self.local_iteration_num = 0
+        self.local_iteration_num += 1
         self.batches = 0
         for meter in self.meters:
             meter.reset()
@@ -377,6 +379,7 @@ class Task(Facade):
         """What a mid-phase checkpoint needs to reopen the phase: counters, losses, batches and meter states."""
         return {
             **self.counters(),
+            "local_iteration_num": self.local_iteration_num,
             "batches": self.batches,
             "losses": list(self.losses),
             "meters": [meter.get_classy_state() for meter in self.meters],
@@ -384,6 +387,7 @@ class Task(Facade):
 
     def load_phase_state(self, state: Mapping[str, Any]) -> None:
         self.load_counters(state)
+        self.local_iteration_num = state.get("local_iteration_num", -1)
         self.batches = state.get("batches", 0)
         self.losses = list(state.get("losses", []))
         for meter, meter_state in zip(self.meters, state.get("meters", [])):
