@@ -78,6 +78,12 @@ def test_classy_tensorboard_plot_matches_reference(tmp_path, reference):
         assert ours[tag] == theirs[tag], tag
     assert [step for step, _ in ours["Meters/test/acc/acc"]] == [0, 1]
     assert hook.state.step_count == {"train": 8, "test": 4}
+    # ClassificationTask.on_phase_end: log_phase_end(phase_type), hooks, perf_log = [], log_phase_end("<phase>_total"),
+    # so a phase's hooks see its own speed and the previous phase's total, under train_phase_idx
+    speed = {tag: [step for step, _ in v] for tag, v in ours.items() if tag.endswith("im_per_sec")}
+    assert speed == {"Speed/train/im_per_sec": [0, 1], "Speed/test/im_per_sec": [0, 1],
+                     "Speed/train_total/im_per_sec": [0, 1], "Speed/test_total/im_per_sec": [0]}
+    assert all(value > 0 for tag in speed for _, value in ours[tag])
 
 
 def test_classy_model_complexity_counts_the_lightning_module(tmp_path):

@@ -220,11 +220,6 @@ class ClassyAdapter(LegacyHookAdapter):
             for meter in task.meters:
                 meter.update(last.output.detach(), target)
 
-    def _global_batch_size(self) -> int:
-        """Classy's ``get_global_batchsize``: the train loader's batch size (the sample's size without one) x ranks."""
-        size = getattr(self._trainer.train_dataloader, "batch_size", None)
-        return (size or _batch_size(self.task.last_batch.sample)) * self._trainer.world_size
-
     def _batch_done(self) -> None:
         now = time.perf_counter()
         task = self.task
@@ -233,19 +228,25 @@ class ClassyAdapter(LegacyHookAdapter):
         task.batch_time.append(now - self._step_started)
         self._step_ended = now
 
-    def _start_phase(self, train: bool, resumed: bool = False) -> None:
+    def _start_phase(self, event: str, train: bool, resumed: bool = False) -> None:
         self.task.start_phase(train, resumed)
-        self._step_ended = time.perf_counter()
+        self.fire(event)
+        self.task.phase_start_time_train = self._step_ended = time.perf_counter()
 
-    def _end_phase_sync(self) -> None:
-        """Classy's phase end before ``on_phase_end``: ``synchronize_losses`` (mean over ranks), meters' sync."""
+    def _end_phase(self, event: str) -> None:
+        """Classy's ``on_phase_end``: the phase's speed into ``perf_log``, ``synchronize_losses`` (mean over ranks),
+        meters' sync, the hooks, then a fresh ``perf_log`` holding the phase's total speed."""
         task = self.task
+        task.log_phase_end(task.phase_type)
         if _distributed():
             losses = torch.tensor(task.losses)
             torch.distributed.all_reduce(losses)
             task.losses = (losses / torch.distributed.get_world_size()).tolist()
         for meter in task.meters:
             meter.sync_state()
+        self.fire(event)
+        task.perf_log = []
+        task.log_phase_end(f"{task.phase_type}_total")
 
     # ---------------------------------------------------------------------------------------- lightning events
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -279,9 +280,8 @@ class ClassyAdapter(LegacyHookAdapter):
         over what they put in the model there (Classy's EMA hook swaps in the weights saved at the previous phase end).
         """
         weights = {k: v.clone() for k, v in pl_module.state_dict().items()} if mid_epoch else None
-        self._start_phase(train=True, resumed=mid_epoch)
         self._train_open = True
-        self.fire("on_train_epoch_start")
+        self._start_phase("on_train_epoch_start", train=True, resumed=mid_epoch)
         if weights is not None:
             with torch.no_grad():
                 for key, value in pl_module.state_dict().items():
@@ -291,19 +291,17 @@ class ClassyAdapter(LegacyHookAdapter):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self.task.iteration += 1
-        self.task.num_updates += self._global_batch_size()  # VISSL and Classy: after the update, before on_step
+        self.task.num_updates += self.task.get_global_batchsize()  # VISSL and Classy: after the update, before on_step
         self._batch_done()
         self.fire("on_train_batch_end")
         self.task.used_options.clear()
         if trainer.is_last_batch:
-            self._end_phase_sync()
-            self.fire(TRAIN_PHASE_END)
+            self._end_phase(TRAIN_PHASE_END)
             self._train_open = False
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._train_open:
-            self._end_phase_sync()
-        self.fire("on_train_epoch_end")
+            self._end_phase("on_train_epoch_end")
         self._train_open = False
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -320,8 +318,7 @@ class ClassyAdapter(LegacyHookAdapter):
                 "check_val_every_n_epoch with a step count). Classy runs a test phase only after a whole train phase: "
                 "use Trainer(val_check_interval=1.0)."
             )
-        self._start_phase(train=False)
-        self.fire("on_validation_epoch_start")
+        self._start_phase("on_validation_epoch_start", train=False)
 
     def on_validation_batch_end(
         self,
@@ -338,16 +335,14 @@ class ClassyAdapter(LegacyHookAdapter):
 
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
-            self._end_phase_sync()
-            self.fire("on_validation_epoch_end")
+            self._end_phase("on_validation_epoch_end")
 
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.task.train = False
         self.fire("on_test_start")
 
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._start_phase(train=False)
-        self.fire("on_test_epoch_start")
+        self._start_phase("on_test_epoch_start", train=False)
 
     def on_test_batch_end(
         self,
@@ -362,8 +357,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self.fire("on_test_batch_end")
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._end_phase_sync()
-        self.fire("on_test_epoch_end")
+        self._end_phase("on_test_epoch_end")
 
 
 def _warn_if_no_final_test_phase(trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -393,12 +387,3 @@ def _warn_if_no_final_test_phase(trainer: pl.Trainer, pl_module: pl.LightningMod
 def _distributed() -> bool:
     return torch.distributed.is_available() and torch.distributed.is_initialized()
 
-
-def _batch_size(sample: Any) -> int:
-    """Classy's ``get_batchsize_per_replica``: the first dimension of the first tensor found in the sample."""
-    while isinstance(sample, (list, tuple, Mapping)):
-        if isinstance(sample, Mapping):
-            sample = next(iter(sample.values()))
-        else:
-            sample = sample[0]
-    return int(sample.shape[0]) if isinstance(sample, torch.Tensor) else 1

@@ -127,6 +127,13 @@ def _clone(value: Any) -> Any:
     return [v.detach().clone() for v in value] if isinstance(value, list) else value.detach().clone()
 
 
+def _batch_size(sample: Any) -> int:
+    """The first dimension of the first tensor found in the sample (1 when there is none)."""
+    while isinstance(sample, (list, tuple, Mapping)):
+        sample = next(iter(sample.values())) if isinstance(sample, Mapping) else sample[0]
+    return int(sample.shape[0]) if isinstance(sample, torch.Tensor) else 1
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.item() if value.numel() == 1 else value.tolist()
@@ -196,7 +203,8 @@ class Task(Facade):
         self.last_batch: LastBatch | None = None
         self.dataloader: Any = None
         self.data_iterator: SizedIterator | None = None
-        self.phase_start_time = time.perf_counter()
+        self.phase_start_time = self.phase_start_time_train = time.perf_counter()
+        self.perf_log: list[dict[str, Any]] = []
         self._optimizer: Optimizer | None = None
         self.used_options: dict[torch.optim.Optimizer, list[dict[str, Any]]] = {}
 
@@ -299,6 +307,19 @@ class Task(Facade):
             meter.reset()
 
     # ----------------------------------------------------------------------------------------------------- data
+    def get_global_batchsize(self) -> int:
+        """Classy's: the phase loader's ``batch_size`` (the last sample's size without one) times the world size."""
+        size = getattr(self._current_loader(), "batch_size", None)
+        if size is None:
+            size = _batch_size(self.last_batch.sample) if self.last_batch is not None else 0
+        return size * self._lightning_trainer().world_size
+
+    def log_phase_end(self, tag: str) -> None:
+        """Classy's ``log_phase_end``: append the phase's images per second under ``tag`` to ``perf_log``."""
+        start = self.phase_start_time_train if tag == self.phase_type else self.phase_start_time
+        im_per_sec = self.get_global_batchsize() * self.num_batches_per_phase / (time.perf_counter() - start)
+        self.perf_log.append({"tag": tag, "phase_idx": self.train_phase_idx, "im_per_sec": im_per_sec})
+
     def get_batchsize_per_replica(self) -> int:
         loader = self.dataloader if self.dataloader is not None else self._current_loader()
         return int(loader.batch_size)
