@@ -280,6 +280,17 @@ def test_classy_task_standalone_validate_and_early_stop(tmp_path):
     ]
 
 
+def test_classy_task_each_fit_is_a_new_classy_run(tmp_path):
+    seen = []
+    probe = Probe(lambda t, m: m in ("on_start", "on_phase_end") and seen.append(
+        (m, t.phase_idx, t.train_phase_idx, t.num_updates, t.iteration, len(t.losses))))
+    adapter, model = ClassyAdapter(probe), Net()
+    for _ in range(2):  # Classy builds a new task per run: the second fit starts from the counters the first did
+        make_trainer(tmp_path, [adapter], max_epochs=1).fit(model, loader(), loader(8, seed=1))
+    first = [("on_start", -1, -1, 0, 0, 0), ("on_phase_end", 0, 0, 16, 4, 4), ("on_phase_end", 1, 0, 16, 4, 2)]
+    assert seen == first * 2
+
+
 def test_classy_task_standalone_test_is_test_only_from_on_start(tmp_path):
     seen = []
     probe = Probe(lambda t, m: m != "on_step" and seen.append((m, t.train, t.where)))

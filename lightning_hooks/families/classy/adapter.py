@@ -252,6 +252,8 @@ class ClassyAdapter(LegacyHookAdapter):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         self.task.trainer = trainer
+        if stage == "fit":
+            self.task.new_run()  # Lightning restores a checkpoint's counters after setup
         # VISSL's get_machine_local_and_dist_rank() reads these; Lightning's launcher exports only LOCAL_RANK.
         os.environ["RANK"] = str(trainer.global_rank)
         os.environ["LOCAL_RANK"] = str(trainer.local_rank)

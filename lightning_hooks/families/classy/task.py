@@ -191,6 +191,14 @@ class Task(Facade):
         if loss is not None:
             self.loss = loss
         self.metrics: dict[str, list[Any]] = {}
+        self.dataloader: Any = None
+        self.data_iterator: SizedIterator | None = None
+        self._optimizer: Optimizer | None = None
+        self.used_options: dict[torch.optim.Optimizer, list[dict[str, Any]]] = {}
+        self.new_run()
+
+    def new_run(self) -> None:
+        """The counters, losses, meters and timings of a task that has not run yet (each ``fit`` is a new run)."""
         self.train = True
         self.phase_idx = -1
         self.train_phase_idx = -1
@@ -201,12 +209,10 @@ class Task(Facade):
         self.batch_time: list[float] = []
         self.losses: list[float] = []
         self.last_batch: LastBatch | None = None
-        self.dataloader: Any = None
-        self.data_iterator: SizedIterator | None = None
         self.phase_start_time = self.phase_start_time_train = time.perf_counter()
         self.perf_log: list[dict[str, Any]] = []
-        self._optimizer: Optimizer | None = None
-        self.used_options: dict[torch.optim.Optimizer, list[dict[str, Any]]] = {}
+        for meter in self.meters:
+            meter.reset()
 
     # ------------------------------------------------------------------------------------------------- models
     @property
