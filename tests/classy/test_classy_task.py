@@ -77,6 +77,16 @@ def test_classy_task_last_batch_on_train_and_eval_batches(tmp_path):
     assert all(s[2:] == (True, True, (4, 3), True) for s in seen)
 
 
+def test_classy_task_last_batch_is_none_outside_steps(tmp_path):
+    seen = []
+    probe = Probe(lambda t, m: m != "on_step" and seen.append((m, t.last_batch)))
+    make_trainer(tmp_path, [ClassyAdapter(probe)], max_epochs=1).fit(Net(), loader(), loader(8, seed=1))
+    # ClassificationTask's train_step/eval_step start with last_batch = None and the phase ends on the step that
+    # finds no batch: on_phase_start (after a phase), on_phase_end and on_end see None
+    assert seen == [("on_start", None), ("on_phase_start", None), ("on_phase_end", None), ("on_phase_start", None),
+                    ("on_phase_end", None), ("on_end", None)]
+
+
 def test_classy_task_loss_tensor_step_and_tuple_batches(tmp_path):
     class TupleNet(Net):
         def training_step(self, batch, batch_idx):

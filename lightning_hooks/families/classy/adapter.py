@@ -235,9 +235,11 @@ class ClassyAdapter(LegacyHookAdapter):
 
     def _end_phase(self, event: str) -> None:
         """Classy's ``on_phase_end``: the phase's speed into ``perf_log``, ``synchronize_losses`` (mean over ranks),
-        meters' sync, the hooks, then a fresh ``perf_log`` holding the phase's total speed."""
+        meters' sync, the hooks, then a fresh ``perf_log`` holding the phase's total speed. ``last_batch`` is None from
+        here to the next step, as in Classy, whose loop ends on a step that finds no batch."""
         task = self.task
         task.log_phase_end(task.phase_type)
+        task.last_batch = None
         if _distributed():
             losses = torch.tensor(task.losses)
             torch.distributed.all_reduce(losses)

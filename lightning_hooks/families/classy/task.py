@@ -300,6 +300,7 @@ class Task(Facade):
         come from the checkpoint.
         """
         self.train = train
+        self.last_batch = None
         self.batch_time = []
         self.phase_start_time = time.perf_counter()
         if resumed:
