@@ -23,9 +23,10 @@ from classy_testkit import Net, loader, make_trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
-from torchmetrics.classification import MulticlassAccuracy
+from torchmetrics.classification import MulticlassAccuracy, MulticlassAUROC
 
 from lightning_hooks import ClassyAdapter
+from lightning_hooks.families.classy.task import MetricMeter
 
 LINE = re.compile(r"(train|test) phase (\d+) \(([\d.]+)% done\), loss: ([\d.]+), meters: .*?(?:, lr: ([\d.]+))?, processed")
 
@@ -57,7 +58,8 @@ def test_classy_meter_value_is_torchmetrics_accuracy_of_the_phase(tmp_path):
     meter = adapter.task.meters[0]
     assert meter.name == "acc" and meter.value == {"acc": pytest.approx(expected)}
     meter.reset()
-    assert meter.value == {}
+    assert meter.value == {"acc": 0.0}  # Classy's AccuracyMeter before any update: {"top_1": 0.0}
+    assert MetricMeter("auc", MulticlassAUROC(3)).value == {}  # no value without samples
 
 
 def test_classy_tensorboard_plot_matches_reference(tmp_path, reference):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,9 +88,17 @@ class MetricMeter:
 
     @property
     def value(self) -> dict[str, Any]:
-        if not self.metric.update_called:
-            return {}
-        result = self.metric.compute()
+        """The metric's value; before the first update, its value on the empty state (Classy's meters give zeros),
+        or ``{}`` for a metric that cannot compute without samples."""
+        if self.metric.update_called:
+            result = self.metric.compute()
+        else:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*was called before the ``update`` method")
+                try:
+                    result = self.metric.compute()
+                except ValueError:  # "No samples to concatenate"
+                    return {}
         if isinstance(result, Mapping):
             return {str(k): _plain(v) for k, v in result.items()}
         return {self._name: _plain(result)}
