@@ -23,9 +23,10 @@ from classy_testkit import Net, loader, make_trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
-from torchmetrics.classification import MulticlassAccuracy
+from torchmetrics.classification import MulticlassAccuracy, MulticlassAUROC
 
 from lightning_hooks import ClassyAdapter
+from lightning_hooks.families.classy.task import MetricMeter
 
 LINE = re.compile(r"(train|test) phase (\d+) \(([\d.]+)% done\), loss: ([\d.]+), meters: .*?(?:, lr: ([\d.]+))?, processed")
 
@@ -57,7 +58,8 @@ def test_classy_meter_value_is_torchmetrics_accuracy_of_the_phase(tmp_path):
     meter = adapter.task.meters[0]
     assert meter.name == "acc" and meter.value == {"acc": pytest.approx(expected)}
     meter.reset()
-    assert meter.value == {}
+    assert meter.value == {"acc": 0.0}  # Classy's AccuracyMeter before any update: {"top_1": 0.0}
+    assert MetricMeter("auc", MulticlassAUROC(3)).value == {}  # no value without samples
 
 
 def test_classy_tensorboard_plot_matches_reference(tmp_path, reference):
@@ -78,6 +80,12 @@ def test_classy_tensorboard_plot_matches_reference(tmp_path, reference):
         assert ours[tag] == theirs[tag], tag
     assert [step for step, _ in ours["Meters/test/acc/acc"]] == [0, 1]
     assert hook.state.step_count == {"train": 8, "test": 4}
+    # ClassificationTask.on_phase_end: log_phase_end(phase_type), hooks, perf_log = [], log_phase_end("<phase>_total"),
+    # so a phase's hooks see its own speed and the previous phase's total, under train_phase_idx
+    speed = {tag: [step for step, _ in v] for tag, v in ours.items() if tag.endswith("im_per_sec")}
+    assert speed == {"Speed/train/im_per_sec": [0, 1], "Speed/test/im_per_sec": [0, 1],
+                     "Speed/train_total/im_per_sec": [0, 1], "Speed/test_total/im_per_sec": [0]}
+    assert all(value > 0 for tag in speed for _, value in ours[tag])
 
 
 def test_classy_model_complexity_counts_the_lightning_module(tmp_path):

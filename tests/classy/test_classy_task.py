@@ -77,6 +77,16 @@ def test_classy_task_last_batch_on_train_and_eval_batches(tmp_path):
     assert all(s[2:] == (True, True, (4, 3), True) for s in seen)
 
 
+def test_classy_task_last_batch_is_none_outside_steps(tmp_path):
+    seen = []
+    probe = Probe(lambda t, m: m != "on_step" and seen.append((m, t.last_batch)))
+    make_trainer(tmp_path, [ClassyAdapter(probe)], max_epochs=1).fit(Net(), loader(), loader(8, seed=1))
+    # ClassificationTask's train_step/eval_step start with last_batch = None and the phase ends on the step that
+    # finds no batch: on_phase_start (after a phase), on_phase_end and on_end see None
+    assert seen == [("on_start", None), ("on_phase_start", None), ("on_phase_end", None), ("on_phase_start", None),
+                    ("on_phase_end", None), ("on_end", None)]
+
+
 def test_classy_task_loss_tensor_step_and_tuple_batches(tmp_path):
     class TupleNet(Net):
         def training_step(self, batch, batch_idx):
@@ -102,8 +112,32 @@ def test_classy_task_optimizer_options_view_lr(tmp_path):
     lrs = []
     probe = Probe(lambda t, m: m in ("on_step", "on_phase_end") and t.train and lrs.append(t.optimizer.options_view.lr))
     make_trainer(tmp_path, [ClassyAdapter(probe)]).fit(Scheduled(), loader(), loader(8, seed=1))
-    # a per-epoch scheduler has stepped by the train phase end, as Classy's optimizer.on_epoch() before on_phase_end
-    assert lrs == [[0.1, 0.5]] * 3 + [[0.05, 0.25]] * 2 + [[0.05, 0.25]] * 3 + [[0.025, 0.125]] * 2
+    # on_step shows the LR its step used; a per-epoch scheduler has stepped by the train phase end
+    assert lrs == [[0.1, 0.5]] * 4 + [[0.05, 0.25]] + [[0.05, 0.25]] * 4 + [[0.025, 0.125]]
+
+
+def test_classy_task_options_view_at_on_step_is_the_lr_the_step_used(tmp_path):
+    class PerStep(Net):
+        def configure_optimizers(self):
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            sch = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1 - s / 10)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": sch, "interval": "step"}}
+
+    lrs = []
+    probe = Probe(lambda t, m: m == "on_step" and t.train and lrs.append(t.optimizer.options_view.lr))
+    make_trainer(tmp_path, [ClassyAdapter(probe)], limit_val_batches=0).fit(PerStep(), loader())
+    reference = PerStep()
+    config = reference.configure_optimizers()
+    opt, sch = config["optimizer"], config["lr_scheduler"]["scheduler"]
+    used = []
+    for _ in range(2):  # Classy sets the LR inside optimizer.step, so on_step shows the LR that step used
+        for batch in loader():
+            opt.zero_grad()
+            F.cross_entropy(reference(batch["input"]), batch["target"]).backward()
+            used.append(opt.param_groups[0]["lr"])
+            opt.step()
+            sch.step()
+    assert lrs == pytest.approx(used)
 
 
 def test_classy_task_classy_state_round_trip(tmp_path):
@@ -130,6 +164,32 @@ def test_classy_task_classy_state_round_trip(tmp_path):
         torch.testing.assert_close(restored[key], value)
     for key, value in expected["hooks"]["ExponentialMovingAverageModelHook"]["ema_model_state"].items():
         torch.testing.assert_close(restored[f"ema.{key}"], value)
+
+
+def test_classy_task_mid_phase_resume_keeps_the_phase_losses_and_meters(tmp_path):
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    def run(steps, ckpt_path=None, **kwargs):
+        meters = {"acc": MulticlassAccuracy(num_classes=3, average="micro")}
+        probe = Probe(lambda t, m: t.train and m in ("on_step", "on_phase_end") and steps.append(
+            (m, t.last_batch and (t.last_batch.loss.item(), t.last_batch.output, t.last_batch.target),
+             list(t.losses), t.meters[0].value)))
+        make_trainer(tmp_path, [ClassyAdapter(probe, meters=meters), *kwargs.pop("callbacks", [])], max_epochs=1,
+                     limit_val_batches=0, **kwargs).fit(Net(), loader(), ckpt_path=ckpt_path)
+
+    first = []
+    run(first, enable_checkpointing=True, callbacks=[ModelCheckpoint(tmp_path / "ck", every_n_train_steps=2,
+                                                                     save_top_k=-1)])
+    ckpt = next((tmp_path / "ck").glob("*step=2*.ckpt"))
+    torch.load(ckpt, weights_only=True)
+    resumed = []
+    run(resumed, ckpt_path=ckpt)
+    # the phase's batches: the two before the checkpoint (first run), then the ones the resumed run stepped
+    batches = [s[1] for s in first[:2] if s[0] == "on_step"] + [s[1] for s in resumed if s[0] == "on_step"]
+    outputs, targets = torch.cat([b[1] for b in batches]), torch.cat([b[2] for b in batches])
+    end = resumed[-1]
+    assert end[0] == "on_phase_end" and end[2] == pytest.approx([b[0] for b in batches])
+    assert end[3]["acc"] == pytest.approx((outputs.argmax(1) == targets).float().mean().item())
 
 
 def test_classy_task_data_iterator_is_fresh_and_sized(tmp_path):
@@ -213,20 +273,53 @@ def test_classy_registry_builds_hooks_from_config(tmp_path):
 
 def test_classy_task_standalone_validate_and_early_stop(tmp_path):
     seen = []
-    probe = Probe(lambda t, m: m != "on_step" and seen.append((m, t.phase_type, t.phase_idx, t.test_only)))
+    probe = Probe(lambda t, m: m != "on_step" and seen.append((m, t.phase_type, t.phase_idx, t.test_only, t.where)))
     trainer = make_trainer(tmp_path, [ClassyAdapter(probe)], max_epochs=3, max_steps=2)
     trainer.fit(Net(), loader(), loader(8, seed=1))  # stops after 2 of 4 batches: the phase still ends
     trainer.validate(trainer.lightning_module, loader(8, seed=1))
+    # a test-only Classy task is in test mode from on_start and its task.where is 0.0 (real ClassificationTask)
     assert seen == [
-        ("on_start", "train", -1, False),
-        ("on_phase_start", "train", 0, False),
-        ("on_phase_end", "train", 0, False),
-        ("on_end", "train", 0, False),
-        ("on_start", "train", 0, True),
-        ("on_phase_start", "test", 1, True),
-        ("on_phase_end", "test", 1, True),
-        ("on_end", "test", 1, True),
+        ("on_start", "train", -1, False, 0.0),
+        ("on_phase_start", "train", 0, False, 0.0),
+        ("on_phase_end", "train", 0, False, 1.0),
+        ("on_end", "train", 0, False, 1.0),
+        ("on_start", "test", 0, True, 0.0),
+        ("on_phase_start", "test", 1, True, 0.0),
+        ("on_phase_end", "test", 1, True, 0.0),
+        ("on_end", "test", 1, True, 0.0),
     ]
+
+
+def test_classy_task_each_fit_is_a_new_classy_run(tmp_path):
+    seen = []
+    probe = Probe(lambda t, m: m in ("on_start", "on_phase_end") and seen.append(
+        (m, t.phase_idx, t.train_phase_idx, t.num_updates, t.iteration, len(t.losses))))
+    adapter, model = ClassyAdapter(probe), Net()
+    for _ in range(2):  # Classy builds a new task per run: the second fit starts from the counters the first did
+        make_trainer(tmp_path, [adapter], max_epochs=1).fit(model, loader(), loader(8, seed=1))
+    first = [("on_start", -1, -1, 0, 0, 0), ("on_phase_end", 0, 0, 16, 4, 4), ("on_phase_end", 1, 0, 16, 4, 2)]
+    assert seen == first * 2
+
+
+def test_classy_task_standalone_test_is_test_only_from_on_start(tmp_path):
+    seen = []
+    probe = Probe(lambda t, m: m != "on_step" and seen.append((m, t.train, t.where)))
+    make_trainer(tmp_path, [ClassyAdapter(probe)]).test(Net(), loader(8, seed=1))
+    # real ClassificationTask with set_test_only(True): train=False and where 0.0 at every mount point
+    assert seen == [("on_start", False, 0.0), ("on_phase_start", False, 0.0), ("on_phase_end", False, 0.0),
+                    ("on_end", False, 0.0)]
+
+
+def test_classy_adapter_warns_when_lightning_skips_the_final_test_phase(tmp_path):
+    seen = []
+    probe = Probe(lambda t, m: m == "on_phase_start" and seen.append(t.phase_type))
+    with pytest.warns(UserWarning, match=r"max_epochs=3, check_val_every_n_epoch=2\) runs no validation after the last"):
+        make_trainer(tmp_path, [ClassyAdapter(probe)], max_epochs=3, check_val_every_n_epoch=2).fit(
+            Net(), loader(), loader(8, seed=1))
+    assert seen == ["train", "train", "test", "train"]  # Classy would end with a test phase
+    with pytest.warns(UserWarning, match=r"max_steps=2\) can stop inside a train epoch"):
+        make_trainer(tmp_path, [ClassyAdapter(Probe(lambda t, m: None))], max_steps=2).fit(
+            Net(), loader(), loader(8, seed=1))
 
 
 def test_classy_meter_sync_state_in_a_process_group():

@@ -124,7 +124,8 @@ def test_classy_vissl_mount_points_fire_in_vissl_step_order(tmp_path):
         ("on_update", i),
         ("on_step", "train", i + 1, i + 1),
     ]
-    test_batch = lambda i: [("on_forward", "test", 2), ("on_loss_and_meter", "test", 2), ("on_step", "test", 2, i)]  # noqa: E731
+    # VISSL's local_iteration_num: -1, +1 at each phase start and each batch, never reset (trainer_main.py)
+    test_batch = lambda i: [("on_forward", "test", 2), ("on_loss_and_meter", "test", 2), ("on_step", "test", 2, 3 + i)]  # noqa: E731
     assert hook.calls == [
         ("on_start",),
         ("on_phase_start", "train"),
@@ -137,6 +138,43 @@ def test_classy_vissl_mount_points_fire_in_vissl_step_order(tmp_path):
         ("on_phase_end", "test", False),
         ("on_end",),
     ]
+
+
+def test_classy_vissl_counters_follow_vissl_trainer_loop(tmp_path):
+    class Counters(ClassyHook):
+        on_start = on_phase_end = on_end = ClassyHook._noop
+        seen = []
+
+        def _record(self, task, mount):
+            self.seen.append((mount, task.phase_type, task.local_iteration_num, task.num_updates))
+
+        def on_phase_start(self, task):
+            self._record(task, "on_phase_start")
+
+        def on_loss_and_meter(self, task):
+            self._record(task, "on_loss_and_meter")
+
+        def on_update(self, task):
+            self._record(task, "on_update")
+
+        def on_step(self, task):
+            self._record(task, "on_step")
+
+    make_trainer(tmp_path, [ClassyAdapter(Counters())]).fit(Net(), loader(18), loader(8, seed=1))
+    # VISSL 0.1.6 trainer_main.py / standard_train_step.py: iteration_num starts at -1, +1 at each phase start and
+    # after each batch (task.local_iteration_num = iteration_num); num_updates += the global batch size after on_update
+    expected, iteration_num, num_updates = [], -1, 0
+    for phase, batches in [("train", 5), ("test", 2)] * 2:  # 18 train samples in batches of 4: the last holds 2
+        iteration_num += 1
+        expected.append(("on_phase_start", phase, iteration_num, num_updates))
+        for _ in range(batches):
+            expected.append(("on_loss_and_meter", phase, iteration_num, num_updates))
+            if phase == "train":
+                expected.append(("on_update", phase, iteration_num, num_updates))
+                num_updates += 4
+            iteration_num += 1
+            expected.append(("on_step", phase, iteration_num, num_updates))
+    assert Counters.seen == expected
 
 
 def test_classy_vissl_on_backward_fires_on_every_micro_batch(tmp_path):

@@ -324,11 +324,13 @@ def test_classy_vissl_real_log_loss_metrics_checkpoint_hook_writes_vissl_checkpo
     result = scenario(vissl, "loss_metrics_checkpoint")
     folder = Path(result["folder"])
     _, record = plain_loop(epochs=2)
+    # iteration_num is VISSL's local_iteration_num: -1, +1 at each phase start and batch, never reset (trainer_main.py);
+    # phases: train 0 (4 batches) -> 0..4, test (1 batch) -> 5..6, train 2 -> 7..11
     names = {
         "model_iteration3.torch": (3, -1, -1, 3),  # steps, phase_idx, train_phase_idx, iteration_num
         "model_phase0.torch": (4, 0, 0, 4),
-        "model_iteration6.torch": (6, 1, 0, 2),
-        "model_final_checkpoint_phase1.torch": (8, 2, 1, 4),
+        "model_iteration6.torch": (6, 1, 0, 9),
+        "model_final_checkpoint_phase1.torch": (8, 2, 1, 11),
     }
     assert sorted(p.name for p in folder.glob("*.torch")) == sorted([*names, "checkpoint.torch"])
     assert (folder / "checkpoint.torch").resolve().name == "model_final_checkpoint_phase1.torch"

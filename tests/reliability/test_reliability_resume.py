@@ -122,6 +122,8 @@ def test_reliability_sigkill_after_an_epochs_last_batch_then_resume(tmp_path, re
     assert len(hubs[0]["log_history"]) == 3 and len(hubs[1]["log_history"]) == 2
     phases = [s["adapters"]["classy"]["host"].pop("phase_idx") for s in (expected, resumed)]
     assert phases == [5, 4]  # Classy's test phase of that validation
+    iterations = [s["adapters"]["classy"]["host"].pop("local_iteration_num") for s in (expected, resumed)]
+    assert iterations[0] - iterations[1] == 3  # VISSL counts that test phase's start and its 2 batches
     assert_equal_state(resumed, expected)  # weights, MMEngine EMAHook, train phases and the other counters
     assert resumed_imix == expected_imix
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from lightning_hooks.compat import classy as compat
@@ -123,10 +124,10 @@ class ClassyAdapter(LegacyHookAdapter):
         hook.set_classy_state(state)
 
     def host_state(self) -> dict[str, Any]:
-        return self.task.counters()
+        return self.task.phase_state()
 
     def load_host_state(self, state: dict[str, Any]) -> None:
-        self.task.load_counters(state)
+        self.task.load_phase_state(state)
 
     # ------------------------------------------------------------------------------------------- conditions
     def training(self) -> bool:
@@ -189,6 +190,9 @@ class ClassyAdapter(LegacyHookAdapter):
             self.task.last_batch.model_output = output
             self.fire("LightningModule.forward")
 
+    def _before_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self.task.used_options[optimizer] = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+
     def _on_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self.fire("Optimizer.step")
 
@@ -215,8 +219,6 @@ class ClassyAdapter(LegacyHookAdapter):
         if last.output is not None and target is not None:
             for meter in task.meters:
                 meter.update(last.output.detach(), target)
-        if task.train:
-            task.num_updates += _batch_size(sample) * self._trainer.world_size
 
     def _batch_done(self) -> None:
         now = time.perf_counter()
@@ -226,24 +228,34 @@ class ClassyAdapter(LegacyHookAdapter):
         task.batch_time.append(now - self._step_started)
         self._step_ended = now
 
-    def _start_phase(self, train: bool, resumed: bool = False) -> None:
+    def _start_phase(self, event: str, train: bool, resumed: bool = False) -> None:
         self.task.start_phase(train, resumed)
-        self._step_ended = time.perf_counter()
+        self.fire(event)
+        self.task.phase_start_time_train = self._step_ended = time.perf_counter()
 
-    def _end_phase_sync(self) -> None:
-        """Classy's phase end before ``on_phase_end``: ``synchronize_losses`` (mean over ranks), meters' sync."""
+    def _end_phase(self, event: str) -> None:
+        """Classy's ``on_phase_end``: the phase's speed into ``perf_log``, ``synchronize_losses`` (mean over ranks),
+        meters' sync, the hooks, then a fresh ``perf_log`` holding the phase's total speed. ``last_batch`` is None from
+        here to the next step, as in Classy, whose loop ends on a step that finds no batch."""
         task = self.task
+        task.log_phase_end(task.phase_type)
+        task.last_batch = None
         if _distributed():
             losses = torch.tensor(task.losses)
             torch.distributed.all_reduce(losses)
             task.losses = (losses / torch.distributed.get_world_size()).tolist()
         for meter in task.meters:
             meter.sync_state()
+        self.fire(event)
+        task.perf_log = []
+        task.log_phase_end(f"{task.phase_type}_total")
 
     # ---------------------------------------------------------------------------------------- lightning events
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         self.task.trainer = trainer
+        if stage == "fit":
+            self.task.new_run()  # Lightning restores a checkpoint's counters after setup
         # VISSL's get_machine_local_and_dist_rank() reads these; Lightning's launcher exports only LOCAL_RANK.
         os.environ["RANK"] = str(trainer.global_rank)
         os.environ["LOCAL_RANK"] = str(trainer.local_rank)
@@ -259,6 +271,8 @@ class ClassyAdapter(LegacyHookAdapter):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._train_open = False  # a fit that failed mid-phase left it open
+        self._handles += [opt.register_step_pre_hook(self._before_optimizer_step) for opt in trainer.optimizers]
+        _warn_if_no_final_test_phase(trainer, pl_module)
         if "Optimizer.step" in self._plan:
             self._handles += [opt.register_step_post_hook(self._on_optimizer_step) for opt in trainer.optimizers]
         self.fire("on_train_start")
@@ -270,9 +284,8 @@ class ClassyAdapter(LegacyHookAdapter):
         over what they put in the model there (Classy's EMA hook swaps in the weights saved at the previous phase end).
         """
         weights = {k: v.clone() for k, v in pl_module.state_dict().items()} if mid_epoch else None
-        self._start_phase(train=True, resumed=mid_epoch)
         self._train_open = True
-        self.fire("on_train_epoch_start")
+        self._start_phase("on_train_epoch_start", train=True, resumed=mid_epoch)
         if weights is not None:
             with torch.no_grad():
                 for key, value in pl_module.state_dict().items():
@@ -282,18 +295,23 @@ class ClassyAdapter(LegacyHookAdapter):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self.task.iteration += 1
+        self.task.num_updates += self.task.get_global_batchsize()  # VISSL and Classy: after the update, before on_step
         self._batch_done()
         self.fire("on_train_batch_end")
+        self.task.used_options.clear()
         if trainer.is_last_batch:
-            self._end_phase_sync()
-            self.fire(TRAIN_PHASE_END)
+            self._end_phase(TRAIN_PHASE_END)
             self._train_open = False
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._train_open:
-            self._end_phase_sync()
-        self.fire("on_train_epoch_end")
+            self._end_phase("on_train_epoch_end")
         self._train_open = False
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.standalone_validation():
+            self.task.train = False  # Classy's test-only task is in test mode from on_start
+        self.fire("on_validation_start")
 
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -304,8 +322,7 @@ class ClassyAdapter(LegacyHookAdapter):
                 "check_val_every_n_epoch with a step count). Classy runs a test phase only after a whole train phase: "
                 "use Trainer(val_check_interval=1.0)."
             )
-        self._start_phase(train=False)
-        self.fire("on_validation_epoch_start")
+        self._start_phase("on_validation_epoch_start", train=False)
 
     def on_validation_batch_end(
         self,
@@ -322,12 +339,14 @@ class ClassyAdapter(LegacyHookAdapter):
 
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
-            self._end_phase_sync()
-            self.fire("on_validation_epoch_end")
+            self._end_phase("on_validation_epoch_end")
+
+    def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.task.train = False
+        self.fire("on_test_start")
 
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._start_phase(train=False)
-        self.fire("on_test_epoch_start")
+        self._start_phase("on_test_epoch_start", train=False)
 
     def on_test_batch_end(
         self,
@@ -342,19 +361,33 @@ class ClassyAdapter(LegacyHookAdapter):
         self.fire("on_test_batch_end")
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._end_phase_sync()
-        self.fire("on_test_epoch_end")
+        self._end_phase("on_test_epoch_end")
+
+
+def _warn_if_no_final_test_phase(trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    """Classy ends every run with a test phase; Lightning skips the last validation in these two settings."""
+    validates = (
+        trainer.limit_val_batches != 0
+        and is_overridden("validation_step", pl_module)
+        and trainer.fit_loop.epoch_loop.val_loop._data_source.is_defined()
+    )
+    if not validates:
+        return
+    every = trainer.check_val_every_n_epoch
+    if every is not None and trainer.max_epochs not in (None, -1) and trainer.max_epochs % every:
+        rank_zero_warn(
+            f"ClassyAdapter: Trainer(max_epochs={trainer.max_epochs}, check_val_every_n_epoch={every}) runs no "
+            "validation after the last train epoch, so the run ends without the test phase Classy always ends with. "
+            "Make max_epochs a multiple of check_val_every_n_epoch, or call trainer.validate() after fit."
+        )
+    if trainer.max_steps != -1:
+        rank_zero_warn(
+            f"ClassyAdapter: Trainer(max_steps={trainer.max_steps}) can stop inside a train epoch, and Lightning then "
+            "runs no validation, so the run ends without the test phase Classy always ends with. Use max_epochs, or "
+            "call trainer.validate() after fit."
+        )
 
 
 def _distributed() -> bool:
     return torch.distributed.is_available() and torch.distributed.is_initialized()
 
-
-def _batch_size(sample: Any) -> int:
-    """Classy's ``get_batchsize_per_replica``: the first dimension of the first tensor found in the sample."""
-    while isinstance(sample, (list, tuple, Mapping)):
-        if isinstance(sample, Mapping):
-            sample = next(iter(sample.values()))
-        else:
-            sample = sample[0]
-    return int(sample.shape[0]) if isinstance(sample, torch.Tensor) else 1

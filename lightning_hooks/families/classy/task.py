@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,14 +36,17 @@ class OptionsView:
     """Classy's ``optimizer.options_view``: ``options_view.lr`` reads the option from the param groups.
 
     One distinct value gives that value, several give the list of distinct values, none raises AttributeError.
+    ``used`` maps an optimizer to the options its last step ran with while ``on_step`` fires: Lightning steps the
+    schedulers before ``on_train_batch_end``, Classy sets the options inside ``optimizer.step``.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, used: Mapping[Any, list[dict[str, Any]]]) -> None:
         self._optimizer = optimizer
+        self._used = used
 
     def __getattr__(self, name: str) -> Any:
         values: list[Any] = []
-        for group in self._optimizer.param_groups:
+        for group in self._used.get(self._optimizer, self._optimizer.param_groups):
             if name in group and group[name] not in values:
                 values.append(group[name])
         if not values:
@@ -53,9 +57,9 @@ class OptionsView:
 class Optimizer:
     """Classy's ``ClassyOptimizer`` as hooks use it: ``options_view``, ``optimizer`` and the torch optimizer's API."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, used: Mapping[Any, list[dict[str, Any]]]) -> None:
         self.optimizer = optimizer
-        self.options_view = OptionsView(optimizer)
+        self.options_view = OptionsView(optimizer, used)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.optimizer, name)
@@ -84,9 +88,17 @@ class MetricMeter:
 
     @property
     def value(self) -> dict[str, Any]:
-        if not self.metric.update_called:
-            return {}
-        result = self.metric.compute()
+        """The metric's value; before the first update, its value on the empty state (Classy's meters give zeros),
+        or ``{}`` for a metric that cannot compute without samples."""
+        if self.metric.update_called:
+            result = self.metric.compute()
+        else:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*was called before the ``update`` method")
+                try:
+                    result = self.metric.compute()
+                except ValueError:  # "No samples to concatenate"
+                    return {}
         if isinstance(result, Mapping):
             return {str(k): _plain(v) for k, v in result.items()}
         return {self._name: _plain(result)}
@@ -105,13 +117,30 @@ class MetricMeter:
             self.metric._computed = None
 
     def get_classy_state(self) -> dict[str, Any]:
-        return self.metric.state_dict()
+        """The metric's accumulated state (tensors and lists of tensors) and its update count."""
+        states = {name: _clone(getattr(self.metric, name)) for name in self.metric._defaults}
+        return {"states": states, "update_count": self.metric._update_count}
 
     def set_classy_state(self, state: dict[str, Any]) -> None:
-        self.metric.load_state_dict(state)
+        self.reset()
+        device = self.metric.device
+        for name, value in state["states"].items():
+            setattr(self.metric, name, [v.to(device) for v in value] if isinstance(value, list) else value.to(device))
+        self.metric._update_count = state["update_count"]
 
     def __repr__(self) -> str:
         return f"{type(self.metric).__name__}({self._name}={self.value})"
+
+
+def _clone(value: Any) -> Any:
+    return [v.detach().clone() for v in value] if isinstance(value, list) else value.detach().clone()
+
+
+def _batch_size(sample: Any) -> int:
+    """The first dimension of the first tensor found in the sample (1 when there is none)."""
+    while isinstance(sample, (list, tuple, Mapping)):
+        sample = next(iter(sample.values())) if isinstance(sample, Mapping) else sample[0]
+    return int(sample.shape[0]) if isinstance(sample, torch.Tensor) else 1
 
 
 def _plain(value: Any) -> Any:
@@ -142,7 +171,9 @@ class Task(Facade):
 
     Phase counters follow Classy: ``phase_idx`` counts train and test phases together, ``train_phase_idx`` the train
     phases, ``eval_phase_idx = phase_idx - train_phase_idx - 1``. VISSL's ``iteration`` counts train steps,
-    ``local_iteration_num`` and ``batches`` count the batches of the current phase.
+    ``local_iteration_num`` counts phase starts and batches of every phase (-1 before the first, never reset, as
+    VISSL's trainer loop), ``batches`` the batches of the current phase. ``num_updates`` grows by the global batch
+    size after each train step's ``on_update``.
 
     Example::
 
@@ -169,20 +200,28 @@ class Task(Facade):
         if loss is not None:
             self.loss = loss
         self.metrics: dict[str, list[Any]] = {}
+        self.dataloader: Any = None
+        self.data_iterator: SizedIterator | None = None
+        self._optimizer: Optimizer | None = None
+        self.used_options: dict[torch.optim.Optimizer, list[dict[str, Any]]] = {}
+        self.new_run()
+
+    def new_run(self) -> None:
+        """The counters, losses, meters and timings of a task that has not run yet (each ``fit`` is a new run)."""
         self.train = True
         self.phase_idx = -1
         self.train_phase_idx = -1
         self.num_updates = 0
         self.iteration = 0
-        self.local_iteration_num = 0
+        self.local_iteration_num = -1
         self.batches = 0
         self.batch_time: list[float] = []
         self.losses: list[float] = []
         self.last_batch: LastBatch | None = None
-        self.dataloader: Any = None
-        self.data_iterator: SizedIterator | None = None
-        self.phase_start_time = time.perf_counter()
-        self._optimizer: Optimizer | None = None
+        self.phase_start_time = self.phase_start_time_train = time.perf_counter()
+        self.perf_log: list[dict[str, Any]] = []
+        for meter in self.meters:
+            meter.reset()
 
     # ------------------------------------------------------------------------------------------------- models
     @property
@@ -219,7 +258,7 @@ class Task(Facade):
         if not optimizers:
             raise RuntimeError("task.optimizer: the LightningModule has no optimizer (configure_optimizers)")
         if self._optimizer is None or self._optimizer.optimizer is not optimizers[0]:
-            self._optimizer = Optimizer(optimizers[0])
+            self._optimizer = Optimizer(optimizers[0], self.used_options)
         return self._optimizer
 
     # ------------------------------------------------------------------------------------------------- phases
@@ -256,29 +295,47 @@ class Task(Facade):
 
     @property
     def where(self) -> float:
-        """Fraction of training done, as Classy's ``task.where``."""
+        """Fraction of training done, as Classy's ``task.where``; 0.0 outside ``fit``, as in Classy's test-only mode."""
         trainer = self._lightning_trainer()
+        if self.test_only:
+            return 0.0
         total = trainer.estimated_stepping_batches
         return min(trainer.global_step / total, 1.0) if total and math.isfinite(total) else 0.0
 
     def start_phase(self, train: bool, resumed: bool = False) -> None:
         """Classy's ``advance_phase``: counters, losses and meters reset.
 
-        ``resumed``: reopen the phase a mid-phase checkpoint was written in; its counters come from the checkpoint.
+        ``resumed``: reopen the phase a mid-phase checkpoint was written in; its counters, losses and meter states
+        come from the checkpoint.
         """
         self.train = train
-        if not resumed:
-            self.phase_idx += 1
-            self.train_phase_idx += int(train)
-        self.losses = []
-        self.local_iteration_num = 0
-        self.batches = 0
+        self.last_batch = None
         self.batch_time = []
         self.phase_start_time = time.perf_counter()
+        if resumed:
+            return
+        self.phase_idx += 1
+        self.train_phase_idx += int(train)
+        self.losses = []
+        self.local_iteration_num += 1
+        self.batches = 0
         for meter in self.meters:
             meter.reset()
 
     # ----------------------------------------------------------------------------------------------------- data
+    def get_global_batchsize(self) -> int:
+        """Classy's: the phase loader's ``batch_size`` (the last sample's size without one) times the world size."""
+        size = getattr(self._current_loader(), "batch_size", None)
+        if size is None:
+            size = _batch_size(self.last_batch.sample) if self.last_batch is not None else 0
+        return size * self._lightning_trainer().world_size
+
+    def log_phase_end(self, tag: str) -> None:
+        """Classy's ``log_phase_end``: append the phase's images per second under ``tag`` to ``perf_log``."""
+        start = self.phase_start_time_train if tag == self.phase_type else self.phase_start_time
+        im_per_sec = self.get_global_batchsize() * self.num_batches_per_phase / (time.perf_counter() - start)
+        self.perf_log.append({"tag": tag, "phase_idx": self.train_phase_idx, "im_per_sec": im_per_sec})
+
     def get_batchsize_per_replica(self) -> int:
         loader = self.dataloader if self.dataloader is not None else self._current_loader()
         return int(loader.batch_size)
@@ -354,6 +411,24 @@ class Task(Facade):
             "num_updates": self.num_updates,
             "iteration": self.iteration,
         }
+
+    def phase_state(self) -> dict[str, Any]:
+        """What a mid-phase checkpoint needs to reopen the phase: counters, losses, batches and meter states."""
+        return {
+            **self.counters(),
+            "local_iteration_num": self.local_iteration_num,
+            "batches": self.batches,
+            "losses": list(self.losses),
+            "meters": [meter.get_classy_state() for meter in self.meters],
+        }
+
+    def load_phase_state(self, state: Mapping[str, Any]) -> None:
+        self.load_counters(state)
+        self.local_iteration_num = state.get("local_iteration_num", -1)
+        self.batches = state.get("batches", 0)
+        self.losses = list(state.get("losses", []))
+        for meter, meter_state in zip(self.meters, state.get("meters", [])):
+            meter.set_classy_state(meter_state)
 
     def load_counters(self, state: Mapping[str, Any]) -> None:
         self.phase_idx = state.get("phase_idx", -1)
