@@ -152,9 +152,12 @@ def run_mmengine(
     model: Toy | None = None,
     resume_from: str | None = None,
     val: bool = True,
+    train: DataLoader | None = None,
 ) -> Runner:
-    """Train ``Toy`` with MMEngine's own Runner and return it (hooks in ``runner.hooks``)."""
-    train, val_loader = loaders()
+    """Train ``Toy`` with MMEngine's own Runner and return it (hooks in ``runner.hooks``); ``train`` replaces the
+    train loader of :func:`loaders`."""
+    default_train, val_loader = loaders()
+    train = train or default_train
     runner = Runner(
         model=copy.deepcopy(model) if model is not None else make_model(),
         work_dir=os.fspath(work_dir),

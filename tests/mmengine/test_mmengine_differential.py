@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
 
 import pytest
@@ -11,11 +12,13 @@ from mmengine_testkit import (
     assert_same_tensors,
     files,
     hook_of,
+    loaders,
     run_lightning,
     run_mmengine,
     unprefixed,
 )
 from mmengine.hooks import EMAHook
+from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
 EMA_CKPT = dict(
     default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=1, max_keep_ckpts=2)),
@@ -63,6 +66,40 @@ def test_mmengine_by_iter_checkpointing_matches_runner(tmp_path):
     lt_ckpt = torch.load(tmp_path / "lt" / "iter_10.pth", weights_only=False)
     assert lt_ckpt["meta"]["iter"] == mm_ckpt["meta"]["iter"] == 10
     assert_same_tensors(unprefixed(lt_ckpt["state_dict"]), mm_ckpt["state_dict"])
+    assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
+
+
+class Passes(BatchSampler):
+    """``loaders()``' 16 training samples in order, 4 per batch; pass ``i`` stops after ``batches[i]`` batches
+    (``len`` stays 4: the Runner sizes its loop from it)."""
+
+    def __init__(self, batches: list[int]) -> None:
+        super().__init__(SequentialSampler(range(16)), batch_size=4, drop_last=False)
+        self.batches, self.passes = batches, 0
+
+    def __iter__(self):
+        n, self.passes = self.batches[self.passes], self.passes + 1
+        return itertools.islice(super().__iter__(), n)
+
+
+def test_mmengine_max_steps_mid_epoch_ends_the_epoch_like_a_runner_epoch_cut_short(tmp_path):
+    # Trainer(max_steps=6) stops 2 batches into the 2nd of 4-batch epochs. Reference: the Runner whose 2nd epoch has
+    # only those 2 batches. It still ends that epoch: after_train_epoch, and CheckpointHook saves epoch_2.pth.
+    hooks = dict(default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=1)),
+                 custom_hooks=[dict(type="RecorderHook")])
+    train, _ = loaders()
+    cut_short = DataLoader(train.dataset, batch_sampler=Passes([4, 2]))
+    runner = run_mmengine(tmp_path / "mm", max_epochs=2, val=False, train=cut_short, **hooks)
+    _, adapter, module = run_lightning(tmp_path / "lt", max_epochs=3, max_steps=6, val=False, **hooks)
+
+    mm_events = hook_of(runner.hooks, RecorderHook).events
+    assert mm_events[-4:] == [("after_train_epoch", 1, 6, None), ("before_save_checkpoint", 1, 6, None),
+                              ("after_train", 2, 6, None), ("after_run", 2, 6, None)]
+    assert hook_of(adapter.hooks, RecorderHook).events == mm_events
+    assert files(tmp_path / "lt") == files(tmp_path / "mm") == {"epoch_1.pth", "epoch_2.pth"}
+    mm_meta = torch.load(tmp_path / "mm" / "epoch_2.pth", weights_only=False)["meta"]
+    lt_meta = torch.load(tmp_path / "lt" / "epoch_2.pth", weights_only=False)["meta"]
+    assert (lt_meta["epoch"], lt_meta["iter"]) == (mm_meta["epoch"], mm_meta["iter"]) == (2, 6)
     assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
 
 

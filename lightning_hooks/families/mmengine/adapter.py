@@ -114,6 +114,9 @@ class MMEngineAdapter(LegacyHookAdapter):
     def writes_checkpoint(self) -> bool:
         return self._trainer.is_global_zero
 
+    def train_epoch_open(self) -> bool:
+        return self.runner.train_loop.in_epoch
+
     # ---------------------------------------------------------------------------------------- run lifecycle
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
@@ -177,6 +180,7 @@ class MMEngineAdapter(LegacyHookAdapter):
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         self.runner.epoch = trainer.current_epoch
+        self.runner.train_loop.in_epoch = True
         self.fire("on_train_epoch_start")
 
     def on_train_batch_end(
@@ -184,11 +188,18 @@ class MMEngineAdapter(LegacyHookAdapter):
     ) -> None:
         self._done += 1
         self.fire("on_train_batch_end", batch_idx=batch_idx, data_batch=batch, outputs=outputs)
-        runner = self.runner
-        runner.iter = self._done
+        self.runner.iter = self._done
         if trainer.is_last_batch:
-            self.fire(TRAIN_EPOCH_END)
-            runner.epoch = trainer.current_epoch + 1
+            self._end_train_epoch(trainer, TRAIN_EPOCH_END)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.train_epoch_open():  # ended before its last batch (max_steps, should_stop): MMEngine ends every epoch
+            self._end_train_epoch(trainer, "on_train_epoch_end")
+
+    def _end_train_epoch(self, trainer: pl.Trainer, event: str) -> None:
+        self.fire(event)
+        self.runner.epoch = trainer.current_epoch + 1
+        self.runner.train_loop.in_epoch = False
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.runner.epoch = trainer.current_epoch

@@ -39,6 +39,7 @@ class TrainLoop(_Loop):
 
     def __init__(self, runner: Runner) -> None:
         super().__init__(runner, "train")
+        self.in_epoch = False  # a train epoch started and has not ended yet
 
     @property
     def max_iters(self) -> int:
