@@ -103,6 +103,20 @@ def test_mmengine_max_steps_mid_epoch_ends_the_epoch_like_a_runner_epoch_cut_sho
     assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
 
 
+def test_mmengine_max_iters_is_the_limit_that_ends_the_run_first(tmp_path):
+    # Trainer(max_epochs=2, max_steps=100) ends after 2 epochs of 4 batches, as Runner(max_epochs=2): max_iters is 8,
+    # so CheckpointHook(by_epoch=False, save_last=True) saves the last iteration
+    hooks = dict(default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=5, by_epoch=False, save_last=True)),
+                 custom_hooks=[dict(type="RecorderHook")])
+    runner = run_mmengine(tmp_path / "mm", max_epochs=2, **hooks)
+    _, adapter, _ = run_lightning(tmp_path / "lt", max_epochs=2, max_steps=100, **hooks)
+
+    assert adapter.runner.max_iters == runner.max_iters == 8
+    assert adapter.runner.message_hub.get_info("max_iters") == runner.message_hub.get_info("max_iters")
+    assert hook_of(adapter.hooks, RecorderHook).events == hook_of(runner.hooks, RecorderHook).events
+    assert files(tmp_path / "lt") == files(tmp_path / "mm") == {"iter_5.pth", "iter_8.pth"}
+
+
 def test_mmengine_early_stopping_stops_lightning_like_runner(tmp_path):
     # toy/mse falls every epoch, so with rule="greater" it never improves: patience 1 stops after the 2nd epoch
     hooks = dict(

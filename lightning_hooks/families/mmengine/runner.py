@@ -217,15 +217,24 @@ class Runner(Facade):
 
     @property
     def max_iters(self) -> int:
-        """Train iterations (batches) of the whole run, as MMEngine counts them."""
+        """Train iterations (batches) of the whole run, as MMEngine counts them: ``max_epochs`` or ``max_steps``,
+        whichever ends the run first."""
         trainer = self.trainer
         if trainer is None:
             return 0
-        if trainer.max_steps > 0:
-            return trainer.max_steps * trainer.accumulate_grad_batches
+        batches = self._train_batches()
+        if trainer.max_steps < 0:
+            return int(trainer.max_epochs * batches)
+        by_steps = trainer.max_steps * trainer.accumulate_grad_batches
+        if trainer.max_epochs < 0 or batches == float("inf"):
+            return by_steps
+        return min(by_steps, trainer.max_epochs * batches)
+
+    def _train_batches(self) -> int | float:
+        trainer = self.trainer
         if trainer.num_training_batches == float("inf") and trainer.state.fn == "fit":
-            trainer.fit_loop.setup_data()  # hooks read max_iters in before_run, before Lightning sized the loader
-        return int(trainer.max_epochs * trainer.num_training_batches)
+            trainer.fit_loop.setup_data()  # hooks read the limits in before_run, before Lightning sized the loader
+        return trainer.num_training_batches
 
     # ------------------------------------------------------------------------------------------ dataloaders
     @property
