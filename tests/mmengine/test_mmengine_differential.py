@@ -5,20 +5,25 @@ from __future__ import annotations
 import itertools
 import pickle
 
+import lightning.pytorch as pl
 import pytest
 import torch
 from mmengine_testkit import (
+    LitToy,
     RecorderHook,
     assert_same_tensors,
     files,
     hook_of,
     loaders,
+    make_model,
     run_lightning,
     run_mmengine,
     unprefixed,
 )
 from mmengine.hooks import EMAHook
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
+
+from lightning_hooks.families.mmengine import MMEngineAdapter, build_hooks
 
 EMA_CKPT = dict(
     default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=1, max_keep_ckpts=2)),
@@ -115,6 +120,25 @@ def test_mmengine_max_iters_is_the_limit_that_ends_the_run_first(tmp_path):
     assert adapter.runner.message_hub.get_info("max_iters") == runner.message_hub.get_info("max_iters")
     assert hook_of(adapter.hooks, RecorderHook).events == hook_of(runner.hooks, RecorderHook).events
     assert files(tmp_path / "lt") == files(tmp_path / "mm") == {"iter_5.pth", "iter_8.pth"}
+
+
+def test_mmengine_second_fit_with_the_same_adapter_runs_like_a_new_runner(tmp_path):
+    # a two-stage recipe: each stage is a new Runner in MMEngine, a new fit of the same adapter under Lightning
+    hooks = dict(default_hooks=dict(checkpoint=None), custom_hooks=[dict(type="RecorderHook")])
+    schedulers = [dict(type="MultiStepLR", by_epoch=True, milestones=[1], gamma=0.1)]
+    runner = run_mmengine(tmp_path / "mm", max_epochs=2, val=False, param_scheduler=schedulers, **hooks)
+    adapter = MMEngineAdapter(build_hooks(**hooks), work_dir=tmp_path / "lt", param_schedulers=schedulers)
+    recorder = hook_of(adapter.hooks, RecorderHook)
+    for _ in range(2):
+        start = len(recorder.events)
+        trainer = pl.Trainer(callbacks=[adapter], max_epochs=2, default_root_dir=tmp_path / "lt", logger=False,
+                             enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+        module = LitToy(make_model())
+        trainer.fit(module, loaders()[0])
+        assert recorder.events[start:] == hook_of(runner.hooks, RecorderHook).events
+        # the schedulers step this fit's optimizer, not the previous fit's
+        assert trainer.optimizers[0].param_groups[0]["lr"] == runner.optim_wrapper.get_lr()["lr"][0] == pytest.approx(0.01)
+        assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
 
 
 def test_mmengine_early_stopping_stops_lightning_like_runner(tmp_path):

@@ -120,6 +120,8 @@ class MMEngineAdapter(LegacyHookAdapter):
     # ---------------------------------------------------------------------------------------- run lifecycle
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
+        if stage == "fit":  # a new training run; a resumed one restores the count after setup (load_host_state)
+            self._done = self.runner.iter = 0
         self.runner.attach(trainer)
         _init_dist_flags(self.hooks)
         self._wrap_load_checkpoint(pl_module)

@@ -107,8 +107,9 @@ class Runner(Facade):
             self.log_processor = log_processor
         else:
             self.log_processor = LogProcessor(**(log_processor or {}))
-        #: mmengine schedulers or their configs; configs are built on Lightning's optimizer at ``on_fit_start``.
+        #: mmengine schedulers or their configs; configs are built on Lightning's optimizer at each ``on_fit_start``.
         self.param_schedulers = param_schedulers
+        self._scheduler_configs = param_schedulers
         self._log_level = log_level
         self._logger: MMLogger | None = None
         self._visualizer: Visualizer | None = None
@@ -352,13 +353,14 @@ class Runner(Facade):
         return [s for s in schedulers if hasattr(s, "state_dict")]
 
     def build_param_schedulers(self) -> None:
-        """Build scheduler configs on the optimizer view, as ``Runner.build_param_scheduler`` does."""
+        """Build scheduler configs on this fit's optimizer view, as ``Runner.build_param_scheduler`` does."""
         from mmengine.optim.scheduler import _ParamScheduler
         from mmengine.registry import PARAM_SCHEDULERS
 
-        if self.param_schedulers is None:
+        configs = self._scheduler_configs
+        if configs is None:
             return
-        items = self.param_schedulers if isinstance(self.param_schedulers, (list, tuple)) else [self.param_schedulers]
+        items = configs if isinstance(configs, (list, tuple)) else [configs]
         built = []
         for item in items:
             if isinstance(item, _ParamScheduler):
