@@ -20,7 +20,7 @@ from mmengine_testkit import (
     run_mmengine,
     unprefixed,
 )
-from mmengine.hooks import EMAHook
+from mmengine.hooks import EMAHook, Hook
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
 from lightning_hooks.families.mmengine import MMEngineAdapter, build_hooks
@@ -160,6 +160,27 @@ def test_mmengine_early_stopping_stops_lightning_like_runner(tmp_path):
     assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
 
 
+class StopAtIter1(Hook):
+    """A divergence guard: asks the train loop to stop in the middle of the first epoch."""
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        if runner.iter == 1:
+            runner.train_loop.stop_training = True
+
+
+def test_mmengine_stop_training_mid_epoch_finishes_the_epoch_and_its_validation_like_runner(tmp_path):
+    # EpochBasedTrainLoop reads stop_training between epochs only: the epoch, after_train_epoch and validation finish
+    hooks = dict(default_hooks=dict(checkpoint=None), custom_hooks=[dict(type="RecorderHook"), StopAtIter1()])
+    runner = run_mmengine(tmp_path / "mm", max_epochs=3, **hooks)
+    trainer, adapter, module = run_lightning(tmp_path / "lt", max_epochs=3, **hooks)
+
+    mm_events = hook_of(runner.hooks, RecorderHook).events
+    assert ("after_val", 1, 4, None) in mm_events and mm_events[-1] == ("after_run", 1, 4, None)
+    assert hook_of(adapter.hooks, RecorderHook).events == mm_events
+    assert trainer.current_epoch == runner.epoch == 1
+    assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
+
+
 RESUME = dict(
     default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=1, max_keep_ckpts=3)),
     custom_hooks=[dict(type="RecorderHook"), dict(type="EMAHook", momentum=0.2)],
@@ -198,8 +219,6 @@ def test_mmengine_resume_from_adapter_checkpoint_matches_runner_resume(tmp_path,
 def test_mmengine_ema_checkpoint_under_ddp_strategy_match_runner(tmp_path):
     # single-process DDP on CPU (gloo): runner.model is the DDP wrapper, EMAHook unwraps it with is_model_wrapper.
     # Lightning's DistributedSampler would reorder the data, so keep the loader's own order like the Runner.
-    from mmengine.hooks import Hook
-
     class Probe(Hook):
         def before_train(self, runner) -> None:
             self.model = runner.model

@@ -201,7 +201,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     def _end_train_epoch(self, trainer: pl.Trainer, event: str) -> None:
         self.fire(event)
         self.runner.epoch = trainer.current_epoch + 1
-        self.runner.train_loop.in_epoch = False
+        self.runner.train_loop.end_epoch()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.runner.epoch = trainer.current_epoch

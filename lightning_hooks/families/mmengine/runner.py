@@ -35,11 +35,13 @@ class _Loop:
 
 
 class TrainLoop(_Loop):
-    """``runner.train_loop``: dataloader, limits, counters, and ``stop_training`` that stops the Lightning trainer."""
+    """``runner.train_loop``: dataloader, limits, counters, and ``stop_training``, which stops the Lightning trainer
+    between epochs as MMEngine's ``EpochBasedTrainLoop`` does: set inside a train epoch, Lightning stops after it."""
 
     def __init__(self, runner: Runner) -> None:
         super().__init__(runner, "train")
         self.in_epoch = False  # a train epoch started and has not ended yet
+        self._stop = False
 
     @property
     def max_iters(self) -> int:
@@ -60,11 +62,21 @@ class TrainLoop(_Loop):
     @property
     def stop_training(self) -> bool:
         trainer = self._runner.trainer
-        return trainer is not None and trainer.should_stop
+        return self._stop or (trainer is not None and trainer.should_stop)
 
     @stop_training.setter
     def stop_training(self, value: bool) -> None:
-        if value:
+        self._stop = bool(value)
+        if not self.in_epoch:
+            self._apply_stop()
+
+    def end_epoch(self) -> None:
+        """The train epoch ended: a stop requested during it stops Lightning now (after the epoch's validation)."""
+        self.in_epoch = False
+        self._apply_stop()
+
+    def _apply_stop(self) -> None:
+        if self._stop and self._runner.trainer is not None:
             self._runner.trainer.should_stop = True
 
 
@@ -125,6 +137,7 @@ class Runner(Facade):
         """Serve ``trainer``'s run; build the logger and visualizer before ``before_run``, as the Runner does."""
         self.trainer = trainer
         self._resume = False
+        self.train_loop = TrainLoop(self)
         self.epoch = trainer.current_epoch
         if self._logger is None:
             self._share_timestamp()
