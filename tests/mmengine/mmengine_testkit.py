@@ -153,9 +153,10 @@ def run_mmengine(
     resume_from: str | None = None,
     val: bool = True,
     train: DataLoader | None = None,
+    train_cfg: dict | None = None,
 ) -> Runner:
     """Train ``Toy`` with MMEngine's own Runner and return it (hooks in ``runner.hooks``); ``train`` replaces the
-    train loader of :func:`loaders`."""
+    train loader of :func:`loaders`, ``train_cfg`` the epoch-based loop of ``max_epochs``."""
     default_train, val_loader = loaders()
     train = train or default_train
     runner = Runner(
@@ -165,7 +166,7 @@ def run_mmengine(
         val_dataloader=val_loader if val else None,
         val_cfg=dict() if val else None,
         val_evaluator=dict(type="ToyMSE") if val else None,
-        train_cfg=dict(by_epoch=True, max_epochs=max_epochs, val_interval=1),
+        train_cfg=train_cfg or dict(by_epoch=True, max_epochs=max_epochs, val_interval=1),
         optim_wrapper=dict(optimizer=dict(type="SGD", lr=0.1, momentum=0.0)),
         param_scheduler=param_scheduler,
         default_hooks=copy.deepcopy(default_hooks),

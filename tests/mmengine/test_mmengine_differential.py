@@ -106,6 +106,8 @@ def test_mmengine_max_steps_mid_epoch_ends_the_epoch_like_a_runner_epoch_cut_sho
     lt_meta = torch.load(tmp_path / "lt" / "epoch_2.pth", weights_only=False)["meta"]
     assert (lt_meta["epoch"], lt_meta["iter"]) == (mm_meta["epoch"], mm_meta["iter"]) == (2, 6)
     assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
+    # the epochs the run trains, not Trainer(max_epochs=3)
+    assert adapter.runner.message_hub.get_info("max_epochs") == runner.message_hub.get_info("max_epochs") == 2
 
 
 def test_mmengine_max_iters_is_the_limit_that_ends_the_run_first(tmp_path):
@@ -137,7 +139,8 @@ def test_mmengine_second_fit_with_the_same_adapter_runs_like_a_new_runner(tmp_pa
         trainer.fit(module, loaders()[0])
         assert recorder.events[start:] == hook_of(runner.hooks, RecorderHook).events
         # the schedulers step this fit's optimizer, not the previous fit's
-        assert trainer.optimizers[0].param_groups[0]["lr"] == runner.optim_wrapper.get_lr()["lr"][0] == pytest.approx(0.01)
+        lr = trainer.optimizers[0].param_groups[0]["lr"]
+        assert lr == runner.optim_wrapper.get_lr()["lr"][0] == pytest.approx(0.01)
         assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
 
 

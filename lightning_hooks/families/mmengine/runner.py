@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import os
 import time
 from typing import Any
@@ -227,7 +228,17 @@ class Runner(Facade):
     # ------------------------------------------------------------------------------------------------ limits
     @property
     def max_epochs(self) -> int:
-        return self.trainer.max_epochs if self.trainer is not None else 0
+        """Train epochs of the run: ``Trainer(max_epochs)``, or the passes over the data that ``max_steps`` allows when
+        it ends the run first (1, as MMEngine's ``IterBasedTrainLoop`` reports, when the loader has no length)."""
+        trainer = self.trainer
+        if trainer is None:
+            return 0
+        if trainer.max_steps < 0:
+            return trainer.max_epochs
+        batches = self._train_batches()
+        if batches in (0, float("inf")):
+            return trainer.max_epochs if trainer.max_epochs > 0 else 1
+        return math.ceil(self.max_iters / batches)
 
     @property
     def max_iters(self) -> int:
@@ -381,11 +392,22 @@ class Runner(Facade):
                 continue
             cfg = dict(item)
             cfg.setdefault("end", self.max_epochs if cfg.get("by_epoch", True) else self.max_iters)
-            built.append(
-                PARAM_SCHEDULERS.build(
-                    cfg, default_args=dict(optimizer=self.optim_wrapper, epoch_length=len(self.train_dataloader))
+            try:
+                built.append(
+                    PARAM_SCHEDULERS.build(
+                        cfg, default_args=dict(optimizer=self.optim_wrapper, epoch_length=len(self.train_dataloader))
+                    )
                 )
-            )
+            except Exception as err:
+                trainer = self.trainer
+                err.add_note(
+                    f"[lightning-hooks] MMEngineAdapter(param_schedulers=...) could not build {item!r} "
+                    f"(end={cfg['end']}). A config without 'end' ends at runner.max_epochs (by_epoch) or "
+                    f"runner.max_iters, here {self.max_epochs} and {self.max_iters}, from "
+                    f"Trainer(max_epochs={trainer.max_epochs}, max_steps={trainer.max_steps}): bound the Trainer with "
+                    "max_epochs or max_steps, or set 'begin' and 'end' in the config."
+                )
+                raise
         self.param_schedulers = built
         wrapper = self.optim_wrapper
         if isinstance(wrapper, OptimWrapper) and hasattr(wrapper, "_global_step"):
