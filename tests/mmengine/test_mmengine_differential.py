@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import re
+import warnings
+from types import SimpleNamespace
 
 import lightning.pytorch as pl
 import pytest
@@ -116,7 +119,10 @@ def test_mmengine_max_iters_is_the_limit_that_ends_the_run_first(tmp_path):
     hooks = dict(default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=5, by_epoch=False, save_last=True)),
                  custom_hooks=[dict(type="RecorderHook")])
     runner = run_mmengine(tmp_path / "mm", max_epochs=2, **hooks)
-    _, adapter, _ = run_lightning(tmp_path / "lt", max_epochs=2, max_steps=100, **hooks)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, adapter, _ = run_lightning(tmp_path / "lt", max_epochs=2, max_steps=100, **hooks)
+    assert not [w for w in caught if "MMEngineAdapter" in str(w.message)]  # max_epochs ends it: nothing to warn of
 
     assert adapter.runner.max_iters == runner.max_iters == 8
     assert adapter.runner.message_hub.get_info("max_iters") == runner.message_hub.get_info("max_iters")
@@ -182,6 +188,49 @@ def test_mmengine_stop_training_mid_epoch_finishes_the_epoch_and_its_validation_
     assert hook_of(adapter.hooks, RecorderHook).events == mm_events
     assert trainer.current_epoch == runner.epoch == 1
     assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
+
+
+def _val_events(events: list[tuple]) -> list[tuple]:
+    return [e for e in events if e[0] == "after_val"]
+
+
+def test_mmengine_max_steps_run_warns_how_it_differs_from_iter_based_runner(tmp_path, monkeypatch):
+    import mmengine.runner.loops
+
+    monkeypatch.setattr(mmengine.runner.loops, "time", SimpleNamespace(sleep=lambda _: None))  # 2 s per loader restart
+    hooks = dict(default_hooks=dict(checkpoint=None), custom_hooks=[dict(type="RecorderHook")])
+    runner = run_mmengine(tmp_path / "mm", train_cfg=dict(by_epoch=False, max_iters=6, val_interval=1000), **hooks)
+    with pytest.warns(UserWarning, match=re.escape(
+        "MMEngineAdapter: Trainer(max_steps=6) ends training after 6 iterations, 2 batches into epoch 2 of 4 batches. "
+        "Hooks run MMEngine's epoch-based loop, not IterBasedTrainLoop: every pass over the data is an epoch "
+        "(before/after_train_epoch, batch_idx from 0, runner.epoch + 1), and an epoch that max_steps cuts short ends "
+        "without validation. IterBasedTrainLoop would run one epoch, pass the global iteration as batch_idx and "
+        "validate at max_iters. Port iteration-based configs with by_epoch=False in hooks, schedulers and "
+        "log_processor, and call trainer.validate() after fit to validate the final weights "
+        "(docs/migration-mmengine.md).")):
+        _, adapter, _ = run_lightning(tmp_path / "lt", max_epochs=None, max_steps=6, **hooks)
+
+    # what the warning says, against the real IterBasedTrainLoop
+    mm, lt = hook_of(runner.hooks, RecorderHook).events, hook_of(adapter.hooks, RecorderHook).events
+    assert [e[0] for e in mm].count("after_train_epoch") == 1 and [e[0] for e in lt].count("after_train_epoch") == 2
+    assert [e[3] for e in mm if e[0] == "after_train_iter"] == [0, 1, 2, 3, 4, 5]
+    assert [e[3] for e in lt if e[0] == "after_train_iter"] == [0, 1, 2, 3, 0, 1]
+    assert _val_events(mm) == [("after_val", 0, 6, None)] and _val_events(lt) == [("after_val", 1, 4, None)]
+
+
+def test_mmengine_check_val_every_n_epoch_not_dividing_max_epochs_warns_of_the_final_validation(tmp_path):
+    hooks = dict(default_hooks=dict(checkpoint=None), custom_hooks=[dict(type="RecorderHook")])
+    runner = run_mmengine(tmp_path / "mm", train_cfg=dict(by_epoch=True, max_epochs=3, val_interval=2), **hooks)
+    with pytest.warns(UserWarning, match=re.escape(
+        "MMEngineAdapter: Trainer(max_epochs=3, check_val_every_n_epoch=2) does not validate after the last epoch, "
+        "while MMEngine's EpochBasedTrainLoop(val_interval=2) also validates at max_epochs: no after_val_epoch sees "
+        "the final weights (CheckpointHook(save_best=...), EarlyStoppingHook). Choose a max_epochs that is a multiple "
+        "of check_val_every_n_epoch, or call trainer.validate() after fit.")):
+        _, adapter, _ = run_lightning(tmp_path / "lt", max_epochs=3, check_val_every_n_epoch=2, **hooks)
+
+    mm, lt = hook_of(runner.hooks, RecorderHook).events, hook_of(adapter.hooks, RecorderHook).events
+    assert _val_events(mm) == [("after_val", 2, 8, None), ("after_val", 3, 12, None)]
+    assert lt == [e for e in mm if not ("_val" in e[0] and e[1] == 3)]  # all but the Runner's final validation
 
 
 RESUME = dict(

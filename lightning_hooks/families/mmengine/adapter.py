@@ -8,6 +8,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
 
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.safety import plain
@@ -176,6 +177,7 @@ class MMEngineAdapter(LegacyHookAdapter):
             self._scheduler_states = None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        _warn_loop_differences(trainer, self.runner)  # here Lightning has sized the loader (and restored its position)
         self.runner.iter = self._done
         self.runner.epoch = trainer.current_epoch
         self.fire("on_train_start")
@@ -236,6 +238,35 @@ class MMEngineAdapter(LegacyHookAdapter):
         if "message_hub" in state:
             load_hub_state(self.runner.message_hub, state["message_hub"])
         self._scheduler_states = state.get("param_schedulers") or None
+
+
+def _warn_loop_differences(trainer: pl.Trainer, runner: Any) -> None:
+    """Warn where Lightning's loop will not run the hooks as the MMEngine loop the settings suggest would."""
+    iters, batches, every = runner.max_iters, trainer.num_training_batches, trainer.check_val_every_n_epoch
+    if trainer.max_steps >= 0 and (trainer.max_epochs < 0 or iters < trainer.max_epochs * batches):
+        if batches == float("inf"):
+            where = "from a train loader without a length"
+        else:
+            epochs, rest = divmod(iters, batches)
+            where = f", {rest} batches into epoch {epochs + 1}" if rest else f", {epochs} epochs"
+            where += f" of {batches} batches"
+        rank_zero_warn(
+            f"MMEngineAdapter: Trainer(max_steps={trainer.max_steps}) ends training after {iters} iterations{where}. "
+            "Hooks run MMEngine's epoch-based loop, not IterBasedTrainLoop: every pass over the data is an epoch "
+            "(before/after_train_epoch, batch_idx from 0, runner.epoch + 1), and an epoch that max_steps cuts "
+            "short ends without validation. IterBasedTrainLoop would run one epoch, pass the global iteration as "
+            "batch_idx and validate at max_iters. Port iteration-based configs with by_epoch=False in hooks, "
+            "schedulers and log_processor, and call trainer.validate() after fit to validate the final weights "
+            "(docs/migration-mmengine.md)."
+        )
+    elif trainer.enable_validation and every and trainer.max_epochs % every:
+        rank_zero_warn(
+            f"MMEngineAdapter: Trainer(max_epochs={trainer.max_epochs}, check_val_every_n_epoch={every}) does not "
+            f"validate after the last epoch, while MMEngine's EpochBasedTrainLoop(val_interval={every}) also "
+            "validates at max_epochs: no after_val_epoch sees the final weights (CheckpointHook(save_best=...), "
+            "EarlyStoppingHook). Choose a max_epochs that is a multiple of check_val_every_n_epoch, or call "
+            "trainer.validate() after fit."
+        )
 
 
 def _init_dist_flags(hooks: list[Any]) -> None:
