@@ -188,10 +188,12 @@ def run_lightning(
     model: Toy | None = None,
     resume_from: str | None = None,
     val: bool = True,
+    train: DataLoader | None = None,
     **trainer_kwargs: Any,
 ) -> tuple[pl.Trainer, MMEngineAdapter, LitToy]:
     """Train the same ``Toy`` with Lightning + adapter, built from the same hook config."""
-    train, val_loader = loaders()
+    default_train, val_loader = loaders()
+    train = train or default_train
     adapter = MMEngineAdapter(
         build_hooks(default_hooks=default_hooks, custom_hooks=custom_hooks),
         work_dir=work_dir,

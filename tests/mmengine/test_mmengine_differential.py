@@ -268,6 +268,42 @@ def test_mmengine_resume_from_adapter_checkpoint_matches_runner_resume(tmp_path,
     assert files(tmp_path / "lt2") == files(tmp_path / "mm2")
 
 
+class Resumable(DataLoader):
+    """A loader Lightning restores mid-epoch (``state_dict`` / ``load_state_dict``): it skips the batches consumed."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.consumed, self.skip = 0, 0
+
+    def __iter__(self):
+        skip, self.skip = self.skip, 0
+        self.consumed = skip
+        for batch in itertools.islice(super().__iter__(), skip, None):
+            self.consumed += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, int]:
+        return {"consumed": self.consumed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.skip = state["consumed"]
+
+
+def test_mmengine_param_schedulers_keep_the_loader_position_of_a_mid_epoch_resume(tmp_path):
+    # building param_schedulers sizes the train loader at on_fit_start, before Lightning restores its position: the
+    # resumed fit must still go on with the epoch's 3rd batch, ending as the uninterrupted Runner
+    hooks = dict(default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=2, by_epoch=False)))
+    schedulers = [dict(type="MultiStepLR", by_epoch=True, milestones=[1])]
+    runner = run_mmengine(tmp_path / "mm", max_epochs=1, val=False, param_scheduler=schedulers, **hooks)
+    dataset = loaders()[0].dataset
+    run_lightning(tmp_path / "lt", max_epochs=1, max_steps=2, val=False, param_schedulers=schedulers,
+                  train=Resumable(dataset, batch_size=4), **hooks)
+    _, _, module = run_lightning(tmp_path / "lt2", max_epochs=1, val=False, param_schedulers=schedulers,
+                                 train=Resumable(dataset, batch_size=4), resume_from=str(tmp_path / "lt" / "iter_2.pth"),
+                                 **hooks)
+    assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
+
+
 def test_mmengine_ema_checkpoint_under_ddp_strategy_match_runner(tmp_path):
     # single-process DDP on CPU (gloo): runner.model is the DDP wrapper, EMAHook unwraps it with is_model_wrapper.
     # Lightning's DistributedSampler would reorder the data, so keep the loader's own order like the Runner.

@@ -177,7 +177,9 @@ class MMEngineAdapter(LegacyHookAdapter):
             self._scheduler_states = None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        _warn_loop_differences(trainer, self.runner)  # here Lightning has sized the loader (and restored its position)
+        # the facade may have sized the train loader before Lightning restored its mid-epoch position: apply it now
+        trainer.fit_loop._load_combined_loader_states()
+        _warn_loop_differences(trainer, self.runner)
         self.runner.iter = self._done
         self.runner.epoch = trainer.current_epoch
         self.fire("on_train_start")
