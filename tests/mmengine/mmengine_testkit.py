@@ -152,9 +152,13 @@ def run_mmengine(
     model: Toy | None = None,
     resume_from: str | None = None,
     val: bool = True,
+    train: DataLoader | None = None,
+    train_cfg: dict | None = None,
 ) -> Runner:
-    """Train ``Toy`` with MMEngine's own Runner and return it (hooks in ``runner.hooks``)."""
-    train, val_loader = loaders()
+    """Train ``Toy`` with MMEngine's own Runner and return it (hooks in ``runner.hooks``); ``train`` replaces the
+    train loader of :func:`loaders`, ``train_cfg`` the epoch-based loop of ``max_epochs``."""
+    default_train, val_loader = loaders()
+    train = train or default_train
     runner = Runner(
         model=copy.deepcopy(model) if model is not None else make_model(),
         work_dir=os.fspath(work_dir),
@@ -162,7 +166,7 @@ def run_mmengine(
         val_dataloader=val_loader if val else None,
         val_cfg=dict() if val else None,
         val_evaluator=dict(type="ToyMSE") if val else None,
-        train_cfg=dict(by_epoch=True, max_epochs=max_epochs, val_interval=1),
+        train_cfg=train_cfg or dict(by_epoch=True, max_epochs=max_epochs, val_interval=1),
         optim_wrapper=dict(optimizer=dict(type="SGD", lr=0.1, momentum=0.0)),
         param_scheduler=param_scheduler,
         default_hooks=copy.deepcopy(default_hooks),
@@ -184,10 +188,12 @@ def run_lightning(
     model: Toy | None = None,
     resume_from: str | None = None,
     val: bool = True,
+    train: DataLoader | None = None,
     **trainer_kwargs: Any,
 ) -> tuple[pl.Trainer, MMEngineAdapter, LitToy]:
     """Train the same ``Toy`` with Lightning + adapter, built from the same hook config."""
-    train, val_loader = loaders()
+    default_train, val_loader = loaders()
+    train = train or default_train
     adapter = MMEngineAdapter(
         build_hooks(default_hooks=default_hooks, custom_hooks=custom_hooks),
         work_dir=work_dir,

@@ -22,6 +22,7 @@ from mmengine_testkit import (
     run_mmengine,
     unprefixed,
 )
+from mmengine.hooks import EMAHook
 from mmengine.runner import Runner
 
 import lightning.pytorch as pl
@@ -77,6 +78,37 @@ def test_mmengine_param_scheduler_hook_steps_mmengine_schedulers_not_lightning(t
     assert trainer.optimizers[0].param_groups[0]["lr"] == runner.optim_wrapper.get_lr()["lr"][0] == 0.025
     assert trainer.lr_scheduler_configs == []
     assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
+
+
+def test_mmengine_max_steps_run_reports_max_epochs_like_iter_based_runner(tmp_path):
+    # Trainer(max_steps=3) ends inside the first 4-batch epoch, as IterBasedTrainLoop(max_iters=3) trains one epoch:
+    # runner.max_epochs is 1, so EMAHook(begin_epoch=1) accepts it and a by_epoch scheduler ends at 1
+    hooks = dict(default_hooks=dict(checkpoint=None), custom_hooks=[dict(type="EMAHook", begin_epoch=1)])
+    schedulers = [dict(type="LinearLR", by_epoch=True, start_factor=0.5)]
+    runner = run_mmengine(tmp_path / "mm", val=False, param_scheduler=schedulers,
+                          train_cfg=dict(by_epoch=False, max_iters=3), **hooks)
+    _, adapter, module = run_lightning(tmp_path / "lt", max_epochs=None, max_steps=3, val=False,
+                                       param_schedulers=schedulers, **hooks)
+
+    for key in ("max_epochs", "max_iters"):
+        assert adapter.runner.message_hub.get_info(key) == runner.message_hub.get_info(key), key
+    assert [s.end for s in adapter.runner.param_schedulers] == [s.end for s in runner.param_schedulers] == [1]
+    assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
+    mm_ema, lt_ema = hook_of(runner.hooks, EMAHook), hook_of(adapter.hooks, EMAHook)
+    assert_same_tensors(unprefixed(lt_ema.ema_model.state_dict()), mm_ema.ema_model.state_dict())
+
+
+def test_mmengine_scheduler_that_cannot_be_built_names_the_config_and_the_trainer_limits(tmp_path):
+    # Trainer(max_epochs=-1) trains until stopped: a by_epoch scheduler without `end` has none (MMEngine's own error)
+    with pytest.raises(ValueError, match="end should be larger than begin") as info:
+        run_lightning(tmp_path, max_epochs=-1, param_schedulers=[dict(type="MultiStepLR", milestones=[1])],
+                      default_hooks=dict(checkpoint=None))
+    assert info.value.__notes__ == [
+        "[lightning-hooks] MMEngineAdapter(param_schedulers=...) could not build {'type': 'MultiStepLR', "
+        "'milestones': [1]} (end=-1). A config without 'end' ends at runner.max_epochs (by_epoch) or "
+        "runner.max_iters, here -1 and -4, from Trainer(max_epochs=-1, max_steps=-1): bound the Trainer with "
+        "max_epochs or max_steps, or set 'begin' and 'end' in the config."
+    ]
 
 
 def test_mmengine_checkpoint_hook_save_best_last_and_published_keys_match_runner(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
 
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.safety import plain
@@ -114,9 +115,14 @@ class MMEngineAdapter(LegacyHookAdapter):
     def writes_checkpoint(self) -> bool:
         return self._trainer.is_global_zero
 
+    def train_epoch_open(self) -> bool:
+        return self.runner.train_loop.in_epoch
+
     # ---------------------------------------------------------------------------------------- run lifecycle
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
+        if stage == "fit":  # a new training run; a resumed one restores the count after setup (load_host_state)
+            self._done = self.runner.iter = 0
         self.runner.attach(trainer)
         _init_dist_flags(self.hooks)
         self._wrap_load_checkpoint(pl_module)
@@ -171,12 +177,16 @@ class MMEngineAdapter(LegacyHookAdapter):
             self._scheduler_states = None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # the facade may have sized the train loader before Lightning restored its mid-epoch position: apply it now
+        trainer.fit_loop._load_combined_loader_states()
+        _warn_loop_differences(trainer, self.runner)
         self.runner.iter = self._done
         self.runner.epoch = trainer.current_epoch
         self.fire("on_train_start")
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         self.runner.epoch = trainer.current_epoch
+        self.runner.train_loop.in_epoch = True
         self.fire("on_train_epoch_start")
 
     def on_train_batch_end(
@@ -184,11 +194,18 @@ class MMEngineAdapter(LegacyHookAdapter):
     ) -> None:
         self._done += 1
         self.fire("on_train_batch_end", batch_idx=batch_idx, data_batch=batch, outputs=outputs)
-        runner = self.runner
-        runner.iter = self._done
+        self.runner.iter = self._done
         if trainer.is_last_batch:
-            self.fire(TRAIN_EPOCH_END)
-            runner.epoch = trainer.current_epoch + 1
+            self._end_train_epoch(trainer, TRAIN_EPOCH_END)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.train_epoch_open():  # ended before its last batch (max_steps, should_stop): MMEngine ends every epoch
+            self._end_train_epoch(trainer, "on_train_epoch_end")
+
+    def _end_train_epoch(self, trainer: pl.Trainer, event: str) -> None:
+        self.fire(event)
+        self.runner.epoch = trainer.current_epoch + 1
+        self.runner.train_loop.end_epoch()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.runner.epoch = trainer.current_epoch
@@ -223,6 +240,35 @@ class MMEngineAdapter(LegacyHookAdapter):
         if "message_hub" in state:
             load_hub_state(self.runner.message_hub, state["message_hub"])
         self._scheduler_states = state.get("param_schedulers") or None
+
+
+def _warn_loop_differences(trainer: pl.Trainer, runner: Any) -> None:
+    """Warn where Lightning's loop will not run the hooks as the MMEngine loop the settings suggest would."""
+    iters, batches, every = runner.max_iters, trainer.num_training_batches, trainer.check_val_every_n_epoch
+    if trainer.max_steps >= 0 and (trainer.max_epochs < 0 or iters < trainer.max_epochs * batches):
+        if batches == float("inf"):
+            where = "from a train loader without a length"
+        else:
+            epochs, rest = divmod(iters, batches)
+            where = f", {rest} batches into epoch {epochs + 1}" if rest else f", {epochs} epochs"
+            where += f" of {batches} batches"
+        rank_zero_warn(
+            f"MMEngineAdapter: Trainer(max_steps={trainer.max_steps}) ends training after {iters} iterations{where}. "
+            "Hooks run MMEngine's epoch-based loop, not IterBasedTrainLoop: every pass over the data is an epoch "
+            "(before/after_train_epoch, batch_idx from 0, runner.epoch + 1), and an epoch that max_steps cuts "
+            "short ends without validation. IterBasedTrainLoop would run one epoch, pass the global iteration as "
+            "batch_idx and validate at max_iters. Port iteration-based configs with by_epoch=False in hooks, "
+            "schedulers and log_processor, and call trainer.validate() after fit to validate the final weights "
+            "(docs/migration-mmengine.md)."
+        )
+    elif trainer.enable_validation and every and trainer.max_epochs % every:
+        rank_zero_warn(
+            f"MMEngineAdapter: Trainer(max_epochs={trainer.max_epochs}, check_val_every_n_epoch={every}) does not "
+            f"validate after the last epoch, while MMEngine's EpochBasedTrainLoop(val_interval={every}) also "
+            "validates at max_epochs: no after_val_epoch sees the final weights (CheckpointHook(save_best=...), "
+            "EarlyStoppingHook). Choose a max_epochs that is a multiple of check_val_every_n_epoch, or call "
+            "trainer.validate() after fit."
+        )
 
 
 def _init_dist_flags(hooks: list[Any]) -> None:

@@ -19,6 +19,7 @@ EVENTS = EventTable(
         Mount("on_train_batch_start", "before_train_iter", _ITER),
         Mount("on_train_batch_end", "after_train_iter", _ITER_OUT),
         Mount(TRAIN_EPOCH_END, "after_train_epoch"),
+        Mount("on_train_epoch_end", "after_train_epoch", when="train_epoch_open"),
         Mount("on_validation_start", "before_val", when="real_validation"),
         Mount("on_validation_epoch_start", "before_val_epoch", when="real_validation"),
         Mount("on_validation_batch_start", "before_val_iter", _ITER, when="real_validation"),
@@ -38,6 +39,7 @@ EVENTS = EventTable(
     ],
     conditions={
         "real_validation": "not during Lightning's sanity check",
+        "train_epoch_open": "the epoch ended early (max_steps, should_stop) before its last batch",
         "writes_checkpoint": "on global rank 0, which writes the file (`Runner.save_checkpoint` is master-only)",
     },
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import os
 import time
 from typing import Any
@@ -35,10 +36,13 @@ class _Loop:
 
 
 class TrainLoop(_Loop):
-    """``runner.train_loop``: dataloader, limits, counters, and ``stop_training`` that stops the Lightning trainer."""
+    """``runner.train_loop``: dataloader, limits, counters, and ``stop_training``, which stops the Lightning trainer
+    between epochs as MMEngine's ``EpochBasedTrainLoop`` does: set inside a train epoch, Lightning stops after it."""
 
     def __init__(self, runner: Runner) -> None:
         super().__init__(runner, "train")
+        self.in_epoch = False  # a train epoch started and has not ended yet
+        self._stop = False
 
     @property
     def max_iters(self) -> int:
@@ -59,11 +63,21 @@ class TrainLoop(_Loop):
     @property
     def stop_training(self) -> bool:
         trainer = self._runner.trainer
-        return trainer is not None and trainer.should_stop
+        return self._stop or (trainer is not None and trainer.should_stop)
 
     @stop_training.setter
     def stop_training(self, value: bool) -> None:
-        if value:
+        self._stop = bool(value)
+        if not self.in_epoch:
+            self._apply_stop()
+
+    def end_epoch(self) -> None:
+        """The train epoch ended: a stop requested during it stops Lightning now (after the epoch's validation)."""
+        self.in_epoch = False
+        self._apply_stop()
+
+    def _apply_stop(self) -> None:
+        if self._stop and self._runner.trainer is not None:
             self._runner.trainer.should_stop = True
 
 
@@ -106,8 +120,9 @@ class Runner(Facade):
             self.log_processor = log_processor
         else:
             self.log_processor = LogProcessor(**(log_processor or {}))
-        #: mmengine schedulers or their configs; configs are built on Lightning's optimizer at ``on_fit_start``.
+        #: mmengine schedulers or their configs; configs are built on Lightning's optimizer at each ``on_fit_start``.
         self.param_schedulers = param_schedulers
+        self._scheduler_configs = param_schedulers
         self._log_level = log_level
         self._logger: MMLogger | None = None
         self._visualizer: Visualizer | None = None
@@ -123,6 +138,7 @@ class Runner(Facade):
         """Serve ``trainer``'s run; build the logger and visualizer before ``before_run``, as the Runner does."""
         self.trainer = trainer
         self._resume = False
+        self.train_loop = TrainLoop(self)
         self.epoch = trainer.current_epoch
         if self._logger is None:
             self._share_timestamp()
@@ -212,19 +228,38 @@ class Runner(Facade):
     # ------------------------------------------------------------------------------------------------ limits
     @property
     def max_epochs(self) -> int:
-        return self.trainer.max_epochs if self.trainer is not None else 0
-
-    @property
-    def max_iters(self) -> int:
-        """Train iterations (batches) of the whole run, as MMEngine counts them."""
+        """Train epochs of the run: ``Trainer(max_epochs)``, or the passes over the data that ``max_steps`` allows when
+        it ends the run first (1, as MMEngine's ``IterBasedTrainLoop`` reports, when the loader has no length)."""
         trainer = self.trainer
         if trainer is None:
             return 0
-        if trainer.max_steps > 0:
-            return trainer.max_steps * trainer.accumulate_grad_batches
+        if trainer.max_steps < 0:
+            return trainer.max_epochs
+        batches = self._train_batches()
+        if batches in (0, float("inf")):
+            return trainer.max_epochs if trainer.max_epochs > 0 else 1
+        return math.ceil(self.max_iters / batches)
+
+    @property
+    def max_iters(self) -> int:
+        """Train iterations (batches) of the whole run, as MMEngine counts them: ``max_epochs`` or ``max_steps``,
+        whichever ends the run first."""
+        trainer = self.trainer
+        if trainer is None:
+            return 0
+        batches = self._train_batches()
+        if trainer.max_steps < 0:
+            return int(trainer.max_epochs * batches)
+        by_steps = trainer.max_steps * trainer.accumulate_grad_batches
+        if trainer.max_epochs < 0 or batches == float("inf"):
+            return by_steps
+        return min(by_steps, trainer.max_epochs * batches)
+
+    def _train_batches(self) -> int | float:
+        trainer = self.trainer
         if trainer.num_training_batches == float("inf") and trainer.state.fn == "fit":
-            trainer.fit_loop.setup_data()  # hooks read max_iters in before_run, before Lightning sized the loader
-        return int(trainer.max_epochs * trainer.num_training_batches)
+            trainer.fit_loop.setup_data()  # hooks read the limits in before_run, before Lightning sized the loader
+        return trainer.num_training_batches
 
     # ------------------------------------------------------------------------------------------ dataloaders
     @property
@@ -342,13 +377,14 @@ class Runner(Facade):
         return [s for s in schedulers if hasattr(s, "state_dict")]
 
     def build_param_schedulers(self) -> None:
-        """Build scheduler configs on the optimizer view, as ``Runner.build_param_scheduler`` does."""
+        """Build scheduler configs on this fit's optimizer view, as ``Runner.build_param_scheduler`` does."""
         from mmengine.optim.scheduler import _ParamScheduler
         from mmengine.registry import PARAM_SCHEDULERS
 
-        if self.param_schedulers is None:
+        configs = self._scheduler_configs
+        if configs is None:
             return
-        items = self.param_schedulers if isinstance(self.param_schedulers, (list, tuple)) else [self.param_schedulers]
+        items = configs if isinstance(configs, (list, tuple)) else [configs]
         built = []
         for item in items:
             if isinstance(item, _ParamScheduler):
@@ -356,11 +392,22 @@ class Runner(Facade):
                 continue
             cfg = dict(item)
             cfg.setdefault("end", self.max_epochs if cfg.get("by_epoch", True) else self.max_iters)
-            built.append(
-                PARAM_SCHEDULERS.build(
-                    cfg, default_args=dict(optimizer=self.optim_wrapper, epoch_length=len(self.train_dataloader))
+            try:
+                built.append(
+                    PARAM_SCHEDULERS.build(
+                        cfg, default_args=dict(optimizer=self.optim_wrapper, epoch_length=len(self.train_dataloader))
+                    )
                 )
-            )
+            except Exception as err:
+                trainer = self.trainer
+                err.add_note(
+                    f"[lightning-hooks] MMEngineAdapter(param_schedulers=...) could not build {item!r} "
+                    f"(end={cfg['end']}). A config without 'end' ends at runner.max_epochs (by_epoch) or "
+                    f"runner.max_iters, here {self.max_epochs} and {self.max_iters}, from "
+                    f"Trainer(max_epochs={trainer.max_epochs}, max_steps={trainer.max_steps}): bound the Trainer with "
+                    "max_epochs or max_steps, or set 'begin' and 'end' in the config."
+                )
+                raise
         self.param_schedulers = built
         wrapper = self.optim_wrapper
         if isinstance(wrapper, OptimWrapper) and hasattr(wrapper, "_global_step"):
