@@ -30,8 +30,8 @@ class DemoNet(pl.LightningModule):
     """Two conv + BatchNorm blocks and a linear classifier.
 
     Batches are Classy-style ``{"input", "target"}`` dicts, which hooks of every family accept. Steps follow the
-    convention every adapter understands: ``training_step`` returns the loss; ``validation_step`` returns
-    ``{"loss", "output", "target"}``.
+    convention every adapter understands: ``training_step`` returns the loss; ``validation_step`` and
+    ``test_step`` return ``{"loss", "output", "target"}``.
     """
 
     def __init__(self, lr: float = 0.2) -> None:
@@ -53,11 +53,17 @@ class DemoNet(pl.LightningModule):
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, torch.Tensor]:
+        return self._evaluate(batch, "val")
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, torch.Tensor]:
+        return self._evaluate(batch, "test")
+
+    def _evaluate(self, batch: dict[str, torch.Tensor], stage: str) -> dict[str, torch.Tensor]:
         x, y = batch["input"], batch["target"]
         output = self(x)
         loss = nn.functional.cross_entropy(output, y)
-        self.log("val_loss", loss, prog_bar=True)
-        self.log("val_acc", (output.argmax(1) == y).float().mean())
+        self.log(f"{stage}_loss", loss, prog_bar=True)
+        self.log(f"{stage}_acc", (output.argmax(1) == y).float().mean())
         return {"loss": loss, "output": output, "target": y}
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
