@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import html
 import logging
 import time
@@ -28,16 +29,25 @@ __all__ = ["VisdomLogger"]
 _HTTP_TIMEOUT_S = 5.0
 _PROBE_TIMEOUT_S = 1.0
 
-HPARAMS_WINDOW = "hparams"
-"""Window id of the hyperparameter table (metric windows are keyed by the metric name)."""
+HPARAMS_WINDOW = "lightning_hooks:hparams"
+"""Window id of the hyperparameter table, reserved so that it does not collide with a metric's window (keyed by
+the metric name, e.g. a metric named ``hparams``)."""
+
+
+class VisdomHTTPError(Exception):
+    """The visdom server answered a request with an HTTP error status: it is up, but rejected this update.
+
+    Not a ``requests.RequestException``, so that ``visdom.Visdom`` does not turn it into its "Error connecting"
+    ``ConnectionError``.
+    """
 
 
 class _VisdomClient(visdom.Visdom):
     """``visdom.Visdom`` that fails fast and loudly instead of blocking or printing.
 
-    * every request has a timeout and HTTP error statuses raise (the stock client has no
-      timeout and returns the text of a 500 as if it were a result);
-    * ``raise_exceptions=True``: failures raise the builtin ``ConnectionError``;
+    * every request has a timeout and HTTP error statuses raise :class:`VisdomHTTPError` (the
+      stock client has no timeout and returns the text of a 500 as if it were a result);
+    * ``raise_exceptions=True``: connection failures raise the builtin ``ConnectionError``;
     * no incoming websocket (no background thread, no 5 s wait in the constructor);
     * a server that is down in the constructor does not raise: the object is usable and
       ``connect_error`` holds the error.
@@ -60,7 +70,8 @@ class _VisdomClient(visdom.Visdom):
 
     def _handle_post(self, url: str, data: Any = None) -> str:
         response = self.session.post(url, data={} if data is None else data, timeout=self.timeout)
-        response.raise_for_status()
+        if response.status_code >= 400:
+            raise VisdomHTTPError(f"HTTP {response.status_code} {response.reason}")
         return response.text
 
 
@@ -70,7 +81,7 @@ class VisdomLogger(Logger):
     Each metric name gets its own line window (window id = metric name, x = ``step``, or the
     number of earlier :meth:`log_metrics` calls if ``step`` is None); every
     :meth:`log_metrics` call appends one point per metric. :meth:`log_hyperparams` writes a
-    table to the text window ``"hparams"`` (replaced on every call). Everything goes to the
+    table to the text window ``"lightning_hooks:hparams"`` (replaced on every call). Everything goes to the
     visdom environment ``env``; only rank 0 talks to the server.
 
     Server outages never stop training. The client talks HTTP only (no websocket thread) with
@@ -83,6 +94,10 @@ class VisdomLogger(Logger):
     and plotting resumes with that call. A refused connection costs nothing; a *hung* server
     can stall the call that discovers the outage for up to 2 x 5 s, and each later probe for
     up to 1 s.
+
+    A server that answers with an HTTP error status (e.g. 500 for a line update of a window
+    that is not a line plot) is up: the logger warns once per window, naming it, keeps the
+    connection and keeps plotting the other metrics.
 
     :meth:`save` is a no-op (every call is sent immediately, nothing is buffered).
     :meth:`finalize` asks the server to write ``env`` to its ``-env_path`` so the plots
@@ -126,6 +141,7 @@ class VisdomLogger(Logger):
         self._client: Optional[_VisdomClient] = None
         self._connected = False
         self._warned = False  # a warning was emitted for the current outage
+        self._rejected: set[str] = set()  # windows (and envs) whose update the server answered with an HTTP error
         self._last_attempt = 0.0  # time.monotonic() of the last failed request
         self._hparams_html: Optional[str] = None
         self._num_log_calls = 0  # x value when Lightning passes no step
@@ -170,7 +186,7 @@ class VisdomLogger(Logger):
         )
         self._hparams_html = f"<table><tr><th>hyperparameter</th><th>value</th></tr>{rows}</table>"
         if self._ensure_connected():
-            self._call(self._send_hparams)
+            self._call(self._send_hparams, f"window {HPARAMS_WINDOW!r}")
 
     @override
     @rank_zero_only
@@ -186,19 +202,11 @@ class VisdomLogger(Logger):
         if not points or not self._ensure_connected():
             return
         client = self.experiment
-
-        def send() -> None:
-            for key, value in points:
-                client.line(
-                    Y=np.array([value]),
-                    X=x,
-                    win=key,
-                    env=self._env,
-                    update="append",
-                    opts={"title": key, "xlabel": "step", "ylabel": key},
-                )
-
-        self._call(send)
+        for key, value in points:
+            line = functools.partial(client.line, Y=np.array([value]), X=x, win=key, env=self._env, update="append",
+                                     opts={"title": key, "xlabel": "step", "ylabel": key})  # fmt: skip
+            if not self._call(line, f"window {key!r}"):
+                return  # the server is down: the rest of this call's points are dropped too
 
     @override
     @rank_zero_only
@@ -211,7 +219,7 @@ class VisdomLogger(Logger):
         if self._client is None or not self._ensure_connected():
             return
         client = self._client
-        self._call(lambda: client.save([self._env]))
+        self._call(lambda: client.save([self._env]), f"env {self._env!r}")
 
     # -- connection handling --------------------------------------------------------------
 
@@ -234,21 +242,33 @@ class VisdomLogger(Logger):
                 client.get_env_list()  # cheap request; raises ConnectionError while the server is down
             finally:
                 client.timeout = _HTTP_TIMEOUT_S
-            self._connected = True
-            self._send_hparams()  # the server may have restarted without our state
-        except (ConnectionError, requests.RequestException, ValueError) as err:
+        except (ConnectionError, requests.RequestException, ValueError, VisdomHTTPError) as err:
             self._mark_down(err)
             return False
+        self._connected = True
         if self._warned:
             log.info("VisdomLogger: visdom server %s:%s is reachable again", self._server, self._port)
         self._warned = False
-        return True
+        return self._call(self._send_hparams, f"window {HPARAMS_WINDOW!r}")  # it may have restarted without our state
 
-    def _call(self, fn: Callable[[], object]) -> None:
+    def _call(self, fn: Callable[[], object], what: str) -> bool:
+        """Run one request updating ``what``; False if the server is down (an HTTP error answer leaves it up)."""
         try:
             fn()
+        except VisdomHTTPError as err:
+            if what not in self._rejected:
+                self._rejected.add(what)
+                warnings.warn(
+                    f"VisdomLogger: the visdom server at {self._server}:{self._port} rejected the update of {what} "
+                    f"({err}); this window may stay incomplete. The connection is kept and other windows "
+                    f"are still plotted (a metric window is keyed by the metric's name: rename a metric that clashes).",
+                    UserWarning,
+                    stacklevel=3,
+                )
         except (ConnectionError, requests.RequestException) as err:
             self._mark_down(err)
+            return False
+        return True
 
     def _mark_down(self, err: Exception) -> None:
         self._connected = False

@@ -181,3 +181,30 @@ def test_reconnect_is_rate_limited(tmp_path, monkeypatch):
     with visdom_server(tmp_path, port=logger._port) as server:
         logger.log_metrics({"loss": 2.5}, step=51)
         assert server.line_points("x", "loss") == [(51.0, 2.5)]
+
+
+def test_http_error_answer_warns_once_per_window_and_keeps_plotting(tmp_path):
+    with visdom_server(tmp_path) as server:
+        logger = VisdomLogger(env="clash", server=server.url, port=server.port)
+        logger.log_metrics({"loss": 1.0}, step=0)
+        logger.experiment.text("notes", win="notes_text", env="clash")  # a text window, as a hparams table is
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            for step in (1, 2, 3):  # the server answers 500 to a line point appended to a text window
+                logger.log_metrics({"notes_text": 0.5, "loss": float(step)}, step=step)
+        messages = visdom_warnings(record)
+        assert len(messages) == 1 and "'notes_text'" in messages[0] and "HTTP 500" in messages[0], messages
+        assert logger._connected
+        assert server.line_points("clash", "loss") == [(0.0, 1.0), (1.0, 1.0), (2.0, 2.0), (3.0, 3.0)]
+
+
+def test_metric_named_hparams_does_not_collide_with_the_hyperparameter_table(tmp_path):
+    with visdom_server(tmp_path) as server:
+        logger = VisdomLogger(env="hp", server=server.url, port=server.port)
+        logger.log_hyperparams({"lr": 0.1})
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            logger.log_metrics({"hparams": 2.0, "loss": 1.0}, step=0)
+        assert visdom_warnings(record) == []
+        assert server.line_points("hp", "hparams") == [(0.0, 2.0)] and server.line_points("hp", "loss") == [(0.0, 1.0)]
+        assert "<td>lr</td><td>0.1</td>" in server.text("hp", HPARAMS_WINDOW)
