@@ -19,7 +19,8 @@ QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=
 @pytest.mark.parametrize("name", ["mmengine", "classy", "imix", "mixed"])
 def test_cli_test_runs_every_shipped_config(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    cli = LightningHooksCLI(["test", "--config", str(ROOT / "configs" / f"{name}.yaml"), "--trainer.limit_test_batches=2", *QUIET])
+    config = str(ROOT / "configs" / f"{name}.yaml")
+    cli = LightningHooksCLI(["test", "--config", config, "--trainer.limit_test_batches=2", *QUIET])
     model, batches = cli.model.eval(), list(cli.datamodule.test_dataloader())[:2]
     with torch.no_grad():  # plain torch: mean of the per-batch losses Lightning logs (equal batch sizes)
         expected = sum(nn.functional.cross_entropy(model(b["input"]), b["target"]) for b in batches) / 2
@@ -27,7 +28,9 @@ def test_cli_test_runs_every_shipped_config(name, tmp_path, monkeypatch):
 
 
 def test_cli_model_and_data_default_to_the_demo(tmp_path):
-    cli = LightningHooksCLI(["validate", "--trainer.limit_val_batches=1", f"--trainer.default_root_dir={tmp_path}", *QUIET])
+    cli = LightningHooksCLI(
+        ["validate", "--trainer.limit_val_batches=1", f"--trainer.default_root_dir={tmp_path}", *QUIET]
+    )
     assert type(cli.model) is DemoNet and type(cli.datamodule) is SyntheticData
 
 
