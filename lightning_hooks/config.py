@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import importlib
 import inspect
 import os
 from collections.abc import Iterable, Mapping
@@ -53,7 +54,10 @@ def build_callbacks(
     Args:
         cfg: an OmegaConf ``DictConfig``, a dict, or the path of a YAML file (OmegaConf interpolation works).
         allow_targets: ``fnmatch`` patterns of further ``_target_`` paths that may be instantiated (besides
-            :data:`SAFE_TARGETS`); config building imports and calls nothing else.
+            :data:`SAFE_TARGETS`). Both the path and the ``module.qualname`` of the class or function it names must
+            match, it must not pass through a module attribute, and a top-level entry must name a ``Callback``
+            class; all is checked before anything is called. MMEngine ``type`` names resolve in the hook
+            registry tree only, Classy ``name`` and iMIX ``type`` in their hook registries.
 
     Example::
 
@@ -148,23 +152,59 @@ def _target(entry: Any, path: str, allowed: tuple[str, ...]) -> Callback:
     if not isinstance(entry, Mapping) or "_target_" not in entry:
         raise ConfigError(f"{path}: a callback entry needs a '_target_' (e.g. lightning_hooks.callbacks.EMA)")
     for where, target in _targets(entry, path):
-        if not any(fnmatch.fnmatchcase(target, pattern) for pattern in allowed):
-            raise ConfigError(
-                f"{where}._target_: {target!r} is not an allowed target ({', '.join(allowed)}). Config building "
-                f"imports and calls only these; pass build_callbacks(cfg, allow_targets=[{target!r}]) to trust it."
-            )
+        cls = _resolve(target, f"{where}._target_", allowed)
+        if where == path and not (isinstance(cls, type) and issubclass(cls, Callback)):
+            raise ConfigError(f"{where}._target_: {target!r} is not a Callback class; name a Callback subclass")
     schema = SCHEMAS.get(entry["_target_"])
     if schema is not None:
         fields = [f.name for f in dataclasses.fields(schema)]
         _check_keys(entry, fields, path, f"{entry['_target_'].rsplit('.', 1)[-1]} option")
     try:
         node = OmegaConf.merge(OmegaConf.structured(schema), entry) if schema else OmegaConf.create(dict(entry))
-        callback = instantiate(node)
+        return instantiate(node)
     except Exception as err:
         raise ConfigError(f"{path}: {_message(err)}") from err
-    if not isinstance(callback, Callback):
-        raise ConfigError(f"{path}._target_: {entry['_target_']!r} built a {type(callback).__name__}, not a Callback")
-    return callback
+
+
+def _resolve(target: str, path: str, allowed: tuple[str, ...]) -> Any:
+    """The class or function ``target`` names, found without calling anything and checked against ``allowed``.
+
+    ``target`` must match ``allowed`` before its module is imported, must reach the object through modules and
+    class attributes only (not ``allowed_module.os.system``), and the object's own ``module.qualname`` must match.
+    """
+    if not _allowed(target, allowed):
+        raise ConfigError(
+            f"{path}: {target!r} is not an allowed target ({', '.join(allowed)}). Config building imports and calls "
+            f"only these; pass build_callbacks(cfg, allow_targets=[{target!r}]) to trust it."
+        )
+    parts = target.split(".")
+    obj, i = None, len(parts)
+    while i > 0 and obj is None:
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError as err:
+            if err.name is None or not ".".join(parts[:i]).startswith(err.name):
+                raise
+            i -= 1
+    if obj is None:
+        raise ConfigError(f"{path}: no module in {target!r} can be imported")
+    for attr in parts[i:]:
+        if not hasattr(obj, attr):
+            raise ConfigError(f"{path}: {'.'.join(parts[:i])} has no attribute {attr!r} ({target!r} does not exist)")
+        obj, i = getattr(obj, attr), i + 1
+        if inspect.ismodule(obj):
+            raise ConfigError(f"{path}: {target!r} reaches module {obj.__name__} through an attribute; name it directly")
+    real = f"{getattr(obj, '__module__', None)}.{getattr(obj, '__qualname__', None)}"
+    if not (inspect.isclass(obj) or inspect.isfunction(obj)) or not _allowed(real, allowed):
+        raise ConfigError(
+            f"{path}: {target!r} is {obj!r} ({real}), which is not an allowed class or function "
+            f"({', '.join(allowed)}). Name the class by its own module, or pass allow_targets=[{real!r}] to trust it."
+        )
+    return obj
+
+
+def _allowed(name: str, allowed: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in allowed)
 
 
 def _targets(node: Any, path: str) -> Iterable[tuple[str, str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import types
 
 import classy_vision.hooks as classy_hooks
@@ -93,8 +94,40 @@ def test_only_allow_listed_targets_are_imported_or_called(tmp_path):
     with pytest.raises(ConfigError, match=r"^callbacks\[0\]\.forward_fn\._target_: 'pathlib\.Path\.touch'"):
         build_callbacks({"callbacks": [nested]})
     assert not marker.exists()
-    with pytest.raises(ConfigError, match=r"built a PosixPath, not a Callback"):  # allowed, so it ran
+    with pytest.raises(ConfigError, match=r"'pathlib\.Path' is not a Callback class"):  # allowed, but not called
         build_callbacks({"callbacks": [{"_target_": "pathlib.Path", "_args_": [str(marker)]}]}, allow_targets=["pathlib.*"])
+
+
+@pytest.mark.parametrize(
+    ("target", "args", "message"),
+    [
+        ("lightning_hooks.config.os.makedirs", ["{out}"], r"reaches module os through an attribute"),
+        ("lightning.pytorch.callbacks.model_checkpoint.os.makedirs", ["{out}"], r"reaches module os through an attribute"),
+        ("lightning_hooks.config.OmegaConf.save", [{"a": 1}, "{out}"], r"\(omegaconf\.omegaconf\.OmegaConf\.save\), which is not an allowed"),
+    ],
+)  # fmt: skip
+def test_allowed_prefixes_do_not_reach_other_objects_and_nothing_is_called(target, args, message, tmp_path):
+    out = tmp_path / "made"
+    entry = {"_target_": target, "_args_": [a.format(out=out) if isinstance(a, str) else a for a in args]}
+    nested = {"_target_": "lightning_hooks.callbacks.PreciseBN", "forward_fn": entry}
+    for config in ({"callbacks": [entry]}, {"callbacks": [nested]}):
+        with pytest.raises(ConfigError, match=rf"^callbacks\[0\](\.forward_fn)?\._target_: .*{message}"):
+            build_callbacks(config)
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["custom_hooks", "default_hooks"])
+@pytest.mark.parametrize("kind", ["subprocess.Popen", "antigravity", "mmengine.hooks.hook.Hook.__init__"])
+def test_mmengine_types_resolve_in_the_hook_registry_only(where, kind, tmp_path):
+    marker = tmp_path / "ran"
+    hook = {"type": kind, "args": ["touch", str(marker)]}
+    section = {"custom_hooks": [hook]} if where == "custom_hooks" else {"default_hooks": {"checkpoint": hook}}
+    with pytest.raises(ConfigError, match=rf"^mmengine\.{where}(\[0\]|\.checkpoint): build_hooks: hook type '{kind}' is not registered"):
+        build_callbacks({"mmengine": section})
+    assert not marker.exists() and "antigravity" not in sys.modules
+    with pytest.raises(KeyError, match="is not registered"):
+        MMEngineAdapter.from_config(custom_hooks=[hook])
+    assert not marker.exists()
 
 
 def test_a_yaml_file_that_does_not_parse_is_named(tmp_path):
