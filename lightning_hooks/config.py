@@ -80,15 +80,19 @@ def build_callbacks(
 
 
 def _load(cfg: DictConfig | Mapping[str, Any] | str | os.PathLike) -> dict[str, Any]:
+    source = os.fspath(cfg) if isinstance(cfg, (str, os.PathLike)) else "the config"
     try:
-        if isinstance(cfg, (str, os.PathLike)):
-            cfg = OmegaConf.load(cfg)
-        elif not isinstance(cfg, DictConfig):
-            cfg = OmegaConf.create(dict(cfg))
-        return OmegaConf.to_container(cfg, resolve=True)
+        node = OmegaConf.load(cfg) if isinstance(cfg, (str, os.PathLike)) else cfg
+        node = node if isinstance(node, DictConfig) else OmegaConf.create(dict(node))
     except (yaml.YAMLError, OmegaConfBaseException) as err:
-        source = os.fspath(cfg) if isinstance(cfg, (str, os.PathLike)) else "the config"
         raise ConfigError(f"{source} does not parse: {err}") from err
+    try:
+        return OmegaConf.to_container(node, resolve=True)
+    except OmegaConfBaseException as err:
+        raise ConfigError(
+            f"{source}: an interpolation cannot be resolved: {err}\nDefine the key it names in this file, or give a "
+            "default: ${oc.select:key,default}."
+        ) from err
 
 
 def _build(adapter: type, entries: list[Any], path: str) -> list[Any]:

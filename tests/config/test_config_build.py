@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import types
+from pathlib import Path
 
 import classy_vision.hooks as classy_hooks
 import imix.engine.hooks as imix_hooks
@@ -134,4 +135,19 @@ def test_a_yaml_file_that_does_not_parse_is_named(tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text("mmengine:\n  custom_hooks: [{type: EMAHook\n")
     with pytest.raises(ConfigError, match=rf"(?s)^{path} does not parse: .*line 2"):
+        build_callbacks(path)
+
+
+@pytest.mark.parametrize("name", ["mixed", "mmengine", "imix", "classy"])
+def test_hook_configs_build_on_their_own_as_the_docstring_shows(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    callbacks = build_callbacks(Path(__file__).parents[2] / "configs" / "hydra" / "hooks" / f"{name}.yaml")
+    mm = [c for c in callbacks if isinstance(c, MMEngineAdapter)]
+    assert all(c.runner.work_dir == "work_dirs/hydra" for c in mm)  # train.yaml's work_dir, the default here
+
+
+def test_an_interpolation_that_cannot_resolve_names_the_file(tmp_path):
+    path = tmp_path / "hooks.yaml"
+    path.write_text("mmengine:\n  work_dir: ${work_dir}\n")
+    with pytest.raises(ConfigError, match=rf"(?s)^{path}: an interpolation cannot be resolved: .*'work_dir' not found"):
         build_callbacks(path)
