@@ -69,12 +69,13 @@ def build_callbacks(
         raise ConfigError(f"{unknown[0]}: {unknown_name('config section', str(unknown[0]), SECTIONS)}")
     callbacks: list[Callback] = []
     if config.get("mmengine") is not None:
-        callbacks.append(_mmengine(config["mmengine"]))
+        callbacks.append(_mmengine(_expect(config["mmengine"], dict, "mmengine", "{work_dir: ..., custom_hooks: [...]}")))
     if config.get("classy") is not None:
-        callbacks.append(_classy(config["classy"]))
+        callbacks.append(_classy(_expect(config["classy"], (list, dict), "classy", "[{name: precise_bn}, ...]")))
     if config.get("imix") is not None:
-        callbacks.append(_imix(config["imix"]))
-    for i, entry in enumerate(config.get("callbacks") or []):
+        callbacks.append(_imix(_expect(config["imix"], dict, "imix", "{custom_hooks: [{type: ...}]}")))
+    entries = _expect(config.get("callbacks") or [], list, "callbacks", "[{_target_: lightning_hooks.callbacks.EMA}]")
+    for i, entry in enumerate(entries):
         callbacks.append(_target(entry, f"callbacks[{i}]", (*SAFE_TARGETS, *allow_targets)))
     return callbacks
 
@@ -118,6 +119,13 @@ def _check_keys(given: Iterable[str], accepted: Iterable[str], path: str, what: 
             raise ConfigError(f"{path}.{key}: {unknown_name(what, key, accepted).replace('Registered', 'Accepted')}")
 
 
+def _expect(value: Any, kind: type | tuple[type, ...], path: str, example: str) -> Any:
+    if not isinstance(value, kind):
+        kinds = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise ConfigError(f"{path}: expected a {kinds}, got {type(value).__name__} {value!r}. Write e.g. {path}: {example}")
+    return value
+
+
 def _message(err: Exception) -> str:
     return str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
 
@@ -130,9 +138,11 @@ def _mmengine(section: dict[str, Any]) -> MMEngineAdapter:
     # hooks (a default_hooks entry replaces the default of that name) and orders them by priority.
     default_hooks = {
         key: None if entry is None else _build_one(MMEngineAdapter, entry, f"mmengine.default_hooks.{key}")
-        for key, entry in (section.pop("default_hooks", None) or {}).items()
+        for key, entry in _expect(section.pop("default_hooks", None) or {}, dict, "mmengine.default_hooks",
+                                  "{checkpoint: {type: CheckpointHook, interval: 1}}").items()
     }
-    custom_hooks = _build(MMEngineAdapter, section.pop("custom_hooks", None) or [], "mmengine.custom_hooks")
+    custom = _expect(section.pop("custom_hooks", None) or [], list, "mmengine.custom_hooks", "[{type: EMAHook}]")
+    custom_hooks = _build(MMEngineAdapter, custom, "mmengine.custom_hooks")
     hooks = build_hooks(default_hooks=default_hooks, custom_hooks=custom_hooks)
     return _options(MMEngineAdapter, section, "mmengine", hooks=hooks)
 
@@ -142,13 +152,17 @@ def _classy(section: list[Any] | dict[str, Any]) -> ClassyAdapter:
         section, path = {"hooks": section}, "classy"
     else:
         section, path = dict(section), "classy.hooks"
-    hooks = _build(ClassyAdapter, section.pop("hooks", []), path)
+    hooks = _build(ClassyAdapter, _expect(section.pop("hooks", []), list, path, "[{name: precise_bn}]"), path)
     return _options(ClassyAdapter, section, "classy", hooks=hooks)
 
 
 def _imix(section: dict[str, Any]) -> IMIXAdapter:
     section = dict(section)
-    hooks = _build(IMIXAdapter, section.pop("custom_hooks", []), "imix.custom_hooks")
+    if "custom_hooks" not in section:
+        raise ConfigError("imix.custom_hooks: missing; IMIXAdapter needs at least one hook. Write e.g. "
+                          "imix.custom_hooks: [{type: IterationTimerHook}]")
+    custom = _expect(section.pop("custom_hooks"), list, "imix.custom_hooks", "[{type: IterationTimerHook}]")
+    hooks = _build(IMIXAdapter, custom, "imix.custom_hooks")
     return _options(IMIXAdapter, section, "imix", hooks=hooks)
 
 

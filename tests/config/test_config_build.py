@@ -86,6 +86,24 @@ def test_errors_name_the_config_path_and_the_nearest_valid_names(config, message
         build_callbacks(config)
 
 
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"mmengine": [{"type": "EMAHook"}]}, r"^mmengine: expected a dict, got list"),
+        ({"mmengine": {"custom_hooks": {"type": "EMAHook"}}}, r"^mmengine\.custom_hooks: expected a list, got dict .*Write e\.g\."),
+        ({"mmengine": {"default_hooks": [{"type": "CheckpointHook"}]}}, r"^mmengine\.default_hooks: expected a dict, got list"),
+        ({"classy": "precise_bn"}, r"^classy: expected a list or dict, got str"),
+        ({"classy": {"hooks": {"name": "precise_bn"}}}, r"^classy\.hooks: expected a list, got dict"),
+        ({"imix": [{"type": "IterationTimerHook"}]}, r"^imix: expected a dict, got list"),
+        ({"imix": {"work_dir": "x"}}, r"^imix\.custom_hooks: missing; IMIXAdapter needs at least one hook"),
+        ({"callbacks": {"_target_": "lightning_hooks.callbacks.EMA"}}, r"^callbacks: expected a list, got dict"),
+    ],
+)  # fmt: skip
+def test_a_section_of_the_wrong_structure_names_its_path_and_what_to_write(config, message):
+    with pytest.raises(ConfigError, match=message):
+        build_callbacks(config)
+
+
 def test_only_allow_listed_targets_are_imported_or_called(tmp_path):
     marker = tmp_path / "ran"
     evil = {"_target_": "pathlib.Path.touch", "self": str(marker)}
