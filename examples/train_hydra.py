@@ -1,19 +1,22 @@
 """Train with legacy hooks and native callbacks from a Hydra config tree (configs/hydra).
 
-    python examples/train_hydra.py hooks=mmengine trainer.max_epochs=3
+    python examples/train_hydra.py hooks=mmengine trainer.max_epochs=3 +callbacks=[ema,precise_bn] callbacks.ema.decay=0.9
 """
 
 import hydra
 import lightning as L
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from lightning_hooks import build_callbacks
 
 
 @hydra.main(config_path="../configs/hydra", config_name="train", version_base=None)
 def main(cfg: DictConfig) -> None:
-    trainer = L.Trainer(**cfg.trainer, default_root_dir=cfg.work_dir, callbacks=build_callbacks(cfg.hooks))
+    # hook sections from the `hooks` group, plus the native callbacks added with +callbacks=<name> (ConfigStore)
+    hooks = OmegaConf.to_container(cfg.hooks, resolve=True)
+    hooks["callbacks"] = [*hooks.get("callbacks", []), *OmegaConf.to_container(cfg.get("callbacks") or {}).values()]
+    trainer = L.Trainer(**cfg.trainer, default_root_dir=cfg.work_dir, callbacks=build_callbacks(hooks))
     trainer.fit(instantiate(cfg.model), instantiate(cfg.data))
 
 

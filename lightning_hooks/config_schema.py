@@ -2,7 +2,8 @@
 
 They make a typo in a callback's options fail when the config is loaded, and they are registered in Hydra's
 ``ConfigStore`` under the group ``callbacks`` (``ema``, ``precise_bn``, ``anomaly_detector``, ``profiler``,
-``loss_scale_monitor``) for ``@hydra.main`` apps.
+``loss_scale_monitor``) for ``@hydra.main`` apps: ``+callbacks=[ema,precise_bn]`` adds ``callbacks.ema`` and
+``callbacks.precise_bn`` to the config (examples/train_hydra.py builds them after ``hooks``).
 """
 
 from __future__ import annotations
@@ -50,4 +51,5 @@ SCHEMAS: dict[str, type] = {}
 for _cls in NATIVE:
     _conf = schema(_cls)
     SCHEMAS[f"lightning_hooks.callbacks.{_cls.__name__}"] = SCHEMAS[f"{_cls.__module__}.{_cls.__qualname__}"] = _conf
-    ConfigStore.instance().store(group="callbacks", name=re.sub(r"(?<!^)(?=[A-Z])", "_", _cls.__name__).lower(), node=_conf)
+    _name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", _cls.__name__).lower()  # PreciseBN: precise_bn
+    ConfigStore.instance().store(group="callbacks", name=_name, node=_conf, package=f"callbacks.{_name}")

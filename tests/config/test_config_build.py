@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import types
+from pathlib import Path
 
 import classy_vision.hooks as classy_hooks
 import imix.engine.hooks as imix_hooks
@@ -84,6 +86,24 @@ def test_errors_name_the_config_path_and_the_nearest_valid_names(config, message
         build_callbacks(config)
 
 
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"mmengine": [{"type": "EMAHook"}]}, r"^mmengine: expected a dict, got list"),
+        ({"mmengine": {"custom_hooks": {"type": "EMAHook"}}}, r"^mmengine\.custom_hooks: expected a list, got dict .*Write e\.g\."),
+        ({"mmengine": {"default_hooks": [{"type": "CheckpointHook"}]}}, r"^mmengine\.default_hooks: expected a dict, got list"),
+        ({"classy": "precise_bn"}, r"^classy: expected a list or dict, got str"),
+        ({"classy": {"hooks": {"name": "precise_bn"}}}, r"^classy\.hooks: expected a list, got dict"),
+        ({"imix": [{"type": "IterationTimerHook"}]}, r"^imix: expected a dict, got list"),
+        ({"imix": {"work_dir": "x"}}, r"^imix\.custom_hooks: missing; IMIXAdapter needs at least one hook"),
+        ({"callbacks": {"_target_": "lightning_hooks.callbacks.EMA"}}, r"^callbacks: expected a list, got dict"),
+    ],
+)  # fmt: skip
+def test_a_section_of_the_wrong_structure_names_its_path_and_what_to_write(config, message):
+    with pytest.raises(ConfigError, match=message):
+        build_callbacks(config)
+
+
 def test_only_allow_listed_targets_are_imported_or_called(tmp_path):
     marker = tmp_path / "ran"
     evil = {"_target_": "pathlib.Path.touch", "self": str(marker)}
@@ -93,12 +113,59 @@ def test_only_allow_listed_targets_are_imported_or_called(tmp_path):
     with pytest.raises(ConfigError, match=r"^callbacks\[0\]\.forward_fn\._target_: 'pathlib\.Path\.touch'"):
         build_callbacks({"callbacks": [nested]})
     assert not marker.exists()
-    with pytest.raises(ConfigError, match=r"built a PosixPath, not a Callback"):  # allowed, so it ran
+    with pytest.raises(ConfigError, match=r"'pathlib\.Path' is not a Callback class"):  # allowed, but not called
         build_callbacks({"callbacks": [{"_target_": "pathlib.Path", "_args_": [str(marker)]}]}, allow_targets=["pathlib.*"])
+
+
+@pytest.mark.parametrize(
+    ("target", "args", "message"),
+    [
+        ("lightning_hooks.config.os.makedirs", ["{out}"], r"reaches module os through an attribute"),
+        ("lightning.pytorch.callbacks.model_checkpoint.os.makedirs", ["{out}"], r"reaches module os through an attribute"),
+        ("lightning_hooks.config.OmegaConf.save", [{"a": 1}, "{out}"], r"\(omegaconf\.omegaconf\.OmegaConf\.save\), which is not an allowed"),
+    ],
+)  # fmt: skip
+def test_allowed_prefixes_do_not_reach_other_objects_and_nothing_is_called(target, args, message, tmp_path):
+    out = tmp_path / "made"
+    entry = {"_target_": target, "_args_": [a.format(out=out) if isinstance(a, str) else a for a in args]}
+    nested = {"_target_": "lightning_hooks.callbacks.PreciseBN", "forward_fn": entry}
+    for config in ({"callbacks": [entry]}, {"callbacks": [nested]}):
+        with pytest.raises(ConfigError, match=rf"^callbacks\[0\](\.forward_fn)?\._target_: .*{message}"):
+            build_callbacks(config)
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["custom_hooks", "default_hooks"])
+@pytest.mark.parametrize("kind", ["subprocess.Popen", "antigravity", "mmengine.hooks.hook.Hook.__init__"])
+def test_mmengine_types_resolve_in_the_hook_registry_only(where, kind, tmp_path):
+    marker = tmp_path / "ran"
+    hook = {"type": kind, "args": ["touch", str(marker)]}
+    section = {"custom_hooks": [hook]} if where == "custom_hooks" else {"default_hooks": {"checkpoint": hook}}
+    with pytest.raises(ConfigError, match=rf"^mmengine\.{where}(\[0\]|\.checkpoint): build_hooks: hook type '{kind}' is not registered"):
+        build_callbacks({"mmengine": section})
+    assert not marker.exists() and "antigravity" not in sys.modules
+    with pytest.raises(KeyError, match="is not registered"):
+        MMEngineAdapter.from_config(custom_hooks=[hook])
+    assert not marker.exists()
 
 
 def test_a_yaml_file_that_does_not_parse_is_named(tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text("mmengine:\n  custom_hooks: [{type: EMAHook\n")
     with pytest.raises(ConfigError, match=rf"(?s)^{path} does not parse: .*line 2"):
+        build_callbacks(path)
+
+
+@pytest.mark.parametrize("name", ["mixed", "mmengine", "imix", "classy"])
+def test_hook_configs_build_on_their_own_as_the_docstring_shows(name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    callbacks = build_callbacks(Path(__file__).parents[2] / "configs" / "hydra" / "hooks" / f"{name}.yaml")
+    mm = [c for c in callbacks if isinstance(c, MMEngineAdapter)]
+    assert all(c.runner.work_dir == "work_dirs/hydra" for c in mm)  # train.yaml's work_dir, the default here
+
+
+def test_an_interpolation_that_cannot_resolve_names_the_file(tmp_path):
+    path = tmp_path / "hooks.yaml"
+    path.write_text("mmengine:\n  work_dir: ${work_dir}\n")
+    with pytest.raises(ConfigError, match=rf"(?s)^{path}: an interpolation cannot be resolved: .*'work_dir' not found"):
         build_callbacks(path)

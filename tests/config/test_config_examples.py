@@ -84,8 +84,21 @@ def test_hydra_app_runs_from_the_command_line(tmp_path):
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "train_hydra.py"), "hooks=mmengine", "trainer.max_epochs=1",
          "+trainer.limit_train_batches=4", "+trainer.limit_val_batches=2", "+trainer.enable_progress_bar=false",
-         f"hydra.run.dir={tmp_path}"],  # fmt: skip
+         "+callbacks=[ema,profiler]", "callbacks.profiler.start_step=0", "callbacks.profiler.num_steps=1",
+         f"callbacks.profiler.dirpath={tmp_path / 'prof'}", f"hydra.run.dir={tmp_path}"],  # fmt: skip
         cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "work_dirs/hydra/epoch_1.pth").exists()
+    assert list((tmp_path / "prof").iterdir())  # the Profiler added with +callbacks ran
+
+
+def test_config_store_names_are_the_snake_case_class_names():
+    import lightning_hooks.callbacks as native
+
+    names = {"ema": native.EMA, "precise_bn": native.PreciseBN, "anomaly_detector": native.AnomalyDetector,
+             "profiler": native.Profiler, "loss_scale_monitor": native.LossScaleMonitor}  # fmt: skip
+    with initialize_config_dir(str(ROOT / "configs" / "hydra"), version_base=None):
+        cfg = compose("train", overrides=[f"+callbacks=[{','.join(names)}]", "callbacks.ema.decay=0.9"])
+    assert {name: instantiate(node).__class__ for name, node in cfg.callbacks.items()} == names
+    assert cfg.callbacks.ema.decay == 0.9

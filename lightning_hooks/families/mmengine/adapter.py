@@ -91,7 +91,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         check_type(config, HOOKS)
         hook = HOOKS.build(config)
         if priority is not None:
-            priority_of(priority, str(config["type"]))
+            priority_of(priority, config["type"].__name__)
             hook.priority = priority
         return hook
 

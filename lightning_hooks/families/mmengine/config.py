@@ -50,7 +50,7 @@ def build_hooks(
         for cfg in configs:
             check_type(cfg, registry)
             if "priority" in cfg:
-                priority_of(cfg["priority"], str(cfg["type"]))
+                priority_of(cfg["priority"], cfg["type"].__name__)
         registrar = _Registrar()
         registrar.register_hooks(default_hooks, custom_hooks)
     return registrar._hooks
@@ -72,18 +72,43 @@ def _copy(cfg: Any) -> Any:
 
 
 def check_type(cfg: dict, registry: Registry) -> None:
+    """Resolve ``cfg["type"]`` to a registered ``Hook`` subclass and put the class in its place.
+
+    Names are looked up in the registry tree only: MMEngine's ``Registry.get`` would import any other dotted (or
+    module) name, so a config could otherwise call ``subprocess.Popen``.
+    """
     if "type" not in cfg:
         raise KeyError(f"build_hooks: hook config {cfg!r} has no 'type' key; name a registered hook class")
     kind = cfg["type"]
-    if not isinstance(kind, str) or registry.get(kind) is not None:
-        return
-    names = registered_names(registry._get_root_registry())
-    close = difflib.get_close_matches(kind, names, n=3, cutoff=0.5)
-    hint = f"Did you mean {', '.join(repr(c) for c in close)}?" if close else f"Registered: {', '.join(names)}."
-    raise KeyError(
-        f"build_hooks: hook type {kind!r} is not registered in the {registry.name!r} registry "
-        f"(scope {registry.scope!r}) or its children. {hint} Register your class with @HOOKS.register_module()."
-    )
+    cls = _lookup(registry, kind) if isinstance(kind, str) else kind
+    if cls is None:
+        names = registered_names(registry._get_root_registry())
+        close = difflib.get_close_matches(kind, names, n=3, cutoff=0.5)
+        hint = f"Did you mean {', '.join(repr(c) for c in close)}?" if close else f"Registered: {', '.join(names)}."
+        raise KeyError(
+            f"build_hooks: hook type {kind!r} is not registered in the {registry.name!r} registry "
+            f"(scope {registry.scope!r}) or its children. {hint} Register your class with @HOOKS.register_module()."
+        )
+    if not (isinstance(cls, type) and issubclass(cls, Hook)):
+        raise TypeError(f"build_hooks: hook type {kind!r} is {cls!r}, not a subclass of mmengine.hooks.Hook")
+    cfg["type"] = cls
+
+
+def _lookup(registry: Registry, key: str) -> Any:
+    """``Registry.get`` without its imports: this registry and its parents, ``scope.Name`` in the registry tree."""
+    registry.import_from_location()
+    scope, name = Registry.split_scope_key(key)
+    if scope is None or scope == registry.scope:
+        node: Registry | None = registry
+        while node is not None:
+            if name in node.module_dict:
+                return node.module_dict[name]
+            node = node.parent if scope is None else None
+        return None
+    if scope in registry.children:
+        return _lookup(registry.children[scope], name)
+    root = registry._get_root_registry()
+    return _lookup(root, key) if root is not registry and (scope == root.scope or scope in root.children) else None
 
 
 def registered_names(registry: Registry = HOOKS) -> list[str]:
