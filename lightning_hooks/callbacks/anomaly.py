@@ -53,7 +53,11 @@ class AnomalyDetector(Callback):
       per step, into tensors allocated once.
     * ``"save"``: write ``batch.pt`` (the step's batches, on CPU), ``checkpoint.ckpt`` (``trainer.save_checkpoint``,
       state before the step: the buffers are restored as for ``"skip"``) and ``report.txt`` to
-      ``dirpath/step=<global_step>/``, then raise as above.
+      ``dirpath/step=<global_step>/``, then raise as above. Under DDP every rank writes its own ``batch.pt`` and
+      ``report.txt`` to ``step=<global_step>/rank=<global_rank>/``, the checkpoint once to ``step=<global_step>/``.
+
+    Under DDP (``world_size > 1``) the "all finite" flag is all-reduced each step (one tiny collective), so when
+    any rank sees a non-finite loss or gradient every rank raises, skips or saves that step: the replicas stay equal.
 
     Args:
         policy: ``"raise"``, ``"skip"`` or ``"save"``.
@@ -106,7 +110,10 @@ class AnomalyDetector(Callback):
         grads_ok = self._grads_finite(optimizer) if check_grads else True
         loss_ok = self._loss_ok is None or bool(self._loss_ok)
         window, self._window, self._loss_ok = self._window, [], None
-        if grads_ok and loss_ok:
+        ok = grads_ok and loss_ok
+        if trainer.world_size > 1:  # DDP syncs the gradients, not the loss: every rank must take the same decision
+            ok = trainer.strategy.reduce_boolean_decision(ok, all=True)
+        if ok:
             return
         first = self.report is None
         if first or self.policy != "skip":
@@ -166,6 +173,8 @@ class AnomalyDetector(Callback):
             f"AnomalyDetector: non-finite values at global step {trainer.global_step} "
             f"(epoch {trainer.current_epoch}, batch_idx {[i for _, i in window]}).",
             f"  loss finite: {loss_ok}",
+            *([f"  rank {trainer.global_rank} of {trainer.world_size} (a step is undone on every rank when any rank "
+               "sees a non-finite value)"] if trainer.world_size > 1 else []),
             f"  input batch finite: {all(_finite(b) for b, _ in window)}",
         ]
         if grads_checked:
@@ -189,12 +198,15 @@ class AnomalyDetector(Callback):
     def _save(self, trainer: pl.Trainer, window: list[tuple[Any, int]]) -> str:
         root = self.dirpath or os.path.join(trainer.default_root_dir, "anomaly")
         out = os.path.join(root, f"step={trainer.global_step}")
-        os.makedirs(out, exist_ok=True)
-        torch.save([(move_data_to_device(b, "cpu"), i) for b, i in window], os.path.join(out, "batch.pt"))
-        trainer.save_checkpoint(os.path.join(out, "checkpoint.ckpt"))
-        with open(os.path.join(out, "report.txt"), "w") as f:
+        own = os.path.join(out, f"rank={trainer.global_rank}") if trainer.world_size > 1 else out
+        os.makedirs(own, exist_ok=True)
+        torch.save([(move_data_to_device(b, "cpu"), i) for b, i in window], os.path.join(own, "batch.pt"))
+        trainer.save_checkpoint(os.path.join(out, "checkpoint.ckpt"))  # a collective: every rank calls it
+        with open(os.path.join(own, "report.txt"), "w") as f:
             f.write(self.report or "")
-        return f"  saved batch.pt, checkpoint.ckpt and report.txt to {out}"
+        if own == out:
+            return f"  saved batch.pt, checkpoint.ckpt and report.txt to {out}"
+        return f"  saved checkpoint.ckpt to {out}, this rank's batch.pt and report.txt to {own}"
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

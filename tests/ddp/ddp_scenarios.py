@@ -127,6 +127,16 @@ def mmengine_run() -> None:
         def after_train_epoch(self, runner: Any) -> None:
             seen["buffers"].setdefault(self.tag, []).append(bn_stats(runner.model))
 
+        def after_val_epoch(self, runner: Any, metrics: dict | None = None) -> None:
+            if self.tag == "before":
+                seen.setdefault("val_metrics", []).append(metrics)
+
+    class RankMetricNet(Net):
+        """Logs its rank as a validation metric, without ``sync_dist``: the value differs per rank."""
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("rank_metric", float(self.global_rank))
+
     def adapter(work: Path) -> MMEngineAdapter:
         hooks = build_hooks(
             default_hooks=dict(checkpoint=dict(type="CheckpointHook", interval=1),
@@ -140,8 +150,8 @@ def mmengine_run() -> None:
     fit.fit(model, loader(as_tuple=True))
     # resume on every rank from the file rank 0 wrote
     resume = trainer(OUT / "mmengine", [adapter(OUT / "mmengine" / "run2")], max_epochs=3)
-    model = Net(regression=True)
-    resume.fit(model, loader(as_tuple=True), ckpt_path=str(OUT / "mmengine" / "run1" / "epoch_2.pth"),
+    model = RankMetricNet(regression=True)
+    resume.fit(model, loader(as_tuple=True), loader(as_tuple=True, n=8), ckpt_path=str(OUT / "mmengine" / "run1" / "epoch_2.pth"),
                weights_only=False)  # MMEngine checkpoints pickle MessageHub buffers
     saved = torch.load(OUT / "mmengine" / "run1" / "epoch_2.pth", weights_only=False)
     seen["saved_weights"] = [float(v.double().sum()) for k, v in saved["state_dict"].items() if "running" not in k
@@ -241,8 +251,18 @@ def imix_run() -> None:
 
 
 # -------------------------------------------------------------------------------------------------------- native
+class InfLossOnRank0(Net):
+    """Rank 0's loss at global step 1 is +inf through a constant term: its gradients, synced by DDP, stay finite."""
+
+    def training_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
+        out = super().training_step(batch, batch_idx)
+        if self.global_rank == 0 and self.global_step == 1:
+            out["loss"] = out["loss"] + float("inf")
+        return out
+
+
 def native_run() -> None:
-    from lightning_hooks.callbacks import EMA, PreciseBN
+    from lightning_hooks.callbacks import EMA, AnomalyDetector, PreciseBN
 
     seen: dict[str, Any] = {}
 
@@ -254,11 +274,13 @@ def native_run() -> None:
                 seen.setdefault("bn", []).append(bn_stats(module))
                 seen.setdefault("reference", []).append([h.mean(0).tolist(), h.var(0, unbiased=False).tolist()])
 
-    ema = EMA()
-    model = Net(regression=True)
-    fit = trainer(OUT / "native", [PreciseBN(num_batches=2), Probe(), ema])
+    ema, anomaly = EMA(), AnomalyDetector(policy="skip")
+    model = InfLossOnRank0(regression=True)
+    fit = trainer(OUT / "native", [PreciseBN(num_batches=2), Probe(), ema, anomaly])
     fit.fit(model, loader(as_tuple=True))
     seen["ema"] = [float(v.double().sum()) for v in ema.export_state_dict(model).values()]
+    seen["skipped"] = anomaly.skipped_steps
+    seen["final"] = weights(model)
     dump("native", fit, seen)
 
 

@@ -68,6 +68,8 @@ def test_ddp_mmengine(runs: Path) -> None:
     assert r0["weights_at_start"][2] == r1["weights_at_start"][2] == r0["saved_weights"]
     assert (runs / "mmengine" / "run2" / "epoch_3.pth").is_file()
     assert r0["final"] == r1["final"]
+    # a metric logged without sync_dist (rank 0: 0, rank 1: 1) reaches after_val_epoch as its mean on both ranks
+    assert r0["val_metrics"] == r1["val_metrics"] == [{"rank_metric": 0.5}]
 
 
 def test_ddp_classy(runs: Path) -> None:
@@ -114,3 +116,6 @@ def test_ddp_native(runs: Path) -> None:
         assert torch.allclose(torch.tensor(mean), torch.tensor(ref_mean), atol=1e-5)
         assert torch.allclose(torch.tensor(var), torch.tensor(ref_var), rtol=1e-5, atol=1e-5)
     assert r0["ema"] == r1["ema"]
+    # AnomalyDetector(policy="skip"): only rank 0's loss is +inf at step 1; both ranks skip it, the replicas stay equal
+    assert r0["skipped"] == r1["skipped"] == 1
+    assert r0["final"] == r1["final"]

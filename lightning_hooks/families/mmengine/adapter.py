@@ -204,6 +204,7 @@ class MMEngineAdapter(LegacyHookAdapter):
 
     def _end_train_epoch(self, trainer: pl.Trainer, event: str) -> None:
         self.fire(event)
+        _agree_on_stop(trainer, self.runner.train_loop)
         self.runner.epoch = trainer.current_epoch + 1
         self.runner.train_loop.end_epoch()
 
@@ -214,6 +215,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     # -------------------------------------------------------------------------------------- validation, test
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_validation_end", metrics=_epoch_metrics(trainer))
+        _agree_on_stop(trainer, self.runner.train_loop)  # EarlyStoppingHook may have stopped this rank only
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_test_end", metrics=_epoch_metrics(trainer))
@@ -282,8 +284,23 @@ def _init_dist_flags(hooks: list[Any]) -> None:
             hook.distributed = is_distributed()
 
 
+def _agree_on_stop(trainer: pl.Trainer, loop: Any) -> None:
+    """Under DDP, stop every rank when any rank's hooks set ``stop_training`` (as Lightning's EarlyStopping)."""
+    if trainer.world_size > 1 and trainer.strategy.reduce_boolean_decision(loop._stop, all=False):
+        loop.stop_training = True
+
+
 def _epoch_metrics(trainer: pl.Trainer) -> dict[str, float]:
-    """Metrics logged during the evaluation epoch that just ended (MMEngine names them, e.g. ``toy/mse``)."""
+    """Metrics logged during the evaluation epoch that just ended (MMEngine names them, e.g. ``toy/mse``).
+
+    Under DDP the float metrics are averaged over the ranks, so every rank's hooks see the same values, as MMEngine's
+    evaluator gives them (for per-rank means over equal-size shards, their mean is the mean over the whole set).
+    Every rank must log the same metric names."""
     results = trainer._results  # the evaluation loop's result collection, still filled in on_*_end
     metrics = results.metrics(on_step=False)["callback"] if results is not None else trainer.callback_metrics
-    return {k: v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v for k, v in metrics.items()}
+    out = {k: v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v for k, v in metrics.items()}
+    if trainer.world_size > 1:
+        names = sorted(k for k, v in out.items() if isinstance(v, float))
+        values = torch.tensor([out[k] for k in names], dtype=torch.float64, device=trainer.strategy.root_device)
+        out.update(zip(names, trainer.strategy.reduce(values, reduce_op="mean").tolist()))
+    return out
