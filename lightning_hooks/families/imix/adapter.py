@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import os
 import sys
 import time
+import types
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -139,6 +141,13 @@ class IMIXAdapter(LegacyHookAdapter):
     # ------------------------------------------------------------------------------------------ lightning glue
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
+        others = [type(c).__name__ for c in trainer.callbacks if isinstance(c, IMIXAdapter) and c is not self]
+        if others:
+            raise ValueError(
+                f"IMIXAdapter ({', '.join(self.hook_keys())}): this Trainer has another IMIXAdapter, but iMIX runs one "
+                "engine per fit (one training step, one log buffer). Put all iMIX hooks in one IMIXAdapter, or pass "
+                "them together to adapt()."
+            )
         self.trainer.lightning = trainer
         self._main_only(trainer.global_rank)
         if stage != "fit":
@@ -339,6 +348,12 @@ class _TrainingStep:
     def __init__(self, adapter: IMIXAdapter, step: Any) -> None:
         self.adapter = adapter
         self.step = self.__wrapped__ = step  # Lightning's is_overridden() looks through __wrapped__
+
+    @property
+    def __code__(self) -> types.CodeType:
+        """The wrapped step's code: is_overridden() unwraps one level only, so a wrapper around this object (Classy's
+        ``functools.wraps``, a second IMIXAdapter) exposes it as ``__wrapped__`` and reads ``__code__`` here."""
+        return inspect.unwrap(self.step).__code__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.adapter._iteration(self.step, args, kwargs)
