@@ -49,7 +49,14 @@ class LegacyHookAdapter(Callback):
         if not hooks:
             raise ValueError(f"{type(self).__name__} needs at least one {self.family} hook")
         bases = self.base_classes()
-        for hook in hooks:
+        for i, hook in enumerate(hooks):
+            if isinstance(hook, type) and issubclass(hook, bases):
+                raise TypeError(f"{type(self).__name__} was given the class {hook.__qualname__}: pass an instance: {hook.__qualname__}()")
+            if any(hook is h for h in hooks[:i]):
+                raise ValueError(
+                    f"{type(self).__name__}: the same {type(hook).__qualname__} instance is listed twice and would run "
+                    "twice per event; pass each hook once."
+                )
             if not isinstance(hook, bases):
                 raise TypeError(
                     f"{type(self).__name__} cannot drive {hook!r} ({type(hook).__module__}.{type(hook).__qualname__}): "

@@ -108,3 +108,24 @@ def test_two_imix_adapters_in_one_trainer_are_refused(tmp_path):
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
     with pytest.raises(ValueError, match=r"IMIXAdapter \(OptimizerHook\): this Trainer has another IMIXAdapter.*adapt\(\)"):
         trainer.fit(TinyModule(), tiny_loader())
+
+
+def test_a_hook_class_instead_of_an_instance_says_to_pass_an_instance():
+    with pytest.raises(TypeError, match=r"adapt\(\) was given the class EMAHook: pass an instance: EMAHook\(\)"):
+        adapt([mm_hooks.EMAHook])
+    with pytest.raises(TypeError, match=r"MMEngineAdapter was given the class EMAHook: pass an instance: EMAHook\(\)"):
+        MMEngineAdapter([mm_hooks.EMAHook])
+
+
+def test_the_same_hook_instance_twice_is_refused():
+    hook = mm_hooks.EMAHook()
+    with pytest.raises(ValueError, match=r"MMEngineAdapter: the same EMAHook instance is listed twice"):
+        adapt([hook, mm_hooks.IterTimerHook(), hook])
+
+
+def test_an_imix_hook_already_driven_by_another_adapter_is_refused():
+    hook = ImixIterCounter()
+    first = IMIXAdapter([hook])
+    with pytest.raises(ValueError, match=r"IMIXAdapter: the ImixIterCounter instance is already driven by another"):
+        IMIXAdapter([hook])
+    assert hook.trainer.__repr__() == first.trainer.__repr__()  # still the first adapter's engine

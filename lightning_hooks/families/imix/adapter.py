@@ -80,6 +80,8 @@ class IMIXAdapter(LegacyHookAdapter):
             cfg=cfg,
         )
         for hook in self.hooks:
+            _check_unowned(hook)
+        for hook in self.hooks:
             hook.trainer = weakref.proxy(self.trainer)
         real = _loaded_imix()
         self.steppers = [h for h in self.hooks if real is not None and isinstance(h, real.OptimizerHook)]
@@ -374,6 +376,20 @@ class _StrategyStep:
         result = self.step(*args, **kwargs)
         self.adapter._after_forward()
         return result
+
+
+def _check_unowned(hook: Any) -> None:
+    """A hook reaches its engine as ``hook.trainer``: one already driven by another live IMIXAdapter is refused."""
+    owner = vars(hook).get("trainer")
+    try:
+        owned = isinstance(owner, Trainer)
+    except ReferenceError:  # that adapter is gone
+        return
+    if owned:
+        raise ValueError(
+            f"IMIXAdapter: the {type(hook).__qualname__} instance is already driven by another IMIXAdapter "
+            "(its hook.trainer points at that adapter's engine). Build a new hook for each adapter."
+        )
 
 
 def _loss_dict(result: Any) -> dict[str, Any]:
