@@ -25,6 +25,8 @@ def family_of(hook: Any) -> type[LegacyHookAdapter]:
     for adapter in ADAPTERS:
         if adapter.base_classes() and isinstance(hook, adapter.base_classes()):
             return adapter
+        if isinstance(hook, type) and adapter.base_classes() and issubclass(hook, adapter.base_classes()):
+            raise TypeError(f"adapt() was given the class {hook.__qualname__}: pass an instance: {hook.__qualname__}()")
     raise TypeError(
         f"{hook!r} ({type(hook).__module__}.{type(hook).__qualname__}) is not a hook of a known family. "
         f"Accepted base classes: {ACCEPTED}."

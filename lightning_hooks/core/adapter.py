@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import copy
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -47,7 +49,14 @@ class LegacyHookAdapter(Callback):
         if not hooks:
             raise ValueError(f"{type(self).__name__} needs at least one {self.family} hook")
         bases = self.base_classes()
-        for hook in hooks:
+        for i, hook in enumerate(hooks):
+            if isinstance(hook, type) and issubclass(hook, bases):
+                raise TypeError(f"{type(self).__name__} was given the class {hook.__qualname__}: pass an instance: {hook.__qualname__}()")
+            if any(hook is h for h in hooks[:i]):
+                raise ValueError(
+                    f"{type(self).__name__}: the same {type(hook).__qualname__} instance is listed twice and would run "
+                    "twice per event; pass each hook once."
+                )
             if not isinstance(hook, bases):
                 raise TypeError(
                     f"{type(self).__name__} cannot drive {hook!r} ({type(hook).__module__}.{type(hook).__qualname__}): "
@@ -242,6 +251,37 @@ class LegacyHookAdapter(Callback):
     def state_key(self) -> str:
         return self._state_key
 
+    def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
+        """Resuming with another hook list changes :attr:`state_key`: then load the one state an adapter of this class
+        wrote (Lightning calls this before ``load_state_dict``, which it skips for a key the checkpoint lacks)."""
+        states = checkpoint.get("callbacks") or {}
+        if self.state_key in states:
+            return
+        taken = {c.state_key for c in trainer.callbacks}
+        prefix = type(self).__qualname__
+        found = {
+            k: v for k, v in states.items()
+            if isinstance(k, str) and k.startswith(prefix + "{") and k not in taken
+            and isinstance(v, Mapping) and v.get("family") == self.family
+        }  # fmt: skip
+        name = f"{prefix} ({', '.join(self.hook_keys())})"
+        if len(found) > 1:
+            warnings.warn(
+                f"{name}: the checkpoint has no state for these hooks and several {prefix} states it cannot tell "
+                f"apart: {sorted(found)}. This adapter starts fresh; resume with the hooks the checkpoint was written with."
+            )
+        elif found:
+            [(key, state)] = found.items()
+            saved = _saved_hooks(key, prefix)
+            added = [k for k in self.hook_keys() if k not in saved]
+            removed = [k for k in saved if k not in self.hook_keys()]
+            changes = [f"added (start fresh): {added}"] * bool(added) + [f"removed (state dropped): {removed}"] * bool(removed)
+            warnings.warn(
+                f"{name}: the checkpoint was written with hooks {saved}; loading its state for the shared hooks and "
+                f"the host. Hooks {', '.join(changes) or 'reordered'}."
+            )
+            self.load_state_dict(copy.deepcopy(state))
+
     def hook_keys(self) -> list[str]:
         """Stable per-hook keys: the class name, suffixed with ``#n`` when a class repeats."""
         seen: Counter[str] = Counter()
@@ -289,6 +329,14 @@ class LegacyHookAdapter(Callback):
 
 def _plain(config: Mapping[str, Any]) -> dict[str, Any]:
     return OmegaConf.to_container(config, resolve=True) if isinstance(config, DictConfig) else dict(config)
+
+
+def _saved_hooks(key: str, prefix: str) -> list[str]:
+    """The hook keys in a state key written by ``_generate_state_key(hooks=[...])``."""
+    try:
+        return list(ast.literal_eval(key[len(prefix):])["hooks"])
+    except (ValueError, SyntaxError, KeyError, TypeError):
+        return []
 
 
 def _names(classes: Iterable[type]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import lightning.pytorch as pl
+import pytest
 import torch
 from lh_testing import TinyModule, tiny_loader
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -57,3 +58,35 @@ def test_state_round_trips_through_a_lightning_checkpoint_and_resume(tmp_path):
     assert (step2.steps_at_start, phase2.steps_at_start) == (4, 60)
     assert (step2.state.steps, phase2.state.steps) == (step3.state.steps, phase3.state.steps) == (8, 120)
     assert resumed[0].task.train_phase_idx == 1 and resumed[0].task.phase_idx == 3
+
+
+def test_resume_with_an_added_hook_loads_the_state_of_the_hooks_the_checkpoint_has(tmp_path):
+    def fit(root, hooks, max_epochs, ckpt_path=None):
+        adapter = ClassyAdapter(hooks)
+        trainer = pl.Trainer(
+            max_epochs=max_epochs, callbacks=[adapter, ModelCheckpoint(dirpath=root, save_last=True)],
+            default_root_dir=root, logger=False, enable_progress_bar=False, enable_model_summary=False,
+            num_sanity_val_steps=0,
+        )  # fmt: skip
+        trainer.fit(TinyModule(), tiny_loader(), tiny_loader(n=4), ckpt_path=ckpt_path)
+        return adapter
+
+    fit(tmp_path / "a", [StepCounter()], max_epochs=1)
+    step, phase = StepCounter(), PhaseCounter()
+    with pytest.warns(UserWarning, match=r"ClassyAdapter \(StepCounter, PhaseCounter\).*\['StepCounter'\].*added.*\['PhaseCounter'\]"):
+        resumed = fit(tmp_path / "b", [step, phase], max_epochs=2, ckpt_path=tmp_path / "a" / "last.ckpt")
+    reference = StepCounter()
+    fit(tmp_path / "c", [reference], max_epochs=2)  # uninterrupted
+    assert step.steps_at_start == 4 and step.state.steps == reference.state.steps == 8
+    assert phase.steps_at_start == 0  # the added hook starts fresh
+    assert resumed.task.train_phase_idx == 1 and resumed.task.phase_idx == 3  # as after an uninterrupted resume
+
+
+def test_resume_warns_when_several_saved_states_could_be_this_adapters(tmp_path):
+    _fit(tmp_path / "a", max_epochs=1)  # two ClassyAdapters: StepCounter, PhaseCounter
+    adapter = ClassyAdapter([StepCounter(), PhaseCounter()])
+    trainer = pl.Trainer(max_epochs=2, callbacks=[adapter], default_root_dir=tmp_path, logger=False,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
+    with pytest.warns(UserWarning, match=r"several ClassyAdapter states.*\"ClassyAdapter\{'hooks': \['PhaseCounter'\]\}\""):
+        trainer.fit(TinyModule(), tiny_loader(), ckpt_path=tmp_path / "a" / "ckpt" / "last.ckpt")
+    assert adapter.hooks[0].steps_at_start == 0

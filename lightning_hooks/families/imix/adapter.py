@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import os
 import sys
 import time
+import types
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -78,6 +80,8 @@ class IMIXAdapter(LegacyHookAdapter):
             cfg=cfg,
         )
         for hook in self.hooks:
+            _check_unowned(hook)
+        for hook in self.hooks:
             hook.trainer = weakref.proxy(self.trainer)
         real = _loaded_imix()
         self.steppers = [h for h in self.hooks if real is not None and isinstance(h, real.OptimizerHook)]
@@ -139,6 +143,13 @@ class IMIXAdapter(LegacyHookAdapter):
     # ------------------------------------------------------------------------------------------ lightning glue
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
+        others = [type(c).__name__ for c in trainer.callbacks if isinstance(c, IMIXAdapter) and c is not self]
+        if others:
+            raise ValueError(
+                f"IMIXAdapter ({', '.join(self.hook_keys())}): this Trainer has another IMIXAdapter, but iMIX runs one "
+                "engine per fit (one training step, one log buffer). Put all iMIX hooks in one IMIXAdapter, or pass "
+                "them together to adapt()."
+            )
         self.trainer.lightning = trainer
         self._main_only(trainer.global_rank)
         if stage != "fit":
@@ -340,6 +351,12 @@ class _TrainingStep:
         self.adapter = adapter
         self.step = self.__wrapped__ = step  # Lightning's is_overridden() looks through __wrapped__
 
+    @property
+    def __code__(self) -> types.CodeType:
+        """The wrapped step's code: is_overridden() unwraps one level only, so a wrapper around this object (Classy's
+        ``functools.wraps``, a second IMIXAdapter) exposes it as ``__wrapped__`` and reads ``__code__`` here."""
+        return inspect.unwrap(self.step).__code__
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.adapter._iteration(self.step, args, kwargs)
 
@@ -359,6 +376,20 @@ class _StrategyStep:
         result = self.step(*args, **kwargs)
         self.adapter._after_forward()
         return result
+
+
+def _check_unowned(hook: Any) -> None:
+    """A hook reaches its engine as ``hook.trainer``: one already driven by another live IMIXAdapter is refused."""
+    owner = vars(hook).get("trainer")
+    try:
+        owned = isinstance(owner, Trainer)
+    except ReferenceError:  # that adapter is gone
+        return
+    if owned:
+        raise ValueError(
+            f"IMIXAdapter: the {type(hook).__qualname__} instance is already driven by another IMIXAdapter "
+            "(its hook.trainer points at that adapter's engine). Build a new hook for each adapter."
+        )
 
 
 def _loss_dict(result: Any) -> dict[str, Any]:
