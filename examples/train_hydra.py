@@ -1,6 +1,6 @@
 """Train with legacy hooks and native callbacks from a Hydra config tree (configs/hydra).
 
-    python examples/train_hydra.py hooks=mmengine trainer.max_epochs=3 +callbacks=[ema,precise_bn] callbacks.ema.decay=0.9
+    python examples/train_hydra.py hooks=imix trainer.max_epochs=3 +callbacks=[ema,profiler] callbacks.ema.decay=0.99
 """
 
 import hydra

@@ -84,7 +84,7 @@ def test_hydra_app_runs_from_the_command_line(tmp_path):
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "train_hydra.py"), "hooks=mmengine", "trainer.max_epochs=1",
          "+trainer.limit_train_batches=4", "+trainer.limit_val_batches=2", "+trainer.enable_progress_bar=false",
-         "+callbacks=[ema,profiler]", "callbacks.profiler.start_step=0", "callbacks.profiler.num_steps=1",
+         "+callbacks=[anomaly_detector,profiler]", "callbacks.profiler.start_step=0", "callbacks.profiler.num_steps=1",
          f"callbacks.profiler.dirpath={tmp_path / 'prof'}", f"hydra.run.dir={tmp_path}"],  # fmt: skip
         cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
