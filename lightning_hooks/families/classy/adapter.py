@@ -272,7 +272,7 @@ class ClassyAdapter(LegacyHookAdapter):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._train_open = False  # a fit that failed mid-phase left it open
         self._handles += [opt.register_step_pre_hook(self._before_optimizer_step) for opt in trainer.optimizers]
-        _warn_if_no_final_test_phase(trainer, pl_module)
+        _warn_if_no_final_test_phase(trainer)
         if "Optimizer.step" in self._plan:
             self._handles += [opt.register_step_post_hook(self._on_optimizer_step) for opt in trainer.optimizers]
         self.fire("on_train_start")
@@ -364,14 +364,9 @@ class ClassyAdapter(LegacyHookAdapter):
         self._end_phase("on_test_epoch_end")
 
 
-def _warn_if_no_final_test_phase(trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+def _warn_if_no_final_test_phase(trainer: pl.Trainer) -> None:
     """Classy ends every run with a test phase; Lightning skips the last validation in these two settings."""
-    validates = (
-        trainer.limit_val_batches != 0
-        and is_overridden("validation_step", pl_module)
-        and trainer.fit_loop.epoch_loop.val_loop._data_source.is_defined()
-    )
-    if not validates:
+    if not trainer.enable_validation:
         return
     every = trainer.check_val_every_n_epoch
     if every is not None and trainer.max_epochs not in (None, -1) and trainer.max_epochs % every:
