@@ -10,6 +10,8 @@ from torch import Tensor
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
 
+from lightning_hooks.core.weight_swaps import check_one_weight_swap
+
 
 def _dense(t: Tensor) -> bool:
     """Whether ``t`` covers ``numel`` consecutive elements of its storage (any dimension order, no gaps)."""
@@ -278,6 +280,13 @@ class EMA(Callback):
             self._swap()
 
     # ------------------------------------------------------------------ hooks
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        check_one_weight_swap(trainer)
+
+    def weight_swappers(self) -> list[str]:
+        """This callback swaps its average into the model for evaluation (see :func:`check_one_weight_swap`)."""
+        return ["lightning_hooks.callbacks.EMA"]
+
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # after the strategy moved/converted the module (a move would undo the flattening); optimizers hold the
         # Parameter objects, whose identity the re-homing keeps

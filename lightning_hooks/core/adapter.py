@@ -16,6 +16,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from lightning_hooks.core.checks import check_hook
 from lightning_hooks.core.events import EventTable, Mount
 from lightning_hooks.core.facade import Facade
+from lightning_hooks.core.weight_swaps import check_one_weight_swap
 
 Call = tuple[Any, Callable[..., Any]]
 Step = tuple[Mount, Callable[[], bool] | None, tuple[Call, ...]]
@@ -73,6 +74,7 @@ class LegacyHookAdapter(Callback):
         self._trainer: pl.Trainer | None = None
         self._plan: dict[str, tuple[Step, ...]] = {}
         self._train_epoch: int | None = None  # the train epoch whose start was fired
+        self._failed_at: tuple[str, Any] | None = None  # (mount point, hook) of the last hook error
 
     # ----------------------------------------------------------------------------------------- family contract
     @classmethod
@@ -126,6 +128,7 @@ class LegacyHookAdapter(Callback):
                 for hook, fn in calls:
                     fn(*host, **kwargs)
             except Exception as err:
+                self._failed_at = (row.mount, hook)
                 err.add_note(self._where(hook, row))
                 raise
 
@@ -143,20 +146,40 @@ class LegacyHookAdapter(Callback):
 
     # ------------------------------------------------------------------------------------------ lightning glue
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        check_one_weight_swap(trainer)
         self._trainer = trainer
         self._train_epoch = None
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        """Forward the failure to hooks with an ``on_exception`` mount point; their own errors only warn."""
-        for row, when, calls in self._plan.get("on_exception", ()):
-            if when is not None and not when():
-                continue
-            kwargs = {"exception": exception} if "exception" in row.args else {}
-            for hook, fn in calls:
-                try:
-                    fn(*self._host_args, **kwargs)
-                except Exception as err:  # the original exception must reach the user
-                    warnings.warn(f"{self._where(hook, row)} while handling {exception!r}: {err!r}", stacklevel=2)
+        """Forward the failure to hooks with an ``on_exception`` mount point (their own errors only warn), then put
+        the live weights back if hooks had EMA weights swapped in (an error or Ctrl-C during evaluation)."""
+        try:
+            for row, when, calls in self._plan.get("on_exception", ()):
+                if when is not None and not when():
+                    continue
+                kwargs = {"exception": exception} if "exception" in row.args else {}
+                for hook, fn in calls:
+                    try:
+                        fn(*self._host_args, **kwargs)
+                    except Exception as err:  # the original exception must reach the user
+                        warnings.warn(f"{self._where(hook, row)} while handling {exception!r}: {err!r}", stacklevel=2)
+        finally:
+            self.restore_live_weights()
+            self._failed_at = None
+
+    # ------------------------------------------------------------------------------------------- EMA weight swaps
+    @classmethod
+    def weight_swap_classes(cls) -> tuple[type, ...]:
+        """Hook classes of this family that swap EMA weights into the model for evaluation."""
+        return ()
+
+    def weight_swappers(self) -> list[str]:
+        """Names of this adapter's hooks that swap EMA weights into the model, for :func:`check_one_weight_swap`."""
+        classes = self.weight_swap_classes()
+        return [f"{type(h).__qualname__} ({type(self).__name__})" for h in self.hooks if classes and isinstance(h, classes)]
+
+    def restore_live_weights(self) -> None:
+        """Put the live weights back into the model when a run ends while EMA hooks have theirs swapped in."""
 
     # Events whose rows need nothing but the standard context (batch_idx, data_batch, outputs, checkpoint); a family
     # overrides an event when its facade must change first, then calls ``fire`` itself.

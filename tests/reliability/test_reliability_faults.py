@@ -242,3 +242,51 @@ def test_reliability_unwritable_dir_imix_checkpoint_hook(tmp_path, deny_new_file
     _note(err, "imix", CheckPointHook, "after_train_epoch", "on_train_epoch_end", 1, 12)
     assert re.fullmatch(r"net_epoch0\(6iters\)_model\.pth", " ".join(os.listdir(tmp_path / "imix")))
     torch.load(tmp_path / "imix" / "net_epoch0(6iters)_model.pth", weights_only=True)
+
+
+# ------------------------------------------------------------------------ EMA weights left in the model
+class _RaiseInValidation(pl.Callback):
+    """Raises ``error`` at the first real validation batch of epoch ``epoch`` (after the hooks swapped EMA in)."""
+
+    def __init__(self, error: BaseException, epoch: int = 1) -> None:
+        self.error, self.epoch = error, epoch
+
+    def on_train_batch_end(self, trainer, pl_module, *args):
+        self.live = {k: v.clone() for k, v in pl_module.state_dict().items()}
+
+    def on_validation_batch_start(self, trainer, pl_module, *args):
+        if not trainer.sanity_checking and trainer.current_epoch == self.epoch:
+            raise self.error
+
+
+def _ema_hooks():
+    from classy_vision.hooks import ExponentialMovingAverageModelHook
+    from mmengine.hooks import EMAHook
+
+    return {
+        "mmengine": lambda: MMEngineAdapter([EMAHook(momentum=0.5)]),
+        "classy": lambda: ClassyAdapter([ExponentialMovingAverageModelHook(0.5, device="cpu")]),
+    }
+
+
+@pytest.mark.parametrize("family", ["mmengine", "classy"])
+@pytest.mark.parametrize("error", [RuntimeError("boom"), KeyboardInterrupt()], ids=["exception", "ctrl-c"])
+def test_reliability_legacy_ema_weights_are_swapped_back_when_validation_fails(tmp_path, family, error):
+    adapter, model = _ema_hooks()[family](), Net()
+    probe = _RaiseInValidation(error)
+    expected = SystemExit if isinstance(error, KeyboardInterrupt) else RuntimeError  # Lightning exits after Ctrl-C
+    with pytest.raises(expected):
+        fit(tmp_path, [probe, adapter], model=model, max_epochs=2)
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(value, probe.live[key], rtol=0, atol=0, msg=key)
+
+
+@pytest.mark.parametrize("family", ["mmengine", "classy"])
+def test_reliability_native_ema_stacked_with_a_legacy_ema_hook_is_refused_at_fit_start(tmp_path, family):
+    adapter = _ema_hooks()[family]()
+    hook = type(adapter.hooks[0]).__qualname__
+    with pytest.raises(ValueError, match=rf"lightning_hooks\.callbacks\.EMA and {hook} \({type(adapter).__name__}\) "
+                                         r"both swap EMA weights into the same model for evaluation"):  # fmt: skip
+        fit(tmp_path, [EMA(), adapter])
+    with pytest.raises(ValueError, match=rf"{hook} \({type(adapter).__name__}\) and lightning_hooks\.callbacks\.EMA"):
+        fit(tmp_path, [adapter, EMA()])

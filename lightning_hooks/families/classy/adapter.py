@@ -269,6 +269,20 @@ class ClassyAdapter(LegacyHookAdapter):
         self._uninstall()
         super().on_exception(trainer, pl_module, exception)
 
+    @classmethod
+    def weight_swap_classes(cls) -> tuple[type, ...]:
+        hooks = sys.modules.get("classy_vision.hooks")
+        return (hooks.ExponentialMovingAverageModelHook,) if hooks is not None else ()
+
+    def restore_live_weights(self) -> None:
+        """Classy's EMA hook copies its average into the model when a test phase starts and the live weights back
+        when the next train phase starts: a run that ends in between gets the live weights back here."""
+        if self.task.train:
+            return
+        for hook in self.hooks:
+            if isinstance(hook, self.weight_swap_classes()) and hook.state.model_state:
+                hook.set_model_state(self.task, use_ema=False)
+
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._train_open = False  # a fit that failed mid-phase left it open
         self._handles += [opt.register_step_pre_hook(self._before_optimizer_step) for opt in trainer.optimizers]

@@ -68,6 +68,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._done = 0  # finished train iterations, MMEngine's ``train_loop.iter``
         self._scheduler_states: list[dict] | None = None
         self._module: pl.LightningModule | None = None
+        self._ema_swapped = False  # between before_{val,test}_epoch and after_{val,test}_epoch
         self._build_plan((self.runner,))
 
     @classmethod
@@ -213,12 +214,45 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.fire("on_train_end")
 
     # -------------------------------------------------------------------------------------- validation, test
+    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._ema_swapped = self.real_validation()  # EMAHook.before_val_epoch swaps the EMA weights in
+        self.fire("on_validation_epoch_start")
+
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_validation_end", metrics=_epoch_metrics(trainer))
+        self._ema_swapped = False
         _agree_on_stop(trainer, self.runner.train_loop)  # EarlyStoppingHook may have stopped this rank only
+
+    def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._ema_swapped = True
+        self.fire("on_test_epoch_start")
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_test_end", metrics=_epoch_metrics(trainer))
+        self._ema_swapped = False
+
+    @classmethod
+    def weight_swap_classes(cls) -> tuple[type, ...]:
+        from mmengine.hooks import EMAHook
+
+        return (EMAHook,)
+
+    def restore_live_weights(self) -> None:
+        """Swap back every ``EMAHook`` whose ``before_{val,test}_epoch`` swapped the EMA in and whose
+        ``after_{val,test}_epoch`` did not run (the run failed or was interrupted in between)."""
+        if not self._ema_swapped:
+            return
+        self._ema_swapped = False
+        mount, failed = self._failed_at or ("", None)
+        position = self.hooks.index(failed) if failed is not None else None
+        for i, hook in enumerate(self.hooks):
+            if not isinstance(hook, self.weight_swap_classes()):
+                continue
+            if position is not None and mount.startswith("before_") and mount.endswith("_epoch") and i >= position:
+                continue  # the failure came before this hook swapped
+            if position is not None and mount.startswith("after_") and mount.endswith("_epoch") and i < position:
+                continue  # this hook already swapped back
+            hook._swap_ema_parameters()
 
     # ------------------------------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
