@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightning.pytorch.callbacks import Callback
@@ -22,6 +22,13 @@ ACCEPTED = (
 
 def family_of(hook: Any) -> type[LegacyHookAdapter]:
     """The adapter class for ``hook``, detected from the legacy base classes it derives from."""
+    if isinstance(hook, Mapping):
+        raise TypeError(
+            f"adapt() was given the config {dict(hook)!r}, which names no family. Build hooks from configs with "
+            "their family's adapter: MMEngineAdapter.from_config(custom_hooks=[...]) or "
+            "MMEngineAdapter([dict(type=...)]), ClassyAdapter([dict(name=...)]), IMIXAdapter([dict(type=...)]); or "
+            "a whole config with lightning_hooks.build_callbacks(cfg)."
+        )
     for adapter in ADAPTERS:
         if adapter.base_classes() and isinstance(hook, adapter.base_classes()):
             return adapter
@@ -47,6 +54,11 @@ def adapt(hook_or_hooks: Any | Sequence[Any], **host_options: Any) -> list[Callb
         trainer = Trainer(callbacks=adapt([EMAHook(), PreciseBatchNormHook(num_samples=64)], work_dir="work"))
     """
     hooks = list(hook_or_hooks) if isinstance(hook_or_hooks, (list, tuple)) else [hook_or_hooks]
+    if not hooks:
+        raise ValueError(
+            "adapt() was given no hooks. Pass legacy hook objects, e.g. adapt([EMAHook()]); for a Trainer without "
+            "legacy hooks, leave adapt() out."
+        )
     groups: dict[type[LegacyHookAdapter], list[Any]] = {}
     for hook in hooks:
         groups.setdefault(family_of(hook), []).append(hook)

@@ -18,11 +18,13 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_warn
 from lightning.pytorch.utilities.seed import isolate_rng
 
+from lightning_hooks.core.state_keys import UniqueStateKey
+
 _POLICIES = ("raise", "skip", "save")
 _OP_RE = re.compile(r"Function '(\w+)' returned nan values in its (\w+) output")
 
 
-class AnomalyDetector(Callback):
+class AnomalyDetector(UniqueStateKey, Callback):
     r"""Detect non-finite losses and gradients every step for about the cost of one fused kernel.
 
     Each step the training loss (``on_before_backward``) and all dense gradients of the optimizer's parameters
@@ -80,6 +82,7 @@ class AnomalyDetector(Callback):
             raise ValueError(f"AnomalyDetector: `policy` must be one of {_POLICIES}, got {policy!r}.")
         if dirpath is not None and policy != "save":
             raise ValueError(f"AnomalyDetector: `dirpath` is only used with policy='save', got policy={policy!r}.")
+        self._init_state_key(type(self).__qualname__)
         self.policy = policy
         self.dirpath = dirpath
         self.skipped_steps = 0
@@ -89,6 +92,9 @@ class AnomalyDetector(Callback):
         self._flags: dict[torch.device, tuple[Tensor, Tensor]] = {}  # device -> (found_inf, inv_scale=1)
         self._buffers: list[Tensor] = []  # "skip" and "save": the module's buffers ...
         self._saved: list[Tensor] = []  # ... and their values at the start of the current optimizer step
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._key_by_position(trainer)
 
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int

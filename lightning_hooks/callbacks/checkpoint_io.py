@@ -13,10 +13,14 @@ from fsspec.implementations.local import LocalFileSystem
 
 from lightning.fabric.utilities.cloud_io import get_filesystem
 from lightning.fabric.utilities.types import _PATH
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
+from lightning_hooks.core.checkpoint_files import load_checkpoint_file
 
-class AtomicCheckpointIO(TorchCheckpointIO):
+
+class AtomicCheckpointIO(TorchCheckpointIO, Callback):
     r"""A ``CheckpointIO`` plugin whose local saves are atomic and durable, at close to ``torch.save`` speed.
 
     ``save_checkpoint`` serializes with ``torch.save`` straight into a hidden temporary file in the target
@@ -32,7 +36,12 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     background thread, which the next save and ``teardown()`` wait for.
 
     Non-local paths (``s3://``, ``gs://``, ...) go to ``TorchCheckpointIO``; object stores publish a whole object at
-    once. Loading is inherited: plain checkpoints load with ``torch.load(path, weights_only=True)``.
+    once. Local loads use ``torch.load(path, weights_only=True)`` unless ``weights_only=False`` is passed, and a
+    truncated or foreign file raises an error naming it. On a full disk the error says "no space left on device" and
+    names the file; the temporary file is removed.
+
+    Pass it as ``Trainer(plugins=[AtomicCheckpointIO()])``. Given in ``callbacks=[...]`` instead, it installs itself as
+    the Trainer's checkpoint IO in ``setup``, before any checkpoint is loaded or written.
 
     Example::
 
@@ -78,14 +87,24 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             ) from err
         old = None
         try:
-            torch.save(checkpoint, tmp)
-            _fsync(tmp, os.O_RDWR)
+            # through a Python file, so a failed write raises the OS error (ENOSPC) and not torch's stream error
+            with open(tmp, "wb") as f:
+                torch.save(checkpoint, f)
+                f.flush()
+                os.fsync(f.fileno())
             old = _keep_alive(path)
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as err:
             for leftover in (tmp, old):
                 if leftover is not None:
                     _unlink(leftover)
+            if isinstance(err, OSError) and err.errno is not None:
+                raise OSError(
+                    err.errno,
+                    f"AtomicCheckpointIO: could not write {path!r}: {(err.strerror or str(err)).lower()}. The "
+                    f"temporary file was removed and any previous {name!r} is unchanged; free space on the device "
+                    "or choose another dirpath.",
+                ) from err
             raise
         if os.name == "posix":
             _fsync(directory, os.O_RDONLY)
@@ -93,8 +112,34 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             self._cleanup = threading.Thread(target=_unlink, args=(old,), name="AtomicCheckpointIO-cleanup")
             self._cleanup.start()
 
-    def teardown(self) -> None:
-        """Wait for the background deletion of the previous file's extra link."""
+    def load_checkpoint(
+        self, path: _PATH, map_location: Any | None = lambda storage, loc: storage, weights_only: bool | None = None
+    ) -> dict[str, Any]:
+        """Load a local checkpoint with ``weights_only=True`` unless ``weights_only=False`` is passed; a truncated or
+        foreign file raises an error naming it. Non-local paths go to ``TorchCheckpointIO``."""
+        if not isinstance(get_filesystem(path), LocalFileSystem):
+            return super().load_checkpoint(path, map_location=map_location, weights_only=weights_only)
+        path = strip_protocol(path)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"AtomicCheckpointIO: checkpoint file not found: {path!r}")
+        return load_checkpoint_file(path, owner="AtomicCheckpointIO.load_checkpoint", map_location=map_location,
+                                    weights_only=weights_only is not False)  # fmt: skip
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        """Passed in ``callbacks=[...]`` instead of ``plugins=[...]``: become the Trainer's checkpoint IO, before any
+        checkpoint is loaded or written."""
+        current = trainer.strategy.checkpoint_io
+        if current is self:
+            return
+        if type(current) is not TorchCheckpointIO:
+            raise ValueError(
+                f"AtomicCheckpointIO in callbacks=[...] would replace the Trainer's checkpoint IO "
+                f"{type(current).__name__}; a Trainer has one. Pass one of them, as Trainer(plugins=[...])."
+            )
+        trainer.strategy.checkpoint_io = self
+
+    def teardown(self, *args: Any, **kwargs: Any) -> None:
+        """Wait for the background deletion of the previous file's extra link (as a plugin and as a callback)."""
         if self._cleanup is not None:
             self._cleanup.join()
             self._cleanup = None

@@ -10,6 +10,7 @@ from torch import Tensor
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
 
+from lightning_hooks.core.state_keys import UniqueStateKey
 from lightning_hooks.core.weight_swaps import check_one_weight_swap
 
 
@@ -46,7 +47,7 @@ class _Group(NamedTuple):
     ptrs: list[int]  # model tensors' data_ptr when built: the flat path is used only while they still match
 
 
-class EMA(Callback):
+class EMA(UniqueStateKey, Callback):
     r"""Keep an exponential moving average of the weights and evaluate with it.
 
     At fit start the averaged tensors are re-homed, per device/dtype group, into one contiguous buffer: each
@@ -117,12 +118,16 @@ class EMA(Callback):
         cpu: bool = False,
         flatten: bool = True,
     ) -> None:
-        if not 0.0 <= decay < 1.0:
-            raise ValueError(f"EMA: `decay` must be in [0, 1), got {decay!r}. Typical values are 0.99-0.9999.")
+        if isinstance(decay, bool) or not isinstance(decay, (int, float)) or not 0.0 <= decay < 1.0:
+            raise ValueError(
+                f"EMA: `decay` must be a number in [0, 1), got {decay!r}. Typical values are 0.99-0.9999 "
+                "(a number, not a string: EMA(decay=0.999))."
+            )
         if not isinstance(every_n_steps, int) or every_n_steps < 1:
             raise ValueError(f"EMA: `every_n_steps` must be an int >= 1, got {every_n_steps!r}.")
         if not isinstance(start_step, int) or start_step < 0:
             raise ValueError(f"EMA: `start_step` must be an int >= 0, got {start_step!r}.")
+        self._init_state_key(type(self).__qualname__)
         self.decay = decay
         self.warmup = warmup
         self.every_n_steps = every_n_steps
@@ -282,6 +287,7 @@ class EMA(Callback):
     # ------------------------------------------------------------------ hooks
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         check_one_weight_swap(trainer)
+        self._key_by_position(trainer)
 
     def weight_swappers(self) -> list[str]:
         """This callback swaps its average into the model for evaluation (see :func:`check_one_weight_swap`)."""

@@ -10,8 +10,10 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_warn
 
+from lightning_hooks.core.state_keys import UniqueStateKey
 
-class LossScaleMonitor(Callback):
+
+class LossScaleMonitor(UniqueStateKey, Callback):
     r"""Monitor the ``GradScaler`` of fp16 mixed precision (``trainer.precision_plugin.scaler``).
 
     After every optimizer step it logs, through ``pl_module.log`` (so to all of the trainer's loggers, honouring
@@ -44,12 +46,16 @@ class LossScaleMonitor(Callback):
     """
 
     def __init__(self) -> None:
+        self._init_state_key(type(self).__qualname__)
         self.skipped_steps = 0
         self.nonfinite_steps = 0
         self._scaler: torch.amp.GradScaler | None = None
         self._last_scale: float | None = None
         self._last_step: int | None = None
         self._warned = False
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._key_by_position(trainer)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._scaler = getattr(trainer.precision_plugin, "scaler", None)

@@ -12,8 +12,10 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_warn
 
+from lightning_hooks.core.state_keys import UniqueStateKey
 
-class Profiler(Callback):
+
+class Profiler(UniqueStateKey, Callback):
     r"""Profile optimizer steps ``start_step .. start_step + num_steps - 1`` with ``torch.profiler``.
 
     The profiler starts in ``on_train_batch_start`` of the first batch whose ``trainer.global_step`` is in the
@@ -60,6 +62,7 @@ class Profiler(Callback):
         for name, value, low in checks:
             if not isinstance(value, int) or value < low:
                 raise ValueError(f"Profiler: `{name}` must be an int >= {low}, got {value!r}.")
+        self._init_state_key(type(self).__qualname__)
         self.start_step = start_step
         self.num_steps = num_steps
         self.dirpath = dirpath
@@ -70,6 +73,9 @@ class Profiler(Callback):
         self._first = 0  # first profiled step
         self._fit_start_step = 0
         self._outdir = ""
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._key_by_position(trainer)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # resolved here, on all ranks: `trainer.log_dir` broadcasts, which must not happen in `on_exception`

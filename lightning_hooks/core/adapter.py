@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import copy
 import warnings
 from collections import Counter
@@ -16,13 +17,14 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from lightning_hooks.core.checks import check_hook
 from lightning_hooks.core.events import EventTable, Mount
 from lightning_hooks.core.facade import Facade
+from lightning_hooks.core.state_keys import UniqueStateKey
 from lightning_hooks.core.weight_swaps import check_one_weight_swap
 
 Call = tuple[Any, Callable[..., Any]]
 Step = tuple[Mount, Callable[[], bool] | None, tuple[Call, ...]]
 
 
-class LegacyHookAdapter(Callback):
+class LegacyHookAdapter(UniqueStateKey, Callback):
     """One Lightning callback that drives a list of legacy hooks of one family through its host facade.
 
     Subclasses set ``family``, ``events`` (the family's :class:`EventTable`), implement :meth:`base_classes` and
@@ -66,8 +68,8 @@ class LegacyHookAdapter(Callback):
         self.hooks: list[Any] = self.order(hooks)
         for hook in self.hooks:
             check_hook(hook, self.events, self.label or self.family, self.host_args, self.upstream)
-        # Lightning formats state_key into a profiler action name on every hook call: compute it once.
-        self._state_key = self._generate_state_key(hooks=self.hook_keys())
+            self.check_arguments(hook)
+        self._init_state_key(self._generate_state_key(hooks=self.hook_keys()))
         self.host: Facade
         self.fired: Counter[str] = Counter()
         self._host_args: tuple[Any, ...] = ()
@@ -90,6 +92,9 @@ class LegacyHookAdapter(Callback):
     def order(self, hooks: list[Any]) -> list[Any]:
         """The family's own ordering rule; list order by default."""
         return hooks
+
+    def check_arguments(self, hook: Any) -> None:
+        """Refuse hook arguments the host would only trip over during training (see :func:`check_argument`)."""
 
     def active(self, hook: Any, mount: str) -> bool:
         """Whether ``hook`` does something at ``mount``: it overrides the mount point or one of its delegates."""
@@ -147,6 +152,7 @@ class LegacyHookAdapter(Callback):
     # ------------------------------------------------------------------------------------------ lightning glue
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         check_one_weight_swap(trainer)
+        self._key_by_position(trainer)
         self._trainer = trainer
         self._train_epoch = None
 
@@ -270,10 +276,6 @@ class LegacyHookAdapter(Callback):
         self.fire("on_save_checkpoint", checkpoint=checkpoint)
 
     # ------------------------------------------------------------------------------------------- checkpoint state
-    @property
-    def state_key(self) -> str:
-        return self._state_key
-
     def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
         """Resuming with another hook list changes :attr:`state_key`: then load the one state an adapter of this class
         wrote (Lightning calls this before ``load_state_dict``, which it skips for a key the checkpoint lacks)."""
@@ -357,7 +359,7 @@ def _plain(config: Mapping[str, Any]) -> dict[str, Any]:
 def _saved_hooks(key: str, prefix: str) -> list[str]:
     """The hook keys in a state key written by ``_generate_state_key(hooks=[...])``."""
     try:
-        return list(ast.literal_eval(key[len(prefix):])["hooks"])
+        return list(ast.literal_eval(re.sub(r"#\d+$", "", key[len(prefix):]))["hooks"])
     except (ValueError, SyntaxError, KeyError, TypeError):
         return []
 

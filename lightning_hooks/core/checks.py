@@ -1,10 +1,13 @@
-"""Adapt-time checks of user hooks, for every family: misspelled mount points and signatures the host cannot call."""
+"""Adapt-time checks of user hooks, for every family: misspelled mount points, signatures the host cannot call,
+hook arguments and adapter options the host would trip over only during training."""
 
 from __future__ import annotations
 
 import difflib
 import inspect
+import os
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from lightning_hooks.core.events import EventTable
@@ -57,3 +60,37 @@ def _check_signature(hook: Any, label: str, name: str, mount: str, host_args: tu
             f"Use {label}'s signature, e.g. def {mount}({', '.join(['self', *host_args, *kwargs])}).",
             stacklevel=5,
         )
+
+
+def check_argument(owner: str, hook: Any, attr: str, valid: Callable[[Any], bool], expected: str) -> None:
+    """Refuse, when the hook is adapted, a hook attribute its host would only trip over during training.
+
+    Example::
+
+        check_argument("MMEngineAdapter", CheckpointHook(interval="1"), "interval", _is_int, "an int, e.g. interval=1")
+    """
+    if not hasattr(hook, attr) or valid(getattr(hook, attr)):
+        return
+    value = getattr(hook, attr)
+    raise TypeError(
+        f"{owner}: {type(hook).__qualname__} was built with {attr.lstrip('_')}={value!r} "
+        f"({type(value).__name__}), but it needs {expected}; the hook would fail only when it first uses it in "
+        "training. Build the hook with a valid value."
+    )
+
+
+def check_path(owner: str, name: str, value: Any) -> str | None:
+    """``os.fspath(value)`` for an optional path argument, or a ``TypeError`` naming ``owner`` and ``name``."""
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(
+            f"{owner}({name}={value!r}): {name} must be a path (str or os.PathLike), not {type(value).__name__}, "
+            f"e.g. {name}='work_dirs/exp'."
+        )
+    return os.fspath(value)
+
+
+def is_int(value: Any) -> bool:
+    """An ``int`` that is not a ``bool``."""
+    return isinstance(value, int) and not isinstance(value, bool)

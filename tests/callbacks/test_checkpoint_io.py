@@ -66,9 +66,8 @@ def _assert_previous_intact(previous):
 def test_failure_during_write_keeps_previous(previous, monkeypatch):
     real_save = torch.save
 
-    def partial_save(obj, f, *args, **kwargs):
-        with open(f, "wb") as fh:
-            fh.write(b"PK\x03\x04 truncated")
+    def partial_save(obj, f, *args, **kwargs):  # f: the temporary file, open for writing
+        f.write(b"PK\x03\x04 truncated")
         raise RuntimeError("disk full (injected)")
 
     monkeypatch.setattr(torch, "save", partial_save)

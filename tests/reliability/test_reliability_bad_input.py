@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+import lightning.pytorch as pl
 import pytest
 import torch
 from reliability_kit import fit
@@ -235,3 +236,113 @@ def test_reliability_native_ema_refuses_another_callbacks_state(tmp_path):
                                        r"'num_updates'\]\. The checkpoint was not written by "
                                        r"lightning_hooks\.callbacks\.EMA\."):  # fmt: skip
         fit(tmp_path, [ema], max_epochs=2, ckpt_path=tmp_path / "renamed.ckpt")
+
+
+# ----------------------------------------------------------------------------- two equal stateful callbacks
+def test_reliability_equal_callbacks_get_their_own_state_keys_and_each_resumes_its_own_state(tmp_path):
+    from mmengine.hooks import RuntimeInfoHook
+
+    from lightning_hooks.callbacks import AnomalyDetector
+
+    def callbacks():
+        return [MMEngineAdapter([RuntimeInfoHook()]), MMEngineAdapter([RuntimeInfoHook()]),
+                AnomalyDetector(policy="skip"), AnomalyDetector(policy="skip")]  # fmt: skip
+
+    first = callbacks()
+    trainer = fit(tmp_path, first)
+    assert [c.state_key for c in first] == [
+        "MMEngineAdapter{'hooks': ['RuntimeInfoHook']}", "MMEngineAdapter{'hooks': ['RuntimeInfoHook']}#1",
+        "AnomalyDetector", "AnomalyDetector#1",
+    ]  # fmt: skip
+    first[1].runner.message_hub.update_info("marker", 1)
+    first[3].skipped_steps = 5
+    trainer.save_checkpoint(tmp_path / "two.ckpt")
+    del first, trainer
+    second = callbacks()  # a new process builds them in the same order
+    fit(tmp_path, second, max_epochs=2, ckpt_path=tmp_path / "two.ckpt")
+    assert second[0].runner.message_hub.get_info("marker") is None
+    assert second[1].runner.message_hub.get_info("marker") == 1
+    assert (second[2].skipped_steps, second[3].skipped_steps) == (0, 5)
+
+
+def test_reliability_two_native_emas_each_keep_their_average(tmp_path):
+    from lightning_hooks.callbacks import EMA
+
+    # two EMAs that never swap into the model (no validation): Lightning accepted only one per Trainer before
+    slow, fast = EMA(decay=0.9, warmup=False), EMA(decay=0.5, warmup=False)
+    with pytest.raises(ValueError, match=r"lightning_hooks\.callbacks\.EMA and lightning_hooks\.callbacks\.EMA both swap"):
+        fit(tmp_path, [slow, fast])
+
+
+# ------------------------------------------------------------------------- a plugin passed as a callback
+def test_reliability_atomic_checkpoint_io_in_callbacks_is_accepted(tmp_path):
+    from lightning_hooks.callbacks import AtomicCheckpointIO
+
+    class Probe(pl.Callback):
+        def on_train_start(self, trainer, pl_module):
+            self.io = trainer.strategy.checkpoint_io
+
+    io, probe = AtomicCheckpointIO(), Probe()
+    trainer = fit(tmp_path, [io, probe])
+    assert probe.io is io
+    trainer.save_checkpoint(tmp_path / "a.ckpt")
+    assert torch.load(tmp_path / "a.ckpt", weights_only=True)["global_step"] == 6
+    with pytest.raises(ValueError, match=r"AtomicCheckpointIO in callbacks=\[\.\.\.\] would replace the Trainer's "
+                                         r"checkpoint IO AsyncCheckpointIO; a Trainer has one"):  # fmt: skip
+        from lightning.pytorch.plugins.io import AsyncCheckpointIO
+
+        fit(tmp_path, [AtomicCheckpointIO()], plugins=[AsyncCheckpointIO()])
+
+
+# ------------------------------------------------------------------------------------- adapt() misuse
+def test_reliability_adapt_with_no_hooks_or_a_config_dict_says_what_to_do():
+    with pytest.raises(ValueError, match=r"adapt\(\) was given no hooks\. Pass legacy hook objects, e\.g\. "
+                                         r"adapt\(\[EMAHook\(\)\]\)"):  # fmt: skip
+        adapt([])
+    with pytest.raises(TypeError, match=r"adapt\(\) was given the config \{'type': 'EMAHook'\}, which names no family\. "
+                                        r"Build hooks from configs with their family's adapter: "
+                                        r"MMEngineAdapter\.from_config\(custom_hooks=\[\.\.\.\]\) .*"
+                                        r"lightning_hooks\.build_callbacks\(cfg\)"):  # fmt: skip
+        adapt([dict(type="EMAHook")])
+
+
+# ------------------------------------------------------------------------- arguments checked at adapt time
+def test_reliability_bad_arguments_fail_at_adapt_time():
+    from imix.engine.hooks import OptimizerHook
+    from mmengine.hooks import CheckpointHook, EMAHook
+
+    from lightning_hooks.callbacks import EMA
+
+    with pytest.raises(TypeError, match=r"MMEngineAdapter\(work_dir=123\): work_dir must be a path \(str or "
+                                        r"os\.PathLike\), not int"):  # fmt: skip
+        MMEngineAdapter([EMAHook()], work_dir=123)
+    with pytest.raises(TypeError, match=r"IMIXAdapter\(work_dir=123\): work_dir must be a path"):
+        IMIXAdapter([OptimizerHook()], work_dir=123)
+    with pytest.raises(TypeError, match=r"MMEngineAdapter: CheckpointHook was built with interval='1' \(str\), but it "
+                                        r"needs an int, e\.g\. interval=1; the hook would fail only when it first "
+                                        r"uses it in training"):  # fmt: skip
+        adapt([CheckpointHook(interval="1")])
+    with pytest.raises(TypeError, match=r"IMIXAdapter: OptimizerHook was built with grad_clip=1\.0 \(float\), but it "
+                                        r"needs None or a dict of clip_grad_norm_ arguments \(.*max_norm.*\), e\.g\. "
+                                        r"grad_clip=dict\(max_norm=1\.0\)"):  # fmt: skip
+        adapt([OptimizerHook(grad_clip=1.0)])
+    IMIXAdapter([OptimizerHook(grad_clip=dict(max_norm=1.0, norm_type=2))])
+    with pytest.raises(ValueError, match=r"EMA: `decay` must be a number in \[0, 1\), got '0\.9'"):
+        EMA(decay="0.9")
+
+
+def test_reliability_mmengine_scheduler_config_with_an_unknown_argument_fails_at_adapt_time(tmp_path):
+    from mmengine.hooks import ParamSchedulerHook
+
+    with pytest.raises(TypeError, match=r"MMEngineAdapter\(param_schedulers=\.\.\.\): \{'type': 'MultiStepLR', "
+                                        r"'milestone': \[1\]\}: unknown MultiStepLR argument 'milestone'\. Did you "
+                                        r"mean: milestones\?"):  # fmt: skip
+        MMEngineAdapter([ParamSchedulerHook()], param_schedulers=[dict(type="MultiStepLR", milestone=[1])])
+    # an error that has nothing to do with the end the facade fills in gets a note without that advice
+    adapter = MMEngineAdapter([ParamSchedulerHook()], param_schedulers=[dict(type="MultiStepLR", milestones=1)])
+    with pytest.raises(TypeError) as err:
+        fit(tmp_path, [adapter])
+    assert err.value.__notes__ == [
+        "[lightning-hooks] MMEngineAdapter(param_schedulers=...) could not build {'type': 'MultiStepLR', "
+        "'milestones': 1}."
+    ]

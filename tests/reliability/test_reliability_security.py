@@ -65,3 +65,33 @@ def test_reliability_imix_checkpoint_files_load_weights_only(tmp_path):
     saved = torch.load(tmp_path / "net_epoch0(6iters)_model.pth", weights_only=True)
     assert saved["model"].keys() == net.state_dict().keys()
     assert torch.load(tmp_path / "lightning.ckpt", weights_only=True)["callbacks"][adapter.state_key]["family"] == "imix"
+
+
+class _RunsCode:
+    """Unpickling this object runs ``touch MARKER`` (what a crafted checkpoint does with ``os.system``)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_reliability_mmengine_runner_load_checkpoint_runs_no_code_from_the_file(tmp_path):
+    from mmengine.hooks import EMAHook
+
+    marker = tmp_path / "pwned"
+    torch.save({"state_dict": {}, "meta": {"x": _RunsCode(str(marker))}}, tmp_path / "crafted.pth")
+    adapter = MMEngineAdapter([EMAHook()])
+    fit(tmp_path, [adapter])
+    with pytest.raises(pickle.UnpicklingError, match=r"runner\.load_checkpoint: '.*crafted\.pth' holds pickled objects "
+                                                     r"that weights_only=True refuses .*posix\.system.*If you trust "
+                                                     r"the file, call runner\.load_checkpoint\(\.\.\., "
+                                                     r"weights_only=False\)"):  # fmt: skip
+        adapter.runner.load_checkpoint(str(tmp_path / "crafted.pth"))
+    assert not marker.exists()
+    # opting out by name loads it (and runs the code: the user said they trust it)
+    adapter.runner.load_checkpoint(str(tmp_path / "crafted.pth"), weights_only=False)
+    assert marker.exists()

@@ -271,8 +271,8 @@ class ClassyAdapter(LegacyHookAdapter):
 
     @classmethod
     def weight_swap_classes(cls) -> tuple[type, ...]:
-        hooks = sys.modules.get("classy_vision.hooks")
-        return (hooks.ExponentialMovingAverageModelHook,) if hooks is not None else ()
+        ema = getattr(sys.modules.get("classy_vision.hooks"), "ExponentialMovingAverageModelHook", None)
+        return (ema,) if ema is not None else ()  # none without classy_vision (the compat alias serves VISSL)
 
     def restore_live_weights(self) -> None:
         """Classy's EMA hook copies its average into the model when a test phase starts and the live weights back

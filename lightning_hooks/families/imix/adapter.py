@@ -18,6 +18,7 @@ import torch
 
 from lightning_hooks.compat import imix as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.checks import check_argument
 from lightning_hooks.families.imix.events import EVENTS
 from lightning_hooks.families.imix.trainer import Trainer
 
@@ -105,6 +106,16 @@ class IMIXAdapter(LegacyHookAdapter):
     def build_hook(cls, config: dict[str, Any]) -> Any:
         """``dict(type=..., level=..., **kwargs)`` as in iMIX's ``custom_hooks``."""
         return compat.build_custom_hooks([config])[0]
+
+    def check_arguments(self, hook: Any) -> None:
+        """``OptimizerHook(grad_clip=...)`` is None or the keyword arguments of ``clip_grad_norm_``."""
+        clip_args = set(inspect.signature(torch.nn.utils.clip_grad_norm_).parameters) - {"parameters"}
+        check_argument(
+            type(self).__name__, hook, "_grad_clip",
+            lambda v: v is None or (isinstance(v, Mapping) and "max_norm" in v and set(v) <= clip_args),
+            f"None or a dict of clip_grad_norm_ arguments ({', '.join(sorted(clip_args))}), e.g. "
+            "grad_clip=dict(max_norm=1.0)",
+        )  # fmt: skip
 
     def order(self, hooks: list[Any]) -> list[Any]:
         """iMIX's rule: each hook goes after the last hook of lower or equal level (a stable sort by level)."""

@@ -10,6 +10,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
+from lightning_hooks.core.checks import check_path
 from lightning_hooks.core.facade import Facade
 
 
@@ -54,7 +55,7 @@ class Trainer(Facade):
         self.by_epoch = by_epoch
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.is_lr_accumulation = is_lr_accumulation
-        self._work_dir = None if work_dir is None else os.fspath(work_dir)
+        self._work_dir = check_path("IMIXAdapter", "work_dir", work_dir)
         self._cfg = Config(cfg) if isinstance(cfg, Mapping) else cfg
         self.iter = 0
         self.inner_iter = 0

@@ -11,6 +11,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
 from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.checks import check_argument, is_int
 from lightning_hooks.core.safety import plain
 from lightning_hooks.families.mmengine.events import EVENTS, TRAIN_EPOCH_END
 
@@ -108,6 +109,11 @@ class MMEngineAdapter(LegacyHookAdapter):
         from lightning_hooks.families.mmengine.config import priority_of
 
         return sorted(hooks, key=lambda h: priority_of(h.priority, type(h).__qualname__))
+
+    def check_arguments(self, hook: Any) -> None:
+        """``interval`` (CheckpointHook, LoggerHook, ...) must be an int and ``by_epoch`` a bool."""
+        check_argument(type(self).__name__, hook, "interval", is_int, "an int, e.g. interval=1")
+        check_argument(type(self).__name__, hook, "by_epoch", lambda v: isinstance(v, bool), "a bool")
 
     # ------------------------------------------------------------------------------------------ conditions
     def real_validation(self) -> bool:

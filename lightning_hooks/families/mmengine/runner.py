@@ -7,6 +7,7 @@ import logging
 import math
 import os
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import lightning.pytorch as pl
@@ -17,6 +18,9 @@ from mmengine.optim import OptimWrapper, OptimWrapperDict
 from mmengine.runner import LogProcessor
 from mmengine.visualization import Visualizer
 
+from lightning_hooks.core.checks import check_path
+from lightning_hooks.core.checkpoint_files import durable_checkpoint_io, load_checkpoint_file
+from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.core.facade import Facade
 from lightning_hooks.core.safety import plain
 
@@ -108,7 +112,7 @@ class Runner(Facade):
         log_level: str = "INFO",
     ) -> None:
         self.trainer: pl.Trainer | None = None
-        self._work_dir = None if work_dir is None else os.fspath(work_dir)
+        self._work_dir = check_path("MMEngineAdapter", "work_dir", work_dir)
         self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime())
         self._experiment_name = experiment_name
         self.experiment_name = experiment_name or self.timestamp
@@ -121,6 +125,7 @@ class Runner(Facade):
         else:
             self.log_processor = LogProcessor(**(log_processor or {}))
         #: mmengine schedulers or their configs; configs are built on Lightning's optimizer at each ``on_fit_start``.
+        _check_scheduler_configs(param_schedulers)
         self.param_schedulers = param_schedulers
         self._scheduler_configs = param_schedulers
         self._log_level = log_level
@@ -322,21 +327,27 @@ class Runner(Facade):
             meta.setdefault("iter", self.iter + 1)
         self._pending_save = {"meta": meta, "optimizer": save_optimizer, "param_schedulers": save_param_scheduler}
         try:
-            # a full checkpoint: before_save_checkpoint hooks (EMAHook) only run on those
-            self.trainer.save_checkpoint(os.path.join(out_dir, filename), weights_only=False)
+            # a full checkpoint: before_save_checkpoint hooks (EMAHook) only run on those; written atomically and
+            # durably unless the Trainer has a CheckpointIO of the user's
+            with durable_checkpoint_io(self.trainer):
+                self.trainer.save_checkpoint(os.path.join(out_dir, filename), weights_only=False)
         finally:
             self._pending_save = None
 
-    def load_checkpoint(self, filename: str, map_location: Any = "cpu", strict: bool = False) -> dict:
+    def load_checkpoint(
+        self, filename: str, map_location: Any = "cpu", strict: bool = False, *, weights_only: bool = True
+    ) -> dict:
         """Load weights from ``filename`` into the model; ``after_load_checkpoint`` hooks run first, as in MMEngine.
 
-        Local files load with ``weights_only=False`` (MMEngine checkpoints pickle MessageHub buffers, which
-        mmengine 0.10's own loader cannot read under torch >= 2.6): load only checkpoints you trust.
+        Local files load with ``torch.load(weights_only=True)``: tensors and plain containers only, which is what
+        ``runner.save_checkpoint`` writes. A checkpoint written by MMEngine itself pickles its MessageHub: if you trust
+        the file, pass ``weights_only=False``. URLs and other backends go to MMEngine's loader.
         """
         from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_model
 
         if os.path.isfile(filename):
-            checkpoint = torch.load(filename, map_location=map_location, weights_only=False)
+            checkpoint = load_checkpoint_file(filename, owner="runner.load_checkpoint", map_location=map_location,
+                                              weights_only=weights_only)  # fmt: skip
         else:
             checkpoint = _load_checkpoint(filename, map_location=map_location)
         self._adapter.fire("LightningModule.on_load_checkpoint", checkpoint=checkpoint)
@@ -400,13 +411,15 @@ class Runner(Facade):
                 )
             except Exception as err:
                 trainer = self.trainer
-                err.add_note(
-                    f"[lightning-hooks] MMEngineAdapter(param_schedulers=...) could not build {item!r} "
-                    f"(end={cfg['end']}). A config without 'end' ends at runner.max_epochs (by_epoch) or "
-                    f"runner.max_iters, here {self.max_epochs} and {self.max_iters}, from "
-                    f"Trainer(max_epochs={trainer.max_epochs}, max_steps={trainer.max_steps}): bound the Trainer with "
-                    "max_epochs or max_steps, or set 'begin' and 'end' in the config."
-                )
+                note = f"[lightning-hooks] MMEngineAdapter(param_schedulers=...) could not build {item!r}"
+                if "end" not in item and cfg["end"] <= cfg.get("begin", 0):  # the end this facade filled in
+                    note += (
+                        f" (end={cfg['end']}). A config without 'end' ends at runner.max_epochs (by_epoch) or "
+                        f"runner.max_iters, here {self.max_epochs} and {self.max_iters}, from "
+                        f"Trainer(max_epochs={trainer.max_epochs}, max_steps={trainer.max_steps}): bound the Trainer "
+                        "with max_epochs or max_steps, or set 'begin' and 'end' in the config"
+                    )
+                err.add_note(note + ".")
                 raise
         self.param_schedulers = built
         wrapper = self.optim_wrapper
@@ -439,6 +452,44 @@ def load_hub_state(hub: MessageHub, state: dict[str, Any]) -> None:
         for key, buf in state["log_scalars"].items()
     }  # fmt: skip
     hub.load_state_dict({**state, "log_scalars": scalars})
+
+
+def _check_scheduler_configs(configs: Any) -> None:
+    """Refuse, when the adapter is built, a scheduler config with a keyword its class does not take (``milestone``)."""
+    from mmengine.registry import PARAM_SCHEDULERS
+
+    for item in configs if isinstance(configs, (list, tuple)) else [configs]:
+        if not isinstance(item, Mapping) or not isinstance(item.get("type"), (str, type)):
+            continue
+        cls = PARAM_SCHEDULERS.get(item["type"]) if isinstance(item["type"], str) else item["type"]
+        if cls is None:
+            known = PARAM_SCHEDULERS.module_dict
+            raise KeyError(f"MMEngineAdapter(param_schedulers=...): {unknown_name('scheduler type', item['type'], known)}")
+        accepted = _init_keywords(cls)
+        if accepted is None:
+            continue
+        accepted -= {"self", "optimizer", "epoch_length"}
+        unknown = [k for k in item if k not in accepted | {"type", "convert_to_iter_based", "_scope_"}]
+        if unknown:
+            raise TypeError(
+                f"MMEngineAdapter(param_schedulers=...): {dict(item)!r}: "
+                f"{unknown_name(f'{cls.__name__} argument', unknown[0], accepted)}"
+            )
+
+
+def _init_keywords(cls: type) -> set[str] | None:
+    """The keywords ``cls(...)`` accepts, following ``**kwargs`` up the MRO (mixins); None if it takes any."""
+    import inspect
+
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass) or klass is object:
+            continue
+        params = inspect.signature(klass.__init__).parameters
+        names |= {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            return names
+    return None
 
 
 def _first(loaders: Any) -> Any:

@@ -1,0 +1,41 @@
+"""A checkpoint key per callback instance, so two equal callbacks can share a Trainer and each resumes its own state."""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import lightning.pytorch as pl
+
+_live: dict[str, weakref.WeakSet[Any]] = {}
+
+
+class UniqueStateKey:
+    """Mixin for stateful callbacks: ``state_key`` is the class's key plus ``#n`` for the n-th equal instance.
+
+    Lightning refuses two callbacks with one ``state_key`` in a Trainer. Here the key is unique among live instances
+    from construction on, and at ``setup`` it becomes the instance's position among the Trainer's callbacks with the
+    same base key (``EMA``, ``EMA#1``, ...), so a new process with the same callbacks in the same order resumes each
+    one from its own state.
+    """
+
+    _base_state_key: str
+    _state_key_index: int
+
+    def _init_state_key(self, base: str) -> None:
+        """Claim the smallest index not held by a live instance with the same ``base`` key."""
+        live = _live.setdefault(base, weakref.WeakSet())
+        taken = {other._state_key_index for other in live}
+        self._base_state_key = base
+        self._state_key_index = next(i for i in range(len(taken) + 1) if i not in taken)
+        live.add(self)
+
+    def _key_by_position(self, trainer: pl.Trainer) -> None:
+        """Number this instance by its position among ``trainer``'s callbacks with the same base key."""
+        equal = [c for c in trainer.callbacks if getattr(c, "_base_state_key", None) == self._base_state_key]
+        self._state_key_index = next(i for i, c in enumerate(equal) if c is self)
+
+    @property
+    def state_key(self) -> str:
+        index = self._state_key_index
+        return self._base_state_key if index == 0 else f"{self._base_state_key}#{index}"
