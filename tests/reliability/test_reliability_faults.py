@@ -290,3 +290,13 @@ def test_reliability_native_ema_stacked_with_a_legacy_ema_hook_is_refused_at_fit
         fit(tmp_path, [EMA(), adapter])
     with pytest.raises(ValueError, match=rf"{hook} \({type(adapter).__name__}\) and lightning_hooks\.callbacks\.EMA"):
         fit(tmp_path, [adapter, EMA()])
+
+
+# ------------------------------------------------------------------ AnomalyDetector under iMIX's OptimizerHook
+def test_reliability_anomaly_detector_sees_the_nan_loss_of_an_imix_optimizer_hook_step(tmp_path):
+    from imix.engine.hooks import OptimizerHook
+
+    from lightning_hooks.callbacks import AnomalyDetector
+
+    with pytest.raises(FloatingPointError, match=r"non-finite values at global step 2 .*\n  loss finite: False\n"):
+        fit(tmp_path, [IMIXAdapter([OptimizerHook()]), AnomalyDetector()], model=Net(nan_step=2))

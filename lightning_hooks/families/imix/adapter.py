@@ -15,6 +15,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.pytorch.trainer import call
 
 from lightning_hooks.compat import imix as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter
@@ -218,8 +219,12 @@ class IMIXAdapter(LegacyHookAdapter):
         return result
 
     def _after_forward(self) -> None:
-        # the hook calls loss.backward() itself: arm DDP's reducer first, as LightningModule.manual_backward does
-        self.trainer.lightning.strategy.pre_backward(self.trainer.output["loss"])
+        # the hook calls loss.backward() itself: tell Lightning's callbacks and module (on_before_backward: the loss
+        # AnomalyDetector checks) and arm DDP's reducer first, as LightningModule.manual_backward does
+        trainer, loss = self.trainer.lightning, self.trainer.output["loss"]
+        call._call_callback_hooks(trainer, "on_before_backward", loss)
+        call._call_lightning_module_hook(trainer, "on_before_backward", loss)
+        trainer.strategy.pre_backward(loss)
         self.fire("LightningModule.training_step:after_forward")
         self._end_iter()
 
