@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lightning.pytorch.callbacks import Callback
 
-from lightning_hooks.core.adapter import LegacyHookAdapter
-from lightning_hooks.families.classy import ClassyAdapter
-from lightning_hooks.families.imix import IMIXAdapter
-from lightning_hooks.families.mmengine import MMEngineAdapter
-
-ADAPTERS: tuple[type[LegacyHookAdapter], ...] = (MMEngineAdapter, ClassyAdapter, IMIXAdapter)
-ACCEPTED = (
-    "mmengine.hooks.Hook, classy_vision.hooks.ClassyHook or lightning_hooks.compat.classy.ClassyHook (VISSL hooks "
-    "derive from it), imix.engine.hooks.HookBase or lightning_hooks.compat.imix.HookBase"
-)
+from lightning_hooks import families
+from lightning_hooks.core.family import Family, adapter_options
 
 
-def family_of(hook: Any) -> type[LegacyHookAdapter]:
-    """The adapter class for ``hook``, detected from the legacy base classes it derives from."""
+def family_of(hook: Any) -> Family:
+    """The registered family ``hook`` belongs to, detected from the legacy base classes it derives from."""
     if isinstance(hook, Mapping):
         raise TypeError(
             f"adapt() was given the config {dict(hook)!r}, which names no family. Build hooks from configs with "
@@ -29,14 +20,16 @@ def family_of(hook: Any) -> type[LegacyHookAdapter]:
             "MMEngineAdapter([dict(type=...)]), ClassyAdapter([dict(name=...)]), IMIXAdapter([dict(type=...)]); or "
             "a whole config with lightning_hooks.build_callbacks(cfg)."
         )
-    for adapter in ADAPTERS:
-        if adapter.base_classes() and isinstance(hook, adapter.base_classes()):
-            return adapter
-        if isinstance(hook, type) and adapter.base_classes() and issubclass(hook, adapter.base_classes()):
+    for family in families.registered():
+        bases = family.adapter.base_classes()
+        if bases and isinstance(hook, bases):
+            return family
+        if isinstance(hook, type) and bases and issubclass(hook, bases):
             raise TypeError(f"adapt() was given the class {hook.__qualname__}: pass an instance: {hook.__qualname__}()")
+    accepted = "; ".join(f"{f.name}: {f.accepts}" for f in families.registered())
     raise TypeError(
         f"{hook!r} ({type(hook).__module__}.{type(hook).__qualname__}) is not a hook of a known family. "
-        f"Accepted base classes: {ACCEPTED}."
+        f"Accepted base classes: {accepted}."
     )
 
 
@@ -59,20 +52,15 @@ def adapt(hook_or_hooks: Any | Sequence[Any], **host_options: Any) -> list[Callb
             "adapt() was given no hooks. Pass legacy hook objects, e.g. adapt([EMAHook()]); for a Trainer without "
             "legacy hooks, leave adapt() out."
         )
-    groups: dict[type[LegacyHookAdapter], list[Any]] = {}
+    groups: dict[Family, list[Any]] = {}
     for hook in hooks:
         groups.setdefault(family_of(hook), []).append(hook)
-    accepted = {adapter: _options(adapter) for adapter in groups}
+    accepted = {family: set(adapter_options(family.adapter)) for family in groups}
     unknown = set(host_options) - set().union(*accepted.values()) if accepted else set(host_options)
     if unknown:
-        offered = {a.__name__: sorted(o) for a, o in accepted.items()}
+        offered = {f.adapter.__name__: sorted(o) for f, o in accepted.items()}
         raise TypeError(f"adapt(): no adapter accepts the option(s) {sorted(unknown)}; accepted options: {offered}")
     return [
-        adapter(group, **{k: v for k, v in host_options.items() if k in accepted[adapter]})
-        for adapter, group in groups.items()
+        family.adapter(group, **{k: v for k, v in host_options.items() if k in accepted[family]})
+        for family, group in groups.items()
     ]
-
-
-def _options(adapter: type[LegacyHookAdapter]) -> set[str]:
-    params = inspect.signature(adapter.__init__).parameters
-    return {name for name, p in params.items() if p.kind is p.KEYWORD_ONLY or p.default is not p.empty}

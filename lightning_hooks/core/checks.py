@@ -1,11 +1,10 @@
 """Adapt-time checks of user hooks, for every family: misspelled mount points, signatures the host cannot call,
-hook arguments and adapter options the host would trip over only during training."""
+hook arguments the host would trip over only during training."""
 
 from __future__ import annotations
 
 import difflib
 import inspect
-import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -77,18 +76,6 @@ def check_argument(owner: str, hook: Any, attr: str, valid: Callable[[Any], bool
         f"({type(value).__name__}), but it needs {expected}; the hook would fail only when it first uses it in "
         "training. Build the hook with a valid value."
     )
-
-
-def check_path(owner: str, name: str, value: Any) -> str | None:
-    """``os.fspath(value)`` for an optional path argument, or a ``TypeError`` naming ``owner`` and ``name``."""
-    if value is None:
-        return None
-    if not isinstance(value, (str, os.PathLike)):
-        raise TypeError(
-            f"{owner}({name}={value!r}): {name} must be a path (str or os.PathLike), not {type(value).__name__}, "
-            f"e.g. {name}='work_dirs/exp'."
-        )
-    return os.fspath(value)
 
 
 def is_int(value: Any) -> bool:
