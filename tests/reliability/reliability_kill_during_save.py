@@ -10,12 +10,14 @@ so the move copies, and the kill lands halfway through that copy.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
 import shutil
 import signal
 import sys
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
@@ -35,8 +37,8 @@ class Tiny(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-def _half_then_die(data: bytes, path: str) -> None:
-    with open(path, "wb") as f:
+def _half_then_die(data: bytes, path_or_file: Any) -> None:
+    with contextlib.nullcontext(path_or_file) if hasattr(path_or_file, "write") else open(path_or_file, "wb") as f:
         f.write(data[: len(data) // 2])
         f.flush()
         os.fsync(f.fileno())
