@@ -19,6 +19,7 @@ from mmengine.visualization import Visualizer
 
 from lightning_hooks.core.facade import Facade
 from lightning_hooks.core.safety import plain
+from lightning_hooks.families.mmengine.iter_based import Endless, IterLoopConfig, parse_train_cfg
 
 _instances = itertools.count()
 
@@ -106,8 +107,12 @@ class Runner(Facade):
         log_processor: dict | LogProcessor | None = None,
         param_schedulers: Any = None,
         log_level: str = "INFO",
+        train_cfg: dict | None = None,
     ) -> None:
         self.trainer: pl.Trainer | None = None
+        #: the ``train_cfg`` loop settings; an ``IterLoopConfig`` runs ``IterBasedTrainLoop``'s semantics
+        self._loop_cfg = parse_train_cfg(train_cfg) if train_cfg is not None else None
+        self._iter_based = isinstance(self._loop_cfg, IterLoopConfig)
         self._work_dir = None if work_dir is None else os.fspath(work_dir)
         self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime())
         self._experiment_name = experiment_name
@@ -231,6 +236,8 @@ class Runner(Facade):
         """Train epochs of the run: ``Trainer(max_epochs)``, or the passes over the data that ``max_steps`` allows when
         it ends the run first (1, as MMEngine's ``IterBasedTrainLoop`` reports, when the loader has no length)."""
         trainer = self.trainer
+        if self._iter_based:
+            return 1  # IterBasedTrainLoop's max_epochs: the whole run is one epoch
         if trainer is None:
             return 0
         if trainer.max_steps < 0:
@@ -243,8 +250,10 @@ class Runner(Facade):
     @property
     def max_iters(self) -> int:
         """Train iterations (batches) of the whole run, as MMEngine counts them: ``max_epochs`` or ``max_steps``,
-        whichever ends the run first."""
+        whichever ends the run first; ``train_cfg``'s ``max_iters`` when iteration-based."""
         trainer = self.trainer
+        if self._iter_based:
+            return self._loop_cfg.max_iters
         if trainer is None:
             return 0
         batches = self._train_batches()
@@ -267,7 +276,8 @@ class Runner(Facade):
         trainer = self.trainer
         if trainer.train_dataloader is None and trainer.state.fn == "fit":
             trainer.fit_loop.setup_data()  # asked for before Lightning sized the loader (before_run, on_fit_start)
-        return trainer.train_dataloader
+        loader = trainer.train_dataloader
+        return loader.loader if isinstance(loader, Endless) else loader  # the loader, not its iteration-based view
 
     @property
     def val_dataloader(self) -> Any:
