@@ -154,6 +154,7 @@ def run_mmengine(
     val: bool = True,
     train: DataLoader | None = None,
     train_cfg: dict | None = None,
+    log_processor: dict | None = None,
 ) -> Runner:
     """Train ``Toy`` with MMEngine's own Runner and return it (hooks in ``runner.hooks``); ``train`` replaces the
     train loader of :func:`loaders`, ``train_cfg`` the epoch-based loop of ``max_epochs``."""
@@ -174,6 +175,7 @@ def run_mmengine(
         load_from=resume_from,
         resume=resume_from is not None,
         experiment_name=f"mm-{next(_runs)}",
+        log_processor=log_processor,
     )
     runner.train()
     return runner
@@ -189,20 +191,28 @@ def run_lightning(
     resume_from: str | None = None,
     val: bool = True,
     train: DataLoader | None = None,
+    train_cfg: dict | None = None,
+    log_processor: dict | None = None,
     **trainer_kwargs: Any,
 ) -> tuple[pl.Trainer, MMEngineAdapter, LitToy]:
-    """Train the same ``Toy`` with Lightning + adapter, built from the same hook config."""
+    """Train the same ``Toy`` with Lightning + adapter, built from the same hook config; with ``train_cfg`` the
+    Trainer's loop arguments are the adapter's (``trainer_kwargs()``) instead of ``max_epochs``."""
     default_train, val_loader = loaders()
     train = train or default_train
     adapter = MMEngineAdapter(
         build_hooks(default_hooks=default_hooks, custom_hooks=custom_hooks),
         work_dir=work_dir,
         param_schedulers=param_schedulers,
+        train_cfg=train_cfg,
+        log_processor=log_processor,
     )
+    if train_cfg is not None:
+        trainer_kwargs = {**adapter.trainer_kwargs(), **trainer_kwargs}
+    else:
+        trainer_kwargs.setdefault("max_epochs", max_epochs)
     module = LitToy(copy.deepcopy(model) if model is not None else make_model())
     trainer = pl.Trainer(
         callbacks=[adapter],
-        max_epochs=max_epochs,
         default_root_dir=work_dir,
         enable_checkpointing=False,
         logger=False,
