@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Any
@@ -51,11 +52,13 @@ class MMEngineAdapter(LegacyHookAdapter):
         log_processor: Any = None,
         param_schedulers: Any = None,
         log_level: str = "INFO",
+        visualizer: Any = None,
+        default_scope: str | None = None,
     ) -> None:
-        super().__init__(hooks)
         from lightning_hooks.families.mmengine.runner import Runner
 
-        self.runner = self.host = Runner(
+        # as MMEngine's Runner: default scope and visualizer first, then the hooks (which may take the visualizer)
+        runner = Runner(
             work_dir=work_dir,
             experiment_name=experiment_name,
             cfg=cfg,
@@ -63,8 +66,15 @@ class MMEngineAdapter(LegacyHookAdapter):
             log_processor=log_processor,
             param_schedulers=param_schedulers,
             log_level=log_level,
+            visualizer=visualizer,
+            default_scope=default_scope,
         )
+        if isinstance(hooks, _HookConfig):
+            hooks = hooks.build(default_scope)
+        super().__init__(hooks)
+        self.runner = self.host = runner
         self.runner._adapter = self
+        self._scope: contextlib.ExitStack | None = None
         self._done = 0  # finished train iterations, MMEngine's ``train_loop.iter``
         self._scheduler_states: list[dict] | None = None
         self._module: pl.LightningModule | None = None
@@ -74,10 +84,9 @@ class MMEngineAdapter(LegacyHookAdapter):
     def from_config(
         cls, default_hooks: dict | None = None, custom_hooks: list | None = None, **options: Any
     ) -> MMEngineAdapter:
-        """An adapter for MMEngine's ``default_hooks`` / ``custom_hooks`` config (see :func:`build_hooks`)."""
-        from lightning_hooks.families.mmengine.config import build_hooks
-
-        return cls(build_hooks(default_hooks=default_hooks, custom_hooks=custom_hooks), **options)
+        """An adapter for MMEngine's ``default_hooks`` / ``custom_hooks`` config (see :func:`build_hooks`), built after
+        the adapter's default scope and visualizer exist, as MMEngine's ``Runner`` builds its hooks."""
+        return cls(_HookConfig(default_hooks, custom_hooks), **options)
 
     @classmethod
     def build_hook(cls, config: dict[str, Any]) -> Any:
@@ -123,6 +132,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         super().setup(trainer, pl_module, stage)
         if stage == "fit":  # a new training run; a resumed one restores the count after setup (load_host_state)
             self._done = self.runner.iter = 0
+        self._enter_default_scope()
         self.runner.attach(trainer)
         _init_dist_flags(self.hooks)
         self._wrap_load_checkpoint(pl_module)
@@ -133,6 +143,7 @@ class MMEngineAdapter(LegacyHookAdapter):
             self.fire("teardown")
         finally:
             self._unwrap_load_checkpoint()
+            self._exit_default_scope()
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         """Forward the failure to hooks, then close the run's log file (Lightning calls no teardown after a failure)."""
@@ -140,7 +151,23 @@ class MMEngineAdapter(LegacyHookAdapter):
             super().on_exception(trainer, pl_module, exception)
         finally:
             self._unwrap_load_checkpoint()
+            self._exit_default_scope()
             self.runner.close_log_file()
+
+    def _enter_default_scope(self) -> None:
+        """Make ``default_scope`` the current ``DefaultScope`` until teardown, as it is for a whole ``Runner`` run."""
+        scope = self.runner.default_scope
+        if scope is None or self._scope is not None:
+            return
+        from mmengine.registry import DefaultScope
+
+        self._scope = contextlib.ExitStack()
+        self._scope.enter_context(DefaultScope.overwrite_default_scope(scope.scope_name))
+
+    def _exit_default_scope(self) -> None:
+        if self._scope is not None:
+            self._scope.close()
+            self._scope = None
 
     def _wrap_load_checkpoint(self, pl_module: pl.LightningModule) -> None:
         """Make ``after_load_checkpoint`` run from ``LightningModule.on_load_checkpoint``: before weights load."""
@@ -242,6 +269,18 @@ class MMEngineAdapter(LegacyHookAdapter):
         if "message_hub" in state:
             load_hub_state(self.runner.message_hub, state["message_hub"])
         self._scheduler_states = state.get("param_schedulers") or None
+
+
+class _HookConfig:
+    """``default_hooks`` / ``custom_hooks`` as ``from_config`` got them, built once the adapter's runner exists."""
+
+    def __init__(self, default_hooks: dict | None, custom_hooks: list | None) -> None:
+        self.default_hooks, self.custom_hooks = default_hooks, custom_hooks
+
+    def build(self, default_scope: str | None) -> list[Any]:
+        from lightning_hooks.families.mmengine.config import build_hooks
+
+        return build_hooks(default_hooks=self.default_hooks, custom_hooks=self.custom_hooks, default_scope=default_scope)
 
 
 def _warn_loop_differences(trainer: pl.Trainer, runner: Any) -> None:
