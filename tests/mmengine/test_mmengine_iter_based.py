@@ -14,6 +14,7 @@ import pytest
 import torch
 from mmengine.dataset import DefaultSampler, InfiniteSampler
 from mmengine.hooks import EMAHook, Hook
+from mmengine.runner import IterBasedTrainLoop
 from mmengine_testkit import (
     LitToy,
     Points,
@@ -123,17 +124,36 @@ def test_mmengine_iter_based_hooks_match_the_runners_iter_based_train_loop(tmp_p
         assert lt_hub.get_info(key) == mm_hub.get_info(key), key
 
 
+class LoopProbe(Hook):
+    """What hooks read from ``runner.train_loop`` after each iteration."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple] = []
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        loop = runner.train_loop
+        self.seen.append((isinstance(loop, IterBasedTrainLoop), loop.iter, loop.max_iters, loop.max_epochs,
+                          loop.val_begin, loop.val_interval, len(loop.dataloader)))  # fmt: skip
+
+
 def test_mmengine_iter_based_epoch_logging_val_begin_dynamic_intervals_and_a_restarting_loader(tmp_path):
     # LogProcessor(by_epoch=True) (MMEngine's default) counts len(train loader); DefaultSampler runs out every 4
     # batches and is restarted with set_epoch, as _InfiniteDataloaderIterator does; val_begin and dynamic_intervals
     cfg = dict(type="IterBasedTrainLoop", max_iters=11, val_interval=2, val_begin=3, dynamic_intervals=[(6, 3)])
     hooks = dict(default_hooks=dict(logger=dict(type="LoggerHook", interval=3), checkpoint=None),
                  custom_hooks=[dict(type="RecorderHook"), dict(type="DistSamplerSeedHook")])
-    runner = run_mmengine(tmp_path / "mm", train_cfg=cfg, train=default_loader(), **hooks)
-    _, adapter, module = run_lightning(tmp_path / "lt", train_cfg=cfg, train=default_loader(), **hooks)
+    lt_probe = LoopProbe()
+    runner = run_mmengine(tmp_path / "mm", train_cfg=cfg, train=default_loader(), default_hooks=hooks["default_hooks"],
+                          custom_hooks=[*hooks["custom_hooks"], LoopProbe()])  # fmt: skip
+    _, adapter, module = run_lightning(tmp_path / "lt", train_cfg=cfg, train=default_loader(),
+                                       default_hooks=hooks["default_hooks"],
+                                       custom_hooks=[*hooks["custom_hooks"], lt_probe])  # fmt: skip
 
     mm, lt = hook_of(runner.hooks, RecorderHook).events, hook_of(adapter.hooks, RecorderHook).events
     assert lt == mm
+    mm_seen = hook_of(runner.hooks, LoopProbe).seen  # the Runner got a copy of mm_probe
+    assert lt_probe.seen == mm_seen
+    assert {s[5] for s in mm_seen} == {2, 3} and mm_seen[0][:5] == (True, 0, 11, 1, 3)
     assert [e[2] for e in mm if e[0] == "after_val"] == [4, 6, 9, 11]
     assert [IterLoopConfig(11, 2, 3, ((6, 3),)).validates_at(i) for i in range(1, 12)].count(True) == 4
     assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())

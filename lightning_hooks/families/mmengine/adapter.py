@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Any
@@ -62,11 +63,13 @@ class MMEngineAdapter(LegacyHookAdapter):
         param_schedulers: Any = None,
         log_level: str = "INFO",
         train_cfg: dict | None = None,
+        visualizer: Any = None,
+        default_scope: str | None = None,
     ) -> None:
-        super().__init__(hooks)
         from lightning_hooks.families.mmengine.runner import Runner
 
-        self.runner = self.host = Runner(
+        # as MMEngine's Runner: default scope and visualizer first, then the hooks (which may take the visualizer)
+        runner = Runner(
             work_dir=work_dir,
             experiment_name=experiment_name,
             cfg=cfg,
@@ -75,8 +78,15 @@ class MMEngineAdapter(LegacyHookAdapter):
             param_schedulers=param_schedulers,
             log_level=log_level,
             train_cfg=train_cfg,
+            visualizer=visualizer,
+            default_scope=default_scope,
         )
+        if isinstance(hooks, _HookConfig):
+            hooks = hooks.build(default_scope)
+        super().__init__(hooks)
+        self.runner = self.host = runner
         self.runner._adapter = self
+        self._scope: contextlib.ExitStack | None = None
         self._done = 0  # finished train iterations, MMEngine's ``train_loop.iter``
         self._scheduler_states: list[dict] | None = None
         self._module: pl.LightningModule | None = None
@@ -86,10 +96,9 @@ class MMEngineAdapter(LegacyHookAdapter):
     def from_config(
         cls, default_hooks: dict | None = None, custom_hooks: list | None = None, **options: Any
     ) -> MMEngineAdapter:
-        """An adapter for MMEngine's ``default_hooks`` / ``custom_hooks`` config (see :func:`build_hooks`)."""
-        from lightning_hooks.families.mmengine.config import build_hooks
-
-        return cls(build_hooks(default_hooks=default_hooks, custom_hooks=custom_hooks), **options)
+        """An adapter for MMEngine's ``default_hooks`` / ``custom_hooks`` config (see :func:`build_hooks`), built after
+        the adapter's default scope and visualizer exist, as MMEngine's ``Runner`` builds its hooks."""
+        return cls(_HookConfig(default_hooks, custom_hooks), **options)
 
     def trainer_kwargs(self) -> dict[str, Any]:
         """The ``Trainer`` arguments that run ``train_cfg``'s loop (empty without ``train_cfg``).
@@ -154,6 +163,7 @@ class MMEngineAdapter(LegacyHookAdapter):
             self._check_trainer(trainer)
             if self.runner._iter_based:
                 serve_endless(trainer, skip=lambda: self._done)
+        self._enter_default_scope()
         self.runner.attach(trainer)
         _init_dist_flags(self.hooks)
         self._wrap_load_checkpoint(pl_module)
@@ -165,6 +175,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         finally:
             self._unwrap_load_checkpoint()
             restore_source(trainer)
+            self._exit_default_scope()
 
     def _check_trainer(self, trainer: pl.Trainer) -> None:
         """Refuse a Trainer whose loop settings differ from ``train_cfg``'s (:meth:`trainer_kwargs`)."""
@@ -191,7 +202,23 @@ class MMEngineAdapter(LegacyHookAdapter):
         finally:
             self._unwrap_load_checkpoint()
             restore_source(trainer)
+            self._exit_default_scope()
             self.runner.close_log_file()
+
+    def _enter_default_scope(self) -> None:
+        """Make ``default_scope`` the current ``DefaultScope`` until teardown, as it is for a whole ``Runner`` run."""
+        scope = self.runner.default_scope
+        if scope is None or self._scope is not None:
+            return
+        from mmengine.registry import DefaultScope
+
+        self._scope = contextlib.ExitStack()
+        self._scope.enter_context(DefaultScope.overwrite_default_scope(scope.scope_name))
+
+    def _exit_default_scope(self) -> None:
+        if self._scope is not None:
+            self._scope.close()
+            self._scope = None
 
     def _wrap_load_checkpoint(self, pl_module: pl.LightningModule) -> None:
         """Make ``after_load_checkpoint`` run from ``LightningModule.on_load_checkpoint``: before weights load."""
@@ -318,6 +345,18 @@ class MMEngineAdapter(LegacyHookAdapter):
         if "message_hub" in state:
             load_hub_state(self.runner.message_hub, state["message_hub"])
         self._scheduler_states = state.get("param_schedulers") or None
+
+
+class _HookConfig:
+    """``default_hooks`` / ``custom_hooks`` as ``from_config`` got them, built once the adapter's runner exists."""
+
+    def __init__(self, default_hooks: dict | None, custom_hooks: list | None) -> None:
+        self.default_hooks, self.custom_hooks = default_hooks, custom_hooks
+
+    def build(self, default_scope: str | None) -> list[Any]:
+        from lightning_hooks.families.mmengine.config import build_hooks
+
+        return build_hooks(default_hooks=self.default_hooks, custom_hooks=self.custom_hooks, default_scope=default_scope)
 
 
 def _warn_loop_differences(trainer: pl.Trainer, runner: Any) -> None:

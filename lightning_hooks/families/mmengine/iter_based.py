@@ -32,12 +32,15 @@ class IterLoopConfig:
     val_begin: int = 1
     dynamic_intervals: tuple[tuple[int, int], ...] = ()
 
-    def validates_at(self, it: int) -> bool:
-        """Whether ``IterBasedTrainLoop`` validates once ``it`` iterations are done (``_decide_current_val_interval``)."""
+    def interval_at(self, it: int) -> int:
+        """The validation interval once ``it`` iterations are done (``_decide_current_val_interval``)."""
         milestones = [0, *(m for m, _ in self.dynamic_intervals)]
         intervals = [self.val_interval, *(i for _, i in self.dynamic_intervals)]
-        interval = intervals[bisect.bisect(milestones, it + 1) - 1]
-        return it >= self.val_begin and (it % interval == 0 or it == self.max_iters)
+        return intervals[bisect.bisect(milestones, it + 1) - 1]
+
+    def validates_at(self, it: int) -> bool:
+        """Whether ``IterBasedTrainLoop`` validates once ``it`` iterations are done."""
+        return it >= self.val_begin and (it % self.interval_at(it) == 0 or it == self.max_iters)
 
     def trainer_kwargs(self) -> dict[str, Any]:
         """``Trainer`` arguments of this loop: one endless epoch bounded by ``max_steps``, validation by iteration."""
@@ -143,15 +146,24 @@ class EndlessSource(_DataLoaderSource):
         super().__init__(source.instance, source.name)
         self.original = source
         self._skip = skip
+        self._loader: Any = None
 
-    def dataloader(self) -> Any:
-        loader = self.original.dataloader()
-        if isinstance(loader, (list, tuple, dict)) or not hasattr(loader, "__iter__"):
-            raise TypeError(
-                f"MMEngineAdapter (IterBasedTrainLoop): the train data is {type(loader).__name__}; an iteration-based "
-                "run takes one train loader, as MMEngine's train_dataloader."
-            )
-        return Endless(loader, self._skip)
+    @property
+    def loader(self) -> Any:
+        """The train loader, requested from the original source once. Hooks read it (``runner.train_dataloader``)
+        without making Lightning start iterating it before a resumed run restored its iteration count."""
+        if self._loader is None:
+            loader = self.original.dataloader()
+            if isinstance(loader, (list, tuple, dict)) or not hasattr(loader, "__iter__"):
+                raise TypeError(
+                    f"MMEngineAdapter (IterBasedTrainLoop): the train data is {type(loader).__name__}; an "
+                    "iteration-based run takes one train loader, as MMEngine's train_dataloader."
+                )
+            self._loader = loader
+        return self._loader
+
+    def dataloader(self) -> Endless:
+        return Endless(self.loader, self._skip)
 
 
 def serve_endless(trainer: pl.Trainer, skip: Any) -> None:
