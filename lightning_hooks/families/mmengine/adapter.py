@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sys
+import warnings
 from typing import Any
 
 import lightning.pytorch as pl
@@ -87,6 +89,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.runner = self.host = runner
         self.runner._adapter = self
         self._scope: contextlib.ExitStack | None = None
+        #: the checkpoint a ``from_config(resume=True)`` config resumes from: ``trainer.fit(..., ckpt_path=...)``
+        self.ckpt_path: str | None = None
         self._done = 0  # finished train iterations, MMEngine's ``train_loop.iter``
         self._scheduler_states: list[dict] | None = None
         self._module: pl.LightningModule | None = None
@@ -97,8 +101,41 @@ class MMEngineAdapter(LegacyHookAdapter):
         cls, default_hooks: dict | None = None, custom_hooks: list | None = None, **options: Any
     ) -> MMEngineAdapter:
         """An adapter for MMEngine's ``default_hooks`` / ``custom_hooks`` config (see :func:`build_hooks`), built after
-        the adapter's default scope and visualizer exist, as MMEngine's ``Runner`` builds its hooks."""
-        return cls(_HookConfig(default_hooks, custom_hooks), **options)
+        the adapter's default scope and visualizer exist, as MMEngine's ``Runner`` builds its hooks.
+
+        ``options`` are adapter options or any other key of a whole MMEngine config, so an OpenMMLab config loads
+        as it is: ``MMEngineAdapter.from_config(**Config.fromfile("configs/my_config.py"))`` (see :meth:`from_file`).
+        ``param_scheduler``, ``train_cfg``, ``default_scope``, ``log_processor``, ``visualizer``, ``log_level`` and
+        ``work_dir`` configure the adapter; ``val_cfg`` / ``test_cfg`` are checked; ``resume=True`` sets
+        :attr:`ckpt_path` (``load_from``, else the latest checkpoint in ``work_dir``) for ``trainer.fit(...,
+        ckpt_path=adapter.ckpt_path)``. Keys the LightningModule, data or Trainer own (``model``, ``*_dataloader``,
+        ``optim_wrapper``, ``env_cfg``, ...) and the config's own variables are ignored with a warning that lists them;
+        a misspelled key raises a ``ValueError`` with a "did you mean".
+        """
+        from lightning_hooks.families.mmengine.config import runtime_options
+
+        accepted = [name for name in inspect.signature(cls.__init__).parameters if name not in ("self", "hooks")]
+        config = dict(options, default_hooks=default_hooks, custom_hooks=custom_hooks)
+        options, ckpt_path, notes = runtime_options(config, accepted)
+        if notes:
+            warnings.warn(f"MMEngineAdapter.from_config ignores keys that Lightning objects own: {'; '.join(notes)}.",
+                          stacklevel=2)  # fmt: skip
+        adapter = cls(_HookConfig(default_hooks, custom_hooks), **options)
+        adapter.ckpt_path = ckpt_path
+        return adapter
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, **overrides: Any) -> MMEngineAdapter:
+        """:meth:`from_config` of an MMEngine config file (``_base_`` inheritance and all), with keys overridden.
+
+        ``runner.cfg`` is the loaded ``Config``; the adapter dumps it to ``work_dir`` under the file's name, as the
+        Runner does. Example: ``MMEngineAdapter.from_file("configs/seg_20k.py", work_dir="work_dirs/seg")``.
+        """
+        from mmengine.config import Config
+
+        config = Config.fromfile(os.fspath(path))
+        config.merge_from_dict(overrides)
+        return cls.from_config(**config, cfg=config)
 
     def trainer_kwargs(self) -> dict[str, Any]:
         """The ``Trainer`` arguments that run ``train_cfg``'s loop (empty without ``train_cfg``).

@@ -83,7 +83,7 @@ class Runner(Facade):
         if isinstance(log_processor, LogProcessor):
             self.log_processor = log_processor
         else:
-            self.log_processor = LogProcessor(**(log_processor or {}))
+            self.log_processor = _build_log_processor(log_processor)
         #: mmengine schedulers or their configs; configs are built on Lightning's optimizer at each ``on_fit_start``.
         self.param_schedulers = param_schedulers
         self._scheduler_configs = param_schedulers
@@ -109,8 +109,15 @@ class Runner(Facade):
         self.epoch = trainer.current_epoch
         if self._logger is None:
             self._share_timestamp()
+            self._dump_config()
         self._logger = self._logger or self.logger
         self._hand_metainfo(trainer)
+
+    def _dump_config(self) -> None:
+        """A config loaded from a file goes to ``{work_dir}/{its file name}`` (rank 0), as ``Runner.dump_config``."""
+        if self.cfg.filename is not None and self.rank == 0:
+            os.makedirs(self.work_dir, exist_ok=True)
+            self.cfg.dump(os.path.join(self.work_dir, os.path.basename(self.cfg.filename)))
 
     def _share_timestamp(self) -> None:
         """Rank 0's timestamp on every rank (one ``log_dir``), broadcast as ``Runner.setup_env`` does."""
@@ -479,3 +486,18 @@ def load_hub_state(hub: MessageHub, state: dict[str, Any]) -> None:
 def _first(loaders: Any) -> Any:
     return loaders[0] if isinstance(loaders, (list, tuple)) else loaders
 
+
+
+def _build_log_processor(config: dict | None) -> LogProcessor:
+    """``Runner.build_log_processor``: a config with ``type`` through ``LOG_PROCESSORS``, else a ``LogProcessor``."""
+    from mmengine.registry import LOG_PROCESSORS
+
+    config = dict(config or {})
+    config.setdefault("type", "LogProcessor")
+    processor = LOG_PROCESSORS.build(config)
+    if not isinstance(processor, LogProcessor):
+        raise TypeError(
+            f"MMEngineAdapter(log_processor=...): {config['type']!r} built {type(processor).__name__}, not an "
+            "mmengine LogProcessor (LoggerHook calls its get_log_after_iter/get_log_after_epoch)."
+        )
+    return processor
