@@ -13,7 +13,7 @@ import torch
 from mmengine.evaluator import BaseMetric, Evaluator
 from mmengine.hooks import Hook
 from mmengine.model import BaseModel
-from mmengine.registry import HOOKS, METRICS
+from mmengine.registry import DATASETS, HOOKS, METRICS, MODELS
 from mmengine.runner import Runner
 from torch.utils.data import DataLoader, Dataset
 
@@ -29,6 +29,7 @@ MOUNTS = (
 )
 
 
+@DATASETS.register_module(force=True)
 class Points(Dataset):
     """``n`` fixed samples ``dict(inputs, labels)`` of a noisy linear function."""
 
@@ -44,6 +45,7 @@ class Points(Dataset):
         return {"inputs": self.x[i], "labels": self.y[i]}
 
 
+@MODELS.register_module(force=True)
 class Toy(BaseModel):
     """Linear regression as an MMEngine model: ``loss`` mode returns a loss dict, ``predict`` mode a list."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import os
 import sys
@@ -135,7 +136,7 @@ class MMEngineAdapter(LegacyHookAdapter):
 
         config = Config.fromfile(os.fspath(path))
         config.merge_from_dict(overrides)
-        return cls.from_config(**config, cfg=config)
+        return cls.from_config(**copy.deepcopy(config), cfg=config)  # building must not change runner.cfg
 
     def trainer_kwargs(self) -> dict[str, Any]:
         """The ``Trainer`` arguments that run ``train_cfg``'s loop (empty without ``train_cfg``).

@@ -114,7 +114,10 @@ class Runner(Facade):
         self._hand_metainfo(trainer)
 
     def _dump_config(self) -> None:
-        """A config loaded from a file goes to ``{work_dir}/{its file name}`` (rank 0), as ``Runner.dump_config``."""
+        """As the Runner: ``cfg`` to the visualizer (``vis_data/config.py``); a config loaded from a file also to
+        ``{work_dir}/{its file name}`` (rank 0, ``Runner.dump_config``)."""
+        if self.cfg:
+            self._visualizer.add_config(self.cfg)
         if self.cfg.filename is not None and self.rank == 0:
             os.makedirs(self.work_dir, exist_ok=True)
             self.cfg.dump(os.path.join(self.work_dir, os.path.basename(self.cfg.filename)))
