@@ -141,7 +141,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     def trainer_kwargs(self) -> dict[str, Any]:
         """The ``Trainer`` arguments that run ``train_cfg``'s loop (empty without ``train_cfg``).
 
-        Iteration-based: ``max_steps=max_iters, max_epochs=-1, val_check_interval=val_interval,
+        Iteration-based: ``max_steps=max_iters, max_epochs=1, val_check_interval=val_interval,
         check_val_every_n_epoch=None``; epoch-based: ``max_epochs``, ``check_val_every_n_epoch=val_interval``.
         """
         cfg = self.runner._loop_cfg
