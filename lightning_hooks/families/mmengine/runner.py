@@ -103,8 +103,16 @@ class Runner(Facade):
         self.epoch = trainer.current_epoch
         if self._logger is None:
             self._share_timestamp()
+            if trainer.is_global_zero:
+                self._dump_config()
         self._logger = self._logger or self.logger
         self._hand_metainfo(trainer)
+
+    def _dump_config(self) -> None:
+        """``Runner.dump_config``: ``cfg`` to ``{work_dir}/{cfg file name}``, or ``{work_dir}/{timestamp}.py``."""
+        filename = os.path.basename(self.cfg.filename) if self.cfg.filename is not None else f"{self.timestamp}.py"
+        os.makedirs(self.work_dir, exist_ok=True)
+        self.cfg.dump(os.path.join(self.work_dir, filename))
 
     def _share_timestamp(self) -> None:
         """Rank 0's timestamp on every rank (one ``log_dir``), broadcast as ``Runner.setup_env`` does."""
