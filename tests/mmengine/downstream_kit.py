@@ -25,7 +25,7 @@ import torch
 from mmengine.evaluator import BaseMetric, Evaluator
 from mmengine.hooks import Hook
 from mmengine.model import BaseModel
-from mmengine.registry import METRICS, MODELS
+from mmengine.registry import METRICS, MODELS, DefaultScope
 from mmengine.runner import Runner
 from mmengine_testkit import RecorderHook, assert_same_tensors
 from openmmlab_stubs import import_openmmlab
@@ -36,6 +36,7 @@ from lightning_hooks.families.mmengine import MMEngineAdapter
 import_openmmlab()
 
 from mmdet.registry import TRANSFORMS as DET_TRANSFORMS  # noqa: E402  (after the stubs)
+from mmpretrain.registry import TRANSFORMS as PRETRAIN_TRANSFORMS  # noqa: E402
 from mmpretrain.structures import DataSample  # noqa: E402
 
 _runs = itertools.count()
@@ -53,7 +54,13 @@ class Images(Dataset):
         self.images = torch.randint(0, 256, (n, 3, 4, 4), generator=g).float()
         self.labels = torch.randint(0, len(CLASSES), (n,), generator=g)
         self.metainfo = dict(classes=CLASSES)
+        self.CLASSES = CLASSES
         self.pipeline: Any = None
+        self.skip_type_keys: tuple[str, ...] = ()
+
+    def update_skip_type_keys(self, keys: tuple[str, ...]) -> None:
+        """What mmdet's ``MultiImageMixDataset`` offers ``YOLOXModeSwitchHook``."""
+        self.skip_type_keys = tuple(keys)
 
     def __len__(self) -> int:
         return len(self.images)
@@ -71,15 +78,35 @@ class HalveInputs:
         return {**sample, "inputs": sample["inputs"] / 2}
 
 
+@PRETRAIN_TRANSFORMS.register_module(force=True)
+class ShiftInputs:
+    """A transform only mmpretrain's registry knows."""
+
+    def __call__(self, sample: dict[str, Any]) -> dict[str, Any]:
+        return {**sample, "inputs": sample["inputs"] + 16}
+
+
+class Head(torch.nn.Module):
+    """The settings downstream hooks switch: ``num_classes`` (checked), ``scale`` (warmed up), ``use_l1`` (YOLOX)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.num_classes = len(CLASSES)
+        self.scale = 1.0
+        self.use_l1 = False
+
+
 @MODELS.register_module(force=True)
 class TinyClassifier(BaseModel):
     """Flatten, BatchNorm, linear: a classifier with what downstream hooks touch (``set_epoch``, ``loss_lambda``,
-    ``teacher``/``student``, a BN layer, ``data_preprocessor``); ``predict`` returns mmpretrain ``DataSample``s."""
+    ``teacher``/``student``, ``head``/``bbox_head``, a BN layer, ``data_preprocessor``); ``predict`` returns
+    mmpretrain ``DataSample``s."""
 
     def __init__(self) -> None:
         super().__init__()
         self.student = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.BatchNorm1d(48), torch.nn.Linear(48, 2))
         self.teacher = copy.deepcopy(self.student).requires_grad_(False)
+        self.head = self.bbox_head = Head()
         self.loss_lambda = 0.5
         self.epoch_info = -1
 
@@ -87,10 +114,13 @@ class TinyClassifier(BaseModel):
         self.epoch_info = epoch
 
     def forward(self, inputs: torch.Tensor, labels: torch.Tensor, mode: str = "tensor") -> Any:
-        logits = self.student(inputs / 255)
+        logits = self.student(inputs / 255) * self.head.scale
         if mode == "loss":
             loss = torch.nn.functional.cross_entropy(logits, labels)
-            return {"loss_cls": loss, "loss_reg": self.loss_lambda * logits.pow(2).mean()}
+            losses = {"loss_cls": loss, "loss_reg": self.loss_lambda * logits.pow(2).mean()}
+            if self.head.use_l1:
+                losses["loss_l1"] = 0.1 * logits.abs().mean()
+            return losses
         if mode == "predict":
             scores = logits.softmax(-1)
             return [DataSample().set_gt_label(t).set_pred_score(s) for s, t in zip(scores, labels)]
@@ -197,6 +227,7 @@ class Pair:
         mm_rec, lt_rec = self.hook(RecorderHook)
         assert lt_rec.events == mm_rec.events
         assert_same_tensors(_unprefixed(self.module.state_dict()), self.runner.model.state_dict())
+        assert model_settings(self.module.model) == model_settings(self.runner.model)
         assert_same_files(self.mm_dir, self.lt_dir)
         assert_same_hub(self.runner.message_hub, self.adapter.runner.message_hub)
         for cls in hook_classes:
@@ -242,6 +273,8 @@ def run_both(
         default_hooks=copy.deepcopy(default_hooks), custom_hooks=copy.deepcopy(hooks), work_dir=lt_dir,
         experiment_name=f"lt-{name}", **copy.deepcopy(options),
     )  # fmt: skip
+    # another scope is current now, as after a Runner built later in the process: the fit must set the adapter's
+    DefaultScope.get_instance(f"after-{name}", scope_name="mmengine")
     module = LitWrapper(make_model())
     trainer = pl.Trainer(
         callbacks=[adapter], default_root_dir=lt_dir, enable_checkpointing=False, logger=False,
@@ -302,6 +335,12 @@ def assert_same_hub(mm_hub: Any, lt_hub: Any) -> None:
     skip = {"cfg", "seed", "experiment_name", "mmengine_version", "max_epochs"}  # cfg text and names differ by design
     for key in set(mm_hub.runtime_info) - skip:
         assert key in lt_hub.runtime_info, key
+
+
+def model_settings(model: TinyClassifier) -> dict[str, Any]:
+    """The model attributes downstream hooks set."""
+    head = model.head
+    return dict(epoch_info=model.epoch_info, loss_lambda=model.loss_lambda, scale=head.scale, use_l1=head.use_l1)
 
 
 def hook_state(hook: Hook) -> dict[str, Any]:
