@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import cv2
 import lightning.pytorch as pl
 import numpy as np
 import torch
@@ -37,10 +38,14 @@ import_openmmlab()
 
 from mmdet.registry import TRANSFORMS as DET_TRANSFORMS  # noqa: E402  (after the stubs)
 from mmpretrain.registry import TRANSFORMS as PRETRAIN_TRANSFORMS  # noqa: E402
+from mmdet.structures import DetDataSample  # noqa: E402
+from mmengine.structures import InstanceData, PixelData  # noqa: E402
 from mmpretrain.structures import DataSample  # noqa: E402
+from mmseg.structures import SegDataSample  # noqa: E402
 
 _runs = itertools.count()
 CLASSES = ("cat", "dog")
+PALETTE = [(220, 20, 60), (0, 0, 142)]
 #: what differs between two runs of the same training: wall-clock values
 TIMING = re.compile(r"(^|/)(time|data_time|eta|memory)$")
 STAMP = re.compile(r"\d{8}_\d{6}")
@@ -53,7 +58,8 @@ class Images(Dataset):
         g = torch.Generator().manual_seed(seed)
         self.images = torch.randint(0, 256, (n, 3, 4, 4), generator=g).float()
         self.labels = torch.randint(0, len(CLASSES), (n,), generator=g)
-        self.metainfo = dict(classes=CLASSES)
+        self.metainfo = dict(classes=CLASSES, palette=PALETTE)
+        self.img_paths = [_image_file(image, f"images-{seed}-{n}/{i}.png") for i, image in enumerate(self.images)]
         self.CLASSES = CLASSES
         self.pipeline: Any = None
         self.skip_type_keys: tuple[str, ...] = ()
@@ -66,8 +72,17 @@ class Images(Dataset):
         return len(self.images)
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        sample = {"inputs": self.images[i], "labels": self.labels[i]}
+        sample = {"inputs": self.images[i], "labels": self.labels[i], "img_path": self.img_paths[i]}
         return self.pipeline(sample) if self.pipeline is not None else sample
+
+
+def _image_file(image: torch.Tensor, path: str) -> str:
+    """``image`` (3x4x4) scaled up to 16x16 and written as a PNG under the working directory (hooks read it back)."""
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        pixels = image.repeat_interleave(4, 1).repeat_interleave(4, 2).permute(1, 2, 0).to(torch.uint8).numpy()
+        cv2.imwrite(path, pixels)
+    return os.path.abspath(path)
 
 
 @DET_TRANSFORMS.register_module(force=True)
@@ -102,8 +117,9 @@ class TinyClassifier(BaseModel):
     ``teacher``/``student``, ``head``/``bbox_head``, a BN layer, ``data_preprocessor``); ``predict`` returns
     mmpretrain ``DataSample``s."""
 
-    def __init__(self) -> None:
+    def __init__(self, task: str = "cls") -> None:
         super().__init__()
+        self.task = task  # what predict returns: mmpretrain, mmdet or mmseg data samples
         self.student = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.BatchNorm1d(48), torch.nn.Linear(48, 2))
         self.teacher = copy.deepcopy(self.student).requires_grad_(False)
         self.head = self.bbox_head = Head()
@@ -113,7 +129,7 @@ class TinyClassifier(BaseModel):
     def set_epoch(self, epoch: int) -> None:
         self.epoch_info = epoch
 
-    def forward(self, inputs: torch.Tensor, labels: torch.Tensor, mode: str = "tensor") -> Any:
+    def forward(self, inputs: torch.Tensor, labels: torch.Tensor, img_path: Any = None, mode: str = "tensor") -> Any:
         logits = self.student(inputs / 255) * self.head.scale
         if mode == "loss":
             loss = torch.nn.functional.cross_entropy(logits, labels)
@@ -123,8 +139,36 @@ class TinyClassifier(BaseModel):
             return losses
         if mode == "predict":
             scores = logits.softmax(-1)
-            return [DataSample().set_gt_label(t).set_pred_score(s) for s, t in zip(scores, labels)]
+            make = {"cls": _cls_sample, "det": _det_sample, "seg": _seg_sample}[self.task]
+            return [make(s, t, p) for s, t, p in zip(scores, labels, img_path)]
         return logits
+
+
+def _cls_sample(score: torch.Tensor, label: torch.Tensor, img_path: str) -> DataSample:
+    return DataSample().set_gt_label(label).set_pred_score(score)
+
+
+def _det_sample(score: torch.Tensor, label: torch.Tensor, img_path: str) -> DetDataSample:
+    """One box per class, placed and scored from the class scores."""
+    sample = DetDataSample(metainfo=dict(img_path=img_path, img_shape=(16, 16), ori_shape=(16, 16)))
+    corners = (score * 8).detach()
+    boxes = torch.stack([torch.stack([c, c, c + 6, c + 8]) for c in corners])
+    sample.pred_instances = InstanceData(bboxes=boxes, scores=score.detach(), labels=torch.arange(len(score)))
+    sample.gt_label = label
+    sample.pred_score = score
+    return sample
+
+
+def _seg_sample(score: torch.Tensor, label: torch.Tensor, img_path: str) -> SegDataSample:
+    """A 16x16 map: left half the predicted class, right half the other."""
+    sample = SegDataSample(metainfo=dict(img_path=img_path, img_shape=(16, 16), ori_shape=(16, 16)))
+    cls = int(score.argmax())
+    seg = torch.full((1, 16, 16), cls)
+    seg[:, :, 8:] = 1 - cls
+    sample.pred_sem_seg = PixelData(data=seg)
+    sample.gt_label = label
+    sample.pred_score = score
+    return sample
 
 
 @METRICS.register_module(force=True)
@@ -189,9 +233,9 @@ class LitWrapper(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=self.lr)
 
 
-def make_model(seed: int = 0) -> TinyClassifier:
+def make_model(seed: int = 0, task: str = "cls") -> TinyClassifier:
     torch.manual_seed(seed)
-    return TinyClassifier()
+    return TinyClassifier(task)
 
 
 def loaders(n_train: int = 16, n_val: int = 8, batch_size: int = 4) -> tuple[DataLoader, DataLoader]:
@@ -244,6 +288,7 @@ def run_both(
     train_cfg: dict | None = None,
     train: DataLoader | None = None,
     val: DataLoader | None = None,
+    task: str = "cls",
     **options: Any,
 ) -> Pair:
     """Train :class:`TinyClassifier` under the Runner (``tmp_path/mm``) and under Lightning (``tmp_path/lt``) with
@@ -255,7 +300,7 @@ def run_both(
     mm_dir, lt_dir = tmp_path / "mm", tmp_path / "lt"
     name = f"downstream-{next(_runs)}"
     runner = Runner(
-        model=make_model(),
+        model=make_model(task=task),
         work_dir=os.fspath(mm_dir),
         train_dataloader=copy.deepcopy(train),
         val_dataloader=copy.deepcopy(val),
@@ -275,7 +320,7 @@ def run_both(
     )  # fmt: skip
     # another scope is current now, as after a Runner built later in the process: the fit must set the adapter's
     DefaultScope.get_instance(f"after-{name}", scope_name="mmengine")
-    module = LitWrapper(make_model())
+    module = LitWrapper(make_model(task=task))
     trainer = pl.Trainer(
         callbacks=[adapter], default_root_dir=lt_dir, enable_checkpointing=False, logger=False,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, **trainer_args(train_cfg),

@@ -17,6 +17,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import types
+from collections.abc import Sequence
 from typing import Any
 
 LIBRARIES = ("mmdet", "mmpretrain", "mmseg")
@@ -69,8 +70,8 @@ def _torchvision() -> dict[str, types.ModuleType]:
     return {m.__name__: m for m in (root, transforms, transforms_transforms, functional, ops, boxes)}
 
 
-def import_openmmlab() -> None:
-    """Import the three libraries and register all their modules (what a Runner with their default scope finds)."""
+def import_openmmlab(libraries: Sequence[str] = LIBRARIES) -> None:
+    """Import ``libraries`` and register all their modules (what a Runner with their default scope finds)."""
     stubbed = {} if importlib.util.find_spec("torchvision") is not None else _torchvision()
     if importlib.util.find_spec("mmcv._ext") is None:
         stubbed["mmcv._ext"] = ext = _module("mmcv._ext")
@@ -78,7 +79,7 @@ def import_openmmlab() -> None:
     saved = {name: sys.modules.get(name) for name in stubbed}
     sys.modules.update(stubbed)
     try:
-        for library in LIBRARIES:
+        for library in libraries:
             importlib.import_module(f"{library}.utils").register_all_modules(init_default_scope=False)
     finally:
         for name, module in saved.items():

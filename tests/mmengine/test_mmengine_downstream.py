@@ -3,6 +3,12 @@ the real MMEngine ``Runner`` with the same model, data, seed and hooks (harness:
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from downstream_kit import Images, run_both
 from mmdet.engine.hooks import CheckInvalidLossHook, MeanTeacherHook, PipelineSwitchHook, SetEpochInfoHook, SyncNormHook
@@ -10,6 +16,8 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmpretrain.engine.hooks import DenseCLHook, EMAHook, PreciseBNHook, VisualizationHook, WarmupParamHook
 from torch.utils.data import DataLoader
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_mmengine_downstream_precise_bn_hook_matches_runner(tmp_path):
@@ -99,3 +107,42 @@ def test_mmengine_downstream_train_dataloader_assignment_takes_effect_where_the_
     pair.assert_same()
     assert pair.adapter.runner.train_dataloader.dataset.images.shape == (16, 3, 4, 4)
     assert pair.trainer.train_dataloader.dataset is pair.adapter.runner.train_loop.dataloader.dataset
+
+
+@pytest.mark.parametrize(
+    "task, hook, scope, visualizer",
+    [
+        ("det", dict(type="DetVisualizationHook", draw=True, interval=1), "mmdet", "DetLocalVisualizer"),
+        ("seg", dict(type="SegVisualizationHook", draw=True, interval=1), "mmseg", "SegLocalVisualizer"),
+    ],
+)
+def test_mmengine_downstream_det_seg_visualization_hooks_draw_the_runners_pixels(tmp_path, task, hook, scope, visualizer):
+    # the visualizer gets the val dataset's classes and palette, as MMEngine's loops hand it, and writes under
+    # {work_dir}/{timestamp}/vis_data/
+    options = dict(default_scope=scope, visualizer=dict(type=visualizer, vis_backends=[dict(type="LocalVisBackend")]))
+    pair = run_both(tmp_path, custom_hooks=[hook], task=task, **options)
+    pair.assert_same()
+    images = list((tmp_path / "lt" / pair.adapter.runner.timestamp / "vis_data" / "vis_image").glob("*.png"))
+    assert len(images) == 2 * 2 * (1 if task == "det" else 4)  # 2 epochs x 2 val batches (x 4 samples for seg)
+    assert pair.adapter.runner.visualizer.dataset_meta["classes"] == ("cat", "dog")
+
+
+def test_mmengine_downstream_visualization_hook_builds_from_config_in_a_fresh_process(tmp_path):
+    # SegVisualizationHook takes Visualizer.get_current_instance() in __init__: from_config builds the adapter's
+    # visualizer first, as MMEngine's Runner does
+    code = (
+        "from openmmlab_stubs import import_openmmlab; import_openmmlab(['mmseg'])\n"
+        "from lightning_hooks.families.mmengine import MMEngineAdapter\n"
+        "adapter = MMEngineAdapter.from_config(custom_hooks=[dict(type='SegVisualizationHook', draw=True)],"
+        " default_scope='mmseg', visualizer=dict(type='SegLocalVisualizer',"
+        " vis_backends=[dict(type='LocalVisBackend')]), work_dir='work')\n"
+        "(hook,) = [h for h in adapter.hooks if type(h).__name__ == 'SegVisualizationHook']\n"
+        "assert hook._visualizer is adapter.runner.visualizer\n"
+        "print(type(hook._visualizer).__name__, hook._visualizer._vis_backends['LocalVisBackend']._save_dir)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "mmengine")])}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    name, save_dir = done.stdout.split()[-2:]
+    assert name == "SegLocalVisualizer"
+    assert re.fullmatch(r"(.*/)?work/\d{8}_\d{6}/vis_data", save_dir)
