@@ -10,12 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from downstream_kit import Images, run_both
+import lightning.pytorch as pl
+from downstream_kit import Images, LitWrapper, loaders, make_model, run_both
 from mmdet.engine.hooks import CheckInvalidLossHook, MeanTeacherHook, PipelineSwitchHook, SetEpochInfoHook, SyncNormHook
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmpretrain.engine.hooks import DenseCLHook, EMAHook, PreciseBNHook, VisualizationHook, WarmupParamHook
 from torch.utils.data import DataLoader
+
+from lightning_hooks.families.mmengine import MMEngineAdapter
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -146,3 +149,17 @@ def test_mmengine_downstream_visualization_hook_builds_from_config_in_a_fresh_pr
     name, save_dir = done.stdout.split()[-2:]
     assert name == "SegLocalVisualizer"
     assert re.fullmatch(r"(.*/)?work/\d{8}_\d{6}/vis_data", save_dir)
+
+
+def test_mmengine_downstream_prepare_proto_hook_is_refused_not_skipped(tmp_path):
+    # PrepareProtoBeforeValLoopHook checks isinstance(runner.model, BaseRetriever): the LightningModule never is one,
+    # so the hook would only warn; the adapter refuses it, naming the way out
+    adapter = MMEngineAdapter.from_config(custom_hooks=[dict(type="mmpretrain.PrepareProtoBeforeValLoopHook")],
+                                          work_dir=tmp_path)
+    module = LitWrapper(make_model())
+    trainer = pl.Trainer(callbacks=[adapter], max_epochs=1, logger=False, enable_progress_bar=False,
+                         enable_checkpointing=False, enable_model_summary=False)
+    train, val = loaders()
+    with pytest.raises(TypeError, match=r"PrepareProtoBeforeValLoopHook.*BaseRetriever.*prepare_prototype\(\)"):
+        trainer.fit(module, train, val)
+    assert adapter.runner.iter == 0
