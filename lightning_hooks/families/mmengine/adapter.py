@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import copy
+import inspect
 import os
 import sys
+import warnings
 from typing import Any
 
 import lightning.pytorch as pl
@@ -14,6 +17,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.safety import plain
 from lightning_hooks.families.mmengine.events import EVENTS, TRAIN_EPOCH_END
+from lightning_hooks.families.mmengine.iter_based import restore_source, serve_endless
 
 # mmengine is not a dependency of lightning-hooks: the modules that import it (runner, config) are imported where an
 # MMEngine hook or config is already in hand.
@@ -27,11 +31,20 @@ class MMEngineAdapter(LegacyHookAdapter):
     them; Lightning then must not schedule the same optimizer. Turn Lightning's own checkpointing off
     (``enable_checkpointing=False``) when ``CheckpointHook`` writes the checkpoints.
 
+    ``train_cfg`` is MMEngine's loop config. ``dict(type="IterBasedTrainLoop", max_iters=..., val_interval=...)``
+    (or ``by_epoch=False``) runs hooks as ``IterBasedTrainLoop`` does: one train epoch for the whole run,
+    ``runner.epoch`` 0, ``batch_idx`` the global iteration, validation by iteration and at ``max_iters``, the train
+    loader restarted when it runs out. Build the Trainer with :meth:`trainer_kwargs`.
+
     Example::
 
         from mmengine.hooks import CheckpointHook, EMAHook
         adapter = MMEngineAdapter([EMAHook(), CheckpointHook(interval=1)], work_dir="work")
         Trainer(callbacks=[adapter], enable_checkpointing=False).fit(model, train_loader, val_loader)
+
+        adapter = MMEngineAdapter([CheckpointHook(interval=1000, by_epoch=False)], work_dir="work",
+                                  train_cfg=dict(type="IterBasedTrainLoop", max_iters=8000, val_interval=1000))
+        Trainer(callbacks=[adapter], enable_checkpointing=False, **adapter.trainer_kwargs()).fit(...)
     """
 
     family = "mmengine"
@@ -52,6 +65,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         log_processor: Any = None,
         param_schedulers: Any = None,
         log_level: str = "INFO",
+        train_cfg: dict | None = None,
         visualizer: Any = None,
         default_scope: str | None = None,
     ) -> None:
@@ -66,6 +80,7 @@ class MMEngineAdapter(LegacyHookAdapter):
             log_processor=log_processor,
             param_schedulers=param_schedulers,
             log_level=log_level,
+            train_cfg=train_cfg,
             visualizer=visualizer,
             default_scope=default_scope,
         )
@@ -75,6 +90,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.runner = self.host = runner
         self.runner._adapter = self
         self._scope: contextlib.ExitStack | None = None
+        #: the checkpoint a ``from_config(resume=True)`` config resumes from: ``trainer.fit(..., ckpt_path=...)``
+        self.ckpt_path: str | None = None
         self._done = 0  # finished train iterations, MMEngine's ``train_loop.iter``
         self._scheduler_states: list[dict] | None = None
         self._module: pl.LightningModule | None = None
@@ -85,8 +102,50 @@ class MMEngineAdapter(LegacyHookAdapter):
         cls, default_hooks: dict | None = None, custom_hooks: list | None = None, **options: Any
     ) -> MMEngineAdapter:
         """An adapter for MMEngine's ``default_hooks`` / ``custom_hooks`` config (see :func:`build_hooks`), built after
-        the adapter's default scope and visualizer exist, as MMEngine's ``Runner`` builds its hooks."""
-        return cls(_HookConfig(default_hooks, custom_hooks), **options)
+        the adapter's default scope and visualizer exist, as MMEngine's ``Runner`` builds its hooks.
+
+        ``options`` are adapter options or any other key of a whole MMEngine config, so an OpenMMLab config loads
+        as it is: ``MMEngineAdapter.from_config(**Config.fromfile("configs/my_config.py"))`` (see :meth:`from_file`).
+        ``param_scheduler``, ``train_cfg``, ``default_scope``, ``log_processor``, ``visualizer``, ``log_level`` and
+        ``work_dir`` configure the adapter; ``val_cfg`` / ``test_cfg`` are checked; ``resume=True`` sets
+        :attr:`ckpt_path` (``load_from``, else the latest checkpoint in ``work_dir``) for ``trainer.fit(...,
+        ckpt_path=adapter.ckpt_path)``. Keys the LightningModule, data or Trainer own (``model``, ``*_dataloader``,
+        ``optim_wrapper``, ``env_cfg``, ...) and the config's own variables are ignored with a warning that lists them;
+        a misspelled key raises a ``ValueError`` with a "did you mean".
+        """
+        from lightning_hooks.families.mmengine.config import runtime_options
+
+        accepted = [name for name in inspect.signature(cls.__init__).parameters if name not in ("self", "hooks")]
+        config = dict(options, default_hooks=default_hooks, custom_hooks=custom_hooks)
+        options, ckpt_path, notes = runtime_options(config, accepted)
+        if notes:
+            warnings.warn(f"MMEngineAdapter.from_config ignores keys that Lightning objects own: {'; '.join(notes)}.",
+                          stacklevel=2)  # fmt: skip
+        adapter = cls(_HookConfig(default_hooks, custom_hooks), **options)
+        adapter.ckpt_path = ckpt_path
+        return adapter
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, **overrides: Any) -> MMEngineAdapter:
+        """:meth:`from_config` of an MMEngine config file (``_base_`` inheritance and all), with keys overridden.
+
+        ``runner.cfg`` is the loaded ``Config``; the adapter dumps it to ``work_dir`` under the file's name, as the
+        Runner does. Example: ``MMEngineAdapter.from_file("configs/seg_20k.py", work_dir="work_dirs/seg")``.
+        """
+        from mmengine.config import Config
+
+        config = Config.fromfile(os.fspath(path))
+        config.merge_from_dict(overrides)
+        return cls.from_config(**copy.deepcopy(config), cfg=config)  # building must not change runner.cfg
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        """The ``Trainer`` arguments that run ``train_cfg``'s loop (empty without ``train_cfg``).
+
+        Iteration-based: ``max_steps=max_iters, max_epochs=-1, val_check_interval=val_interval,
+        check_val_every_n_epoch=None``; epoch-based: ``max_epochs``, ``check_val_every_n_epoch=val_interval``.
+        """
+        cfg = self.runner._loop_cfg
+        return cfg.trainer_kwargs() if cfg is not None else {}
 
     @classmethod
     def build_hook(cls, config: dict[str, Any]) -> Any:
@@ -127,11 +186,21 @@ class MMEngineAdapter(LegacyHookAdapter):
     def train_epoch_open(self) -> bool:
         return self.runner.train_loop.in_epoch
 
+    def _epoch_of(self, trainer: pl.Trainer, ended: bool = False) -> int:
+        """``runner.epoch`` in train hooks: 0 for the whole iteration-based run, else Lightning's epoch (+1 once
+        the epoch ended, as ``EpochBasedTrainLoop`` counts)."""
+        if self.runner._iter_based:
+            return 0
+        return trainer.current_epoch + ended
+
     # ---------------------------------------------------------------------------------------- run lifecycle
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         if stage == "fit":  # a new training run; a resumed one restores the count after setup (load_host_state)
             self._done = self.runner.iter = 0
+            self._check_trainer(trainer)
+            if self.runner._iter_based:
+                serve_endless(trainer, skip=lambda: self._done)
         _refuse_model_type_checks(self.hooks, pl_module)
         self._enter_default_scope()
         self.runner.attach(trainer)
@@ -144,7 +213,26 @@ class MMEngineAdapter(LegacyHookAdapter):
             self.fire("teardown")
         finally:
             self._unwrap_load_checkpoint()
+            restore_source(trainer)
             self._exit_default_scope()
+
+    def _check_trainer(self, trainer: pl.Trainer) -> None:
+        """Refuse a Trainer whose loop settings differ from ``train_cfg``'s (:meth:`trainer_kwargs`)."""
+        expected = self.trainer_kwargs()
+        actual = {k: getattr(trainer, k) for k in expected}
+        if self.runner._iter_based:
+            expected.update(accumulate_grad_batches=1, limit_train_batches=1.0)
+            actual.update(accumulate_grad_batches=trainer.accumulate_grad_batches,
+                          limit_train_batches=trainer.limit_train_batches)  # fmt: skip
+        wrong = {k: v for k, v in actual.items() if v != expected[k]}
+        if wrong:
+            raise ValueError(
+                f"MMEngineAdapter(train_cfg={self.runner._loop_cfg}) runs that loop with Trainer({_kwargs(expected)}), "
+                f"but this Trainer has {_kwargs(wrong)}. Build it with Trainer(**adapter.trainer_kwargs(), ...)"
+                + (" and accumulate gradients with MMEngine's OptimWrapper(accumulative_counts=...) in the "
+                   "LightningModule (manual optimization), not Lightning's accumulate_grad_batches"
+                   if "accumulate_grad_batches" in wrong else "") + "."
+            )
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         """Forward the failure to hooks, then close the run's log file (Lightning calls no teardown after a failure)."""
@@ -152,6 +240,7 @@ class MMEngineAdapter(LegacyHookAdapter):
             super().on_exception(trainer, pl_module, exception)
         finally:
             self._unwrap_load_checkpoint()
+            restore_source(trainer)
             self._exit_default_scope()
             self.runner.close_log_file()
 
@@ -207,24 +296,47 @@ class MMEngineAdapter(LegacyHookAdapter):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # the facade may have sized the train loader before Lightning restored its mid-epoch position: apply it now
         trainer.fit_loop._load_combined_loader_states()
-        _warn_loop_differences(trainer, self.runner)
+        if self.runner._iter_based:
+            self._plan_iteration(trainer)
+        else:
+            _warn_loop_differences(trainer, self.runner)
         self.runner.iter = self._done
-        self.runner.epoch = trainer.current_epoch
+        self.runner.epoch = self._epoch_of(trainer)
         self.fire("on_train_start")
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
-        self.runner.epoch = trainer.current_epoch
+        self.runner.epoch = self._epoch_of(trainer)
         self.runner.train_loop.in_epoch = True
         self.fire("on_train_epoch_start")
+
+    def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        # IterBasedTrainLoop passes the global iteration as batch_idx
+        index = self._done if self.runner._iter_based else batch_idx
+        self.fire("on_train_batch_start", batch_idx=index, data_batch=batch)
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        index = self._done if self.runner._iter_based else batch_idx
         self._done += 1
-        self.fire("on_train_batch_end", batch_idx=batch_idx, data_batch=batch, outputs=outputs)
+        self.fire("on_train_batch_end", batch_idx=index, data_batch=batch, outputs=outputs)
         self.runner.iter = self._done
-        if trainer.is_last_batch:
+        if self.runner._iter_based:
+            self._plan_iteration(trainer)
+        elif trainer.is_last_batch:
             self._end_train_epoch(trainer, TRAIN_EPOCH_END)
+
+    def _plan_iteration(self, trainer: pl.Trainer) -> None:
+        """Before Lightning's validation check after ``self._done`` iterations: validate where ``IterBasedTrainLoop``
+        does, and end the run at ``max_iters`` or once a hook set ``stop_training`` (after this check, as MMEngine's
+        ``while`` reads it), without the validation Lightning forces on ``should_stop``."""
+        cfg = self.runner._loop_cfg
+        trainer.val_check_batch = 1 if self._done and cfg.validates_at(self._done) else float("inf")
+        self._end_iterations_if_stopped(trainer)
+
+    def _end_iterations_if_stopped(self, trainer: pl.Trainer) -> None:
+        if self._done >= self.runner._loop_cfg.max_iters or self.runner.train_loop._stop:
+            trainer.fit_loop.epoch_loop.max_steps = trainer.global_step
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.train_epoch_open():  # ended before its last batch (max_steps, should_stop): MMEngine ends every epoch
@@ -233,17 +345,19 @@ class MMEngineAdapter(LegacyHookAdapter):
     def _end_train_epoch(self, trainer: pl.Trainer, event: str) -> None:
         self.fire(event)
         _agree_on_stop(trainer, self.runner.train_loop)
-        self.runner.epoch = trainer.current_epoch + 1
+        self.runner.epoch = self._epoch_of(trainer, ended=True)
         self.runner.train_loop.end_epoch()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.runner.epoch = trainer.current_epoch
+        self.runner.epoch = self._epoch_of(trainer)
         self.fire("on_train_end")
 
     # -------------------------------------------------------------------------------------- validation, test
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_validation_end", metrics=_epoch_metrics(trainer))
         _agree_on_stop(trainer, self.runner.train_loop)  # EarlyStoppingHook may have stopped this rank only
+        if self.runner._iter_based and trainer.state.fn == "fit" and not trainer.sanity_checking:
+            self._end_iterations_if_stopped(trainer)
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire("on_test_end", metrics=_epoch_metrics(trainer))
@@ -299,9 +413,9 @@ def _warn_loop_differences(trainer: pl.Trainer, runner: Any) -> None:
             "Hooks run MMEngine's epoch-based loop, not IterBasedTrainLoop: every pass over the data is an epoch "
             "(before/after_train_epoch, batch_idx from 0, runner.epoch + 1), and an epoch that max_steps cuts "
             "short ends without validation. IterBasedTrainLoop would run one epoch, pass the global iteration as "
-            "batch_idx and validate at max_iters. Port iteration-based configs with by_epoch=False in hooks, "
-            "schedulers and log_processor, and call trainer.validate() after fit to validate the final weights "
-            "(docs/migration-mmengine.md)."
+            "batch_idx and validate at max_iters: for that loop, give the adapter "
+            "train_cfg=dict(type='IterBasedTrainLoop', max_iters=..., val_interval=...) and build the Trainer with "
+            "Trainer(**adapter.trainer_kwargs(), ...) (docs/migration-mmengine.md)."
         )
     elif trainer.enable_validation and every and trainer.max_epochs % every:
         rank_zero_warn(
@@ -371,3 +485,7 @@ def _epoch_metrics(trainer: pl.Trainer) -> dict[str, float]:
         values = torch.tensor([out[k] for k in names], dtype=torch.float64, device=trainer.strategy.root_device)
         out.update(zip(names, trainer.strategy.reduce(values, reduce_op="mean").tolist()))
     return out
+
+
+def _kwargs(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in values.items())

@@ -109,6 +109,15 @@ class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
         return 1  # IterBasedTrainLoop's value
 
     @property
+    def val_begin(self) -> int:
+        return self._runner._loop_cfg.val_begin
+
+    @property
+    def val_interval(self) -> int:
+        """The interval in force now (``dynamic_intervals``), as ``IterBasedTrainLoop`` updates it."""
+        return self._runner._loop_cfg.interval_at(self._runner.iter)
+
+    @property
     def dataloader(self) -> Any:
         return self._runner.train_dataloader
 

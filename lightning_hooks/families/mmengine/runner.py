@@ -22,6 +22,7 @@ from mmengine.visualization import Visualizer
 from lightning_hooks.core.facade import Facade
 from lightning_hooks.families.mmengine.loops import EvalTestLoop, EvalValLoop, train_loop
 from lightning_hooks.core.safety import plain
+from lightning_hooks.families.mmengine.iter_based import EndlessSource, IterLoopConfig, parse_train_cfg
 
 _instances = itertools.count()
 
@@ -62,10 +63,15 @@ class Runner(Facade):
         log_processor: dict | LogProcessor | None = None,
         param_schedulers: Any = None,
         log_level: str = "INFO",
+        train_cfg: dict | None = None,
         visualizer: dict | Visualizer | None = None,
         default_scope: str | None = None,
     ) -> None:
         self.trainer: pl.Trainer | None = None
+        #: the ``train_cfg`` loop settings; an ``IterLoopConfig`` runs ``IterBasedTrainLoop``'s semantics
+        self._loop_cfg = parse_train_cfg(train_cfg) if train_cfg is not None else None
+        self._iter_based = isinstance(self._loop_cfg, IterLoopConfig)
+        self.by_epoch = not self._iter_based
         self._work_dir = None if work_dir is None else os.fspath(work_dir)
         self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime())
         self._experiment_name = experiment_name
@@ -77,7 +83,7 @@ class Runner(Facade):
         if isinstance(log_processor, LogProcessor):
             self.log_processor = log_processor
         else:
-            self.log_processor = LogProcessor(**(log_processor or {}))
+            self.log_processor = _build_log_processor(log_processor)
         #: mmengine schedulers or their configs; configs are built on Lightning's optimizer at each ``on_fit_start``.
         self.param_schedulers = param_schedulers
         self._scheduler_configs = param_schedulers
@@ -103,16 +109,19 @@ class Runner(Facade):
         self.epoch = trainer.current_epoch
         if self._logger is None:
             self._share_timestamp()
-            if trainer.is_global_zero:
-                self._dump_config()
+            self._dump_config()
         self._logger = self._logger or self.logger
         self._hand_metainfo(trainer)
 
     def _dump_config(self) -> None:
-        """``Runner.dump_config``: ``cfg`` to ``{work_dir}/{cfg file name}``, or ``{work_dir}/{timestamp}.py``."""
-        filename = os.path.basename(self.cfg.filename) if self.cfg.filename is not None else f"{self.timestamp}.py"
-        os.makedirs(self.work_dir, exist_ok=True)
-        self.cfg.dump(os.path.join(self.work_dir, filename))
+        """As the Runner: ``cfg`` to the visualizer (``vis_data/config.py``) and, on rank 0, to
+        ``{work_dir}/{its file name}``, or ``{work_dir}/{timestamp}.py`` (``Runner.dump_config``)."""
+        if self.cfg:
+            self._visualizer.add_config(self.cfg)
+        if self.rank == 0:
+            filename = os.path.basename(self.cfg.filename) if self.cfg.filename is not None else f"{self.timestamp}.py"
+            os.makedirs(self.work_dir, exist_ok=True)
+            self.cfg.dump(os.path.join(self.work_dir, filename))
 
     def _share_timestamp(self) -> None:
         """Rank 0's timestamp on every rank (one ``log_dir``), broadcast as ``Runner.setup_env`` does."""
@@ -229,6 +238,8 @@ class Runner(Facade):
         """Train epochs of the run: ``Trainer(max_epochs)``, or the passes over the data that ``max_steps`` allows when
         it ends the run first (1, as MMEngine's ``IterBasedTrainLoop`` reports, when the loader has no length)."""
         trainer = self.trainer
+        if self._iter_based:
+            return 1  # IterBasedTrainLoop's max_epochs: the whole run is one epoch
         if trainer is None:
             return 0
         if trainer.max_steps < 0:
@@ -241,8 +252,10 @@ class Runner(Facade):
     @property
     def max_iters(self) -> int:
         """Train iterations (batches) of the whole run, as MMEngine counts them: ``max_epochs`` or ``max_steps``,
-        whichever ends the run first."""
+        whichever ends the run first; ``train_cfg``'s ``max_iters`` when iteration-based."""
         trainer = self.trainer
+        if self._iter_based:
+            return self._loop_cfg.max_iters
         if trainer is None:
             return 0
         batches = self._train_batches()
@@ -263,6 +276,9 @@ class Runner(Facade):
     @property
     def train_dataloader(self) -> Any:
         trainer = self.trainer
+        source = trainer.fit_loop._data_source
+        if isinstance(source, EndlessSource):  # iteration-based: the loader, not the endless view Lightning iterates
+            return source.loader
         if trainer.train_dataloader is None and trainer.state.fn == "fit":
             trainer.fit_loop.setup_data()  # asked for before Lightning sized the loader (before_run, on_fit_start)
         return trainer.train_dataloader
@@ -474,3 +490,18 @@ def load_hub_state(hub: MessageHub, state: dict[str, Any]) -> None:
 def _first(loaders: Any) -> Any:
     return loaders[0] if isinstance(loaders, (list, tuple)) else loaders
 
+
+
+def _build_log_processor(config: dict | None) -> LogProcessor:
+    """``Runner.build_log_processor``: a config with ``type`` through ``LOG_PROCESSORS``, else a ``LogProcessor``."""
+    from mmengine.registry import LOG_PROCESSORS
+
+    config = dict(config or {})
+    config.setdefault("type", "LogProcessor")
+    processor = LOG_PROCESSORS.build(config)
+    if not isinstance(processor, LogProcessor):
+        raise TypeError(
+            f"MMEngineAdapter(log_processor=...): {config['type']!r} built {type(processor).__name__}, not an "
+            "mmengine LogProcessor (LoggerHook calls its get_log_after_iter/get_log_after_epoch)."
+        )
+    return processor
