@@ -201,6 +201,7 @@ class MMEngineAdapter(LegacyHookAdapter):
             self._check_trainer(trainer)
             if self.runner._iter_based:
                 serve_endless(trainer, skip=lambda: self._done)
+        _refuse_model_type_checks(self.hooks, pl_module)
         self._enter_default_scope()
         self.runner.attach(trainer)
         _init_dist_flags(self.hooks)
@@ -424,6 +425,33 @@ def _warn_loop_differences(trainer: pl.Trainer, runner: Any) -> None:
             "EarlyStoppingHook). Choose a max_epochs that is a multiple of check_val_every_n_epoch, or call "
             "trainer.validate() after fit."
         )
+
+
+#: hooks that do their work only when ``runner.model`` is an instance of a model class, and otherwise skip it with a
+#: warning: hook class -> (model class, what to do instead). ``runner.model`` is the LightningModule.
+_MODEL_TYPE_CHECKS = {
+    "mmpretrain.engine.hooks.retriever_hooks.PrepareProtoBeforeValLoopHook": (
+        "mmpretrain.models.retrievers.BaseRetriever",
+        "call prepare_prototype() on your retriever in the LightningModule's on_validation_start instead",
+    ),
+}
+
+
+def _refuse_model_type_checks(hooks: list[Any], pl_module: pl.LightningModule) -> None:
+    """Refuse a hook that would silently skip its work because ``runner.model`` is not its model class."""
+    import importlib
+
+    for hook in hooks:
+        check = _MODEL_TYPE_CHECKS.get(f"{type(hook).__module__}.{type(hook).__qualname__}")
+        if check is None:
+            continue
+        module, _, name = check[0].rpartition(".")
+        if not isinstance(pl_module, getattr(importlib.import_module(module), name)):
+            raise TypeError(
+                f"MMEngineAdapter cannot run {type(hook).__qualname__}: it works only when runner.model is a "
+                f"{check[0]}, and runner.model is the LightningModule ({type(pl_module).__qualname__}), so it would "
+                f"skip its work with a warning. Remove the hook and {check[1]}."
+            )
 
 
 def _init_dist_flags(hooks: list[Any]) -> None:

@@ -114,13 +114,14 @@ class Runner(Facade):
         self._hand_metainfo(trainer)
 
     def _dump_config(self) -> None:
-        """As the Runner: ``cfg`` to the visualizer (``vis_data/config.py``); a config loaded from a file also to
-        ``{work_dir}/{its file name}`` (rank 0, ``Runner.dump_config``)."""
+        """As the Runner: ``cfg`` to the visualizer (``vis_data/config.py``) and, on rank 0, to
+        ``{work_dir}/{its file name}``, or ``{work_dir}/{timestamp}.py`` (``Runner.dump_config``)."""
         if self.cfg:
             self._visualizer.add_config(self.cfg)
-        if self.cfg.filename is not None and self.rank == 0:
+        if self.rank == 0:
+            filename = os.path.basename(self.cfg.filename) if self.cfg.filename is not None else f"{self.timestamp}.py"
             os.makedirs(self.work_dir, exist_ok=True)
-            self.cfg.dump(os.path.join(self.work_dir, os.path.basename(self.cfg.filename)))
+            self.cfg.dump(os.path.join(self.work_dir, filename))
 
     def _share_timestamp(self) -> None:
         """Rank 0's timestamp on every rank (one ``log_dir``), broadcast as ``Runner.setup_env`` does."""
