@@ -219,7 +219,7 @@ def test_mmengine_iter_based_refuses_a_trainer_that_would_run_another_loop(tmp_p
     with pytest.raises(ValueError, match=re.escape(
         "MMEngineAdapter(train_cfg=IterLoopConfig(max_iters=10, val_interval=4, val_begin=1, dynamic_intervals=())) "
         "runs that loop with Trainer(max_steps=10, max_epochs=1, val_check_interval=4, check_val_every_n_epoch=None, "
-        "accumulate_grad_batches=1, limit_train_batches=1.0), but this Trainer has max_steps=5, "
+        "accumulate_grad_batches=1, limit_train_batches=1.0), but this Trainer has max_steps=5, max_epochs=-1, "
         "val_check_interval=1.0, check_val_every_n_epoch=1. Build it with Trainer(**adapter.trainer_kwargs(), ...).")):
         trainer.fit(LitToy(make_model()), infinite_loader())
     # the Trainer's data source is left as given
