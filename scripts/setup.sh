@@ -16,5 +16,8 @@ pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 "${pip[@]}" --no-deps classy-vision==0.7.0 imix==0.1.0
 # VISSL's wheel bundles its own classy_vision, so it is never installed: the tests load its hooks from the wheel.
 if [ "${1:-}" = test ]; then
+  # OpenMMLab libraries whose engine hooks the tests drive; they pin mmcv builds and torchvision, so alone: what
+  # their hook modules import comes from the `test` extra. mmcv-lite has no compiled ops (tests stub mmcv._ext).
+  "${pip[@]}" --no-deps mmcv-lite==2.1.0 mmdet==3.3.0 mmpretrain==1.2.0 mmsegmentation==1.2.2
   .venv/bin/python -m pip download --quiet --disable-pip-version-check --no-deps vissl==0.1.6 -d .venv/wheels
 fi

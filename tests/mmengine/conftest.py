@@ -6,6 +6,8 @@ from typing import Any
 
 import pytest
 
+pytest.register_assert_rewrite("downstream_kit")  # its comparisons report the differing values
+
 
 @pytest.fixture(autouse=True)
 def _quiet_cwd(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,7 @@ import torch
 from mmengine.evaluator import BaseMetric, Evaluator
 from mmengine.hooks import Hook
 from mmengine.model import BaseModel
-from mmengine.registry import HOOKS, METRICS
+from mmengine.registry import DATASETS, HOOKS, METRICS, MODELS
 from mmengine.runner import Runner
 from torch.utils.data import DataLoader, Dataset
 
@@ -29,6 +29,7 @@ MOUNTS = (
 )
 
 
+@DATASETS.register_module(force=True)
 class Points(Dataset):
     """``n`` fixed samples ``dict(inputs, labels)`` of a noisy linear function."""
 
@@ -44,6 +45,7 @@ class Points(Dataset):
         return {"inputs": self.x[i], "labels": self.y[i]}
 
 
+@MODELS.register_module(force=True)
 class Toy(BaseModel):
     """Linear regression as an MMEngine model: ``loss`` mode returns a loss dict, ``predict`` mode a list."""
 
@@ -154,6 +156,7 @@ def run_mmengine(
     val: bool = True,
     train: DataLoader | None = None,
     train_cfg: dict | None = None,
+    log_processor: dict | None = None,
 ) -> Runner:
     """Train ``Toy`` with MMEngine's own Runner and return it (hooks in ``runner.hooks``); ``train`` replaces the
     train loader of :func:`loaders`, ``train_cfg`` the epoch-based loop of ``max_epochs``."""
@@ -174,6 +177,7 @@ def run_mmengine(
         load_from=resume_from,
         resume=resume_from is not None,
         experiment_name=f"mm-{next(_runs)}",
+        log_processor=log_processor,
     )
     runner.train()
     return runner
@@ -189,20 +193,28 @@ def run_lightning(
     resume_from: str | None = None,
     val: bool = True,
     train: DataLoader | None = None,
+    train_cfg: dict | None = None,
+    log_processor: dict | None = None,
     **trainer_kwargs: Any,
 ) -> tuple[pl.Trainer, MMEngineAdapter, LitToy]:
-    """Train the same ``Toy`` with Lightning + adapter, built from the same hook config."""
+    """Train the same ``Toy`` with Lightning + adapter, built from the same hook config; with ``train_cfg`` the
+    Trainer's loop arguments are the adapter's (``trainer_kwargs()``) instead of ``max_epochs``."""
     default_train, val_loader = loaders()
     train = train or default_train
     adapter = MMEngineAdapter(
         build_hooks(default_hooks=default_hooks, custom_hooks=custom_hooks),
         work_dir=work_dir,
         param_schedulers=param_schedulers,
+        train_cfg=train_cfg,
+        log_processor=log_processor,
     )
+    if train_cfg is not None:
+        trainer_kwargs = {**adapter.trainer_kwargs(), **trainer_kwargs}
+    else:
+        trainer_kwargs.setdefault("max_epochs", max_epochs)
     module = LitToy(copy.deepcopy(model) if model is not None else make_model())
     trainer = pl.Trainer(
         callbacks=[adapter],
-        max_epochs=max_epochs,
         default_root_dir=work_dir,
         enable_checkpointing=False,
         logger=False,

@@ -205,8 +205,8 @@ def test_mmengine_max_steps_run_warns_how_it_differs_from_iter_based_runner(tmp_
         "Hooks run MMEngine's epoch-based loop, not IterBasedTrainLoop: every pass over the data is an epoch "
         "(before/after_train_epoch, batch_idx from 0, runner.epoch + 1), and an epoch that max_steps cuts short ends "
         "without validation. IterBasedTrainLoop would run one epoch, pass the global iteration as batch_idx and "
-        "validate at max_iters. Port iteration-based configs with by_epoch=False in hooks, schedulers and "
-        "log_processor, and call trainer.validate() after fit to validate the final weights "
+        "validate at max_iters: for that loop, give the adapter train_cfg=dict(type='IterBasedTrainLoop', "
+        "max_iters=..., val_interval=...) and build the Trainer with Trainer(**adapter.trainer_kwargs(), ...) "
         "(docs/migration-mmengine.md).")):
         _, adapter, _ = run_lightning(tmp_path / "lt", max_epochs=None, max_steps=6, **hooks)
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import inspect
 import os
 import sys
+import warnings
 from typing import Any
 
 import lightning.pytorch as pl
@@ -15,6 +19,7 @@ from lightning_hooks.core.checks import check_argument, is_int
 from lightning_hooks.core.safety import plain
 from lightning_hooks.core.triggers import ON, Trigger
 from lightning_hooks.families.mmengine.events import EVENTS, LOAD_CHECKPOINT
+from lightning_hooks.families.mmengine.iter_based import restore_source, serve_endless
 
 # mmengine is not a dependency of lightning-hooks: the modules that import it (runner, config) are imported where an
 # MMEngine hook or config is already in hand.
@@ -28,11 +33,20 @@ class MMEngineAdapter(LegacyHookAdapter):
     them; Lightning then must not schedule the same optimizer. Turn Lightning's own checkpointing off
     (``enable_checkpointing=False``) when ``CheckpointHook`` writes the checkpoints.
 
+    ``train_cfg`` is MMEngine's loop config. ``dict(type="IterBasedTrainLoop", max_iters=..., val_interval=...)``
+    (or ``by_epoch=False``) runs hooks as ``IterBasedTrainLoop`` does: one train epoch for the whole run,
+    ``runner.epoch`` 0, ``batch_idx`` the global iteration, validation by iteration and at ``max_iters``, the train
+    loader restarted when it runs out. Build the Trainer with :meth:`trainer_kwargs`.
+
     Example::
 
         from mmengine.hooks import CheckpointHook, EMAHook
         adapter = MMEngineAdapter([EMAHook(), CheckpointHook(interval=1)], work_dir="work")
         Trainer(callbacks=[adapter], enable_checkpointing=False).fit(model, train_loader, val_loader)
+
+        adapter = MMEngineAdapter([CheckpointHook(interval=1000, by_epoch=False)], work_dir="work",
+                                  train_cfg=dict(type="IterBasedTrainLoop", max_iters=8000, val_interval=1000))
+        Trainer(callbacks=[adapter], enable_checkpointing=False, **adapter.trainer_kwargs()).fit(...)
     """
 
     family = "mmengine"
@@ -53,11 +67,14 @@ class MMEngineAdapter(LegacyHookAdapter):
         log_processor: Any = None,
         param_schedulers: Any = None,
         log_level: str = "INFO",
+        train_cfg: dict | None = None,
+        visualizer: Any = None,
+        default_scope: str | None = None,
     ) -> None:
-        super().__init__(hooks)
         from lightning_hooks.families.mmengine.runner import Runner
 
-        self.runner = self.host = Runner(
+        # as MMEngine's Runner: default scope and visualizer first, then the hooks (which may take the visualizer)
+        runner = Runner(
             work_dir=work_dir,
             experiment_name=experiment_name,
             cfg=cfg,
@@ -65,8 +82,18 @@ class MMEngineAdapter(LegacyHookAdapter):
             log_processor=log_processor,
             param_schedulers=param_schedulers,
             log_level=log_level,
+            train_cfg=train_cfg,
+            visualizer=visualizer,
+            default_scope=default_scope,
         )
+        if isinstance(hooks, _HookConfig):
+            hooks = hooks.build(default_scope)
+        super().__init__(hooks)
+        self.runner = self.host = runner
         self.runner._adapter = self
+        self._scope: contextlib.ExitStack | None = None
+        #: the checkpoint a ``from_config(resume=True)`` config resumes from: ``trainer.fit(..., ckpt_path=...)``
+        self.ckpt_path: str | None = None
         self._done = 0  # finished train iterations, MMEngine's ``train_loop.iter``
         self._scheduler_states: list[dict] | None = None
         self._ema_swapped = False  # between before_{val,test}_epoch and after_{val,test}_epoch
@@ -76,10 +103,51 @@ class MMEngineAdapter(LegacyHookAdapter):
     def from_config(
         cls, default_hooks: dict | None = None, custom_hooks: list | None = None, **options: Any
     ) -> MMEngineAdapter:
-        """An adapter for MMEngine's ``default_hooks`` / ``custom_hooks`` config (see :func:`build_hooks`)."""
-        from lightning_hooks.families.mmengine.config import build_hooks
+        """An adapter for MMEngine's ``default_hooks`` / ``custom_hooks`` config (see :func:`build_hooks`), built after
+        the adapter's default scope and visualizer exist, as MMEngine's ``Runner`` builds its hooks.
 
-        return cls(build_hooks(default_hooks=default_hooks, custom_hooks=custom_hooks), **options)
+        ``options`` are adapter options or any other key of a whole MMEngine config, so an OpenMMLab config loads
+        as it is: ``MMEngineAdapter.from_config(**Config.fromfile("configs/my_config.py"))`` (see :meth:`from_file`).
+        ``param_scheduler``, ``train_cfg``, ``default_scope``, ``log_processor``, ``visualizer``, ``log_level`` and
+        ``work_dir`` configure the adapter; ``val_cfg`` / ``test_cfg`` are checked; ``resume=True`` sets
+        :attr:`ckpt_path` (``load_from``, else the latest checkpoint in ``work_dir``) for ``trainer.fit(...,
+        ckpt_path=adapter.ckpt_path)``. Keys the LightningModule, data or Trainer own (``model``, ``*_dataloader``,
+        ``optim_wrapper``, ``env_cfg``, ...) and the config's own variables are ignored with a warning that lists them;
+        a misspelled key raises a ``ValueError`` with a "did you mean".
+        """
+        from lightning_hooks.families.mmengine.config import runtime_options
+
+        accepted = [name for name in inspect.signature(cls.__init__).parameters if name not in ("self", "hooks")]
+        config = dict(options, default_hooks=default_hooks, custom_hooks=custom_hooks)
+        options, ckpt_path, notes = runtime_options(config, accepted)
+        if notes:
+            warnings.warn(f"MMEngineAdapter.from_config ignores keys that Lightning objects own: {'; '.join(notes)}.",
+                          stacklevel=2)  # fmt: skip
+        adapter = cls(_HookConfig(default_hooks, custom_hooks), **options)
+        adapter.ckpt_path = ckpt_path
+        return adapter
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, **overrides: Any) -> MMEngineAdapter:
+        """:meth:`from_config` of an MMEngine config file (``_base_`` inheritance and all), with keys overridden.
+
+        ``runner.cfg`` is the loaded ``Config``; the adapter dumps it to ``work_dir`` under the file's name, as the
+        Runner does. Example: ``MMEngineAdapter.from_file("configs/seg_20k.py", work_dir="work_dirs/seg")``.
+        """
+        from mmengine.config import Config
+
+        config = Config.fromfile(os.fspath(path))
+        config.merge_from_dict(overrides)
+        return cls.from_config(**copy.deepcopy(config), cfg=config)  # building must not change runner.cfg
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        """The ``Trainer`` arguments that run ``train_cfg``'s loop (empty without ``train_cfg``).
+
+        Iteration-based: ``max_steps=max_iters, max_epochs=1, val_check_interval=val_interval,
+        check_val_every_n_epoch=None``; epoch-based: ``max_epochs``, ``check_val_every_n_epoch=val_interval``.
+        """
+        cfg = self.runner._loop_cfg
+        return cfg.trainer_kwargs() if cfg is not None else {}
 
     @classmethod
     def build_hook(cls, config: dict[str, Any]) -> Any:
@@ -119,11 +187,23 @@ class MMEngineAdapter(LegacyHookAdapter):
     def writes_checkpoint(self) -> bool:
         return self._trainer.is_global_zero
 
+    def _epoch_of(self, trainer: pl.Trainer, ended: bool = False) -> int:
+        """``runner.epoch`` in train hooks: 0 for the whole iteration-based run, else Lightning's epoch (+1 once
+        the epoch ended, as ``EpochBasedTrainLoop`` counts)."""
+        if self.runner._iter_based:
+            return 0
+        return trainer.current_epoch + ended
+
     # ---------------------------------------------------------------------------------------- run lifecycle
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         if stage == "fit":  # a new training run; a resumed one restores the count after setup (load_host_state)
             self._done = self.runner.iter = 0
+            self._check_trainer(trainer)
+            if self.runner._iter_based:
+                serve_endless(trainer, skip=lambda: self._done)
+        _refuse_model_type_checks(self.hooks, pl_module)
+        self._enter_default_scope()
         self.runner.attach(trainer)
         _init_dist_flags(self.hooks)
         self.fire(ON["setup"])
@@ -132,14 +212,51 @@ class MMEngineAdapter(LegacyHookAdapter):
         try:
             self.fire(ON["teardown"])
         finally:
+            restore_source(trainer)
+            self._exit_default_scope()
             super().teardown(trainer, pl_module, stage)
+
+    def _check_trainer(self, trainer: pl.Trainer) -> None:
+        """Refuse a Trainer whose loop settings differ from ``train_cfg``'s (:meth:`trainer_kwargs`)."""
+        expected = self.trainer_kwargs()
+        actual = {k: getattr(trainer, k) for k in expected}
+        if self.runner._iter_based:
+            expected.update(accumulate_grad_batches=1, limit_train_batches=1.0)
+            actual.update(accumulate_grad_batches=trainer.accumulate_grad_batches,
+                          limit_train_batches=trainer.limit_train_batches)  # fmt: skip
+        wrong = {k: v for k, v in actual.items() if v != expected[k]}
+        if wrong:
+            raise ValueError(
+                f"MMEngineAdapter(train_cfg={self.runner._loop_cfg}) runs that loop with Trainer({_kwargs(expected)}), "
+                f"but this Trainer has {_kwargs(wrong)}. Build it with Trainer(**adapter.trainer_kwargs(), ...)"
+                + (" and accumulate gradients with MMEngine's OptimWrapper(accumulative_counts=...) in the "
+                   "LightningModule (manual optimization), not Lightning's accumulate_grad_batches"
+                   if "accumulate_grad_batches" in wrong else "") + "."
+            )
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         """Forward the failure to hooks, then close the run's log file (Lightning calls no teardown after a failure)."""
         try:
             super().on_exception(trainer, pl_module, exception)
         finally:
+            restore_source(trainer)
+            self._exit_default_scope()
             self.runner.close_log_file()
+
+    def _enter_default_scope(self) -> None:
+        """Make ``default_scope`` the current ``DefaultScope`` until teardown, as it is for a whole ``Runner`` run."""
+        scope = self.runner.default_scope
+        if scope is None or self._scope is not None:
+            return
+        from mmengine.registry import DefaultScope
+
+        self._scope = contextlib.ExitStack()
+        self._scope.enter_context(DefaultScope.overwrite_default_scope(scope.scope_name))
+
+    def _exit_default_scope(self) -> None:
+        if self._scope is not None:
+            self._scope.close()
+            self._scope = None
 
     def trigger(self, trigger: Trigger, **context: Any) -> None:
         if trigger == LOAD_CHECKPOINT:
@@ -164,31 +281,54 @@ class MMEngineAdapter(LegacyHookAdapter):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # the facade may have sized the train loader before Lightning restored its mid-epoch position: apply it now
         trainer.fit_loop._load_combined_loader_states()
-        _warn_loop_differences(trainer, self.runner)
+        if self.runner._iter_based:
+            self._plan_iteration(trainer)
+        else:
+            _warn_loop_differences(trainer, self.runner)
         self.runner.iter = self._done
-        self.runner.epoch = trainer.current_epoch
+        self.runner.epoch = self._epoch_of(trainer)
         self.fire(ON["on_train_start"])
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
-        self.runner.epoch = trainer.current_epoch
+        self.runner.epoch = self._epoch_of(trainer)
         self.runner.train_loop.in_epoch = True
         self.fire(ON["on_train_epoch_start"])
+
+    def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        # IterBasedTrainLoop passes the global iteration as batch_idx
+        index = self._done if self.runner._iter_based else batch_idx
+        self.fire(ON["on_train_batch_start"], batch_idx=index, data_batch=batch)
 
     def end_train_batch(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        index = self._done if self.runner._iter_based else batch_idx
         self._done += 1
-        self.fire(ON["on_train_batch_end"], batch_idx=batch_idx, data_batch=batch, outputs=outputs)
+        self.fire(ON["on_train_batch_end"], batch_idx=index, data_batch=batch, outputs=outputs)
         self.runner.iter = self._done
+        if self.runner._iter_based:  # the endless epoch has no last batch: it ends at on_train_epoch_end
+            self._plan_iteration(trainer)
+
+    def _plan_iteration(self, trainer: pl.Trainer) -> None:
+        """Before Lightning's validation check after ``self._done`` iterations: validate where ``IterBasedTrainLoop``
+        does, and end the run at ``max_iters`` or once a hook set ``stop_training`` (after this check, as MMEngine's
+        ``while`` reads it), without the validation Lightning forces on ``should_stop``."""
+        cfg = self.runner._loop_cfg
+        trainer.val_check_batch = 1 if self._done and cfg.validates_at(self._done) else float("inf")
+        self._end_iterations_if_stopped(trainer)
+
+    def _end_iterations_if_stopped(self, trainer: pl.Trainer) -> None:
+        if self._done >= self.runner._loop_cfg.max_iters or self.runner.train_loop._stop:
+            trainer.fit_loop.epoch_loop.max_steps = trainer.global_step
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         self.fire(trigger)
         _agree_on_stop(trainer, self.runner.train_loop)
-        self.runner.epoch = trainer.current_epoch + 1
+        self.runner.epoch = self._epoch_of(trainer, ended=True)
         self.runner.train_loop.end_epoch()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.runner.epoch = trainer.current_epoch
+        self.runner.epoch = self._epoch_of(trainer)
         self.fire(ON["on_train_end"])
 
     # -------------------------------------------------------------------------------------- validation, test
@@ -200,6 +340,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.fire(ON["on_validation_end"], metrics=_epoch_metrics(trainer))
         self._ema_swapped = False
         _agree_on_stop(trainer, self.runner.train_loop)  # EarlyStoppingHook may have stopped this rank only
+        if self.runner._iter_based and trainer.state.fn == "fit" and not trainer.sanity_checking:
+            self._end_iterations_if_stopped(trainer)
 
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._ema_swapped = True
@@ -256,6 +398,18 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._scheduler_states = state.get("param_schedulers") or None
 
 
+class _HookConfig:
+    """``default_hooks`` / ``custom_hooks`` as ``from_config`` got them, built once the adapter's runner exists."""
+
+    def __init__(self, default_hooks: dict | None, custom_hooks: list | None) -> None:
+        self.default_hooks, self.custom_hooks = default_hooks, custom_hooks
+
+    def build(self, default_scope: str | None) -> list[Any]:
+        from lightning_hooks.families.mmengine.config import build_hooks
+
+        return build_hooks(default_hooks=self.default_hooks, custom_hooks=self.custom_hooks, default_scope=default_scope)
+
+
 def _warn_loop_differences(trainer: pl.Trainer, runner: Any) -> None:
     """Warn where Lightning's loop will not run the hooks as the MMEngine loop the settings suggest would."""
     iters, batches, every = runner.max_iters, trainer.num_training_batches, trainer.check_val_every_n_epoch
@@ -271,15 +425,42 @@ def _warn_loop_differences(trainer: pl.Trainer, runner: Any) -> None:
             "Hooks run MMEngine's epoch-based loop, not IterBasedTrainLoop: every pass over the data is an epoch "
             "(before/after_train_epoch, batch_idx from 0, runner.epoch + 1), and an epoch that max_steps cuts "
             "short ends without validation. IterBasedTrainLoop would run one epoch, pass the global iteration as "
-            "batch_idx and validate at max_iters. Port iteration-based configs with by_epoch=False in hooks, "
-            "schedulers and log_processor, and call trainer.validate() after fit to validate the final weights "
-            "(docs/migration-mmengine.md)."
+            "batch_idx and validate at max_iters: for that loop, give the adapter "
+            "train_cfg=dict(type='IterBasedTrainLoop', max_iters=..., val_interval=...) and build the Trainer with "
+            "Trainer(**adapter.trainer_kwargs(), ...) (docs/migration-mmengine.md)."
         )
     else:
         warn_if_last_epoch_unvalidated(
             trainer, "MMEngineAdapter", f"while MMEngine's EpochBasedTrainLoop(val_interval={every}) also validates "
             "at max_epochs, no after_val_epoch sees the final weights (CheckpointHook(save_best=...), EarlyStoppingHook)"
         )
+
+
+#: hooks that do their work only when ``runner.model`` is an instance of a model class, and otherwise skip it with a
+#: warning: hook class -> (model class, what to do instead). ``runner.model`` is the LightningModule.
+_MODEL_TYPE_CHECKS = {
+    "mmpretrain.engine.hooks.retriever_hooks.PrepareProtoBeforeValLoopHook": (
+        "mmpretrain.models.retrievers.BaseRetriever",
+        "call prepare_prototype() on your retriever in the LightningModule's on_validation_start instead",
+    ),
+}
+
+
+def _refuse_model_type_checks(hooks: list[Any], pl_module: pl.LightningModule) -> None:
+    """Refuse a hook that would silently skip its work because ``runner.model`` is not its model class."""
+    import importlib
+
+    for hook in hooks:
+        check = _MODEL_TYPE_CHECKS.get(f"{type(hook).__module__}.{type(hook).__qualname__}")
+        if check is None:
+            continue
+        module, _, name = check[0].rpartition(".")
+        if not isinstance(pl_module, getattr(importlib.import_module(module), name)):
+            raise TypeError(
+                f"MMEngineAdapter cannot run {type(hook).__qualname__}: it works only when runner.model is a "
+                f"{check[0]}, and runner.model is the LightningModule ({type(pl_module).__qualname__}), so it would "
+                f"skip its work with a warning. Remove the hook and {check[1]}."
+            )
 
 
 def _init_dist_flags(hooks: list[Any]) -> None:
@@ -313,3 +494,7 @@ def _epoch_metrics(trainer: pl.Trainer) -> dict[str, float]:
         values = torch.tensor([out[k] for k in names], dtype=torch.float64, device=trainer.strategy.root_device)
         out.update(zip(names, trainer.strategy.reduce(values, reduce_op="mean").tolist()))
     return out
+
+
+def _kwargs(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in values.items())

@@ -117,3 +117,104 @@ def registered_names(registry: Registry = HOOKS) -> list[str]:
     for scope, child in registry.children.items():
         names += [f"{scope}.{n}" for n in registered_names(child)]
     return sorted(names)
+
+
+#: keys of an MMEngine config that MMEngine's Runner reads but that, under Lightning, the LightningModule, the
+#: LightningDataModule or the Trainer own: ``MMEngineAdapter.from_config`` ignores them and says where each goes.
+OWNED_ELSEWHERE = {
+    "model": "the LightningModule",
+    "data_preprocessor": "the LightningModule",
+    "train_dataloader": "trainer.fit(module, train_dataloaders) or a LightningDataModule",
+    "val_dataloader": "trainer.fit(module, val_dataloaders=...) or a LightningDataModule",
+    "test_dataloader": "trainer.test(module, dataloaders) or a LightningDataModule",
+    "val_evaluator": "the LightningModule (an mmengine Evaluator fed in validation_step, logged with self.log_dict)",
+    "test_evaluator": "the LightningModule (an mmengine Evaluator fed in test_step, logged with self.log_dict)",
+    "optim_wrapper": "LightningModule.configure_optimizers",
+    "auto_scale_lr": "LightningModule.configure_optimizers",
+    "env_cfg": "Trainer(accelerator=..., strategy=...) and your torch settings",
+    "launcher": "Trainer(strategy=..., devices=..., num_nodes=...)",
+    "model_wrapper_cfg": "Trainer(strategy=...)",
+    "randomness": "lightning.seed_everything(seed) before building the model",
+    "compile": "torch.compile in the LightningModule",
+    "tta_model": "the LightningModule's test_step",
+    "tta_pipeline": "the test dataloader",
+    "custom_imports": "Config.fromfile, which already imported them",
+}
+#: config keys ``from_config`` maps to something other than an adapter option of the same name.
+MAPPED = ("param_scheduler", "load_from", "resume", "val_cfg", "test_cfg", "default_hooks", "custom_hooks")
+_EVAL_LOOPS = {"val_cfg": "ValLoop", "test_cfg": "TestLoop"}
+
+
+def runtime_options(config: dict[str, Any], accepted: list[str]) -> tuple[dict[str, Any], str | None, list[str]]:
+    """Split a whole MMEngine config (``default_runtime.py`` + schedule + model/data keys) for ``from_config``.
+
+    Returns the adapter options (``param_scheduler`` becomes ``param_schedulers``), the checkpoint a ``resume=True``
+    config resumes from (``load_from``, else the ``last_checkpoint`` in ``work_dir``, as the Runner finds it; None to
+    start fresh) and notes on the keys ignored. A key close to a known one raises a ``ValueError`` with a "did you
+    mean"; other unknown keys are the config's own variables (``vis_backends``, ``train_pipeline``, ...).
+    """
+    from mmengine.runner import find_latest_checkpoint
+
+    options = {k: v for k, v in config.items() if k in accepted}
+    if "param_scheduler" in config:
+        if "param_schedulers" in config:
+            raise ValueError(
+                "MMEngineAdapter.from_config: both 'param_scheduler' (MMEngine's key) and 'param_schedulers' are set; "
+                "keep one."
+            )
+        options["param_schedulers"] = config["param_scheduler"]
+    for key, loop in _EVAL_LOOPS.items():
+        _check_eval_cfg(key, loop, config.get(key))
+    ckpt_path = None
+    load_from, resume = config.get("load_from"), config.get("resume", False)
+    if resume:
+        work_dir = config.get("work_dir")
+        ckpt_path = load_from or (find_latest_checkpoint(str(work_dir)) if work_dir else None)
+    elif load_from:
+        raise ValueError(
+            f"MMEngineAdapter.from_config: load_from={load_from!r} with resume=False loads pretrained weights into "
+            "MMEngine's model, which under Lightning is inside your LightningModule (other state_dict keys): load "
+            "them there, e.g. mmengine.runner.load_checkpoint(module.model, path) before trainer.fit. To resume "
+            "training from that file instead, set resume=True (trainer.fit(..., ckpt_path=adapter.ckpt_path)). "
+            "Then set load_from=None in the config."
+        )
+    known = [*accepted, *MAPPED, *OWNED_ELSEWHERE]
+    notes, variables = [], []
+    for key in config:
+        if key in accepted or key in MAPPED:
+            continue
+        if key in OWNED_ELSEWHERE:
+            notes.append(f"{key} ({OWNED_ELSEWHERE[key]})")
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+        if close:
+            raise ValueError(
+                f"MMEngineAdapter.from_config: unknown config key {key!r}. Did you mean {close[0]!r}? Keys it takes: "
+                f"{', '.join(sorted(set(known)))}."
+            )
+        variables.append(key)
+    if variables:
+        notes.append(f"config variables not read by the Runner: {', '.join(variables)}")
+    return options, ckpt_path, notes
+
+
+def _check_eval_cfg(key: str, loop: str, cfg: Any) -> None:
+    """``val_cfg`` / ``test_cfg``: MMEngine's own loop, which Lightning's validation/test loop stands for."""
+    if cfg is None:
+        return
+    cfg = dict(cfg)
+    kind = cfg.pop("type", loop)
+    name = kind if isinstance(kind, str) else getattr(kind, "__name__", repr(kind))
+    if name != loop:
+        raise ValueError(
+            f"MMEngineAdapter.from_config: {key}=dict(type={name!r}) is not MMEngine's {loop}: Lightning's own loop "
+            "runs this stage, so a custom loop's run() has no counterpart. Put its per-batch work in the "
+            f"LightningModule's {'validation' if key == 'val_cfg' else 'test'}_step, or use type='{loop}'."
+        )
+    if cfg.pop("fp16", False):
+        raise ValueError(
+            f"MMEngineAdapter.from_config: {key}=dict(fp16=True): set Lightning's precision instead "
+            "(Trainer(precision='16-mixed')), which covers training and evaluation."
+        )
+    if cfg:
+        raise ValueError(f"MMEngineAdapter.from_config: {key} has options {sorted(cfg)} that {loop} does not take.")

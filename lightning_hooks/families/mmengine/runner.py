@@ -12,10 +12,12 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from lightning.fabric.utilities.data import _set_sampler_epoch
 from mmengine.config import Config
 from mmengine.logging import HistoryBuffer, MessageHub, MMLogger
 from mmengine.optim import OptimWrapper, OptimWrapperDict
 from mmengine.runner import LogProcessor
+from mmengine.registry import VISUALIZERS, DefaultScope
 from mmengine.visualization import Visualizer
 
 from lightning_hooks.core.checkpoint_files import durable_checkpoint_io, load_checkpoint_file
@@ -23,66 +25,10 @@ from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.core.facade import Facade, WorkDir
 from lightning_hooks.core.safety import plain
 from lightning_hooks.families.mmengine.events import LOAD_CHECKPOINT
+from lightning_hooks.families.mmengine.iter_based import EndlessSource, IterLoopConfig, parse_train_cfg
+from lightning_hooks.families.mmengine.loops import EvalTestLoop, EvalValLoop, train_loop
 
 _instances = itertools.count()
-
-
-class _Loop:
-    """``runner.val_loop`` / ``runner.test_loop``: what hooks and ``LogProcessor`` read from a loop."""
-
-    def __init__(self, runner: Runner, stage: str) -> None:
-        self._runner = runner
-        self._stage = stage
-
-    @property
-    def dataloader(self) -> Any:
-        return getattr(self._runner, f"{self._stage}_dataloader")
-
-
-class TrainLoop(_Loop):
-    """``runner.train_loop``: dataloader, limits, counters, and ``stop_training``, which stops the Lightning trainer
-    between epochs as MMEngine's ``EpochBasedTrainLoop`` does: set inside a train epoch, Lightning stops after it."""
-
-    def __init__(self, runner: Runner) -> None:
-        super().__init__(runner, "train")
-        self.in_epoch = False  # a train epoch started and has not ended yet
-        self._stop = False
-
-    @property
-    def max_iters(self) -> int:
-        return self._runner.max_iters
-
-    @property
-    def max_epochs(self) -> int:
-        return self._runner.max_epochs
-
-    @property
-    def iter(self) -> int:
-        return self._runner.iter
-
-    @property
-    def epoch(self) -> int:
-        return self._runner.epoch
-
-    @property
-    def stop_training(self) -> bool:
-        trainer = self._runner.trainer
-        return self._stop or (trainer is not None and trainer.should_stop)
-
-    @stop_training.setter
-    def stop_training(self, value: bool) -> None:
-        self._stop = bool(value)
-        if not self.in_epoch:
-            self._apply_stop()
-
-    def end_epoch(self) -> None:
-        """The train epoch ended: a stop requested during it stops Lightning now (after the epoch's validation)."""
-        self.in_epoch = False
-        self._apply_stop()
-
-    def _apply_stop(self) -> None:
-        if self._stop and self._runner.trainer is not None:
-            self._runner.trainer.should_stop = True
 
 
 class Runner(Facade):
@@ -91,7 +37,16 @@ class Runner(Facade):
     ``iter`` is the 0-based index of the current train iteration inside iter hooks and the number of finished
     iterations elsewhere; ``epoch`` is the current epoch in train hooks and epoch + 1 during the validation that
     follows it. ``message_hub`` is a real ``MessageHub`` (one per facade), ``logger`` an ``MMLogger`` writing
-    ``{log_dir}/{timestamp}.log``, ``visualizer`` a ``Visualizer`` with a local backend under ``log_dir``.
+    ``{log_dir}/{timestamp}.log``. ``train_loop``, ``val_loop`` and ``test_loop`` are MMEngine loops to hooks
+    (:mod:`~lightning_hooks.families.mmengine.loops`).
+
+    As MMEngine's ``Runner``, the facade sets up ``default_scope`` (a ``DefaultScope``, e.g. ``"mmdet"``, made
+    current again for every run) and builds ``visualizer`` (a config dict, built through ``VISUALIZERS`` with the
+    experiment name and ``save_dir=log_dir`` as defaults, or an instance; default: a ``Visualizer`` with a
+    ``LocalVisBackend``, so images land in ``{work_dir}/{timestamp}/vis_data/``) when it is created, before the
+    adapter builds hook configs: hooks that take ``Visualizer.get_current_instance()`` in ``__init__`` get this one.
+    Each run hands the visualizer its datasets' ``metainfo`` (train, then val; test for ``trainer.test``), as
+    MMEngine's loops do when they are built.
 
     Example::
 
@@ -100,6 +55,8 @@ class Runner(Facade):
     """
 
     host = "runner"
+    #: the train loop MMEngine would run: ``EpochBasedTrainLoop`` (True) or ``IterBasedTrainLoop`` (False)
+    by_epoch = True
 
     def __init__(
         self,
@@ -110,8 +67,15 @@ class Runner(Facade):
         log_processor: dict | LogProcessor | None = None,
         param_schedulers: Any = None,
         log_level: str = "INFO",
+        train_cfg: dict | None = None,
+        visualizer: dict | Visualizer | None = None,
+        default_scope: str | None = None,
     ) -> None:
         self.trainer: pl.Trainer | None = None
+        #: the ``train_cfg`` loop settings; an ``IterLoopConfig`` runs ``IterBasedTrainLoop``'s semantics
+        self._loop_cfg = parse_train_cfg(train_cfg) if train_cfg is not None else None
+        self._iter_based = isinstance(self._loop_cfg, IterLoopConfig)
+        self.by_epoch = not self._iter_based
         self._work_dir = WorkDir(work_dir, "MMEngineAdapter")
         self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime())
         self._experiment_name = experiment_name
@@ -123,32 +87,46 @@ class Runner(Facade):
         if isinstance(log_processor, LogProcessor):
             self.log_processor = log_processor
         else:
-            self.log_processor = LogProcessor(**(log_processor or {}))
+            self.log_processor = _build_log_processor(log_processor)
         #: mmengine schedulers or their configs; configs are built on Lightning's optimizer at each ``on_fit_start``.
         _check_scheduler_configs(param_schedulers)
         self.param_schedulers = param_schedulers
         self._scheduler_configs = param_schedulers
         self._log_level = log_level
         self._logger: MMLogger | None = None
-        self._visualizer: Visualizer | None = None
+        self.default_scope = None if default_scope is None else DefaultScope.get_instance(
+            self._instance_name, scope_name=default_scope
+        )
+        self._visualizer = self._build_visualizer(visualizer)
         self.iter = 0
         self.epoch = 0
         self._resume = False
-        self.train_loop = TrainLoop(self)
-        self.val_loop = _Loop(self, "val")
-        self.test_loop = _Loop(self, "test")
+        self.train_loop = train_loop(self, self.by_epoch)
+        self.val_loop = EvalValLoop(self)
+        self.test_loop = EvalTestLoop(self)
         self._pending_save: dict[str, Any] | None = None
 
     def attach(self, trainer: pl.Trainer) -> None:
         """Serve ``trainer``'s run; build the logger and visualizer before ``before_run``, as the Runner does."""
         self.trainer = trainer
         self._resume = False
-        self.train_loop = TrainLoop(self)
+        self.train_loop = train_loop(self, self.by_epoch)
         self.epoch = trainer.current_epoch
         if self._logger is None:
             self._share_timestamp()
+            self._dump_config()
         self._logger = self._logger or self.logger
-        self._visualizer = self._visualizer or self.visualizer
+        self._hand_metainfo(trainer)
+
+    def _dump_config(self) -> None:
+        """As the Runner: ``cfg`` to the visualizer (``vis_data/config.py``) and, on rank 0, to
+        ``{work_dir}/{its file name}``, or ``{work_dir}/{timestamp}.py`` (``Runner.dump_config``)."""
+        if self.cfg:
+            self._visualizer.add_config(self.cfg)
+        if self.rank == 0:
+            filename = os.path.basename(self.cfg.filename) if self.cfg.filename is not None else f"{self.timestamp}.py"
+            os.makedirs(self.work_dir, exist_ok=True)
+            self.cfg.dump(os.path.join(self.work_dir, filename))
 
     def _share_timestamp(self) -> None:
         """Rank 0's timestamp on every rank (one ``log_dir``), broadcast as ``Runner.setup_env`` does."""
@@ -202,11 +180,40 @@ class Runner(Facade):
 
     @property
     def visualizer(self) -> Visualizer:
-        if self._visualizer is None:
-            self._visualizer = Visualizer.get_instance(
+        return self._visualizer
+
+    @visualizer.setter
+    def visualizer(self, visualizer: Visualizer) -> None:
+        if not isinstance(visualizer, Visualizer):
+            raise TypeError(f"runner.visualizer must be an mmengine Visualizer, got {type(visualizer).__name__}")
+        self._visualizer = visualizer
+
+    def _build_visualizer(self, visualizer: dict | Visualizer | None) -> Visualizer:
+        """``Runner.build_visualizer``: an instance as given, a config through ``VISUALIZERS``, else a local one."""
+        if isinstance(visualizer, Visualizer):
+            return visualizer
+        if visualizer is None:
+            return Visualizer.get_instance(
                 self._instance_name, vis_backends=[dict(type="LocalVisBackend")], save_dir=self.log_dir
             )
-        return self._visualizer
+        if not isinstance(visualizer, dict):
+            raise TypeError(
+                f"MMEngineAdapter(visualizer=...) takes a config dict (dict(type='Visualizer', "
+                f"vis_backends=[dict(type='LocalVisBackend')])) or a Visualizer instance, got {type(visualizer).__name__}"
+            )
+        config = dict(visualizer)
+        config.setdefault("name", self._instance_name)
+        config.setdefault("save_dir", self.log_dir)
+        return VISUALIZERS.build(config)
+
+    def _hand_metainfo(self, trainer: pl.Trainer) -> None:
+        """Give the visualizer each dataset's ``metainfo``, in the order MMEngine builds the run's loops."""
+        stages = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",)}.get(trainer.state.fn, ())
+        for stage in stages:
+            loader = getattr(self, f"{stage}_dataloader")
+            metainfo = getattr(getattr(loader, "dataset", None), "metainfo", None)
+            if metainfo is not None:
+                self._visualizer.dataset_meta = metainfo
 
     # ------------------------------------------------------------------------------------------------ model
     @property
@@ -234,6 +241,8 @@ class Runner(Facade):
         """Train epochs of the run: ``Trainer(max_epochs)``, or the passes over the data that ``max_steps`` allows when
         it ends the run first (1, as MMEngine's ``IterBasedTrainLoop`` reports, when the loader has no length)."""
         trainer = self.trainer
+        if self._iter_based:
+            return 1  # IterBasedTrainLoop's max_epochs: the whole run is one epoch
         if trainer is None:
             return 0
         if trainer.max_steps < 0:
@@ -246,8 +255,10 @@ class Runner(Facade):
     @property
     def max_iters(self) -> int:
         """Train iterations (batches) of the whole run, as MMEngine counts them: ``max_epochs`` or ``max_steps``,
-        whichever ends the run first."""
+        whichever ends the run first; ``train_cfg``'s ``max_iters`` when iteration-based."""
         trainer = self.trainer
+        if self._iter_based:
+            return self._loop_cfg.max_iters
         if trainer is None:
             return 0
         batches = self._train_batches()
@@ -268,20 +279,55 @@ class Runner(Facade):
     @property
     def train_dataloader(self) -> Any:
         trainer = self.trainer
+        source = trainer.fit_loop._data_source
+        if isinstance(source, EndlessSource):  # iteration-based: the loader, not the endless view Lightning iterates
+            return source.loader
         if trainer.train_dataloader is None and trainer.state.fn == "fit":
             trainer.fit_loop.setup_data()  # asked for before Lightning sized the loader (before_run, on_fit_start)
         return trainer.train_dataloader
 
+    def set_train_dataloader(self, loader: Any) -> None:
+        """``runner.train_loop.dataloader = loader``: train on ``loader`` from where MMEngine's epoch-based loop would.
+
+        The loop iterates ``train_loop.dataloader`` after ``before_train_epoch``, so an assignment in that mount point
+        trains the same epoch on the new loader; one anywhere else takes effect at the next epoch. Lightning gets
+        the loader as its train data source and rebuilds its train data (distributed sampler, batch count, validation
+        schedule) as ``Trainer(reload_dataloaders_every_n_epochs)`` does.
+        """
+        from lightning.pytorch.trainer.connectors.data_connector import _DataLoaderSource
+
+        trainer = self.trainer
+        if trainer is None or trainer.state.fn != "fit":
+            raise RuntimeError(
+                "runner.train_loop.dataloader = ...: assign the train dataloader while trainer.fit runs (a train hook); "
+                "outside fit, pass the loader to trainer.fit(...)"
+            )
+        fit_loop = trainer.fit_loop
+        fit_loop._data_source = _DataLoaderSource(loader, "train_dataloader")
+        fit_loop._combined_loader = None  # the next setup_data (at the next epoch start) builds the new loader
+        progress = fit_loop.epoch_progress.current
+        if progress.ready > progress.started:  # inside before_train_epoch: this epoch's batches are still to come
+            fit_loop.setup_data()
+            for dl in fit_loop._combined_loader.flattened:
+                _set_sampler_epoch(dl, progress.processed)
+
     @property
     def val_dataloader(self) -> Any:
-        return _first(self.trainer.val_dataloaders)
+        trainer = self.trainer
+        if trainer.val_dataloaders is None and trainer.state.fn == "fit" and trainer.enable_validation:
+            # asked for before Lightning loaded it (before_run): load it as the fit loop's start would
+            stage = trainer.state.stage
+            trainer.validating = True
+            trainer.fit_loop.epoch_loop.val_loop.setup_data()
+            trainer.state.stage = stage
+        return _first(trainer.val_dataloaders)
 
     @property
     def test_dataloader(self) -> Any:
         return _first(self.trainer.test_dataloaders)
 
     @property
-    def _train_loop(self) -> TrainLoop | None:
+    def _train_loop(self) -> Any:
         """MMEngine's private "was a train loop configured" marker: None outside ``trainer.fit``."""
         trainer = self.trainer
         return self.train_loop if trainer is not None and trainer.state.fn == "fit" else None
@@ -493,3 +539,18 @@ def _init_keywords(cls: type) -> set[str] | None:
 def _first(loaders: Any) -> Any:
     return loaders[0] if isinstance(loaders, (list, tuple)) else loaders
 
+
+
+def _build_log_processor(config: dict | None) -> LogProcessor:
+    """``Runner.build_log_processor``: a config with ``type`` through ``LOG_PROCESSORS``, else a ``LogProcessor``."""
+    from mmengine.registry import LOG_PROCESSORS
+
+    config = dict(config or {})
+    config.setdefault("type", "LogProcessor")
+    processor = LOG_PROCESSORS.build(config)
+    if not isinstance(processor, LogProcessor):
+        raise TypeError(
+            f"MMEngineAdapter(log_processor=...): {config['type']!r} built {type(processor).__name__}, not an "
+            "mmengine LogProcessor (LoggerHook calls its get_log_after_iter/get_log_after_epoch)."
+        )
+    return processor

@@ -1,0 +1,180 @@
+"""MMEngine's ``IterBasedTrainLoop`` on Lightning's fit loop: one endless train epoch, validation by iteration.
+
+``train_cfg=dict(type="IterBasedTrainLoop", max_iters=N, val_interval=k)`` (or ``dict(by_epoch=False, ...)``) turns
+the adapter's iteration-based mode on. Lightning then iterates :class:`Endless`, a view of the train loader without a
+length that restarts the loader when it runs out (as MMEngine's ``_InfiniteDataloaderIterator``), so the whole run is
+one Lightning epoch of ``max_iters`` batches. Hooks still see the loader itself (``runner.train_dataloader``, whose
+``len()`` LoggerHook and param schedulers read). Before each validation check the adapter sets
+``trainer.val_check_batch`` from :meth:`IterLoopConfig.validates_at`, so validation runs exactly where
+``IterBasedTrainLoop`` runs it (every ``val_interval`` iterations from ``val_begin``, ``dynamic_intervals``, and at
+``max_iters``); the run ends at ``max_iters`` by bounding the epoch loop's ``max_steps``.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.trainer.connectors.data_connector import _DataLoaderSource
+
+_LOOPS = {"IterBasedTrainLoop": False, "EpochBasedTrainLoop": True}
+
+
+@dataclass(frozen=True)
+class IterLoopConfig:
+    """The settings of MMEngine's ``IterBasedTrainLoop`` (``train_cfg``), and the Trainer arguments they need."""
+
+    max_iters: int
+    val_interval: int = 1000
+    val_begin: int = 1
+    dynamic_intervals: tuple[tuple[int, int], ...] = ()
+
+    def interval_at(self, it: int) -> int:
+        """The validation interval once ``it`` iterations are done (``_decide_current_val_interval``)."""
+        milestones = [0, *(m for m, _ in self.dynamic_intervals)]
+        intervals = [self.val_interval, *(i for _, i in self.dynamic_intervals)]
+        return intervals[bisect.bisect(milestones, it + 1) - 1]
+
+    def validates_at(self, it: int) -> bool:
+        """Whether ``IterBasedTrainLoop`` validates once ``it`` iterations are done."""
+        return it >= self.val_begin and (it % self.interval_at(it) == 0 or it == self.max_iters)
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        """``Trainer`` arguments of this loop: one endless epoch bounded by ``max_steps``, validation by iteration."""
+        return dict(max_steps=self.max_iters, max_epochs=1, val_check_interval=self.val_interval,
+                    check_val_every_n_epoch=None)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class EpochLoopConfig:
+    """The settings of MMEngine's ``EpochBasedTrainLoop`` (``train_cfg``) that map to Trainer arguments."""
+
+    max_epochs: int
+    val_interval: int = 1
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        return dict(max_epochs=self.max_epochs, check_val_every_n_epoch=self.val_interval)
+
+
+def parse_train_cfg(train_cfg: dict[str, Any]) -> IterLoopConfig | EpochLoopConfig:
+    """``train_cfg`` as MMEngine's ``Runner.build_train_loop`` reads it: ``type`` or ``by_epoch`` picks the loop."""
+    cfg = dict(train_cfg)
+    kind = cfg.pop("type", None)
+    by_epoch = cfg.pop("by_epoch", None)
+    if kind is not None:
+        name = kind if isinstance(kind, str) else getattr(kind, "__name__", repr(kind))
+        if name not in _LOOPS:
+            raise ValueError(
+                f"MMEngineAdapter: train_cfg type {name!r} is not a loop the adapter can run on Lightning's fit loop. "
+                f"Use 'EpochBasedTrainLoop' or 'IterBasedTrainLoop' (or by_epoch=True/False); a custom loop's "
+                "run() has no Lightning counterpart: put its per-iteration work in a hook or the LightningModule."
+            )
+        if by_epoch is not None and by_epoch != _LOOPS[name]:
+            raise ValueError(f"MMEngineAdapter: train_cfg has type={name!r} and by_epoch={by_epoch}: drop one of them")
+        by_epoch = _LOOPS[name]
+    if by_epoch is None:
+        raise ValueError(
+            f"MMEngineAdapter: train_cfg {train_cfg!r} names no loop: add by_epoch=True (EpochBasedTrainLoop) or "
+            "by_epoch=False (IterBasedTrainLoop), as MMEngine's Runner requires."
+        )
+    try:
+        if by_epoch:
+            if cfg.pop("val_begin", 1) != 1 or cfg.pop("dynamic_intervals", None):
+                raise ValueError(
+                    "MMEngineAdapter: an epoch-based train_cfg with val_begin or dynamic_intervals has no Lightning "
+                    "counterpart (check_val_every_n_epoch validates from the first epoch at one interval). Drop "
+                    "them, or train iteration-based (type='IterBasedTrainLoop')."
+                )
+            return EpochLoopConfig(**cfg)
+        dynamic = tuple((int(m), int(i)) for m, i in cfg.pop("dynamic_intervals", None) or ())
+        return IterLoopConfig(dynamic_intervals=dynamic, **cfg)
+    except TypeError as err:
+        loop = "EpochBasedTrainLoop" if by_epoch else "IterBasedTrainLoop"
+        raise ValueError(f"MMEngineAdapter: train_cfg {train_cfg!r} does not fit {loop}: {err}") from None
+
+
+class Endless:
+    """The train loader as ``IterBasedTrainLoop`` iterates it: without end, restarting it (after ``set_epoch`` on its
+    sampler, as ``_InfiniteDataloaderIterator``) when it runs out; a resumed run first skips ``skip()`` batches.
+
+    It has no ``len()``, so Lightning runs one epoch that ``max_steps`` ends. An ``InfiniteSampler`` loader is iterated
+    once, as under MMEngine: iterating it anew would close the sampler's shared index generator.
+    """
+
+    def __init__(self, loader: Any, skip: Any) -> None:
+        self.loader = loader
+        self._skip = skip
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch, skip = 0, self._skip()
+        iterator = iter(self.loader)
+        while True:
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                epoch += 1
+                _set_epoch(self.loader, epoch)
+                iterator = iter(self.loader)
+                try:
+                    batch = next(iterator)
+                except StopIteration:
+                    raise RuntimeError(
+                        "MMEngineAdapter (IterBasedTrainLoop): the train loader yields no batch after a restart; "
+                        "it cannot feed an iteration-based run. Give it a sampler that can be iterated again."
+                    ) from None
+            if skip:
+                skip -= 1
+                continue
+            yield batch
+
+
+def _set_epoch(loader: Any, epoch: int) -> None:
+    sampler = getattr(loader, "sampler", None)
+    if hasattr(sampler, "set_epoch"):
+        sampler.set_epoch(epoch)
+    elif hasattr(getattr(getattr(loader, "batch_sampler", None), "sampler", None), "set_epoch"):
+        loader.batch_sampler.sampler.set_epoch(epoch)
+
+
+class EndlessSource(_DataLoaderSource):
+    """Lightning's train data source, whose loader is served as :class:`Endless`."""
+
+    def __init__(self, source: _DataLoaderSource, skip: Any) -> None:
+        super().__init__(source.instance, source.name)
+        self.original = source
+        self._skip = skip
+        self._loader: Any = None
+
+    @property
+    def loader(self) -> Any:
+        """The train loader, requested from the original source once. Hooks read it (``runner.train_dataloader``)
+        without making Lightning start iterating it before a resumed run restored its iteration count."""
+        if self._loader is None:
+            loader = self.original.dataloader()
+            if isinstance(loader, (list, tuple, dict)) or not hasattr(loader, "__iter__"):
+                raise TypeError(
+                    f"MMEngineAdapter (IterBasedTrainLoop): the train data is {type(loader).__name__}; an "
+                    "iteration-based run takes one train loader, as MMEngine's train_dataloader."
+                )
+            self._loader = loader
+        return self._loader
+
+    def dataloader(self) -> Endless:
+        return Endless(self.loader, self._skip)
+
+
+def serve_endless(trainer: pl.Trainer, skip: Any) -> None:
+    """Make Lightning iterate the train loader as :class:`Endless` in this fit."""
+    loop = trainer.fit_loop
+    if not isinstance(loop._data_source, EndlessSource):
+        loop._data_source = EndlessSource(loop._data_source, skip)
+
+
+def restore_source(trainer: pl.Trainer) -> None:
+    """Undo :func:`serve_endless`, so a later fit or a plain Trainer sees the loader as given."""
+    loop = trainer.fit_loop
+    if isinstance(loop._data_source, EndlessSource):
+        loop._data_source = loop._data_source.original

@@ -1,0 +1,210 @@
+"""Engine hooks of mmdet 3.3, mmpretrain 1.2 and mmsegmentation 1.2 under Lightning + MMEngineAdapter, each against
+the real MMEngine ``Runner`` with the same model, data, seed and hooks (harness: downstream_kit.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import lightning.pytorch as pl
+from downstream_kit import Images, LitWrapper, loaders, make_model, run_both
+from mmdet.engine.hooks import CheckInvalidLossHook, MeanTeacherHook, PipelineSwitchHook, SetEpochInfoHook, SyncNormHook
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+from mmpretrain.engine.hooks import DenseCLHook, EMAHook, PreciseBNHook, VisualizationHook, WarmupParamHook
+from torch.utils.data import DataLoader
+
+from lightning_hooks.families.mmengine import MMEngineAdapter
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_mmengine_downstream_precise_bn_hook_matches_runner(tmp_path):
+    # isinstance(runner.train_loop, EpochBasedTrainLoop) decides whether PreciseBN runs at all
+    pair = run_both(tmp_path, custom_hooks=[dict(type="mmpretrain.PreciseBNHook", num_samples=8, interval=1)])
+    pair.assert_same(PreciseBNHook, log_lines=("Precise BN", "BN found"))
+
+
+def test_mmengine_downstream_ema_hook_evaluate_on_origin_matches_runner(tmp_path):
+    # after_val_epoch re-runs validation through runner.val_loop.run_iter and evaluates with val_loop.evaluator
+    pair = run_both(tmp_path, custom_hooks=[dict(type="mmpretrain.EMAHook", momentum=0.2, evaluate_on_origin=True)])
+    pair.assert_same(EMAHook)
+    assert "val/tiny/accuracy_origin" in pair.adapter.runner.message_hub.log_scalars
+
+
+def test_mmengine_downstream_pretrain_visualization_hook_matches_runner(tmp_path):
+    # images named by epoch (EpochBasedTrainLoop), drawn by mmpretrain's UniversalVisualizer with the dataset classes
+    options = dict(
+        default_scope="mmpretrain",
+        visualizer=dict(type="UniversalVisualizer", vis_backends=[dict(type="LocalVisBackend")]),
+    )
+    pair = run_both(tmp_path, custom_hooks=[dict(type="VisualizationHook", enable=True, interval=3)], **options)
+    pair.assert_same(VisualizationHook)
+    images = sorted(p.name for p in (tmp_path / "lt").rglob("*.png"))
+    assert images and all(p.endswith(("_1.png", "_2.png")) for p in images)
+    assert all(p.parent.parent.parent.name == pair.adapter.runner.timestamp for p in (tmp_path / "lt").rglob("*.png"))
+
+
+#: (hook config, Runner/adapter options, log lines to compare): hooks whose effect needs no special data
+SIMPLE = {
+    "CheckInvalidLossHook": (dict(type="mmdet.CheckInvalidLossHook", interval=1), {}, ()),
+    "SetEpochInfoHook": (dict(type="mmdet.SetEpochInfoHook"), {}, ()),
+    "SyncNormHook": (dict(type="mmdet.SyncNormHook"), {}, ()),
+    "MeanTeacherHook": (dict(type="mmdet.MeanTeacherHook", momentum=0.5), {}, ()),
+    "NumClassCheckHook": (dict(type="mmdet.NumClassCheckHook"), {}, ()),
+    "YOLOXModeSwitchHook": (dict(type="mmdet.YOLOXModeSwitchHook", num_last_epochs=1), {}, ("mosaic", "L1 loss")),
+    "PipelineSwitchHook": (
+        dict(type="PipelineSwitchHook", switch_epoch=1, switch_pipeline=[dict(type="HalveInputs")]),
+        dict(default_scope="mmdet"),  # HalveInputs is in mmdet's TRANSFORMS only
+        ("Switch pipeline",),
+    ),
+    "DenseCLHook": (dict(type="mmpretrain.DenseCLHook", start_iters=5), {}, ()),
+    "WarmupParamHook": (
+        dict(type="mmpretrain.WarmupParamHook", param_name="scale", module_name="head", warmup_epochs=1), {}, ()
+    ),
+    "ClassNumCheckHook": (dict(type="mmpretrain.ClassNumCheckHook"), {}, ()),
+    "SwitchRecipeHook": (
+        dict(type="SwitchRecipeHook", schedule=[dict(action_epoch=2, train_pipeline=[dict(type="ShiftInputs")])]),
+        dict(default_scope="mmpretrain"),
+        ("Switch train pipeline",),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", SIMPLE)
+def test_mmengine_downstream_hook_matches_runner(tmp_path, name):
+    config, options, log_lines = SIMPLE[name]
+    pair = run_both(tmp_path, custom_hooks=[config], **options)
+    (cls,) = {type(h) for h in pair.adapter.hooks if type(h).__name__ == name}
+    pair.assert_same(cls, log_lines=log_lines)
+
+
+#: IterBasedTrainLoop as mmseg and mmdet configs use it: 4 batches per pass, so the train loader restarts twice
+ITER_CFG = dict(type="IterBasedTrainLoop", max_iters=10, val_interval=4)
+
+
+@pytest.fixture
+def no_restart_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mmengine.runner.loops
+
+    # MMEngine's _InfiniteDataloaderIterator sleeps 2 s whenever it restarts the train loader
+    monkeypatch.setattr(mmengine.runner.loops, "time", SimpleNamespace(sleep=lambda _: None))
+
+
+@pytest.mark.parametrize("name", SIMPLE)
+def test_mmengine_downstream_hook_iter_based_matches_runner(tmp_path, name, no_restart_sleep):
+    # the same hooks under IterBasedTrainLoop: runner.epoch stays 0, batch_idx is the global iteration
+    config, options, log_lines = SIMPLE[name]
+    pair = run_both(tmp_path, custom_hooks=[config], train_cfg=ITER_CFG, **options)
+    (cls,) = {type(h) for h in pair.adapter.hooks if type(h).__name__ == name}
+    pair.assert_same(cls, log_lines=log_lines)
+
+
+@pytest.mark.parametrize("hook", [
+    dict(type="mmpretrain.PreciseBNHook", num_samples=8, interval=4),
+    dict(type="mmpretrain.EMAHook", momentum=0.2, evaluate_on_origin=True),
+])  # fmt: skip
+def test_mmengine_downstream_pretrain_hooks_iter_based_match_runner(tmp_path, hook, no_restart_sleep):
+    # PreciseBNHook takes its IterBasedTrainLoop branch (after_train_iter every `interval` iterations)
+    pair = run_both(tmp_path, custom_hooks=[hook], train_cfg=ITER_CFG)
+    (cls,) = {type(h) for h in pair.adapter.hooks if type(h).__name__ == hook["type"].split(".")[-1]}
+    pair.assert_same(cls, log_lines=("Precise BN", "BN found"))
+
+
+def test_mmengine_downstream_pretrain_visualization_hook_iter_based_names_images_by_iteration(tmp_path, no_restart_sleep):
+    options = dict(
+        default_scope="mmpretrain",
+        visualizer=dict(type="UniversalVisualizer", vis_backends=[dict(type="LocalVisBackend")]),
+    )
+    pair = run_both(tmp_path, custom_hooks=[dict(type="VisualizationHook", enable=True, interval=3)],
+                    train_cfg=ITER_CFG, **options)  # fmt: skip
+    pair.assert_same(VisualizationHook)
+    images = sorted(p.name for p in (tmp_path / "lt").rglob("*.png"))
+    assert images and all(p.endswith(("_4.png", "_8.png", "_10.png")) for p in images)
+
+
+@HOOKS.register_module(force=True)
+class SwapTrainLoaderHook(Hook):
+    """Assigns ``runner.train_loop.dataloader`` as mmpose's ``YOLOXPoseModeSwitchHook`` and mmagic's
+    ``PGGANFetchDataHook`` do, in ``before_train_epoch`` or ``after_train_epoch`` of ``epoch``."""
+
+    def __init__(self, epoch: int, mount: str) -> None:
+        self.epoch, self.mount = epoch, mount
+
+    def _swap(self, runner, mount: str) -> None:
+        if mount == self.mount and runner.epoch == self.epoch:
+            runner.train_loop.dataloader = DataLoader(Images(16, 3), batch_size=4)
+
+    def before_train_epoch(self, runner) -> None:
+        self._swap(runner, "before_train_epoch")
+
+    def after_train_epoch(self, runner) -> None:
+        self._swap(runner, "after_train_epoch")
+
+
+@pytest.mark.parametrize("epoch, mount", [(0, "before_train_epoch"), (1, "before_train_epoch"), (0, "after_train_epoch")])
+def test_mmengine_downstream_train_dataloader_assignment_takes_effect_where_the_runner_applies_it(tmp_path, epoch, mount):
+    # before_train_epoch: that epoch trains on the new loader; after_train_epoch: the next epoch does
+    pair = run_both(tmp_path, custom_hooks=[dict(type="SwapTrainLoaderHook", epoch=epoch, mount=mount)],
+                    train_cfg=dict(by_epoch=True, max_epochs=3, val_interval=1))
+    pair.assert_same()
+    assert pair.adapter.runner.train_dataloader.dataset.images.shape == (16, 3, 4, 4)
+    assert pair.trainer.train_dataloader.dataset is pair.adapter.runner.train_loop.dataloader.dataset
+
+
+@pytest.mark.parametrize(
+    "task, hook, scope, visualizer",
+    [
+        ("det", dict(type="DetVisualizationHook", draw=True, interval=1), "mmdet", "DetLocalVisualizer"),
+        ("seg", dict(type="SegVisualizationHook", draw=True, interval=1), "mmseg", "SegLocalVisualizer"),
+    ],
+)
+def test_mmengine_downstream_det_seg_visualization_hooks_draw_the_runners_pixels(tmp_path, task, hook, scope, visualizer):
+    # the visualizer gets the val dataset's classes and palette, as MMEngine's loops hand it, and writes under
+    # {work_dir}/{timestamp}/vis_data/
+    options = dict(default_scope=scope, visualizer=dict(type=visualizer, vis_backends=[dict(type="LocalVisBackend")]))
+    pair = run_both(tmp_path, custom_hooks=[hook], task=task, **options)
+    pair.assert_same()
+    images = list((tmp_path / "lt" / pair.adapter.runner.timestamp / "vis_data" / "vis_image").glob("*.png"))
+    assert len(images) == 2 * 2 * (1 if task == "det" else 4)  # 2 epochs x 2 val batches (x 4 samples for seg)
+    assert pair.adapter.runner.visualizer.dataset_meta["classes"] == ("cat", "dog")
+
+
+def test_mmengine_downstream_visualization_hook_builds_from_config_in_a_fresh_process(tmp_path):
+    # SegVisualizationHook takes Visualizer.get_current_instance() in __init__: from_config builds the adapter's
+    # visualizer first, as MMEngine's Runner does
+    code = (
+        "from openmmlab_stubs import import_openmmlab; import_openmmlab(['mmseg'])\n"
+        "from lightning_hooks.families.mmengine import MMEngineAdapter\n"
+        "adapter = MMEngineAdapter.from_config(custom_hooks=[dict(type='SegVisualizationHook', draw=True)],"
+        " default_scope='mmseg', visualizer=dict(type='SegLocalVisualizer',"
+        " vis_backends=[dict(type='LocalVisBackend')]), work_dir='work')\n"
+        "(hook,) = [h for h in adapter.hooks if type(h).__name__ == 'SegVisualizationHook']\n"
+        "assert hook._visualizer is adapter.runner.visualizer\n"
+        "print(type(hook._visualizer).__name__, hook._visualizer._vis_backends['LocalVisBackend']._save_dir)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "mmengine")])}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    name, save_dir = done.stdout.split()[-2:]
+    assert name == "SegLocalVisualizer"
+    assert re.fullmatch(r"(.*/)?work/\d{8}_\d{6}/vis_data", save_dir)
+
+
+def test_mmengine_downstream_prepare_proto_hook_is_refused_not_skipped(tmp_path):
+    # PrepareProtoBeforeValLoopHook checks isinstance(runner.model, BaseRetriever): the LightningModule never is one,
+    # so the hook would only warn; the adapter refuses it, naming the way out
+    adapter = MMEngineAdapter.from_config(custom_hooks=[dict(type="mmpretrain.PrepareProtoBeforeValLoopHook")],
+                                          work_dir=tmp_path)
+    module = LitWrapper(make_model())
+    trainer = pl.Trainer(callbacks=[adapter], max_epochs=1, logger=False, enable_progress_bar=False,
+                         enable_checkpointing=False, enable_model_summary=False)
+    train, val = loaders()
+    with pytest.raises(TypeError, match=r"PrepareProtoBeforeValLoopHook.*BaseRetriever.*prepare_prototype\(\)"):
+        trainer.fit(module, train, val)
+    assert adapter.runner.iter == 0

@@ -1,0 +1,134 @@
+"""Whole OpenMMLab runtime config files (``_base_`` default_runtime + schedule + model/data) under the real Runner
+(``Runner.from_cfg``) and under ``MMEngineAdapter.from_file`` + Lightning: same hooks in the same order, same work_dir
+layout, same logs, checkpoints and weights."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.hooks import EMAHook
+from mmengine.runner import Runner, get_priority
+from mmengine_testkit import LitToy, assert_same_tensors, hook_of, make_model, unprefixed
+
+from lightning_hooks.families.mmengine import MMEngineAdapter
+
+CONFIGS = Path(__file__).parent / "configs"
+
+
+@pytest.fixture(autouse=True)
+def _no_restart_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mmengine.runner.loops
+
+    monkeypatch.setattr(mmengine.runner.loops, "time", SimpleNamespace(sleep=lambda _: None))
+
+
+def _layout(work_dir: Path) -> list[str]:
+    """Every file under ``work_dir``, with the run's timestamp replaced by ``TS``."""
+    paths = [os.path.relpath(p, work_dir) for p in glob.glob(str(work_dir / "**"), recursive=True) if os.path.isfile(p)]
+    return sorted(re.sub(r"\d{8}_\d{6}", "TS", p) for p in paths)
+
+
+def _train_log(work_dir: Path) -> list[str]:
+    (path,) = glob.glob(str(work_dir / "*" / "*.log"))
+    lines = [line.split(" - mmengine - INFO - ")[-1] for line in open(path) if re.search(r"(Epoch|Iter)\(", line)]
+    return [re.sub(r"\s+(eta|time|data_time): \S+", "", line).strip() for line in lines]
+
+
+def _scalars(work_dir: Path) -> list[dict]:
+    (path,) = glob.glob(str(work_dir / "*" / "vis_data" / "2*.json"))  # LoggerHook's {timestamp}.json
+    return [{k: v for k, v in json.loads(line).items() if k not in {"time", "data_time", "eta"}} for line in open(path)]
+
+
+@pytest.mark.parametrize("name", ["toy_iter", "toy_epoch"])
+def test_mmengine_runtime_config_file_runs_like_runner_from_cfg(tmp_path, name):
+    path = CONFIGS / f"{name}.py"
+    cfg = Config.fromfile(path)
+    cfg.work_dir = str(tmp_path / "mm")
+    cfg.visualizer.name = f"vis-mm-{name}"  # Visualizer instances are per name: one per run in this process
+    runner = Runner.from_cfg(cfg)
+    runner.train()
+
+    with pytest.warns(UserWarning, match=re.escape(
+        "MMEngineAdapter.from_config ignores keys that Lightning objects own: model (the LightningModule); "
+        "train_dataloader (trainer.fit(module, train_dataloaders) or a LightningDataModule); ")) as caught:
+        adapter = MMEngineAdapter.from_file(path, work_dir=str(tmp_path / "lt"), **{"visualizer.name": f"vis-lt-{name}"})
+    note = str(caught[0].message)
+    assert "env_cfg (" in note and "randomness (lightning.seed_everything" in note
+    assert note.endswith("config variables not read by the Runner: vis_backends.")
+    assert adapter.ckpt_path is None
+
+    # the Runner's hooks, in the Runner's order, with the Runner's priorities
+    assert [(type(h).__name__, get_priority(h.priority)) for h in adapter.hooks] == [
+        (type(h).__name__, get_priority(h.priority)) for h in runner.hooks
+    ]
+    trainer = pl.Trainer(callbacks=[adapter], default_root_dir=tmp_path / "lt", enable_checkpointing=False,
+                         logger=False, enable_progress_bar=False, enable_model_summary=False,
+                         **adapter.trainer_kwargs())  # fmt: skip
+    module = LitToy(make_model())
+    trainer.fit(module, Runner.build_dataloader(cfg.train_dataloader), Runner.build_dataloader(cfg.val_dataloader))
+
+    assert _layout(tmp_path / "lt") == _layout(tmp_path / "mm")
+    assert f"{name}.py" in _layout(tmp_path / "lt")
+    def same(text: str, side: str) -> str:  # the two runs differ in work_dir and visualizer name only
+        return text.replace(str(tmp_path / side), "WORK").replace(f"vis-{side}-{name}", "VIS")
+
+    for dumped in (f"{name}.py", *glob.glob("*/vis_data/config.py", root_dir=tmp_path / "lt")):
+        assert same((tmp_path / "lt" / dumped).read_text(), "lt") == same(
+            next(iter((tmp_path / "mm").glob(re.sub(r"\d{8}_\d{6}", "*", dumped)))).read_text(), "mm")
+    assert _train_log(tmp_path / "lt") == _train_log(tmp_path / "mm")
+    lt_scalars, mm_scalars = _scalars(tmp_path / "lt"), _scalars(tmp_path / "mm")
+    assert [r.keys() for r in lt_scalars] == [r.keys() for r in mm_scalars]
+    for a, b in zip(lt_scalars, mm_scalars):
+        assert a == pytest.approx(b, rel=1e-5)
+    assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
+    mm_ema, lt_ema = hook_of(runner.hooks, EMAHook), hook_of(adapter.hooks, EMAHook)
+    assert_same_tensors(unprefixed(lt_ema.ema_model.state_dict()), mm_ema.ema_model.state_dict())
+    last = "iter_10.pth" if name == "toy_iter" else "epoch_3.pth"
+    mm_ckpt = torch.load(tmp_path / "mm" / last, weights_only=False)
+    lt_ckpt = torch.load(tmp_path / "lt" / last, weights_only=False)
+    assert same(lt_ckpt["meta"]["cfg"], "lt") == same(mm_ckpt["meta"]["cfg"], "mm")
+    assert (lt_ckpt["meta"]["epoch"], lt_ckpt["meta"]["iter"]) == (mm_ckpt["meta"]["epoch"], mm_ckpt["meta"]["iter"])
+    assert lt_ckpt["param_schedulers"] == mm_ckpt["param_schedulers"]
+
+
+def test_mmengine_default_runtime_loads_with_from_config_of_its_keys(tmp_path):
+    # the issue's spelling: MMEngineAdapter.from_config(**Config.fromfile(".../default_runtime.py"))
+    with pytest.warns(UserWarning, match="ignores keys that Lightning objects own: env_cfg"):
+        adapter = MMEngineAdapter.from_config(**Config.fromfile(CONFIGS / "_base_" / "default_runtime.py"),
+                                              work_dir=str(tmp_path))  # fmt: skip
+    assert [type(h).__name__ for h in adapter.hooks] == [
+        "RuntimeInfoHook", "EMAHook", "IterTimerHook", "DistSamplerSeedHook", "LoggerHook", "ParamSchedulerHook",
+        "CheckpointHook",
+    ]
+    assert adapter.runner.log_processor.window_size == 10 and adapter.trainer_kwargs() == {}
+
+
+def test_mmengine_resume_config_gives_the_checkpoint_to_resume_from(tmp_path):
+    (tmp_path / "last_checkpoint").write_text(str(tmp_path / "iter_6.pth"))
+    runtime = dict(work_dir=str(tmp_path), default_hooks=dict(checkpoint=None), param_scheduler=[])
+    assert MMEngineAdapter.from_config(**runtime, resume=True).ckpt_path == str(tmp_path / "iter_6.pth")
+    assert MMEngineAdapter.from_config(**runtime, resume=True, load_from="a.pth").ckpt_path == "a.pth"
+    assert MMEngineAdapter.from_config(**runtime, resume=False).ckpt_path is None
+
+
+@pytest.mark.parametrize(("keys", "message"), [
+    (dict(defualt_hooks=dict()), "unknown config key 'defualt_hooks'. Did you mean 'default_hooks'?"),
+    (dict(param_scheduler=[], param_schedulers=[]), "both 'param_scheduler' (MMEngine's key) and 'param_schedulers'"),
+    (dict(load_from="pretrained.pth"), "load_from='pretrained.pth' with resume=False loads pretrained weights into "
+                                       "MMEngine's model, which under Lightning is inside your LightningModule"),
+    (dict(val_cfg=dict(type="ValLoop", fp16=True)), "val_cfg=dict(fp16=True): set Lightning's precision instead"),
+    (dict(test_cfg=dict(type="MyTestLoop")), "test_cfg=dict(type='MyTestLoop') is not MMEngine's TestLoop"),
+    (dict(log_processor=dict(type="LoggerHook")), "LoggerHook is not in the mmengine::log_processor registry"),
+])  # fmt: skip
+def test_mmengine_runtime_config_key_the_adapter_cannot_take_is_refused_by_name(keys, message):
+    with pytest.raises((ValueError, KeyError), match=re.escape(message)):
+        MMEngineAdapter.from_config(default_hooks=dict(checkpoint=None), **keys)
