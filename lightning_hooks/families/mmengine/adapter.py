@@ -14,9 +14,10 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
-from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
 from lightning_hooks.core.safety import plain
-from lightning_hooks.families.mmengine.events import EVENTS, TRAIN_EPOCH_END
+from lightning_hooks.core.triggers import ON, Trigger
+from lightning_hooks.families.mmengine.events import EVENTS, LOAD_CHECKPOINT
 from lightning_hooks.families.mmengine.iter_based import restore_source, serve_endless
 
 # mmengine is not a dependency of lightning-hooks: the modules that import it (runner, config) are imported where an
@@ -49,7 +50,7 @@ class MMEngineAdapter(LegacyHookAdapter):
 
     family = "mmengine"
     events = EVENTS
-    label, host_args, upstream = "MMEngine", ("runner",), ("mmengine.",)
+    family_title, host_args, upstream = "MMEngine", ("runner",), ("mmengine.",)
     delegates = {
         **{f"{w}_{m}_epoch": (f"_{w}_epoch",) for w in ("before", "after") for m in ("train", "val", "test")},
         **{f"{w}_{m}_iter": (f"_{w}_iter",) for w in ("before", "after") for m in ("train", "val", "test")},
@@ -94,7 +95,6 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.ckpt_path: str | None = None
         self._done = 0  # finished train iterations, MMEngine's ``train_loop.iter``
         self._scheduler_states: list[dict] | None = None
-        self._module: pl.LightningModule | None = None
         self._build_plan((self.runner,))
 
     @classmethod
@@ -177,14 +177,13 @@ class MMEngineAdapter(LegacyHookAdapter):
         return sorted(hooks, key=lambda h: priority_of(h.priority, type(h).__qualname__))
 
     # ------------------------------------------------------------------------------------------ conditions
-    def real_validation(self) -> bool:
-        return not self._trainer.sanity_checking
-
     def writes_checkpoint(self) -> bool:
         return self._trainer.is_global_zero
 
-    def train_epoch_open(self) -> bool:
-        return self.runner.train_loop.in_epoch
+    @property
+    def ends_train_epoch_at_last_batch(self) -> bool:
+        """``IterBasedTrainLoop`` runs one train epoch for the whole run: it never ends at a loader's last batch."""
+        return not self.runner._iter_based
 
     def _epoch_of(self, trainer: pl.Trainer, ended: bool = False) -> int:
         """``runner.epoch`` in train hooks: 0 for the whole iteration-based run, else Lightning's epoch (+1 once
@@ -205,16 +204,15 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._enter_default_scope()
         self.runner.attach(trainer)
         _init_dist_flags(self.hooks)
-        self._wrap_load_checkpoint(pl_module)
-        self.fire("setup")
+        self.fire(ON["setup"])
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         try:
-            self.fire("teardown")
+            self.fire(ON["teardown"])
         finally:
-            self._unwrap_load_checkpoint()
             restore_source(trainer)
             self._exit_default_scope()
+            super().teardown(trainer, pl_module, stage)
 
     def _check_trainer(self, trainer: pl.Trainer) -> None:
         """Refuse a Trainer whose loop settings differ from ``train_cfg``'s (:meth:`trainer_kwargs`)."""
@@ -239,7 +237,6 @@ class MMEngineAdapter(LegacyHookAdapter):
         try:
             super().on_exception(trainer, pl_module, exception)
         finally:
-            self._unwrap_load_checkpoint()
             restore_source(trainer)
             self._exit_default_scope()
             self.runner.close_log_file()
@@ -259,24 +256,10 @@ class MMEngineAdapter(LegacyHookAdapter):
             self._scope.close()
             self._scope = None
 
-    def _wrap_load_checkpoint(self, pl_module: pl.LightningModule) -> None:
-        """Make ``after_load_checkpoint`` run from ``LightningModule.on_load_checkpoint``: before weights load."""
-        if self._module is pl_module or not self._plan.get("LightningModule.on_load_checkpoint"):
-            return
-        original = pl_module.on_load_checkpoint
-
-        def on_load_checkpoint(checkpoint: dict[str, Any]) -> None:
-            original(checkpoint)
+    def trigger(self, trigger: Trigger, **context: Any) -> None:
+        if trigger == LOAD_CHECKPOINT:
             self.runner._resume = self._trainer.state.fn == "fit"  # a checkpoint loaded by fit() is a resume
-            self.fire("LightningModule.on_load_checkpoint", checkpoint=checkpoint)
-
-        pl_module.on_load_checkpoint = on_load_checkpoint
-        self._module = pl_module
-
-    def _unwrap_load_checkpoint(self) -> None:
-        if self._module is not None:
-            vars(self._module).pop("on_load_checkpoint", None)
-            self._module = None
+        self.fire(trigger, **context)
 
     # ------------------------------------------------------------------------------------------------ train
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -302,29 +285,27 @@ class MMEngineAdapter(LegacyHookAdapter):
             _warn_loop_differences(trainer, self.runner)
         self.runner.iter = self._done
         self.runner.epoch = self._epoch_of(trainer)
-        self.fire("on_train_start")
+        self.fire(ON["on_train_start"])
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         self.runner.epoch = self._epoch_of(trainer)
         self.runner.train_loop.in_epoch = True
-        self.fire("on_train_epoch_start")
+        self.fire(ON["on_train_epoch_start"])
 
     def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         # IterBasedTrainLoop passes the global iteration as batch_idx
         index = self._done if self.runner._iter_based else batch_idx
-        self.fire("on_train_batch_start", batch_idx=index, data_batch=batch)
+        self.fire(ON["on_train_batch_start"], batch_idx=index, data_batch=batch)
 
-    def on_train_batch_end(
+    def end_train_batch(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         index = self._done if self.runner._iter_based else batch_idx
         self._done += 1
-        self.fire("on_train_batch_end", batch_idx=index, data_batch=batch, outputs=outputs)
+        self.fire(ON["on_train_batch_end"], batch_idx=index, data_batch=batch, outputs=outputs)
         self.runner.iter = self._done
         if self.runner._iter_based:
             self._plan_iteration(trainer)
-        elif trainer.is_last_batch:
-            self._end_train_epoch(trainer, TRAIN_EPOCH_END)
 
     def _plan_iteration(self, trainer: pl.Trainer) -> None:
         """Before Lightning's validation check after ``self._done`` iterations: validate where ``IterBasedTrainLoop``
@@ -338,35 +319,31 @@ class MMEngineAdapter(LegacyHookAdapter):
         if self._done >= self.runner._loop_cfg.max_iters or self.runner.train_loop._stop:
             trainer.fit_loop.epoch_loop.max_steps = trainer.global_step
 
-    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.train_epoch_open():  # ended before its last batch (max_steps, should_stop): MMEngine ends every epoch
-            self._end_train_epoch(trainer, "on_train_epoch_end")
-
-    def _end_train_epoch(self, trainer: pl.Trainer, event: str) -> None:
-        self.fire(event)
+    def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
+        self.fire(trigger)
         _agree_on_stop(trainer, self.runner.train_loop)
         self.runner.epoch = self._epoch_of(trainer, ended=True)
         self.runner.train_loop.end_epoch()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.runner.epoch = self._epoch_of(trainer)
-        self.fire("on_train_end")
+        self.fire(ON["on_train_end"])
 
     # -------------------------------------------------------------------------------------- validation, test
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_validation_end", metrics=_epoch_metrics(trainer))
+        self.fire(ON["on_validation_end"], metrics=_epoch_metrics(trainer))
         _agree_on_stop(trainer, self.runner.train_loop)  # EarlyStoppingHook may have stopped this rank only
         if self.runner._iter_based and trainer.state.fn == "fit" and not trainer.sanity_checking:
             self._end_iterations_if_stopped(trainer)
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_test_end", metrics=_epoch_metrics(trainer))
+        self.fire(ON["on_test_end"], metrics=_epoch_metrics(trainer))
 
     # ------------------------------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
         """Give hooks MMEngine's checkpoint layout on Lightning's own dict, so what they write reaches the file."""
         if self.writes_checkpoint():
-            self.fire("on_save_checkpoint", checkpoint=self.runner.mmengine_checkpoint(checkpoint))
+            self.fire(ON["on_save_checkpoint"], checkpoint=self.runner.mmengine_checkpoint(checkpoint))
 
     def host_state(self) -> dict[str, Any]:
         from lightning_hooks.families.mmengine.runner import hub_state
@@ -417,13 +394,10 @@ def _warn_loop_differences(trainer: pl.Trainer, runner: Any) -> None:
             "train_cfg=dict(type='IterBasedTrainLoop', max_iters=..., val_interval=...) and build the Trainer with "
             "Trainer(**adapter.trainer_kwargs(), ...) (docs/migration-mmengine.md)."
         )
-    elif trainer.enable_validation and every and trainer.max_epochs % every:
-        rank_zero_warn(
-            f"MMEngineAdapter: Trainer(max_epochs={trainer.max_epochs}, check_val_every_n_epoch={every}) does not "
-            f"validate after the last epoch, while MMEngine's EpochBasedTrainLoop(val_interval={every}) also "
-            "validates at max_epochs: no after_val_epoch sees the final weights (CheckpointHook(save_best=...), "
-            "EarlyStoppingHook). Choose a max_epochs that is a multiple of check_val_every_n_epoch, or call "
-            "trainer.validate() after fit."
+    else:
+        warn_if_last_epoch_unvalidated(
+            trainer, "MMEngineAdapter", f"while MMEngine's EpochBasedTrainLoop(val_interval={every}) also validates "
+            "at max_epochs, no after_val_epoch sees the final weights (CheckpointHook(save_best=...), EarlyStoppingHook)"
         )
 
 

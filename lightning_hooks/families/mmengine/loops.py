@@ -15,6 +15,8 @@ import torch
 from mmengine.evaluator import Evaluator
 from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
 
+from lightning_hooks.core.triggers import ON
+
 if TYPE_CHECKING:
     from lightning_hooks.families.mmengine.runner import Runner
 
@@ -177,9 +179,9 @@ class _EvalLoop:
         """One batch as MMEngine's loop runs it: hooks, the LightningModule's step, hooks."""
         event = "validation" if self.stage == "val" else "test"
         adapter = self._runner._adapter
-        adapter.fire(f"on_{event}_batch_start", batch_idx=idx, data_batch=data_batch)
+        adapter.fire(ON[f"on_{event}_batch_start"], batch_idx=idx, data_batch=data_batch)
         outputs = getattr(self._module(), self.step)(data_batch, idx)
-        adapter.fire(f"on_{event}_batch_end", batch_idx=idx, data_batch=data_batch, outputs=outputs)
+        adapter.fire(ON[f"on_{event}_batch_end"], batch_idx=idx, data_batch=data_batch, outputs=outputs)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         call = "trainer.validate(...)" if self.stage == "val" else "trainer.test(...)"

@@ -19,10 +19,11 @@ from mmengine.runner import LogProcessor
 from mmengine.registry import VISUALIZERS, DefaultScope
 from mmengine.visualization import Visualizer
 
-from lightning_hooks.core.facade import Facade
-from lightning_hooks.families.mmengine.loops import EvalTestLoop, EvalValLoop, train_loop
+from lightning_hooks.core.facade import Facade, WorkDir
 from lightning_hooks.core.safety import plain
+from lightning_hooks.families.mmengine.events import LOAD_CHECKPOINT
 from lightning_hooks.families.mmengine.iter_based import EndlessSource, IterLoopConfig, parse_train_cfg
+from lightning_hooks.families.mmengine.loops import EvalTestLoop, EvalValLoop, train_loop
 
 _instances = itertools.count()
 
@@ -72,7 +73,7 @@ class Runner(Facade):
         self._loop_cfg = parse_train_cfg(train_cfg) if train_cfg is not None else None
         self._iter_based = isinstance(self._loop_cfg, IterLoopConfig)
         self.by_epoch = not self._iter_based
-        self._work_dir = None if work_dir is None else os.fspath(work_dir)
+        self._work_dir = WorkDir(work_dir, "MMEngineAdapter")
         self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime())
         self._experiment_name = experiment_name
         self.experiment_name = experiment_name or self.timestamp
@@ -137,9 +138,7 @@ class Runner(Facade):
     # ------------------------------------------------------------------------------------------------ places
     @property
     def work_dir(self) -> str:
-        if self._work_dir is not None:
-            return self._work_dir
-        return self.trainer.default_root_dir if self.trainer is not None else os.getcwd()
+        return self._work_dir.resolve(self.trainer)
 
     @property
     def log_dir(self) -> str:
@@ -385,7 +384,7 @@ class Runner(Facade):
             checkpoint = torch.load(filename, map_location=map_location, weights_only=False)
         else:
             checkpoint = _load_checkpoint(filename, map_location=map_location)
-        self._adapter.fire("LightningModule.on_load_checkpoint", checkpoint=checkpoint)
+        self._adapter.fire(LOAD_CHECKPOINT, checkpoint=checkpoint)
         model = self.model.module if hasattr(self.model, "module") else self.model
         return _load_checkpoint_to_model(model, checkpoint, strict)
 
