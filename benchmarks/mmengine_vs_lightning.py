@@ -5,6 +5,11 @@ Two models, each under four hosts plus a plain PyTorch loop, run round-robin in 
 
 * ``tiny``: an MLP on 32 features, batch 8. A step takes well under 1 ms, so each loop's fixed per-step cost dominates.
 * ``cnn``: a 3-layer CNN with BatchNorm on 3x32x32 images, 10 classes, batch 32. A step takes about 7 ms.
+* ``tiny-iter``: the tiny MLP trained iteration-based, as OpenMMLab's iteration-based configs do:
+  ``train_cfg=dict(type="IterBasedTrainLoop", max_iters=...)`` over an ``InfiniteSampler`` loader, with
+  ``CheckpointHook(by_epoch=False)`` (a checkpoint every 128 iterations) and ``log_processor=dict(by_epoch=False)``.
+  Lightning + adapter runs it with ``MMEngineAdapter(train_cfg=...)`` and ``Trainer(**adapter.trainer_kwargs())``;
+  bare Lightning iterates the same endless view of the loader for ``max_steps``.
 
 The hosts are the Runner and Lightning + adapter with the same hooks, and both again without hooks ("bare"). The hooks
 are MMEngine's default hooks (RuntimeInfo, IterTimer, DistSamplerSeed, Logger every 50 iterations, ParamScheduler,
@@ -54,10 +59,11 @@ import tempfile
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import lightning.pytorch as pl
 import torch
+from mmengine.dataset import InfiniteSampler
 from mmengine.hooks import Hook
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModel
@@ -66,6 +72,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_hooks.families.mmengine import MMEngineAdapter, build_hooks
+from lightning_hooks.families.mmengine.iter_based import Endless
 
 DEFAULT_HOOKS = dict(logger=dict(type="LoggerHook", interval=50))
 CUSTOM_HOOKS = [dict(type="EMAHook")]
@@ -112,8 +119,27 @@ class Case:
     model: Callable[[], Model]
     inputs: tuple[int, ...]
     batch_size: int
-    batches: int  # per epoch
-    epochs: int
+    batches: int  # per epoch (iteration-based: per pass over the data, and between checkpoints)
+    epochs: int  # iteration-based: max_iters = epochs * batches
+    iter_based: bool = False
+
+    @property
+    def iters(self) -> int:
+        return self.epochs * self.batches
+
+    def train_cfg(self) -> dict:
+        if self.iter_based:
+            return dict(type="IterBasedTrainLoop", max_iters=self.iters)
+        return dict(type="EpochBasedTrainLoop", max_epochs=self.epochs)
+
+    def default_hooks(self) -> dict:
+        if self.iter_based:
+            checkpoint = dict(type="CheckpointHook", by_epoch=False, interval=self.batches)
+            return dict(DEFAULT_HOOKS, checkpoint=checkpoint)
+        return DEFAULT_HOOKS
+
+    def log_processor(self) -> dict:
+        return dict(by_epoch=not self.iter_based)
 
     def data(self, batches: int | None = None) -> TensorDataset:
         g = torch.Generator().manual_seed(0)
@@ -121,13 +147,17 @@ class Case:
         y = x.sum(1, keepdim=True) if len(self.inputs) == 1 else torch.randint(0, 10, (len(x),), generator=g)
         return TensorDataset(x, y)
 
-    def loader(self, batches: int | None = None) -> DataLoader:
-        return DataLoader(self.data(batches), batch_size=self.batch_size)
+    def loader(self, batches: int | None = None, loader: type[DataLoader] = DataLoader) -> DataLoader:
+        data = self.data(batches)
+        if self.iter_based:
+            return loader(data, batch_size=self.batch_size, sampler=InfiniteSampler(data, shuffle=False, seed=0))
+        return loader(data, batch_size=self.batch_size)
 
 
 CASES = {
     "tiny": Case("tiny MLP 32-64-1, batch 8", mlp, (32,), 8, 128, 3),
     "cnn": Case("CNN 3x(conv-BN-ReLU) on 3x32x32, batch 32", cnn, (3, 32, 32), 32, 60, 2),
+    "tiny-iter": Case("tiny MLP, IterBasedTrainLoop over an InfiniteSampler", mlp, (32,), 8, 128, 3, iter_based=True),
 }
 
 
@@ -175,35 +205,43 @@ def run_runner(case: Case, work_dir: str, epochs: int, hooks: bool = True) -> fl
     """Seconds per iteration under MMEngine's Runner."""
     torch.manual_seed(0)
     clock = Clock()
+    case = replace(case, epochs=epochs)
     runner = Runner(
-        model=case.model(), work_dir=work_dir, train_dataloader=MMLoader(case.data(), batch_size=case.batch_size),
-        train_cfg=dict(by_epoch=True, max_epochs=epochs), optim_wrapper=dict(optimizer=dict(type="SGD", lr=0.01)),
-        default_hooks=DEFAULT_HOOKS if hooks else NO_HOOKS, custom_hooks=[*CUSTOM_HOOKS, clock] if hooks else [clock],
+        model=case.model(), work_dir=work_dir, train_dataloader=case.loader(loader=MMLoader),
+        train_cfg=case.train_cfg(), optim_wrapper=dict(optimizer=dict(type="SGD", lr=0.01)),
+        default_hooks=case.default_hooks() if hooks else NO_HOOKS, log_processor=case.log_processor(),
+        custom_hooks=[*CUSTOM_HOOKS, clock] if hooks else [clock],
         log_level="WARNING", experiment_name=f"bench-runner-{time.monotonic_ns()}",
     )  # fmt: skip
     runner.train()
-    return clock.seconds / (epochs * case.batches)
+    return clock.seconds / case.iters
 
 
 def run_lightning(case: Case, work_dir: str, epochs: int, hooks: bool = True) -> float:
     """Seconds per iteration under lightning.Trainer, with the adapter driving the hooks or with no hooks at all."""
     torch.manual_seed(0)
+    case = replace(case, epochs=epochs)
+    loader = case.loader()
     if hooks:
         clock = Clock()
-        hook_list = build_hooks(default_hooks=DEFAULT_HOOKS, custom_hooks=[*CUSTOM_HOOKS, clock])
-        callbacks = [MMEngineAdapter(hook_list, work_dir=work_dir, log_level="WARNING")]
+        hook_list = build_hooks(default_hooks=case.default_hooks(), custom_hooks=[*CUSTOM_HOOKS, clock])
+        adapter = MMEngineAdapter(hook_list, work_dir=work_dir, log_level="WARNING", train_cfg=case.train_cfg(),
+                                  log_processor=case.log_processor())  # fmt: skip
+        callbacks, limits = [adapter], adapter.trainer_kwargs()
     else:
         clock = LightningClock()
-        callbacks = [clock]
-    trainer = pl.Trainer(callbacks=callbacks, max_epochs=epochs, default_root_dir=work_dir, **LIGHTNING_SETTINGS)
-    trainer.fit(LitModel(case.model()), case.loader())
-    return clock.seconds / (epochs * case.batches)
+        callbacks, limits = [clock], dict(max_epochs=epochs)
+        if case.iter_based:  # what the adapter hands Lightning in an iteration-based run
+            loader, limits = Endless(loader, lambda: 0), dict(max_steps=case.iters, max_epochs=1)
+    trainer = pl.Trainer(callbacks=callbacks, default_root_dir=work_dir, **limits, **LIGHTNING_SETTINGS)
+    trainer.fit(LitModel(case.model()), loader)
+    return clock.seconds / case.iters
 
 
 def run_plain(case: Case, work_dir: str, epochs: int) -> float:
     """Seconds per iteration of a plain PyTorch loop: the same model, loss, data and SGD step, nothing else."""
     torch.manual_seed(0)
-    model, loader = case.model(), case.loader()
+    model, loader = case.model(), DataLoader(case.data(), batch_size=case.batch_size)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     model.train()
     start = time.process_time()

@@ -3,8 +3,8 @@ under ``lightning.Trainer`` + ``MMEngineAdapter`` with the same seed, data and h
 compared: the event stream, weights, work_dir files (checkpoints, logs, images), message hub and hook state.
 
 ``run_both(tmp_path, custom_hooks=[...], **runner_options)`` returns a :class:`Pair`; ``Pair.assert_same()`` checks
-it all. ``train_cfg`` (MMEngine's) picks the Runner's loop; the Lightning side gets the matching Trainer arguments
-from :func:`trainer_args` (epoch-based here; the iteration-based mode extends it).
+it all. ``train_cfg`` (MMEngine's) picks the Runner's loop; the adapter gets the same ``train_cfg`` and the Trainer
+its ``adapter.trainer_kwargs()``, epoch-based or iteration-based.
 """
 
 from __future__ import annotations
@@ -244,13 +244,6 @@ def loaders(n_train: int = 16, n_val: int = 8, batch_size: int = 4) -> tuple[Dat
     return (DataLoader(Images(n_train, 1), batch_size=batch_size), DataLoader(Images(n_val, 2), batch_size=batch_size))
 
 
-def trainer_args(train_cfg: dict) -> dict[str, Any]:
-    """The Trainer arguments that run MMEngine's ``train_cfg`` (epoch-based)."""
-    if train_cfg.get("by_epoch", True) is not True or train_cfg.get("type", "EpochBasedTrainLoop") != "EpochBasedTrainLoop":
-        raise NotImplementedError(f"trainer_args: only the epoch-based loop here, got {train_cfg}")
-    return dict(max_epochs=train_cfg["max_epochs"], check_val_every_n_epoch=train_cfg.get("val_interval", 1))
-
-
 @dataclass
 class Pair:
     """One configuration run under both hosts."""
@@ -321,14 +314,14 @@ def run_both(
     runner.train()
     adapter = MMEngineAdapter.from_config(
         default_hooks=copy.deepcopy(default_hooks), custom_hooks=copy.deepcopy(hooks), work_dir=lt_dir,
-        experiment_name=f"lt-{name}", **copy.deepcopy(options),
+        experiment_name=f"lt-{name}", train_cfg=train_cfg, **copy.deepcopy(options),
     )  # fmt: skip
     # another scope is current now, as after a Runner built later in the process: the fit must set the adapter's
     DefaultScope.get_instance(f"after-{name}", scope_name="mmengine")
     module = LitWrapper(make_model(task=task), optim_wrapper)
     trainer = pl.Trainer(
         callbacks=[adapter], default_root_dir=lt_dir, enable_checkpointing=False, logger=False,
-        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, **trainer_args(train_cfg),
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, **adapter.trainer_kwargs(),
     )  # fmt: skip
     trainer.fit(module, copy.deepcopy(train), copy.deepcopy(val))
     return Pair(runner, trainer, adapter, module, mm_dir, lt_dir)

@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import lightning.pytorch as pl
@@ -86,6 +87,50 @@ def test_mmengine_downstream_hook_matches_runner(tmp_path, name):
     pair = run_both(tmp_path, custom_hooks=[config], **options)
     (cls,) = {type(h) for h in pair.adapter.hooks if type(h).__name__ == name}
     pair.assert_same(cls, log_lines=log_lines)
+
+
+#: IterBasedTrainLoop as mmseg and mmdet configs use it: 4 batches per pass, so the train loader restarts twice
+ITER_CFG = dict(type="IterBasedTrainLoop", max_iters=10, val_interval=4)
+
+
+@pytest.fixture
+def no_restart_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mmengine.runner.loops
+
+    # MMEngine's _InfiniteDataloaderIterator sleeps 2 s whenever it restarts the train loader
+    monkeypatch.setattr(mmengine.runner.loops, "time", SimpleNamespace(sleep=lambda _: None))
+
+
+@pytest.mark.parametrize("name", SIMPLE)
+def test_mmengine_downstream_hook_iter_based_matches_runner(tmp_path, name, no_restart_sleep):
+    # the same hooks under IterBasedTrainLoop: runner.epoch stays 0, batch_idx is the global iteration
+    config, options, log_lines = SIMPLE[name]
+    pair = run_both(tmp_path, custom_hooks=[config], train_cfg=ITER_CFG, **options)
+    (cls,) = {type(h) for h in pair.adapter.hooks if type(h).__name__ == name}
+    pair.assert_same(cls, log_lines=log_lines)
+
+
+@pytest.mark.parametrize("hook", [
+    dict(type="mmpretrain.PreciseBNHook", num_samples=8, interval=4),
+    dict(type="mmpretrain.EMAHook", momentum=0.2, evaluate_on_origin=True),
+])  # fmt: skip
+def test_mmengine_downstream_pretrain_hooks_iter_based_match_runner(tmp_path, hook, no_restart_sleep):
+    # PreciseBNHook takes its IterBasedTrainLoop branch (after_train_iter every `interval` iterations)
+    pair = run_both(tmp_path, custom_hooks=[hook], train_cfg=ITER_CFG)
+    (cls,) = {type(h) for h in pair.adapter.hooks if type(h).__name__ == hook["type"].split(".")[-1]}
+    pair.assert_same(cls, log_lines=("Precise BN", "BN found"))
+
+
+def test_mmengine_downstream_pretrain_visualization_hook_iter_based_names_images_by_iteration(tmp_path, no_restart_sleep):
+    options = dict(
+        default_scope="mmpretrain",
+        visualizer=dict(type="UniversalVisualizer", vis_backends=[dict(type="LocalVisBackend")]),
+    )
+    pair = run_both(tmp_path, custom_hooks=[dict(type="VisualizationHook", enable=True, interval=3)],
+                    train_cfg=ITER_CFG, **options)  # fmt: skip
+    pair.assert_same(VisualizationHook)
+    images = sorted(p.name for p in (tmp_path / "lt").rglob("*.png"))
+    assert images and all(p.endswith(("_4.png", "_8.png", "_10.png")) for p in images)
 
 
 @HOOKS.register_module(force=True)

@@ -212,14 +212,14 @@ def test_mmengine_iter_based_resume_from_an_iteration_checkpoint_matches_runner_
 
 def test_mmengine_iter_based_refuses_a_trainer_that_would_run_another_loop(tmp_path):
     adapter = MMEngineAdapter(build_hooks(default_hooks=dict(checkpoint=None)), work_dir=tmp_path, train_cfg=ITER_CFG)
-    assert adapter.trainer_kwargs() == dict(max_steps=10, max_epochs=-1, val_check_interval=4,
+    assert adapter.trainer_kwargs() == dict(max_steps=10, max_epochs=1, val_check_interval=4,
                                             check_val_every_n_epoch=None)  # fmt: skip
     trainer = pl.Trainer(callbacks=[adapter], max_steps=5, logger=False, enable_progress_bar=False,
                          enable_model_summary=False, enable_checkpointing=False, default_root_dir=tmp_path)
     with pytest.raises(ValueError, match=re.escape(
         "MMEngineAdapter(train_cfg=IterLoopConfig(max_iters=10, val_interval=4, val_begin=1, dynamic_intervals=())) "
-        "runs that loop with Trainer(max_steps=10, max_epochs=-1, val_check_interval=4, check_val_every_n_epoch=None, "
-        "accumulate_grad_batches=1, limit_train_batches=1.0), but this Trainer has max_steps=5, "
+        "runs that loop with Trainer(max_steps=10, max_epochs=1, val_check_interval=4, check_val_every_n_epoch=None, "
+        "accumulate_grad_batches=1, limit_train_batches=1.0), but this Trainer has max_steps=5, max_epochs=-1, "
         "val_check_interval=1.0, check_val_every_n_epoch=1. Build it with Trainer(**adapter.trainer_kwargs(), ...).")):
         trainer.fit(LitToy(make_model()), infinite_loader())
     # the Trainer's data source is left as given

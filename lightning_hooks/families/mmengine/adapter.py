@@ -141,7 +141,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     def trainer_kwargs(self) -> dict[str, Any]:
         """The ``Trainer`` arguments that run ``train_cfg``'s loop (empty without ``train_cfg``).
 
-        Iteration-based: ``max_steps=max_iters, max_epochs=-1, val_check_interval=val_interval,
+        Iteration-based: ``max_steps=max_iters, max_epochs=1, val_check_interval=val_interval,
         check_val_every_n_epoch=None``; epoch-based: ``max_epochs``, ``check_val_every_n_epoch=val_interval``.
         """
         cfg = self.runner._loop_cfg
@@ -304,7 +304,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._done += 1
         self.fire(ON["on_train_batch_end"], batch_idx=index, data_batch=batch, outputs=outputs)
         self.runner.iter = self._done
-        if self.runner._iter_based:
+        if self.runner._iter_based:  # the endless epoch has no last batch: it ends at on_train_epoch_end
             self._plan_iteration(trainer)
 
     def _plan_iteration(self, trainer: pl.Trainer) -> None:

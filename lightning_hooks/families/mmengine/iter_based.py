@@ -44,7 +44,7 @@ class IterLoopConfig:
 
     def trainer_kwargs(self) -> dict[str, Any]:
         """``Trainer`` arguments of this loop: one endless epoch bounded by ``max_steps``, validation by iteration."""
-        return dict(max_steps=self.max_iters, max_epochs=-1, val_check_interval=self.val_interval,
+        return dict(max_steps=self.max_iters, max_epochs=1, val_check_interval=self.val_interval,
                     check_val_every_n_epoch=None)  # fmt: skip
 
 
