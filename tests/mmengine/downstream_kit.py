@@ -26,6 +26,7 @@ import torch
 from mmengine.evaluator import BaseMetric, Evaluator
 from mmengine.hooks import Hook
 from mmengine.model import BaseModel
+from mmengine.optim import build_optim_wrapper
 from mmengine.registry import METRICS, MODELS, DefaultScope
 from mmengine.runner import Runner
 from mmengine_testkit import RecorderHook, assert_same_tensors
@@ -187,10 +188,10 @@ class LitWrapper(pl.LightningModule):
     model's attributes (``data_preprocessor``, ``set_epoch``, ``teacher``...) read and set through it, so hooks that
     use ``runner.model`` (the LightningModule) reach the model."""
 
-    def __init__(self, model: BaseModel, lr: float = 0.1) -> None:
+    def __init__(self, model: BaseModel, optim_wrapper: dict) -> None:
         super().__init__()
         self.model = model
-        self.lr = lr
+        self.optim_wrapper_cfg = optim_wrapper
         self.evaluator = Evaluator([TinyAccuracy()])
 
     def __getattr__(self, name: str) -> Any:
@@ -230,7 +231,8 @@ class LitWrapper(pl.LightningModule):
     on_test_epoch_end = on_validation_epoch_end
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=self.lr)
+        """The Runner's optimizer: param groups from the same ``optim_wrapper`` config (``paramwise_cfg``)."""
+        return build_optim_wrapper(self.model, copy.deepcopy(self.optim_wrapper_cfg)).optimizer
 
 
 def make_model(seed: int = 0, task: str = "cls") -> TinyClassifier:
@@ -282,15 +284,18 @@ def run_both(
     train: DataLoader | None = None,
     val: DataLoader | None = None,
     task: str = "cls",
+    paramwise_cfg: dict | None = None,
     **options: Any,
 ) -> Pair:
     """Train :class:`TinyClassifier` under the Runner (``tmp_path/mm``) and under Lightning (``tmp_path/lt``) with
-    the same hooks (plus a :class:`RecorderHook`). ``options`` go to both (``default_scope``, ``visualizer``)."""
+    the same hooks (plus a :class:`RecorderHook`) and optimizer (``paramwise_cfg``). ``options`` go to both
+    (``default_scope``, ``visualizer``)."""
     train_cfg = train_cfg or dict(by_epoch=True, max_epochs=2, val_interval=1)
     hooks = [dict(type="RecorderHook"), *(custom_hooks or [])]
     default_train, default_val = loaders()
     train, val = train or default_train, val or default_val
     mm_dir, lt_dir = tmp_path / "mm", tmp_path / "lt"
+    optim_wrapper = dict(optimizer=dict(type="SGD", lr=0.1), **({"paramwise_cfg": paramwise_cfg} if paramwise_cfg else {}))
     name = f"downstream-{next(_runs)}"
     runner = Runner(
         model=make_model(task=task),
@@ -300,7 +305,7 @@ def run_both(
         val_cfg=dict(),
         val_evaluator=dict(type="TinyAccuracy"),
         train_cfg=train_cfg,
-        optim_wrapper=dict(optimizer=dict(type="SGD", lr=0.1)),
+        optim_wrapper=copy.deepcopy(optim_wrapper),
         default_hooks=copy.deepcopy(default_hooks),
         custom_hooks=copy.deepcopy(hooks),
         experiment_name=f"mm-{name}",
@@ -313,7 +318,7 @@ def run_both(
     )  # fmt: skip
     # another scope is current now, as after a Runner built later in the process: the fit must set the adapter's
     DefaultScope.get_instance(f"after-{name}", scope_name="mmengine")
-    module = LitWrapper(make_model(task=task))
+    module = LitWrapper(make_model(task=task), optim_wrapper)
     trainer = pl.Trainer(
         callbacks=[adapter], default_root_dir=lt_dir, enable_checkpointing=False, logger=False,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, **adapter.trainer_kwargs(),

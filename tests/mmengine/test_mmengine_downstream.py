@@ -68,6 +68,11 @@ SIMPLE = {
         dict(type="mmpretrain.WarmupParamHook", param_name="scale", module_name="head", warmup_epochs=1), {}, ()
     ),
     "ClassNumCheckHook": (dict(type="mmpretrain.ClassNumCheckHook"), {}, ()),
+    "SimSiamHook": (  # fixes the lr of the param groups marked fix_lr (the classifier layer here)
+        dict(type="mmpretrain.SimSiamHook", fix_pred_lr=True, lr=0.02, adjust_by_epoch=False),
+        dict(paramwise_cfg=dict(custom_keys={"student.2": dict(fix_lr=True)})),
+        (),
+    ),
     "SwitchRecipeHook": (
         dict(type="SwitchRecipeHook", schedule=[dict(action_epoch=2, train_pipeline=[dict(type="ShiftInputs")])]),
         dict(default_scope="mmpretrain"),
@@ -201,10 +206,45 @@ def test_mmengine_downstream_prepare_proto_hook_is_refused_not_skipped(tmp_path)
     # so the hook would only warn; the adapter refuses it, naming the way out
     adapter = MMEngineAdapter.from_config(custom_hooks=[dict(type="mmpretrain.PrepareProtoBeforeValLoopHook")],
                                           work_dir=tmp_path)
-    module = LitWrapper(make_model())
+    module = LitWrapper(make_model(), dict(optimizer=dict(type="SGD", lr=0.1)))
     trainer = pl.Trainer(callbacks=[adapter], max_epochs=1, logger=False, enable_progress_bar=False,
                          enable_checkpointing=False, enable_model_summary=False)
     train, val = loaders()
     with pytest.raises(TypeError, match=r"PrepareProtoBeforeValLoopHook.*BaseRetriever.*prepare_prototype\(\)"):
         trainer.fit(module, train, val)
     assert adapter.runner.iter == 0
+
+
+@HOOKS.register_module(force=True)
+class ReadLoopHook(Hook):
+    """Reads ``runner.<loop>.<attr>`` (calls it when ``call``) in ``before_train``."""
+
+    def __init__(self, loop: str, attr: str, call: bool = False) -> None:
+        self.loop, self.attr, self.call = loop, attr, call
+
+    def before_train(self, runner) -> None:
+        value = getattr(getattr(runner, self.loop), self.attr)
+        if self.call:
+            value()
+
+
+@pytest.mark.parametrize(
+    "hook, error, message",
+    [
+        (dict(loop="val_loop", attr="evaluator"), AttributeError,
+         r"runner.val_loop.evaluator: LitWrapper has no mmengine Evaluator\. MMEngine's ValLoop holds the evaluator .*"
+         r"self\.val_evaluator or self\.evaluator"),
+        (dict(loop="train_loop", attr="run", call=True), RuntimeError,
+         r"runner.train_loop.run\(\): Lightning's fit loop runs training .* call trainer\.fit"),
+        (dict(loop="val_loop", attr="run", call=True), RuntimeError, r"runner.val_loop.run\(\): .*trainer\.validate"),
+    ],
+)
+def test_mmengine_downstream_loop_facades_refuse_what_lightning_owns_by_name(tmp_path, hook, error, message):
+    adapter = MMEngineAdapter.from_config(custom_hooks=[dict(type="ReadLoopHook", **hook)], work_dir=tmp_path)
+    module = LitWrapper(make_model(), dict(optimizer=dict(type="SGD", lr=0.1)))
+    del module.evaluator  # a LightningModule computing its metrics without an mmengine Evaluator
+    trainer = pl.Trainer(callbacks=[adapter], max_epochs=1, logger=False, enable_progress_bar=False,
+                         enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0)
+    with pytest.raises(error, match=message) as raised:
+        trainer.fit(module, *loaders())
+    assert "raised by mmengine hook ReadLoopHook in mount point 'before_train'" in str(raised.value.__notes__)

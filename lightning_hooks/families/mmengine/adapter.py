@@ -187,6 +187,11 @@ class MMEngineAdapter(LegacyHookAdapter):
     def writes_checkpoint(self) -> bool:
         return self._trainer.is_global_zero
 
+    @property
+    def ends_train_epoch_at_last_batch(self) -> bool:
+        """``IterBasedTrainLoop`` runs one train epoch for the whole run: it never ends at a loader's last batch."""
+        return not self.runner._iter_based
+
     def _epoch_of(self, trainer: pl.Trainer, ended: bool = False) -> int:
         """``runner.epoch`` in train hooks: 0 for the whole iteration-based run, else Lightning's epoch (+1 once
         the epoch ended, as ``EpochBasedTrainLoop`` counts)."""
