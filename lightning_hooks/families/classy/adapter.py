@@ -20,7 +20,7 @@ from lightning_hooks.compat import classy as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.families.classy.events import EVENTS, TRAIN_PHASE_END
-from lightning_hooks.families.classy.task import LastBatch, Task
+from lightning_hooks.families.classy.task import LastBatch, Task, param_options
 
 STEPS = {
     "training_step": "LightningModule.training_step",
@@ -191,7 +191,7 @@ class ClassyAdapter(LegacyHookAdapter):
             self.fire("LightningModule.forward")
 
     def _before_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        self.task.used_options[optimizer] = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+        self.task.used_options[optimizer] = param_options(optimizer)
 
     def _on_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self.fire("Optimizer.step")
@@ -240,6 +240,8 @@ class ClassyAdapter(LegacyHookAdapter):
         task = self.task
         task.log_phase_end(task.phase_type)
         task.last_batch = None
+        if task.train:
+            task.options_at_phase_end()
         if _distributed():
             losses = torch.tensor(task.losses)
             torch.distributed.all_reduce(losses)
@@ -298,7 +300,6 @@ class ClassyAdapter(LegacyHookAdapter):
         self.task.num_updates += self.task.get_global_batchsize()  # VISSL and Classy: after the update, before on_step
         self._batch_done()
         self.fire("on_train_batch_end")
-        self.task.used_options.clear()
         if trainer.is_last_batch:
             self._end_phase(TRAIN_PHASE_END)
             self._train_open = False
