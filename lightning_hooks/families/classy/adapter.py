@@ -19,6 +19,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from lightning_hooks.compat import classy as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.errors import unknown_name
+from lightning_hooks.families.classy.config import check_config
 from lightning_hooks.families.classy.events import EVENTS, TRAIN_PHASE_END
 from lightning_hooks.families.classy.task import LastBatch, Task, param_options
 
@@ -107,6 +108,7 @@ class ClassyAdapter(LegacyHookAdapter):
         name = config.get("name")
         for registry in registries:
             if name in registry.HOOK_REGISTRY:
+                check_config(config, registry.HOOK_REGISTRY[name], "Classy hook")
                 return registry.build_hook(config)
         raise KeyError(unknown_name("Classy hook name", str(name), [n for r in registries for n in r.HOOK_REGISTRY]))
 
