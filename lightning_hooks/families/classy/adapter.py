@@ -8,7 +8,7 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import lightning.pytorch as pl
@@ -21,6 +21,7 @@ from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.families.classy.config import check_config
 from lightning_hooks.families.classy.events import EVENTS, TRAIN_PHASE_END
+from lightning_hooks.families.classy.meters import MetricMeter
 from lightning_hooks.families.classy.task import LastBatch, Task, param_options
 
 STEPS = {
@@ -41,7 +42,9 @@ class ClassyAdapter(LegacyHookAdapter):
 
     Args:
         hooks: Classy / VISSL hooks, at most one per ``name()``.
-        meters: ``{name: torchmetrics.Metric}``; updated with ``(output, target)`` after every step.
+        meters: Classy's meters, in any of Classy's forms: a list of ``ClassyMeter`` instances, Classy's config dict
+            (``{"accuracy": {"topk": [1, 5]}}``), or ``{name: torchmetrics.Metric}``; updated with the step's
+            ``(output, target)`` after every step (Classy meters on CPU with ``is_train``, as Classy does).
         config: VISSL's ``task.config`` (an ``AttrDict``), for hooks that read it.
         checkpoint_folder: VISSL's ``task.checkpoint_folder``.
         loss: VISSL's ``task.loss`` (the criterion module), for hooks that read or write it.
@@ -60,7 +63,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self,
         hooks: Any,
         *,
-        meters: Mapping[str, Any] | None = None,
+        meters: Mapping[str, Any] | Sequence[Any] | None = None,
         config: Any = None,
         checkpoint_folder: str | None = None,
         loss: Any = None,
@@ -219,8 +222,12 @@ class ClassyAdapter(LegacyHookAdapter):
             last.loss = loss.detach()
             task.losses.append(last.loss.item())
         if last.output is not None and target is not None:
-            for meter in task.meters:
-                meter.update(last.output.detach(), target)
+            output, target = last.output.detach(), target.detach()
+            for meter in task.meters:  # Classy's update_meters: on CPU, with is_train; torchmetrics on the device
+                if isinstance(meter, MetricMeter):
+                    meter.update(output, target)
+                else:
+                    meter.update(output.cpu(), target.cpu(), is_train=task.train)
 
     def _batch_done(self) -> None:
         now = time.perf_counter()

@@ -5,8 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +13,7 @@ import lightning.pytorch as pl
 import torch
 
 from lightning_hooks.core.facade import Facade
+from lightning_hooks.families.classy.meters import MetricMeter, classy_meters
 
 
 @dataclass
@@ -65,80 +65,9 @@ class Optimizer:
         return getattr(self.optimizer, name)
 
 
-class MetricMeter:
-    """A torchmetrics ``Metric`` behind Classy's meter interface (``name``, ``value`` dict, ``reset``, ``sync_state``).
-
-    ``value`` is computed from the local state; ``sync_state()`` all-gathers the state across ranks (a collective,
-    called on every rank at phase end as Classy does) and ``value`` then reflects the global state until ``reset``.
-
-    Example::
-
-        meter = MetricMeter("accuracy", torchmetrics.classification.MulticlassAccuracy(num_classes=3))
-    """
-
-    def __init__(self, name: str, metric: Any) -> None:
-        self._name = name
-        self.metric = metric
-        metric.sync_on_compute = False
-        metric._to_sync = False
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def value(self) -> dict[str, Any]:
-        """The metric's value; before the first update, its value on the empty state (Classy's meters give zeros),
-        or ``{}`` for a metric that cannot compute without samples."""
-        if self.metric.update_called:
-            result = self.metric.compute()
-        else:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*was called before the ``update`` method")
-                try:
-                    result = self.metric.compute()
-                except ValueError:  # "No samples to concatenate"
-                    return {}
-        if isinstance(result, Mapping):
-            return {str(k): _plain(v) for k, v in result.items()}
-        return {self._name: _plain(result)}
-
-    def update(self, output: Any, target: Any) -> None:
-        self.metric.update(output, target)
-
-    def reset(self) -> None:
-        if self.metric._is_synced:
-            self.metric.unsync()
-        self.metric.reset()
-
-    def sync_state(self) -> None:
-        if torch.distributed.is_available() and torch.distributed.is_initialized() and not self.metric._is_synced:
-            self.metric.sync()
-            self.metric._computed = None
-
-    def get_classy_state(self) -> dict[str, Any]:
-        """The metric's accumulated state (tensors and lists of tensors) and its update count."""
-        states = {name: _clone(getattr(self.metric, name)) for name in self.metric._defaults}
-        return {"states": states, "update_count": self.metric._update_count}
-
-    def set_classy_state(self, state: dict[str, Any]) -> None:
-        self.reset()
-        device = self.metric.device
-        for name, value in state["states"].items():
-            setattr(self.metric, name, [v.to(device) for v in value] if isinstance(value, list) else value.to(device))
-        self.metric._update_count = state["update_count"]
-
-    def __repr__(self) -> str:
-        return f"{type(self.metric).__name__}({self._name}={self.value})"
-
-
 def param_options(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
     """The optimizer's param-group options (everything but the parameters)."""
     return [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
-
-
-def _clone(value: Any) -> Any:
-    return [v.detach().clone() for v in value] if isinstance(value, list) else value.detach().clone()
 
 
 def _batch_size(sample: Any) -> int:
@@ -146,12 +75,6 @@ def _batch_size(sample: Any) -> int:
     while isinstance(sample, (list, tuple, Mapping)):
         sample = next(iter(sample.values())) if isinstance(sample, Mapping) else sample[0]
     return int(sample.shape[0]) if isinstance(sample, torch.Tensor) else 1
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.item() if value.numel() == 1 else value.tolist()
-    return value
 
 
 class SizedIterator:
@@ -190,14 +113,14 @@ class Task(Facade):
 
     def __init__(
         self,
-        meters: Mapping[str, Any] | None = None,
+        meters: Mapping[str, Any] | Sequence[Any] | None = None,
         config: Any = None,
         checkpoint_folder: str | None = None,
         loss: Any = None,
     ) -> None:
         self.trainer: pl.Trainer | None = None
         self.hooks: list[Any] = []
-        self.meters = [MetricMeter(name, metric) for name, metric in (meters or {}).items()]
+        self.meters = classy_meters(meters)
         if config is not None:
             self.config = config
         if checkpoint_folder is not None:
