@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,7 @@ import lightning.pytorch as pl
 import torch
 
 from lightning_hooks.core.facade import Facade
+from lightning_hooks.families.classy import checkpoint
 from lightning_hooks.families.classy.meters import MetricMeter, classy_meters
 
 
@@ -315,37 +317,57 @@ class Task(Facade):
 
     # --------------------------------------------------------------------------------------------------- state
     def get_classy_state(self, deep_copy: bool = False) -> dict[str, Any]:
-        """Classy's task checkpoint dict; ``hooks`` holds every hook's state under its ``name()``."""
+        """Classy's task state in ``ClassificationTask``'s layout, so that a ``checkpoint.torch`` written from it loads
+        in Classy: ``base_model`` as a ``ClassyModel`` gives it (``{"model": {"trunk", "heads"}}``), ``optimizer`` as
+        ``{"optim": ...}``, meters, counters, ``losses``, every hook's state under its ``name()``, ``loss`` and ``amp``.
+        """
         trainer = self._lightning_trainer()
         state = {
             "train": self.train,
-            "base_model": self.base_model.state_dict(),
+            "base_model": checkpoint.model_state(checkpoint.classy_model(self.base_model)),
             "meters": [meter.get_classy_state() for meter in self.meters],
-            "optimizer": trainer.optimizers[0].state_dict() if trainer.optimizers else None,
+            "optimizer": {"optim": trainer.optimizers[0].state_dict()} if trainer.optimizers else {},
             "phase_idx": self.phase_idx,
             "train_phase_idx": self.train_phase_idx,
             "num_updates": self.num_updates,
             "iteration": self.iteration,
             "losses": list(self.losses),
             "hooks": {hook.name(): hook.get_classy_state() for hook in self.hooks},
-            "loss": {},
+            "loss": self._loss_state(),
         }
+        scaler = getattr(trainer.precision_plugin, "scaler", None)
+        if scaler is not None:
+            state["amp"] = scaler.state_dict()
         return copy.deepcopy(state) if deep_copy else state
 
     def set_classy_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`get_classy_state` returned (model, optimizer, meters, counters, hook states)."""
+        """Restore Classy's task state (:meth:`get_classy_state`'s layout, as ``ClassificationTask`` writes it): model,
+        optimizer, meters, counters, losses and hook states. Outside ``fit`` (a test-only task) only the model, as
+        Classy does."""
         trainer = self._lightning_trainer()
+        checkpoint.load_model_state(checkpoint.classy_model(self.base_model), state["base_model"], "set_classy_state")
+        if self.test_only:
+            self.train = False
+            return
         self.train = state["train"]
-        self.base_model.load_state_dict(state["base_model"])
-        if state.get("optimizer") is not None and trainer.optimizers:
-            trainer.optimizers[0].load_state_dict(state["optimizer"])
-        for meter, meter_state in zip(self.meters, state.get("meters", [])):
+        if state.get("optimizer") and trainer.optimizers:
+            trainer.optimizers[0].load_state_dict(state["optimizer"]["optim"])
+        for meter, meter_state in zip(self.meters, state["meters"]):
             meter.set_classy_state(meter_state)
         self.load_counters(state)
-        self.losses = list(state.get("losses", []))
+        self.losses = list(state["losses"])
+        if state.get("loss") and callable(getattr(vars(self).get("loss"), "set_classy_state", None)):
+            self.loss.set_classy_state(state["loss"])
         for hook in self.hooks:
-            if hook.name() in state.get("hooks", {}):
+            if hook.name() in state["hooks"]:
                 hook.set_classy_state(state["hooks"][hook.name()])
+            else:
+                warnings.warn(f"task.set_classy_state: no state found for hook {hook.name()!r}; it starts fresh")
+
+    def _loss_state(self) -> dict[str, Any]:
+        """A ``ClassyLoss``'s state, as Classy saves it; ``{}`` for other losses (Classy's value)."""
+        loss = vars(self).get("loss")
+        return loss.get_classy_state() if callable(getattr(loss, "get_classy_state", None)) else {}
 
     def counters(self) -> dict[str, int]:
         return {
