@@ -222,7 +222,8 @@ def test_classy_task_vissl_extras(tmp_path):
 
     adapter = ClassyAdapter([Vissl(), Probe(lambda t, m: None)], config={"LOG_FREQUENCY": 5}, checkpoint_folder="ck")
     make_trainer(tmp_path, [adapter], limit_val_batches=0).fit(Net(), loader())
-    assert seen == dict(log=5, folder="ck", max=8, batches=4, times=4, device="cpu", gpu=False, custom=8)
+    # VISSL: batches -1 at on_start, +1 per batch, never reset by the trainer; batch_time kept for the whole run
+    assert seen == dict(log=5, folder="ck", max=8, batches=7, times=8, device="cpu", gpu=False, custom=8)
     assert adapter.task.iteration == 8 and adapter.task.amp_args is None and adapter.task.model is adapter.task.base_model
 
 
