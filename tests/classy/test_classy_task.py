@@ -112,8 +112,9 @@ def test_classy_task_optimizer_options_view_lr(tmp_path):
     lrs = []
     probe = Probe(lambda t, m: m in ("on_step", "on_phase_end") and t.train and lrs.append(t.optimizer.options_view.lr))
     make_trainer(tmp_path, [ClassyAdapter(probe)]).fit(Scheduled(), loader(), loader(8, seed=1))
-    # on_step shows the LR its step used; a per-epoch scheduler has stepped by the train phase end
-    assert lrs == [[0.1, 0.5]] * 4 + [[0.05, 0.25]] + [[0.05, 0.25]] * 4 + [[0.025, 0.125]]
+    # on_step shows the LR its step used; a per-epoch scheduler has stepped by the train phase end (Classy's
+    # optimizer.on_epoch), except after the last train phase, where Classy keeps the LR (where == 1)
+    assert lrs == [[0.1, 0.5]] * 4 + [[0.05, 0.25]] + [[0.05, 0.25]] * 4 + [[0.05, 0.25]]
 
 
 def test_classy_task_options_view_at_on_step_is_the_lr_the_step_used(tmp_path):

@@ -20,8 +20,9 @@ from lightning_hooks.compat import classy as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.families.classy import vissl as vissl_host
+from lightning_hooks.families.classy.config import check_config
 from lightning_hooks.families.classy.events import EVENTS, TRAIN_PHASE_END
-from lightning_hooks.families.classy.task import LastBatch, Task
+from lightning_hooks.families.classy.task import LastBatch, Task, param_options
 
 STEPS = {
     "training_step": "LightningModule.training_step",
@@ -134,6 +135,7 @@ class ClassyAdapter(LegacyHookAdapter):
         name = config.get("name")
         for registry in registries:
             if name in registry.HOOK_REGISTRY:
+                check_config(config, registry.HOOK_REGISTRY[name], "Classy hook")
                 return registry.build_hook(config)
         raise KeyError(unknown_name("Classy hook name", str(name), [n for r in registries for n in r.HOOK_REGISTRY]))
 
@@ -231,7 +233,7 @@ class ClassyAdapter(LegacyHookAdapter):
             self._clock.mark("forward.fired")
 
     def _before_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        self.task.used_options[optimizer] = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+        self.task.used_options[optimizer] = param_options(optimizer)
 
     def _on_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self._clock.section("optimizer_step", "optimizer")
@@ -298,6 +300,8 @@ class ClassyAdapter(LegacyHookAdapter):
         task = self.task
         task.log_phase_end(task.phase_type)
         task.last_batch = None
+        if task.train:
+            task.options_at_phase_end()
         if _distributed() and not self.vissl:  # VISSL averages each step's loss over ranks instead
             losses = torch.tensor(task.losses)
             torch.distributed.all_reduce(losses)
@@ -399,7 +403,6 @@ class ClassyAdapter(LegacyHookAdapter):
         self.task.num_updates += self.task.get_global_batchsize()  # VISSL and Classy: after the update, before on_step
         self._batch_done()
         self.fire("on_train_batch_end")
-        self.task.used_options.clear()
         if trainer.is_last_batch:
             self._end_phase(TRAIN_PHASE_END)
             self._train_open = False

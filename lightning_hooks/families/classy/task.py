@@ -37,8 +37,8 @@ class OptionsView:
     """Classy's ``optimizer.options_view``: ``options_view.lr`` reads the option from the param groups.
 
     One distinct value gives that value, several give the list of distinct values, none raises AttributeError.
-    ``used`` maps an optimizer to the options its last step ran with while ``on_step`` fires: Lightning steps the
-    schedulers before ``on_train_batch_end``, Classy sets the options inside ``optimizer.step``.
+    ``used`` maps an optimizer to the options Classy's optimizer would hold now (see :meth:`Task.options_at_phase_end`);
+    an optimizer that has not stepped yet shows its param groups.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, used: Mapping[Any, list[dict[str, Any]]]) -> None:
@@ -133,6 +133,11 @@ class MetricMeter:
         return f"{type(self.metric).__name__}({self._name}={self.value})"
 
 
+def param_options(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
+    """The optimizer's param-group options (everything but the parameters)."""
+    return [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+
+
 def _clone(value: Any) -> Any:
     return [v.detach().clone() for v in value] if isinstance(value, list) else value.detach().clone()
 
@@ -214,6 +219,8 @@ class Task(Facade):
         self.dataloader: Any = None
         self.data_iterator: SizedIterator | None = None
         self._optimizer: Optimizer | None = None
+        #: Classy's options per optimizer: set by each step (Classy schedules inside ``optimizer.step``), kept until the
+        #: next step, since Lightning has already stepped its schedulers when the hooks run.
         self.used_options: dict[torch.optim.Optimizer, list[dict[str, Any]]] = {}
         self.new_run()
 
@@ -233,6 +240,7 @@ class Task(Facade):
         self.last_batch: LastBatch | None = None
         self.phase_start_time = self.phase_start_time_train = time.perf_counter()
         self.perf_log: list[dict[str, Any]] = []
+        self.used_options.clear()
         for meter in self.meters:
             meter.reset()
 
@@ -339,6 +347,18 @@ class Task(Facade):
             return 0.0
         total = trainer.estimated_stepping_batches
         return min(trainer.global_step / total, 1.0) if total and math.isfinite(total) else 0.0
+
+    def options_at_phase_end(self) -> None:
+        """Classy's ``optimizer.on_epoch(where)`` before the train phase-end hooks: an optimizer with an epoch-interval
+        scheduler (which Lightning has stepped by now) shows the stepped options, except after the last train phase
+        (``where`` is 1), where Classy keeps the options the last step used. Step-interval schedules are not touched."""
+        trainer = self._lightning_trainer()
+        if self.where >= 1:
+            return
+        for config in trainer.lr_scheduler_configs:
+            if config.interval == "epoch":
+                optimizer = config.scheduler.optimizer
+                self.used_options[optimizer] = param_options(optimizer)
 
     def start_phase(self, train: bool, resumed: bool = False) -> None:
         """Classy's ``advance_phase``: counters, losses and meters reset.
