@@ -224,7 +224,8 @@ def test_classy_task_vissl_extras(tmp_path):
 
     adapter = ClassyAdapter([Vissl(), Probe(lambda t, m: None)], config={"LOG_FREQUENCY": 5}, checkpoint_folder="ck")
     make_trainer(tmp_path, [adapter], limit_val_batches=0).fit(Net(), loader())
-    assert seen == dict(log=5, folder="ck", max=8, batches=4, times=4, device="cpu", gpu=False, custom=8)
+    # VISSL: batches -1 at on_start, +1 per batch, never reset by the trainer; batch_time kept for the whole run
+    assert seen == dict(log=5, folder="ck", max=8, batches=7, times=8, device="cpu", gpu=False, custom=8)
     assert adapter.task.iteration == 8 and adapter.task.amp_args is None and adapter.task.model is adapter.task.base_model
 
 
@@ -325,7 +326,7 @@ def test_classy_adapter_warns_when_lightning_skips_the_final_test_phase(tmp_path
 
 
 def test_classy_meter_sync_state_in_a_process_group():
-    from lightning_hooks.families.classy.task import MetricMeter
+    from lightning_hooks.families.classy.meters import MetricMeter
 
     torch.distributed.init_process_group("gloo", store=torch.distributed.HashStore(), rank=0, world_size=1)
     try:

@@ -21,6 +21,7 @@ from lightning_hooks.compat import classy as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.families.classy import checkpoint
+from lightning_hooks.families.classy import vissl as vissl_host
 from lightning_hooks.families.classy.config import check_config
 from lightning_hooks.families.classy.events import EVENTS, TRAIN_PHASE_END
 from lightning_hooks.families.classy.meters import MetricMeter
@@ -49,7 +50,23 @@ class ClassyAdapter(LegacyHookAdapter):
             ``(output, target)`` after every step (Classy meters on CPU with ``is_train``, as Classy does).
         config: VISSL's ``task.config`` (an ``AttrDict``), for hooks that read it.
         checkpoint_folder: VISSL's ``task.checkpoint_folder``.
-        loss: VISSL's ``task.loss`` (the criterion module), for hooks that read or write it.
+        loss: VISSL's ``task.loss`` (the criterion module), for hooks that read or write it, or the name of the
+            LightningModule attribute that holds it (a VISSL loss built in ``LightningModule.setup`` sees the device
+            VISSL's trainer would have set).
+        model: the LightningModule attribute (dotted path) holding the model hooks see as ``task.model`` /
+            ``task.base_model``. Default: the LightningModule itself if it has ``trunk`` and ``heads``, else its one
+            child that has them (a VISSL model), else the LightningModule.
+        vissl: a VISSL config: VISSL's command-line overrides (``["config=test/cpu_test/test_cpu_regnet_moco"]``,
+            composed with VISSL's hydra plugin) or a composed ``AttrDict``. Its hooks come from VISSL's own
+            ``default_hook_generator(cfg)`` (before ``hooks``); it becomes ``task.config`` and its checkpoint folder
+            ``task.checkpoint_folder`` unless those are given.
+        vissl_checkpoint: a VISSL checkpoint file to start the run from: weights, optimizer, loss and hook states,
+            phase counters and losses (the task continues VISSL's counters; ``max_epochs`` counts the phases still
+            to train).
+
+    With VISSL hooks or ``vissl``, the adapter does what VISSL's ``SelfSupervisionTrainer`` does around them: a
+    single-process gloo group when there is no process group, Classy's device index set to the run's device (both
+    undone at teardown), ``task.perf_stats`` filled with the step's timings, and VISSL's checkpoint layout.
 
     Example::
 
@@ -69,7 +86,12 @@ class ClassyAdapter(LegacyHookAdapter):
         config: Any = None,
         checkpoint_folder: str | None = None,
         loss: Any = None,
+        model: str | None = None,
+        vissl: Any = None,
+        vissl_checkpoint: str | os.PathLike | None = None,
     ) -> None:
+        if vissl is not None:
+            hooks, config, checkpoint_folder = _vissl_hooks(hooks, vissl, config, checkpoint_folder)
         super().__init__(hooks)
         names = Counter(hook.name() for hook in self.hooks)
         repeated = sorted(name for name, n in names.items() if n > 1)
@@ -78,10 +100,15 @@ class ClassyAdapter(LegacyHookAdapter):
                 f"ClassyAdapter: several hooks share the name() {repeated}; Classy keys hook state by name(), so "
                 "pass at most one hook of each class (or give a subclass its own name())."
             )
+        self.vissl = vissl is not None or any(vissl_host.is_vissl_hook(hook) for hook in self.hooks)
         self.task = self.host = Task(
-            meters=meters, config=config, checkpoint_folder=checkpoint_folder, loss=loss
+            meters=meters, config=config, checkpoint_folder=checkpoint_folder, loss=loss, model=model, vissl=self.vissl
         )
         self.task.hooks = self.hooks
+        self.vissl_checkpoint = None if vissl_checkpoint is None else os.fspath(vissl_checkpoint)
+        self._clock = vissl_host.StepClock(self.task)
+        self._runtime = vissl_host.Runtime()
+        self._batch_clock = time.perf_counter()
         self._build_plan((self.task,))
         self._in_step = False
         self._forwarded = False
@@ -227,7 +254,9 @@ class ClassyAdapter(LegacyHookAdapter):
                 setattr(pl_module, method, self._wrap_step(getattr(pl_module, method), event))
         # a plain function, not a bound method: a hook that deep-copies the module (MMEngine's EMAHook) then shares
         # this adapter instead of copying it (copy.deepcopy copies a bound method's __self__, not a function)
-        self._handles.append(pl_module.register_forward_hook(lambda *args: self._on_forward(*args)))
+        model = self.task.base_model
+        self._handles.append(model.register_forward_pre_hook(lambda *args: self._before_forward()))
+        self._handles.append(model.register_forward_hook(lambda *args: self._on_forward(*args)))
 
     def _uninstall(self) -> None:
         for handle in self._handles:
@@ -244,6 +273,8 @@ class ClassyAdapter(LegacyHookAdapter):
             if self._trainer.sanity_checking:
                 return step(batch, *args, **kwargs)
             self._step_started = time.perf_counter()
+            self._clock.mark("step")
+            self._clock.section("read_sample", "fetch", "step")
             self.task.last_batch = LastBatch(
                 sample=batch, step_data={"sample_fetch_time": self._step_started - self._step_ended}
             )
@@ -252,22 +283,32 @@ class ClassyAdapter(LegacyHookAdapter):
                 result = step(batch, *args, **kwargs)
             finally:
                 self._in_step = False
+            self._clock.section("loss_compute", "forward.fired" if self._forwarded else "step")
             self._record(result)
             self.fire(event)
             return result
 
         return wrapped
 
+    def _before_forward(self) -> None:
+        if self._in_step and not self._forwarded:
+            self._clock.mark("forward")
+
     def _on_forward(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if self._in_step and not self._forwarded:
             self._forwarded = True
+            self._clock.section("forward", "forward")
+            if self.vissl and isinstance(output, (list, tuple)) and len(output) == 1:
+                output = output[0]  # VISSL's train step unwraps a single output
             self.task.last_batch.model_output = output
             self.fire("LightningModule.forward")
+            self._clock.mark("forward.fired")
 
     def _before_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         self.task.used_options[optimizer] = param_options(optimizer)
 
     def _on_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self._clock.section("optimizer_step", "optimizer")
         self.fire("Optimizer.step")
 
     def _record(self, result: Any) -> None:
@@ -289,27 +330,44 @@ class ClassyAdapter(LegacyHookAdapter):
         last.target = target
         if loss is not None:
             last.loss = loss.detach()
-            task.losses.append(last.loss.item())
-        if last.output is not None and target is not None:
+            if self.vissl:  # VISSL: the loss averaged over ranks, times the batch size
+                last.loss = _all_reduce_mean(last.loss.clone())
+                size = target.size(0) if isinstance(target, torch.Tensor) else vissl_batch_size(sample)
+                task.losses.append(last.loss.item() * size)
+            else:
+                task.losses.append(last.loss.item())
+            self._clock.section("loss_all_reduce", "loss_compute.end")
+        if last.output is not None and target is not None and task.meters and self._meters_on():
             output, target = last.output.detach(), target.detach()
             for meter in task.meters:  # Classy's update_meters: on CPU, with is_train; torchmetrics on the device
                 if isinstance(meter, MetricMeter):
                     meter.update(output, target)
                 else:
                     meter.update(output.cpu(), target.cpu(), is_train=task.train)
+            self._clock.section("meters_update", "loss_compute.end" if loss is None else "loss_all_reduce.end")
+
+    def _meters_on(self) -> bool:
+        """VISSL updates meters in train phases only with ``METERS.enable_training_meter``."""
+        if not self.vissl or not self.task.train:
+            return True
+        meters = getattr(self.task, "config", {}).get("METERS", {}) if hasattr(self.task, "config") else {}
+        return bool(meters.get("enable_training_meter", True))
 
     def _batch_done(self) -> None:
+        """VISSL's bookkeeping after a step: counters, and the batch's time since the previous one ended."""
+        self._clock.section("train_step_total", "fetch")
         now = time.perf_counter()
         task = self.task
         task.local_iteration_num += 1
         task.batches += 1
-        task.batch_time.append(now - self._step_started)
-        self._step_ended = now
+        task.batch_time.append(now - self._batch_clock)
+        self._step_ended = self._batch_clock = now
 
     def _start_phase(self, event: str, train: bool, resumed: bool = False) -> None:
         self.task.start_phase(train, resumed)
         self.fire(event)
         self.task.phase_start_time_train = self._step_ended = time.perf_counter()
+        self._clock.mark("fetch")
 
     def _end_phase(self, event: str) -> None:
         """Classy's ``on_phase_end``: the phase's speed into ``perf_log``, ``synchronize_losses`` (mean over ranks),
@@ -320,7 +378,7 @@ class ClassyAdapter(LegacyHookAdapter):
         task.last_batch = None
         if task.train:
             task.options_at_phase_end()
-        if _distributed():
+        if _distributed() and not self.vissl:  # VISSL averages each step's loss over ranks instead
             losses = torch.tensor(task.losses)
             torch.distributed.all_reduce(losses)
             task.losses = (losses / torch.distributed.get_world_size()).tolist()
@@ -340,16 +398,56 @@ class ClassyAdapter(LegacyHookAdapter):
         os.environ["RANK"] = str(trainer.global_rank)
         os.environ["LOCAL_RANK"] = str(trainer.local_rank)
         os.environ["WORLD_SIZE"] = str(trainer.world_size)
+        self.task.find_model(pl_module)
+        if self.vissl:
+            self._runtime.start(trainer.strategy.root_device, trainer.world_size)
+            if self.task.has_loss() and not isinstance(self.task._loss, str):
+                vissl_host.check_loss_device(self.task.loss, trainer.strategy.root_device)
         self._install(pl_module)
         checkpoint.install_loader(trainer, self._from_classy_checkpoint)
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._uninstall()
         checkpoint.uninstall_loader(trainer)
+        self._runtime.stop()
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         self._uninstall()
         super().on_exception(trainer, pl_module, exception)
+        self._runtime.stop()
+
+    def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:
+        self._clock.mark("backward")
+
+    def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._clock.section("backward", "backward")
+        super().on_after_backward(trainer, pl_module)
+        self._clock.mark("optimizer")
+
+    def _start_from_vissl(self, trainer: pl.Trainer) -> None:
+        """Start from a VISSL checkpoint as VISSL's trainer resumes from one: the task's state (model, optimizer,
+        meters, hooks, counters, losses), the loss module's state and VISSL's iteration counters."""
+        path = self.vissl_checkpoint
+        if trainer.ckpt_path is not None:
+            raise ValueError(
+                f"ClassyAdapter(vissl_checkpoint={path!r}) and trainer.fit(ckpt_path={trainer.ckpt_path!r}): start "
+                "from one of them (a Lightning checkpoint already holds the task's state)"
+            )
+        checkpoint = vissl_host.read_checkpoint(path)
+        task = self.task
+        vissl_host.load_classy_state(task, checkpoint["classy_state_dict"])
+        if checkpoint.get("loss") and task.has_loss():
+            task.loss.load_state_dict(checkpoint["loss"])
+        task.iteration = checkpoint["iteration"]
+        task.local_iteration_num = checkpoint["iteration_num"]
+        task.train_phase_idx = checkpoint["train_phase_idx"]
+        task.train_phases_done = task.train_phase_idx + 1
+        if checkpoint["iteration"] != task.train_phases_done * int(trainer.num_training_batches):
+            rank_zero_warn(
+                f"ClassyAdapter(vissl_checkpoint={path!r}): written at iteration {checkpoint['iteration']}, inside "
+                f"train phase {task.train_phases_done}; Lightning starts that phase from its first batch (VISSL would "
+                "skip the batches already trained). Start from a phase checkpoint (model_phase<N>.torch) to avoid it."
+            )
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._train_open = False  # a fit that failed mid-phase left it open
@@ -358,8 +456,11 @@ class ClassyAdapter(LegacyHookAdapter):
             self._classy_resume = None
         self._handles += [opt.register_step_pre_hook(self._before_optimizer_step) for opt in trainer.optimizers]
         _warn_if_no_final_test_phase(trainer)
-        if "Optimizer.step" in self._plan:
+        if "Optimizer.step" in self._plan or self.vissl:
             self._handles += [opt.register_step_post_hook(self._on_optimizer_step) for opt in trainer.optimizers]
+        if self.vissl_checkpoint is not None:
+            self._start_from_vissl(trainer)
+        self._batch_clock = time.perf_counter()  # VISSL's task.start_time, set before on_start
         self.fire("on_train_start")
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
@@ -446,6 +547,30 @@ class ClassyAdapter(LegacyHookAdapter):
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._end_phase("on_test_epoch_end")
+
+
+def _vissl_hooks(hooks: Any, config: Any, given_config: Any, folder: str | None) -> tuple[list[Any], Any, str]:
+    """VISSL's ``default_hook_generator(cfg)`` before ``hooks``; the composed config and its checkpoint folder."""
+    if given_config is not None:
+        raise ValueError("ClassyAdapter: pass the VISSL config as vissl=... only (it becomes task.config), not config=")
+    composed = vissl_host.compose(config)
+    built, default_folder = vissl_host.hooks_from_config(composed)
+    extra = [] if hooks is None else list(hooks) if isinstance(hooks, (list, tuple)) else [hooks]
+    return built + extra, composed, folder if folder is not None else default_folder
+
+
+def vissl_batch_size(sample: Any) -> int:
+    """The batch size of a VISSL sample whose target is not a tensor: its first tensor's first dimension."""
+    while isinstance(sample, (list, tuple, Mapping)):
+        sample = next(iter(sample.values())) if isinstance(sample, Mapping) else sample[0]
+    return int(sample.shape[0]) if isinstance(sample, torch.Tensor) else 1
+
+
+def _all_reduce_mean(tensor: torch.Tensor) -> torch.Tensor:
+    if _distributed() and torch.distributed.get_world_size() > 1:
+        torch.distributed.all_reduce(tensor)
+        tensor /= torch.distributed.get_world_size()
+    return tensor
 
 
 def _warn_if_no_final_test_phase(trainer: pl.Trainer) -> None:

@@ -14,8 +14,8 @@ import lightning.pytorch as pl
 import torch
 
 from lightning_hooks.core.facade import Facade
-from lightning_hooks.families.classy import checkpoint
-from lightning_hooks.families.classy.meters import MetricMeter, classy_meters
+from lightning_hooks.families.classy import checkpoint, vissl
+from lightning_hooks.families.classy.meters import classy_meters
 
 
 @dataclass
@@ -102,8 +102,14 @@ class Task(Facade):
     Phase counters follow Classy: ``phase_idx`` counts train and test phases together, ``train_phase_idx`` the train
     phases, ``eval_phase_idx = phase_idx - train_phase_idx - 1``. VISSL's ``iteration`` counts train steps,
     ``local_iteration_num`` counts phase starts and batches of every phase (-1 before the first, never reset, as
-    VISSL's trainer loop), ``batches`` the batches of the current phase. ``num_updates`` grows by the global batch
+    VISSL's trainer loop), ``batches`` the batches of the run (-1 at ``on_start``; VISSL's SetDataSamplerEpochHook
+    resets it per phase) and ``batch_time`` the seconds of each of them. ``num_updates`` grows by the global batch
     size after each train step's ``on_update``.
+
+    With ``vissl`` (VISSL hooks or a VISSL config), the task is VISSL's ``SelfSupervisionTask``: ``losses`` holds
+    loss x batch size, a single model output is unwrapped from its list, ``perf_stats`` gets the step's timings and
+    ``get_classy_state`` uses VISSL's checkpoint layout. ``model`` names the attribute of the LightningModule that
+    holds the model (``task.model`` / ``task.base_model``); by default the one child with ``trunk`` and ``heads``.
 
     Example::
 
@@ -119,16 +125,20 @@ class Task(Facade):
         config: Any = None,
         checkpoint_folder: str | None = None,
         loss: Any = None,
+        model: str | None = None,
+        vissl: bool = False,
     ) -> None:
         self.trainer: pl.Trainer | None = None
+        self.vissl = vissl
+        self.model_name = model
+        self.model_path: str | None = None
         self.hooks: list[Any] = []
         self.meters = classy_meters(meters)
         if config is not None:
             self.config = config
         if checkpoint_folder is not None:
             self.checkpoint_folder = checkpoint_folder
-        if loss is not None:
-            self.loss = loss
+        self._loss = loss
         self.metrics: dict[str, list[Any]] = {}
         self.dataloader: Any = None
         self.data_iterator: SizedIterator | None = None
@@ -146,8 +156,10 @@ class Task(Facade):
         self.num_updates = 0
         self.iteration = 0
         self.local_iteration_num = -1
-        self.batches = 0
+        self.train_phases_done = 0
+        self.batches = -1
         self.batch_time: list[float] = []
+        self.perf_stats: Any = None
         self.losses: list[float] = []
         self.last_batch: LastBatch | None = None
         self.phase_start_time = self.phase_start_time_train = time.perf_counter()
@@ -157,14 +169,24 @@ class Task(Facade):
             meter.reset()
 
     # ------------------------------------------------------------------------------------------------- models
+    def find_model(self, pl_module: pl.LightningModule) -> None:
+        """Locate the model hooks see in ``pl_module`` (the ``model`` option, else detected: a VISSL model, else the
+        one ``ClassyModel`` child, as ``ClassificationTask.base_model`` is the ClassyModel)."""
+        self.model_path = vissl.find_model(pl_module, self.model_name)
+        if self.model_path is None and self.model_name is None:
+            found = checkpoint.classy_model(pl_module)
+            self.model_path = next((name for name, child in pl_module.named_children() if child is found), None)
+
     @property
-    def base_model(self) -> pl.LightningModule:
-        """The LightningModule itself."""
-        return self._lightning_trainer().lightning_module
+    def base_model(self) -> torch.nn.Module:
+        """The model: the LightningModule, or its attribute named by ``model`` (or detected)."""
+        return vissl.resolve(self._lightning_trainer().lightning_module, self.model_path)
 
     @property
     def model(self) -> torch.nn.Module:
-        """The LightningModule, or its DDP wrapper when distributed."""
+        """The LightningModule or its DDP wrapper when distributed; a model kept in an attribute, unwrapped."""
+        if self.model_path is not None:
+            return self.base_model
         return self._lightning_trainer().strategy.model
 
     @property
@@ -173,7 +195,25 @@ class Task(Facade):
 
     @property
     def device(self) -> torch.device:
-        return self.base_model.device
+        return self._lightning_trainer().lightning_module.device
+
+    def has_loss(self) -> bool:
+        return self._loss is not None
+
+    @property
+    def loss(self) -> Any:
+        """VISSL's ``task.loss``: the ``loss`` option, or the LightningModule's attribute it names."""
+        if self._loss is None:
+            raise AttributeError("loss")
+        if isinstance(self._loss, str):
+            module = self._lightning_trainer().lightning_module
+            if not hasattr(module, self._loss):
+                raise RuntimeError(
+                    f"task.loss: ClassyAdapter(loss={self._loss!r}) but {type(module).__name__} has no attribute "
+                    f"{self._loss!r} (yet): set it in __init__ or setup()"
+                )
+            return getattr(module, self._loss)
+        return self._loss
 
     @property
     def use_gpu(self) -> bool:
@@ -205,10 +245,11 @@ class Task(Facade):
 
     @property
     def num_train_phases(self) -> int:
+        """``max_epochs`` (plus the train phases a VISSL checkpoint the run started from had done)."""
         trainer = self._lightning_trainer()
         if trainer.max_epochs is not None and trainer.max_epochs >= 0:
-            return trainer.max_epochs
-        return math.ceil(trainer.max_steps / max(trainer.num_training_batches, 1))
+            return self.train_phases_done + trainer.max_epochs
+        return self.train_phases_done + math.ceil(trainer.max_steps / max(trainer.num_training_batches, 1))
 
     @property
     def test_only(self) -> bool:
@@ -255,7 +296,6 @@ class Task(Facade):
         """
         self.train = train
         self.last_batch = None
-        self.batch_time = []
         self.phase_start_time = time.perf_counter()
         if resumed:
             return
@@ -263,7 +303,6 @@ class Task(Facade):
         self.train_phase_idx += int(train)
         self.losses = []
         self.local_iteration_num += 1
-        self.batches = 0
         for meter in self.meters:
             meter.reset()
 
@@ -320,13 +359,17 @@ class Task(Facade):
         """Classy's task state in ``ClassificationTask``'s layout, so that a ``checkpoint.torch`` written from it loads
         in Classy: ``base_model`` as a ``ClassyModel`` gives it (``{"model": {"trunk", "heads"}}``), ``optimizer`` as
         ``{"optim": ...}``, meters, counters, ``losses``, every hook's state under its ``name()``, ``loss`` and ``amp``.
+        With VISSL hooks, VISSL's layout (``vissl.classy_state``).
         """
+        if self.vissl:
+            state = vissl.classy_state(self)
+            return copy.deepcopy(state) if deep_copy else state
         trainer = self._lightning_trainer()
         state = {
             "train": self.train,
             "base_model": checkpoint.model_state(checkpoint.classy_model(self.base_model)),
             "meters": [meter.get_classy_state() for meter in self.meters],
-            "optimizer": {"optim": trainer.optimizers[0].state_dict()} if trainer.optimizers else {},
+            "optimizer": {"optim": self._optimizer_state(trainer.optimizers[0])} if trainer.optimizers else {},
             "phase_idx": self.phase_idx,
             "train_phase_idx": self.train_phase_idx,
             "num_updates": self.num_updates,
@@ -343,7 +386,10 @@ class Task(Facade):
     def set_classy_state(self, state: dict[str, Any]) -> None:
         """Restore Classy's task state (:meth:`get_classy_state`'s layout, as ``ClassificationTask`` writes it): model,
         optimizer, meters, counters, losses and hook states. Outside ``fit`` (a test-only task) only the model, as
-        Classy does."""
+        Classy does. With VISSL hooks, VISSL's layout (``vissl.load_classy_state``)."""
+        if self.vissl:
+            vissl.load_classy_state(self, state)
+            return
         trainer = self._lightning_trainer()
         checkpoint.load_model_state(checkpoint.classy_model(self.base_model), state["base_model"], "set_classy_state")
         if self.test_only:
@@ -356,7 +402,7 @@ class Task(Facade):
             meter.set_classy_state(meter_state)
         self.load_counters(state)
         self.losses = list(state["losses"])
-        if state.get("loss") and callable(getattr(vars(self).get("loss"), "set_classy_state", None)):
+        if state.get("loss") and self.has_loss() and callable(getattr(self.loss, "set_classy_state", None)):
             self.loss.set_classy_state(state["loss"])
         for hook in self.hooks:
             if hook.name() in state["hooks"]:
@@ -364,9 +410,18 @@ class Task(Facade):
             else:
                 warnings.warn(f"task.set_classy_state: no state found for hook {hook.name()!r}; it starts fresh")
 
+    def _optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        """The optimizer's ``state_dict`` with the options Classy's optimizer holds (``used_options``: the last step's,
+        not those Lightning's schedulers have already stepped to)."""
+        state = optimizer.state_dict()
+        used = self.used_options.get(optimizer)
+        if used is not None:
+            state["param_groups"] = [{**group, **options} for group, options in zip(state["param_groups"], used)]
+        return state
+
     def _loss_state(self) -> dict[str, Any]:
         """A ``ClassyLoss``'s state, as Classy saves it; ``{}`` for other losses (Classy's value)."""
-        loss = vars(self).get("loss")
+        loss = self.loss if self.has_loss() else None
         return loss.get_classy_state() if callable(getattr(loss, "get_classy_state", None)) else {}
 
     def counters(self) -> dict[str, int]:
