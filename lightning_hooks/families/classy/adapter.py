@@ -360,6 +360,7 @@ class ClassyAdapter(LegacyHookAdapter):
         task = self.task
         task.local_iteration_num += 1
         task.batches += 1
+        task.phase_batches += 1
         task.batch_time.append(now - self._batch_clock)
         self._step_ended = self._batch_clock = now
 
@@ -374,6 +375,7 @@ class ClassyAdapter(LegacyHookAdapter):
         meters' sync, the hooks, then a fresh ``perf_log`` holding the phase's total speed. ``last_batch`` is None from
         here to the next step, as in Classy, whose loop ends on a step that finds no batch."""
         task = self.task
+        task.phase_ended = True
         task.log_phase_end(task.phase_type)
         task.last_batch = None
         if task.train:

@@ -156,6 +156,8 @@ class Task(Facade):
         self.num_updates = 0
         self.iteration = 0
         self.local_iteration_num = -1
+        self.phase_batches = 0  # batches of the current phase (num_batches_per_phase of a loader without a length)
+        self.phase_ended = False
         self.train_phases_done = 0
         self.batches = -1
         self.batch_time: list[float] = []
@@ -257,15 +259,32 @@ class Task(Facade):
 
     @property
     def num_batches_per_phase(self) -> int:
+        """The batches of the current phase. A loader without a length (an ``IterableDataset``) has its count only
+        once the phase has run (at ``on_phase_end``); before that, reading it raises ``TypeError`` with the way out."""
         trainer = self._lightning_trainer()
         if self.train:
-            return int(trainer.num_training_batches)
-        counts = trainer.num_test_batches if trainer.testing else trainer.num_val_batches
-        return int(sum(counts))
+            count = trainer.num_training_batches
+        else:
+            count = sum(trainer.num_test_batches if trainer.testing else trainer.num_val_batches)
+        if math.isfinite(count):
+            return int(count)
+        if self.phase_ended:
+            return self.phase_batches
+        raise TypeError(
+            f"task.num_batches_per_phase: the {self.phase_type} dataloader has no length (an IterableDataset without "
+            "__len__), so the batches of the phase are known only at its end. Give the dataset a __len__, or set "
+            f"Trainer(limit_{'train' if self.train else 'val'}_batches=<number of batches>)."
+        )
 
     @property
     def max_iteration(self) -> int:
-        return self.num_train_phases * int(self._lightning_trainer().num_training_batches)
+        count = self._lightning_trainer().num_training_batches
+        if not math.isfinite(count):
+            raise TypeError(
+                "task.max_iteration: the train dataloader has no length (an IterableDataset without __len__). Give the "
+                "dataset a __len__, or set Trainer(limit_train_batches=<number of batches>)."
+            )
+        return self.num_train_phases * int(count)
 
     @property
     def where(self) -> float:
@@ -297,8 +316,10 @@ class Task(Facade):
         self.train = train
         self.last_batch = None
         self.phase_start_time = time.perf_counter()
+        self.phase_ended = False
         if resumed:
             return
+        self.phase_batches = 0
         self.phase_idx += 1
         self.train_phase_idx += int(train)
         self.losses = []
@@ -438,6 +459,7 @@ class Task(Facade):
             **self.counters(),
             "local_iteration_num": self.local_iteration_num,
             "batches": self.batches,
+            "phase_batches": self.phase_batches,
             "losses": list(self.losses),
             "meters": [meter.get_classy_state() for meter in self.meters],
         }
@@ -446,6 +468,7 @@ class Task(Facade):
         self.load_counters(state)
         self.local_iteration_num = state.get("local_iteration_num", -1)
         self.batches = state.get("batches", 0)
+        self.phase_batches = state.get("phase_batches", 0)
         self.losses = list(state.get("losses", []))
         for meter, meter_state in zip(self.meters, state.get("meters", [])):
             meter.set_classy_state(meter_state)
