@@ -203,3 +203,83 @@ class ReferenceTask:
             self._phase(train=True)
             self._phase(train=False)
         self._run_hooks("on_end")
+
+
+class ClassyNet(pl.LightningModule):
+    """A LightningModule holding a real ``ClassyModel`` (``classy_real.TinyClassy``) as a Classy user would, with
+    Classy's optimizer layout (SGD, momentum 0.9, non-BatchNorm parameters then BatchNorm ones, as
+    ``ClassificationTask.prepare_optimizer``) and the spec's Classy LR schedule, per step or per epoch."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        from classy_real import TinyClassy
+
+        super().__init__()
+        self.model = TinyClassy()
+        self.spec = spec
+        self.input_shape = (4,)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+    def _step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        out = self(batch["input"])
+        return {"loss": F.cross_entropy(out, batch["target"]), "output": out}
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> dict[str, torch.Tensor]:
+        return self._step(batch)
+
+    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> dict[str, torch.Tensor]:
+        return self._step(batch)
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        from classy_real import lr_scheduler, total_steps
+        from classy_vision.generic.util import split_batchnorm_params
+
+        bn, other = split_batchnorm_params(self.model)
+        schedule, lr = lr_scheduler(self.spec), self.spec["lr"]
+        base = schedule(0.0)
+        opt = torch.optim.SGD([{"params": other}, {"params": bn}], lr=base, momentum=0.9)
+        if lr["interval"] == "step":
+            steps = total_steps(self.spec)
+            factor, interval = (lambda s: schedule(min(s / steps, 1 - 1e-5)) / base), "step"
+        else:
+            epochs = self.spec["epochs"]
+            factor, interval = (lambda e: schedule(min(e / epochs, 1 - 1e-5)) / base), "epoch"
+        scheduler = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": scheduler, "interval": interval}}
+
+
+def lightning_run(spec: dict[str, Any], folder: Any, ckpt_path: Any = None, **trainer_options: Any) -> dict[str, Any]:
+    """Run ``spec`` under ``lightning.Trainer`` with ``ClassyAdapter`` (hooks and meters from the spec's Classy
+    configs); return what the same ``classy_real.Recorder`` saw, the log lines, the hooks and the adapter."""
+    import logging
+
+    from classy_real import DictData, Recorder
+
+    from lightning_hooks import ClassyAdapter
+
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    handler = Collect()
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    recorder = Recorder()
+    adapter = ClassyAdapter([recorder, *spec.get("hooks", [])], meters=spec.get("meters"))
+    train, test = spec.get("train", {"n": 16, "bs": 4}), spec.get("test", {"n": 8, "bs": 4})
+    try:
+        make_trainer(folder, [adapter], max_epochs=spec["epochs"], **trainer_options).fit(
+            ClassyNet(spec),
+            DataLoader(DictData(train["n"], 0), batch_size=train["bs"]),
+            DataLoader(DictData(test["n"], 1), batch_size=test["bs"]),
+            ckpt_path=ckpt_path,
+        )
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    return {"phases": recorder.phases, "log": lines, "adapter": adapter}

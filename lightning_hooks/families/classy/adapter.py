@@ -7,8 +7,9 @@ import importlib.util
 import os
 import sys
 import time
+import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import lightning.pytorch as pl
@@ -19,9 +20,11 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from lightning_hooks.compat import classy as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.errors import unknown_name
+from lightning_hooks.families.classy import checkpoint
 from lightning_hooks.families.classy import vissl as vissl_host
 from lightning_hooks.families.classy.config import check_config
 from lightning_hooks.families.classy.events import EVENTS, TRAIN_PHASE_END
+from lightning_hooks.families.classy.meters import MetricMeter
 from lightning_hooks.families.classy.task import LastBatch, Task, param_options
 
 STEPS = {
@@ -42,7 +45,9 @@ class ClassyAdapter(LegacyHookAdapter):
 
     Args:
         hooks: Classy / VISSL hooks, at most one per ``name()``.
-        meters: ``{name: torchmetrics.Metric}``; updated with ``(output, target)`` after every step.
+        meters: Classy's meters, in any of Classy's forms: a list of ``ClassyMeter`` instances, Classy's config dict
+            (``{"accuracy": {"topk": [1, 5]}}``), or ``{name: torchmetrics.Metric}``; updated with the step's
+            ``(output, target)`` after every step (Classy meters on CPU with ``is_train``, as Classy does).
         config: VISSL's ``task.config`` (an ``AttrDict``), for hooks that read it.
         checkpoint_folder: VISSL's ``task.checkpoint_folder``.
         loss: VISSL's ``task.loss`` (the criterion module), for hooks that read or write it, or the name of the
@@ -77,7 +82,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self,
         hooks: Any,
         *,
-        meters: Mapping[str, Any] | None = None,
+        meters: Mapping[str, Any] | Sequence[Any] | None = None,
         config: Any = None,
         checkpoint_folder: str | None = None,
         loss: Any = None,
@@ -112,6 +117,8 @@ class ClassyAdapter(LegacyHookAdapter):
         self._step_ended = self._step_started
         self._handles: list[Any] = []
         self._wrapped: pl.LightningModule | None = None
+        #: ``(num_updates, train epochs done)`` of a Classy checkpoint ``fit`` resumes from, until ``on_train_start``
+        self._classy_resume: tuple[int, int] | None = None
 
     @classmethod
     def base_classes(cls) -> tuple[type, ...]:
@@ -157,6 +164,76 @@ class ClassyAdapter(LegacyHookAdapter):
 
     def load_host_state(self, state: dict[str, Any]) -> None:
         self.task.load_phase_state(state)
+
+    # ----------------------------------------------------------------------------------- Classy's checkpoint.torch
+    def _from_classy_checkpoint(self, classy: dict[str, Any], source: str) -> dict[str, Any]:
+        """Classy's ``checkpoint.torch`` as the Lightning checkpoint ``fit(ckpt_path=...)`` resumes from."""
+        trainer = self._trainer
+        if vissl_host.is_vissl_checkpoint(classy):
+            raise ValueError(
+                f"ClassyAdapter: {source} is a VISSL checkpoint (its loss state and VISSL's iteration counters would be "
+                f"lost here): start from it with ClassyAdapter(..., vissl_checkpoint={source!r}) and no ckpt_path"
+            )
+        if trainer.state.fn != "fit":
+            task = classy["classy_state_dict"]
+            checkpoint.load_model_state(checkpoint.classy_model(trainer.lightning_module), task["base_model"], source)
+            return {"pytorch-lightning_version": pl.__version__,
+                    "state_dict": {k: v.detach().clone() for k, v in trainer.lightning_module.state_dict().items()}}
+        self._classy_resume = (classy["classy_state_dict"]["num_updates"], classy["classy_state_dict"]["train_phase_idx"] + 1)
+        return checkpoint.lightning_checkpoint(classy, trainer, trainer.lightning_module, self._adapter_state, source)
+
+    def _adapter_state(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """This adapter's checkpoint state from Classy's task state: hook states by ``name()``, counters, meters.
+
+        A checkpoint written at a train phase's end resumes at the next train epoch (Lightning has no way back into
+        the test phase Classy would run next): ``phase_idx`` counts that test phase as done."""
+        if task["train"]:
+            warnings.warn(
+                f"ClassyAdapter: the Classy checkpoint was written at the end of train phase {task['train_phase_idx']}; "
+                "Lightning resumes at the next train epoch, without the test phase Classy would run first. Run "
+                "trainer.validate() first if you need it."
+            )
+        missing = [hook.name() for hook in self.hooks if hook.name() not in task["hooks"]]
+        if missing:
+            warnings.warn(f"ClassyAdapter: the Classy checkpoint holds no state for hooks {missing}; they start fresh")
+        host = {
+            "phase_idx": task["phase_idx"] + int(task["train"]),
+            "train_phase_idx": task["train_phase_idx"],
+            "num_updates": task["num_updates"],
+            "iteration": task.get("iteration", 0),
+            "losses": list(task["losses"]),
+            "meters": list(task["meters"]),
+        }
+        hooks = {name: state for name, state in task["hooks"].items() if name in self.hook_keys()}
+        return self.state_key, {"family": self.family, "hooks": hooks, "host": host}
+
+    def _resume_schedule(self, trainer: pl.Trainer, num_updates: int, epochs: int) -> None:
+        """After a Classy checkpoint: ``global_step`` from Classy's ``num_updates`` (samples) and every scheduler
+        stepped from its start as far as an uninterrupted Lightning run would have (a Classy checkpoint holds none)."""
+        steps = num_updates // max(self.task.get_global_batchsize(), 1)
+        loop = trainer.fit_loop.epoch_loop
+        loop._batches_that_stepped = steps
+        if trainer.lightning_module.automatic_optimization:
+            loop.automatic_optimization.optim_progress.optimizer.step.total.ready = steps
+            loop.automatic_optimization.optim_progress.optimizer.step.total.completed = steps
+        else:
+            loop.manual_optimization.optim_step_progress.total.ready = steps
+            loop.manual_optimization.optim_step_progress.total.completed = steps
+        for config in trainer.lr_scheduler_configs:
+            scheduler = config.scheduler
+            if not hasattr(scheduler, "base_lrs") or config.reduce_on_plateau:
+                warnings.warn(
+                    f"ClassyAdapter: {type(scheduler).__name__} cannot be advanced to where the Classy checkpoint left "
+                    "off (it depends on monitored values); it starts from its initial state."
+                )
+                continue
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*")
+                for group, lr in zip(scheduler.optimizer.param_groups, scheduler.base_lrs):
+                    group["lr"] = group["initial_lr"] = lr
+                scheduler.last_epoch = 0
+                for _ in range((steps if config.interval == "step" else epochs) // config.frequency):
+                    scheduler.step()
 
     # ------------------------------------------------------------------------------------------- conditions
     def training(self) -> bool:
@@ -266,8 +343,13 @@ class ClassyAdapter(LegacyHookAdapter):
                 task.losses.append(last.loss.item())
             self._clock.section("loss_all_reduce", "loss_compute.end")
         if last.output is not None and target is not None and task.meters and self._meters_on():
-            for meter in task.meters:
-                meter.update(last.output.detach(), target)
+            output, target = last.output.detach(), target.detach()
+            extra = {} if self.vissl else {"is_train": task.train}  # VISSL's step passes no is_train
+            for meter in task.meters:  # Classy's update_meters: on CPU, with is_train; torchmetrics on the device
+                if isinstance(meter, MetricMeter):
+                    meter.update(output, target)
+                else:
+                    meter.update(output.cpu(), target.cpu(), **extra)
             self._clock.section("meters_update", "loss_compute.end" if loss is None else "loss_all_reduce.end")
 
     def _meters_on(self) -> bool:
@@ -328,9 +410,11 @@ class ClassyAdapter(LegacyHookAdapter):
             if self.task.has_loss() and not isinstance(self.task._loss, str):
                 vissl_host.check_loss_device(self.task.loss, trainer.strategy.root_device)
         self._install(pl_module)
+        checkpoint.install_loader(trainer, self._from_classy_checkpoint)
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._uninstall()
+        checkpoint.uninstall_loader(trainer)
         self._runtime.stop()
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
@@ -373,6 +457,9 @@ class ClassyAdapter(LegacyHookAdapter):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._train_open = False  # a fit that failed mid-phase left it open
+        if self._classy_resume is not None:
+            self._resume_schedule(trainer, *self._classy_resume)
+            self._classy_resume = None
         self._handles += [opt.register_step_pre_hook(self._before_optimizer_step) for opt in trainer.optimizers]
         _warn_if_no_final_test_phase(trainer)
         if "Optimizer.step" in self._plan or self.vissl:

@@ -6,7 +6,7 @@ import copy
 import math
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +14,8 @@ import lightning.pytorch as pl
 import torch
 
 from lightning_hooks.core.facade import Facade
-from lightning_hooks.families.classy import vissl
+from lightning_hooks.families.classy import checkpoint, vissl
+from lightning_hooks.families.classy.meters import MetricMeter, classy_meters
 
 
 @dataclass
@@ -66,80 +67,9 @@ class Optimizer:
         return getattr(self.optimizer, name)
 
 
-class MetricMeter:
-    """A torchmetrics ``Metric`` behind Classy's meter interface (``name``, ``value`` dict, ``reset``, ``sync_state``).
-
-    ``value`` is computed from the local state; ``sync_state()`` all-gathers the state across ranks (a collective,
-    called on every rank at phase end as Classy does) and ``value`` then reflects the global state until ``reset``.
-
-    Example::
-
-        meter = MetricMeter("accuracy", torchmetrics.classification.MulticlassAccuracy(num_classes=3))
-    """
-
-    def __init__(self, name: str, metric: Any) -> None:
-        self._name = name
-        self.metric = metric
-        metric.sync_on_compute = False
-        metric._to_sync = False
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def value(self) -> dict[str, Any]:
-        """The metric's value; before the first update, its value on the empty state (Classy's meters give zeros),
-        or ``{}`` for a metric that cannot compute without samples."""
-        if self.metric.update_called:
-            result = self.metric.compute()
-        else:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*was called before the ``update`` method")
-                try:
-                    result = self.metric.compute()
-                except ValueError:  # "No samples to concatenate"
-                    return {}
-        if isinstance(result, Mapping):
-            return {str(k): _plain(v) for k, v in result.items()}
-        return {self._name: _plain(result)}
-
-    def update(self, output: Any, target: Any) -> None:
-        self.metric.update(output, target)
-
-    def reset(self) -> None:
-        if self.metric._is_synced:
-            self.metric.unsync()
-        self.metric.reset()
-
-    def sync_state(self) -> None:
-        if torch.distributed.is_available() and torch.distributed.is_initialized() and not self.metric._is_synced:
-            self.metric.sync()
-            self.metric._computed = None
-
-    def get_classy_state(self) -> dict[str, Any]:
-        """The metric's accumulated state (tensors and lists of tensors) and its update count."""
-        states = {name: _clone(getattr(self.metric, name)) for name in self.metric._defaults}
-        return {"states": states, "update_count": self.metric._update_count}
-
-    def set_classy_state(self, state: dict[str, Any]) -> None:
-        self.reset()
-        device = self.metric.device
-        for name, value in state["states"].items():
-            setattr(self.metric, name, [v.to(device) for v in value] if isinstance(value, list) else value.to(device))
-        self.metric._update_count = state["update_count"]
-
-    def __repr__(self) -> str:
-        return f"{type(self.metric).__name__}({self._name}={self.value})"
-
-
 def param_options(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
     """The optimizer's param-group options (everything but the parameters)."""
     return [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
-
-
-def _clone(value: Any) -> Any:
-    return [v.detach().clone() for v in value] if isinstance(value, list) else value.detach().clone()
 
 
 def _batch_size(sample: Any) -> int:
@@ -147,12 +77,6 @@ def _batch_size(sample: Any) -> int:
     while isinstance(sample, (list, tuple, Mapping)):
         sample = next(iter(sample.values())) if isinstance(sample, Mapping) else sample[0]
     return int(sample.shape[0]) if isinstance(sample, torch.Tensor) else 1
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.item() if value.numel() == 1 else value.tolist()
-    return value
 
 
 class SizedIterator:
@@ -197,7 +121,7 @@ class Task(Facade):
 
     def __init__(
         self,
-        meters: Mapping[str, Any] | None = None,
+        meters: Mapping[str, Any] | Sequence[Any] | None = None,
         config: Any = None,
         checkpoint_folder: str | None = None,
         loss: Any = None,
@@ -209,7 +133,7 @@ class Task(Facade):
         self.model_name = model
         self.model_path: str | None = None
         self.hooks: list[Any] = []
-        self.meters = [MetricMeter(name, metric) for name, metric in (meters or {}).items()]
+        self.meters = classy_meters(meters)
         if config is not None:
             self.config = config
         if checkpoint_folder is not None:
@@ -271,6 +195,9 @@ class Task(Facade):
 
     def has_loss(self) -> bool:
         return self._loss is not None
+
+    def _loss_object(self) -> Any:
+        return self.loss if self.has_loss() else None
 
     @property
     def loss(self) -> Any:
@@ -428,43 +355,64 @@ class Task(Facade):
 
     # --------------------------------------------------------------------------------------------------- state
     def get_classy_state(self, deep_copy: bool = False) -> dict[str, Any]:
-        """Classy's task checkpoint dict; ``hooks`` holds every hook's state under its ``name()``."""
+        """Classy's task state in ``ClassificationTask``'s layout, so that a ``checkpoint.torch`` written from it loads
+        in Classy: ``base_model`` as a ``ClassyModel`` gives it (``{"model": {"trunk", "heads"}}``), ``optimizer`` as
+        ``{"optim": ...}``, meters, counters, ``losses``, every hook's state under its ``name()``, ``loss`` and ``amp``.
+        With VISSL hooks, VISSL's layout (``vissl.classy_state``), which VISSL's trainer loads.
+        """
         if self.vissl:
             state = vissl.classy_state(self)
             return copy.deepcopy(state) if deep_copy else state
         trainer = self._lightning_trainer()
         state = {
             "train": self.train,
-            "base_model": self.base_model.state_dict(),
+            "base_model": checkpoint.model_state(checkpoint.classy_model(self.base_model)),
             "meters": [meter.get_classy_state() for meter in self.meters],
-            "optimizer": trainer.optimizers[0].state_dict() if trainer.optimizers else None,
+            "optimizer": {"optim": trainer.optimizers[0].state_dict()} if trainer.optimizers else {},
             "phase_idx": self.phase_idx,
             "train_phase_idx": self.train_phase_idx,
             "num_updates": self.num_updates,
             "iteration": self.iteration,
             "losses": list(self.losses),
             "hooks": {hook.name(): hook.get_classy_state() for hook in self.hooks},
-            "loss": {},
+            "loss": self._loss_state(),
         }
+        scaler = getattr(trainer.precision_plugin, "scaler", None)
+        if scaler is not None:
+            state["amp"] = scaler.state_dict()
         return copy.deepcopy(state) if deep_copy else state
 
     def set_classy_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`get_classy_state` returned (model, optimizer, meters, counters, hook states)."""
+        """Restore Classy's task state (:meth:`get_classy_state`'s layout, as ``ClassificationTask`` writes it): model,
+        optimizer, meters, counters, losses and hook states. Outside ``fit`` (a test-only task) only the model, as
+        Classy does. With VISSL hooks, VISSL's layout."""
         if self.vissl:
             vissl.load_classy_state(self, state)
             return
         trainer = self._lightning_trainer()
+        checkpoint.load_model_state(checkpoint.classy_model(self.base_model), state["base_model"], "set_classy_state")
+        if self.test_only:
+            self.train = False
+            return
         self.train = state["train"]
-        self.base_model.load_state_dict(state["base_model"])
-        if state.get("optimizer") is not None and trainer.optimizers:
-            trainer.optimizers[0].load_state_dict(state["optimizer"])
-        for meter, meter_state in zip(self.meters, state.get("meters", [])):
+        if state.get("optimizer") and trainer.optimizers:
+            trainer.optimizers[0].load_state_dict(state["optimizer"]["optim"])
+        for meter, meter_state in zip(self.meters, state["meters"]):
             meter.set_classy_state(meter_state)
         self.load_counters(state)
-        self.losses = list(state.get("losses", []))
+        self.losses = list(state["losses"])
+        if state.get("loss") and callable(getattr(self._loss_object(), "set_classy_state", None)):
+            self.loss.set_classy_state(state["loss"])
         for hook in self.hooks:
-            if hook.name() in state.get("hooks", {}):
+            if hook.name() in state["hooks"]:
                 hook.set_classy_state(state["hooks"][hook.name()])
+            else:
+                warnings.warn(f"task.set_classy_state: no state found for hook {hook.name()!r}; it starts fresh")
+
+    def _loss_state(self) -> dict[str, Any]:
+        """A ``ClassyLoss``'s state, as Classy saves it; ``{}`` for other losses (Classy's value)."""
+        loss = self._loss_object()
+        return loss.get_classy_state() if callable(getattr(loss, "get_classy_state", None)) else {}
 
     def counters(self) -> dict[str, int]:
         return {
