@@ -169,6 +169,11 @@ class ClassyAdapter(LegacyHookAdapter):
     def _from_classy_checkpoint(self, classy: dict[str, Any], source: str) -> dict[str, Any]:
         """Classy's ``checkpoint.torch`` as the Lightning checkpoint ``fit(ckpt_path=...)`` resumes from."""
         trainer = self._trainer
+        if vissl_host.is_vissl_checkpoint(classy):
+            raise ValueError(
+                f"ClassyAdapter: {source} is a VISSL checkpoint (its loss state and VISSL's iteration counters would be "
+                f"lost here): start from it with ClassyAdapter(..., vissl_checkpoint={source!r}) and no ckpt_path"
+            )
         if trainer.state.fn != "fit":
             task = classy["classy_state_dict"]
             checkpoint.load_model_state(checkpoint.classy_model(trainer.lightning_module), task["base_model"], source)
@@ -339,11 +344,12 @@ class ClassyAdapter(LegacyHookAdapter):
             self._clock.section("loss_all_reduce", "loss_compute.end")
         if last.output is not None and target is not None and task.meters and self._meters_on():
             output, target = last.output.detach(), target.detach()
+            extra = {} if self.vissl else {"is_train": task.train}  # VISSL's step passes no is_train
             for meter in task.meters:  # Classy's update_meters: on CPU, with is_train; torchmetrics on the device
                 if isinstance(meter, MetricMeter):
                     meter.update(output, target)
                 else:
-                    meter.update(output.cpu(), target.cpu(), is_train=task.train)
+                    meter.update(output.cpu(), target.cpu(), **extra)
             self._clock.section("meters_update", "loss_compute.end" if loss is None else "loss_all_reduce.end")
 
     def _meters_on(self) -> bool:

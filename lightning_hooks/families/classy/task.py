@@ -202,6 +202,9 @@ class Task(Facade):
     def has_loss(self) -> bool:
         return self._loss is not None
 
+    def _loss_object(self) -> Any:
+        return self.loss if self.has_loss() else None
+
     @property
     def loss(self) -> Any:
         """VISSL's ``task.loss``: the ``loss`` option, or the LightningModule's attribute it names."""
@@ -380,7 +383,7 @@ class Task(Facade):
         """Classy's task state in ``ClassificationTask``'s layout, so that a ``checkpoint.torch`` written from it loads
         in Classy: ``base_model`` as a ``ClassyModel`` gives it (``{"model": {"trunk", "heads"}}``), ``optimizer`` as
         ``{"optim": ...}``, meters, counters, ``losses``, every hook's state under its ``name()``, ``loss`` and ``amp``.
-        With VISSL hooks, VISSL's layout (``vissl.classy_state``).
+        With VISSL hooks, VISSL's layout (``vissl.classy_state``), which VISSL's trainer loads.
         """
         if self.vissl:
             state = vissl.classy_state(self)
@@ -407,7 +410,7 @@ class Task(Facade):
     def set_classy_state(self, state: dict[str, Any]) -> None:
         """Restore Classy's task state (:meth:`get_classy_state`'s layout, as ``ClassificationTask`` writes it): model,
         optimizer, meters, counters, losses and hook states. Outside ``fit`` (a test-only task) only the model, as
-        Classy does. With VISSL hooks, VISSL's layout (``vissl.load_classy_state``)."""
+        Classy does. With VISSL hooks, VISSL's layout."""
         if self.vissl:
             vissl.load_classy_state(self, state)
             return
@@ -423,7 +426,7 @@ class Task(Facade):
             meter.set_classy_state(meter_state)
         self.load_counters(state)
         self.losses = list(state["losses"])
-        if state.get("loss") and self.has_loss() and callable(getattr(self.loss, "set_classy_state", None)):
+        if state.get("loss") and callable(getattr(self._loss_object(), "set_classy_state", None)):
             self.loss.set_classy_state(state["loss"])
         for hook in self.hooks:
             if hook.name() in state["hooks"]:
@@ -442,7 +445,7 @@ class Task(Facade):
 
     def _loss_state(self) -> dict[str, Any]:
         """A ``ClassyLoss``'s state, as Classy saves it; ``{}`` for other losses (Classy's value)."""
-        loss = self.loss if self.has_loss() else None
+        loss = self._loss_object()
         return loss.get_classy_state() if callable(getattr(loss, "get_classy_state", None)) else {}
 
     def counters(self) -> dict[str, int]:

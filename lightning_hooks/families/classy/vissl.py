@@ -237,6 +237,11 @@ def load_classy_state(task: Task, state: Mapping[str, Any]) -> None:
             hook.set_classy_state(state["hooks"][hook.name()])
 
 
+def is_vissl_checkpoint(checkpoint: Any) -> bool:
+    """Whether a loaded file is a checkpoint VISSL's ``LogLossMetricsCheckpointHook`` wrote (not Classy's)."""
+    return isinstance(checkpoint, Mapping) and {"classy_state_dict", "iteration_num", "train_phase_idx"} <= set(checkpoint)
+
+
 def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     """A VISSL checkpoint (``checkpoint.torch``, ``model_phase{N}.torch``, ...), checked for what a run starts from."""
     checkpoint = torch.load(Path(path), map_location="cpu", weights_only=False)
