@@ -14,10 +14,21 @@ pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 # classy-vision and imix pin ancient torch/torchvision: install the packages alone; their hooks'
 # real imports come from the `legacy` extra.
 "${pip[@]}" --no-deps classy-vision==0.7.0 imix==0.1.0
-# VISSL's wheel bundles its own classy_vision, so it is never installed: the tests load its hooks from the wheel.
+# The tests run Classy's ClassificationTask and VISSL's trainer in subprocesses that import the real torchvision from
+# .venv/vissl-site, outside the venv's import path (tests/classy/real_torchvision.py says why): torchvision (CUDA build,
+# without its CUDA ops), fairscale, setuptools<81 for pkg_resources, and VISSL's own packages extracted from its wheel,
+# which is never installed (it bundles its own classy_vision and fairscale).
 if [ "${1:-}" = test ]; then
   # OpenMMLab libraries whose engine hooks the tests drive; they pin mmcv builds and torchvision, so alone: what
   # their hook modules import comes from the `test` extra. mmcv-lite has no compiled ops (tests stub mmcv._ext).
   "${pip[@]}" --no-deps mmcv-lite==2.1.0 mmdet==3.3.0 mmpretrain==1.2.0 mmsegmentation==1.2.2
+  site=.venv/vissl-site
   .venv/bin/python -m pip download --quiet --disable-pip-version-check --no-deps vissl==0.1.6 -d .venv/wheels
+  "${pip[@]}" --upgrade --no-deps --target "$site" torchvision==0.28.0 "setuptools<81"
+  "${pip[@]}" --upgrade --no-deps --no-build-isolation --target "$site" fairscale==0.4.13
+  .venv/bin/python - "$site" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(".venv/wheels/vissl-0.1.6-py3-none-any.whl") as wheel:
+    wheel.extractall(sys.argv[1], [n for n in wheel.namelist() if n.split("/")[0] in ("vissl", "configs", "hydra_plugins")])
+PY
 fi

@@ -1,9 +1,9 @@
 """VISSL 0.1.6's own hook classes, unmodified, inside lightning.Trainer through ClassyAdapter.
 
-VISSL cannot be installed here (it needs torchvision, and its wheel bundles its own classy_vision), so one subprocess
-extracts the wheel's ``vissl/`` package, stubs what ``import vissl.hooks`` lacks (``vissl_loader.py`` lists exactly
-what and why) and runs every scenario below; no stub reaches this process. The scenarios return what the real hooks
-did (weights, exceptions, files they wrote) and each test compares it with a plain-PyTorch loop run here.
+VISSL and the real torchvision live in ``.venv/vissl-site`` (real_torchvision.py says why), so one subprocess imports
+them and runs every scenario below; neither reaches this process. The scenarios return what the real hooks did
+(weights, exceptions, files they wrote) and each test compares it with a plain-PyTorch loop run here.
+test_classy_vissl_trainer.py compares VISSL's hooks with VISSL's own trainer.
 """
 
 from __future__ import annotations
@@ -18,17 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import real_torchvision
 import torch
 import torch.nn.functional as F
 from classy_testkit import DictData, Net, loader, make_trainer
 from classy_vision.hooks import ClassyHook
 from torch.utils.data import DataLoader, DistributedSampler
-from vissl_loader import WHEEL, extract_vissl, install_stubs
 
 from lightning_hooks import ClassyAdapter
 
 pytestmark = pytest.mark.skipif(
-    not WHEEL.exists(), reason=f"VISSL wheel not found at {WHEEL}: run the README's test command, which downloads it"
+    not real_torchvision.available(), reason=f"{real_torchvision.SITE} missing: run `bash scripts/setup.sh test`"
 )
 
 HERE = Path(__file__).resolve().parent
@@ -174,14 +174,15 @@ SCENARIOS: dict[str, Callable[[Path], dict[str, Any]]] = {
 
 
 def child_main(out: str) -> None:
-    """The subprocess: extract VISSL, install the stubs, import ``vissl.hooks``, run every scenario."""
+    """The subprocess: the real torchvision and VISSL, ``import vissl.hooks``, every scenario."""
     torch.set_num_threads(1)
     root = Path(out)
-    results: dict[str, Any] = {"stubbed": install_stubs(extract_vissl(WHEEL, root / "wheel"))}
+    real_torchvision.activate()
     import classy_vision
+    import torchvision
     import vissl.hooks  # noqa: F401  (the whole package, as users import it)
 
-    results["classy_vision"] = classy_vision.__file__
+    results: dict[str, Any] = {"classy_vision": classy_vision.__file__, "torchvision": torchvision.__file__}
 
     for name, scenario in SCENARIOS.items():
         try:
@@ -203,17 +204,15 @@ def vissl(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-6000:]
-    results = torch.load(out / "results.pt", weights_only=False)
-    results["wheel"] = out / "wheel"
-    return results
+    return torch.load(out / "results.pt", weights_only=False)
 
 
 def scenario(vissl: dict[str, Any], name: str) -> dict[str, Any]:
-    """A scenario's results, after checking it ran VISSL's own hook module from the wheel."""
+    """A scenario's results, after checking it ran VISSL's own hook module."""
     result = vissl[name]
     if "failed" in result:
         pytest.fail(f"scenario {name} failed in the subprocess:\n{result['failed']}")
-    assert Path(result["origin"]).is_relative_to(vissl["wheel"] / "vissl" / "hooks"), result["origin"]
+    assert Path(result["origin"]).is_relative_to(real_torchvision.SITE / "vissl" / "hooks"), result["origin"]
     return result
 
 
@@ -254,14 +253,12 @@ def assert_weights(ours: dict[str, torch.Tensor], theirs: dict[str, torch.Tensor
         torch.testing.assert_close(value, theirs[name], msg=name)
 
 
-def test_classy_vissl_real_imports_with_only_the_documented_stubs(vissl):
+def test_classy_vissl_real_imports_the_real_torchvision_and_classy(vissl):
     import classy_vision
 
-    assert {name.split(".")[0] for name in vissl["stubbed"]} <= {"torchvision", "fairscale", "pkg_resources"}
-    assert [p.name for p in vissl["wheel"].iterdir()] == ["vissl"]  # not the wheel's bundled classy_vision
-    assert vissl["classy_vision"] == classy_vision.__file__  # the installed classy-vision 0.7.0
-    assert "vissl" not in sys.modules  # the subprocess kept VISSL and the stubs out of this process
-    assert not [name for name, m in sys.modules.items() if (getattr(m, "__doc__", None) or "").startswith("stub: ")]
+    assert Path(vissl["torchvision"]).is_relative_to(real_torchvision.SITE)
+    assert vissl["classy_vision"] == classy_vision.__file__  # the installed classy-vision 0.7.0, not VISSL's bundled one
+    assert "vissl" not in sys.modules and "torchvision" not in sys.modules  # the subprocess kept them out of here
 
 
 def test_classy_vissl_real_grad_clip_hook_equals_clip_grad_norm(vissl):
@@ -340,7 +337,9 @@ def test_classy_vissl_real_log_loss_metrics_checkpoint_hook_writes_vissl_checkpo
         assert ckpt["iteration_num"] == iteration_num and ckpt["loss"] == {} and ckpt["type"] == "consolidated"
         state = ckpt["classy_state_dict"]
         assert (state["phase_idx"], state["train_phase_idx"]) == (phase_idx, train_phase_idx)
-        assert_weights(state["base_model"], record["weights"][steps - 1])
+        # VISSL's layout: a model without trunk/heads is saved whole as the trunk
+        assert state["base_model"]["model"]["heads"] == {} and "meta" in state["base_model"]
+        assert_weights(state["base_model"]["model"]["trunk"], record["weights"][steps - 1])
     rows = [json.loads(line) for line in (folder / "metrics.json").read_text().splitlines()]
     assert [(r["iteration"], r["phase_idx"], r["train_phase_idx"]) for r in rows] == [
         (4, 0, 0), (4, 1, 0), (8, 2, 1), (8, 3, 1)

@@ -71,6 +71,11 @@ def test_sections_build_as_their_own_frameworks_would(tmp_path):
          r"^mmengine\.default_hooks\.timer: .*'IterTimer'.*IterTimerHook"),
         ({"mmengine": {"workdir": "x"}}, r"^mmengine\.workdir: unknown MMEngineAdapter option.*Did you mean: work_dir"),
         ({"classy": [{"name": "precise"}]}, r"^classy\[0\]: unknown Classy hook name 'precise'.*Did you mean: precise_bn"),
+        ({"classy": [{"name": "precise_bn", "num_sample": 128}]},
+         r"^classy\[0\]: unknown key 'num_sample' for Classy hook 'precise_bn' \(PreciseBatchNormHook\)\. Did you mean: "
+         r"num_samples"),
+        ({"classy": [{"name": "tensorboard_plot", "summary_writer": {}, "log_periods": 1}]},
+         r"^classy\[0\]: unknown key 'log_periods' .*Did you mean: log_period"),  # from_config would drop it silently
         ({"imix": {"custom_hooks": [{"type": "IterationTimerHook", "level": "MEDIUM"}]}},
          r"^imix\.custom_hooks\[0\]: unknown iMIX level 'MEDIUM'"),
         ({"imix": {"custom_hooks": [{"type": "IterTimerHook"}]}}, r"^imix\.custom_hooks\[0\]: .*Did you mean: IterationTimerHook"),

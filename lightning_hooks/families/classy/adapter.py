@@ -6,8 +6,9 @@ import importlib.util
 import os
 import sys
 import time
+import warnings
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import lightning.pytorch as pl
@@ -18,8 +19,12 @@ from lightning_hooks.compat import classy as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
 from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.core.triggers import ON, Trigger
-from lightning_hooks.families.classy.events import EVENTS, FORWARD, STEPS
-from lightning_hooks.families.classy.task import LastBatch, Task
+from lightning_hooks.families.classy import checkpoint
+from lightning_hooks.families.classy import vissl as vissl_host
+from lightning_hooks.families.classy.config import check_config
+from lightning_hooks.families.classy.events import EVENTS, FORWARD, OPTIMIZER_STEP, STEPS
+from lightning_hooks.families.classy.meters import MetricMeter
+from lightning_hooks.families.classy.task import LastBatch, Task, param_options
 
 
 class ClassyAdapter(LegacyHookAdapter):
@@ -33,10 +38,28 @@ class ClassyAdapter(LegacyHookAdapter):
 
     Args:
         hooks: Classy / VISSL hooks, at most one per ``name()``.
-        meters: ``{name: torchmetrics.Metric}``; updated with ``(output, target)`` after every step.
+        meters: Classy's meters, in any of Classy's forms: a list of ``ClassyMeter`` instances, Classy's config dict
+            (``{"accuracy": {"topk": [1, 5]}}``), or ``{name: torchmetrics.Metric}``; updated with the step's
+            ``(output, target)`` after every step (Classy meters on CPU with ``is_train``, as Classy does).
         config: VISSL's ``task.config`` (an ``AttrDict``), for hooks that read it.
         checkpoint_folder: VISSL's ``task.checkpoint_folder``.
-        loss: VISSL's ``task.loss`` (the criterion module), for hooks that read or write it.
+        loss: VISSL's ``task.loss`` (the criterion module), for hooks that read or write it, or the name of the
+            LightningModule attribute that holds it (a VISSL loss built in ``LightningModule.setup`` sees the device
+            VISSL's trainer would have set).
+        model: the LightningModule attribute (dotted path) holding the model hooks see as ``task.model`` /
+            ``task.base_model``. Default: the LightningModule itself if it has ``trunk`` and ``heads``, else its one
+            child that has them (a VISSL model), else the LightningModule.
+        vissl: a VISSL config: VISSL's command-line overrides (``["config=test/cpu_test/test_cpu_regnet_moco"]``,
+            composed with VISSL's hydra plugin) or a composed ``AttrDict``. Its hooks come from VISSL's own
+            ``default_hook_generator(cfg)`` (before ``hooks``); it becomes ``task.config`` and its checkpoint folder
+            ``task.checkpoint_folder`` unless those are given.
+        vissl_checkpoint: a VISSL checkpoint file to start the run from: weights, optimizer, loss and hook states,
+            phase counters and losses (the task continues VISSL's counters; ``max_epochs`` counts the phases still
+            to train).
+
+    With VISSL hooks or ``vissl``, the adapter does what VISSL's ``SelfSupervisionTrainer`` does around them: a
+    single-process gloo group when there is no process group, Classy's device index set to the run's device (both
+    undone at teardown), ``task.perf_stats`` filled with the step's timings, and VISSL's checkpoint layout.
 
     Example::
 
@@ -52,11 +75,16 @@ class ClassyAdapter(LegacyHookAdapter):
         self,
         hooks: Any,
         *,
-        meters: Mapping[str, Any] | None = None,
+        meters: Mapping[str, Any] | Sequence[Any] | None = None,
         config: Any = None,
         checkpoint_folder: str | None = None,
         loss: Any = None,
+        model: str | None = None,
+        vissl: Any = None,
+        vissl_checkpoint: str | os.PathLike | None = None,
     ) -> None:
+        if vissl is not None:
+            hooks, config, checkpoint_folder = _vissl_hooks(hooks, vissl, config, checkpoint_folder)
         super().__init__(hooks)
         names = Counter(hook.name() for hook in self.hooks)
         repeated = sorted(name for name, n in names.items() if n > 1)
@@ -65,15 +93,22 @@ class ClassyAdapter(LegacyHookAdapter):
                 f"ClassyAdapter: several hooks share the name() {repeated}; Classy keys hook state by name(), so "
                 "pass at most one hook of each class (or give a subclass its own name())."
             )
+        self.vissl = vissl is not None or any(vissl_host.is_vissl_hook(hook) for hook in self.hooks)
         self.task = self.host = Task(
-            meters=meters, config=config, checkpoint_folder=checkpoint_folder, loss=loss
+            meters=meters, config=config, checkpoint_folder=checkpoint_folder, loss=loss, model=model, vissl=self.vissl
         )
         self.task.hooks = self.hooks
+        self.vissl_checkpoint = None if vissl_checkpoint is None else os.fspath(vissl_checkpoint)
+        self._clock = vissl_host.StepClock(self.task)
+        self._runtime = vissl_host.Runtime()
+        self._batch_clock = time.perf_counter()
         self._build_plan((self.task,))
         self._in_step = False
         self._forwarded = False
         self._step_started = time.perf_counter()
         self._step_ended = self._step_started
+        #: ``(num_updates, train epochs done)`` of a Classy checkpoint ``fit`` resumes from, until ``on_train_start``
+        self._classy_resume: tuple[int, int] | None = None
 
     @classmethod
     def base_classes(cls) -> tuple[type, ...]:
@@ -97,6 +132,7 @@ class ClassyAdapter(LegacyHookAdapter):
         name = config.get("name")
         for registry in registries:
             if name in registry.HOOK_REGISTRY:
+                check_config(config, registry.HOOK_REGISTRY[name], "Classy hook")
                 return registry.build_hook(config)
         raise KeyError(unknown_name("Classy hook name", str(name), [n for r in registries for n in r.HOOK_REGISTRY]))
 
@@ -119,6 +155,76 @@ class ClassyAdapter(LegacyHookAdapter):
     def load_host_state(self, state: dict[str, Any]) -> None:
         self.task.load_phase_state(state)
 
+    # ----------------------------------------------------------------------------------- Classy's checkpoint.torch
+    def _from_classy_checkpoint(self, classy: dict[str, Any], source: str) -> dict[str, Any]:
+        """Classy's ``checkpoint.torch`` as the Lightning checkpoint ``fit(ckpt_path=...)`` resumes from."""
+        trainer = self._trainer
+        if vissl_host.is_vissl_checkpoint(classy):
+            raise ValueError(
+                f"ClassyAdapter: {source} is a VISSL checkpoint (its loss state and VISSL's iteration counters would be "
+                f"lost here): start from it with ClassyAdapter(..., vissl_checkpoint={source!r}) and no ckpt_path"
+            )
+        if trainer.state.fn != "fit":
+            task = classy["classy_state_dict"]
+            checkpoint.load_model_state(checkpoint.classy_model(trainer.lightning_module), task["base_model"], source)
+            return {"pytorch-lightning_version": pl.__version__,
+                    "state_dict": {k: v.detach().clone() for k, v in trainer.lightning_module.state_dict().items()}}
+        self._classy_resume = (classy["classy_state_dict"]["num_updates"], classy["classy_state_dict"]["train_phase_idx"] + 1)
+        return checkpoint.lightning_checkpoint(classy, trainer, trainer.lightning_module, self._adapter_state, source)
+
+    def _adapter_state(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """This adapter's checkpoint state from Classy's task state: hook states by ``name()``, counters, meters.
+
+        A checkpoint written at a train phase's end resumes at the next train epoch (Lightning has no way back into
+        the test phase Classy would run next): ``phase_idx`` counts that test phase as done."""
+        if task["train"]:
+            warnings.warn(
+                f"ClassyAdapter: the Classy checkpoint was written at the end of train phase {task['train_phase_idx']}; "
+                "Lightning resumes at the next train epoch, without the test phase Classy would run first. Run "
+                "trainer.validate() first if you need it."
+            )
+        missing = [hook.name() for hook in self.hooks if hook.name() not in task["hooks"]]
+        if missing:
+            warnings.warn(f"ClassyAdapter: the Classy checkpoint holds no state for hooks {missing}; they start fresh")
+        host = {
+            "phase_idx": task["phase_idx"] + int(task["train"]),
+            "train_phase_idx": task["train_phase_idx"],
+            "num_updates": task["num_updates"],
+            "iteration": task.get("iteration", 0),
+            "losses": list(task["losses"]),
+            "meters": list(task["meters"]),
+        }
+        hooks = {name: state for name, state in task["hooks"].items() if name in self.hook_keys()}
+        return self.state_key, {"family": self.family, "hooks": hooks, "host": host}
+
+    def _resume_schedule(self, trainer: pl.Trainer, num_updates: int, epochs: int) -> None:
+        """After a Classy checkpoint: ``global_step`` from Classy's ``num_updates`` (samples) and every scheduler
+        stepped from its start as far as an uninterrupted Lightning run would have (a Classy checkpoint holds none)."""
+        steps = num_updates // max(self.task.get_global_batchsize(), 1)
+        loop = trainer.fit_loop.epoch_loop
+        loop._batches_that_stepped = steps
+        if trainer.lightning_module.automatic_optimization:
+            loop.automatic_optimization.optim_progress.optimizer.step.total.ready = steps
+            loop.automatic_optimization.optim_progress.optimizer.step.total.completed = steps
+        else:
+            loop.manual_optimization.optim_step_progress.total.ready = steps
+            loop.manual_optimization.optim_step_progress.total.completed = steps
+        for config in trainer.lr_scheduler_configs:
+            scheduler = config.scheduler
+            if not hasattr(scheduler, "base_lrs") or config.reduce_on_plateau:
+                warnings.warn(
+                    f"ClassyAdapter: {type(scheduler).__name__} cannot be advanced to where the Classy checkpoint left "
+                    "off (it depends on monitored values); it starts from its initial state."
+                )
+                continue
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*")
+                for group, lr in zip(scheduler.optimizer.param_groups, scheduler.base_lrs):
+                    group["lr"] = group["initial_lr"] = lr
+                scheduler.last_epoch = 0
+                for _ in range((steps if config.interval == "step" else epochs) // config.frequency):
+                    scheduler.step()
+
     # ------------------------------------------------------------------------------------------- conditions
     def in_train_loop(self) -> bool:
         return bool(self._trainer is not None and self._trainer.training)
@@ -132,6 +238,8 @@ class ClassyAdapter(LegacyHookAdapter):
         if self._trainer.sanity_checking:
             return step(*args, **kwargs)
         self._step_started = time.perf_counter()
+        self._clock.mark("step")
+        self._clock.section("read_sample", "fetch", "step")
         self.task.last_batch = LastBatch(
             sample=args[0] if args else kwargs["batch"], step_data={"sample_fetch_time": self._step_started - self._step_ended}
         )
@@ -140,23 +248,36 @@ class ClassyAdapter(LegacyHookAdapter):
             result = step(*args, **kwargs)
         finally:
             self._in_step = False
+        self._clock.section("loss_compute", "forward.fired" if self._forwarded else "step")
         self._record(result)
         self.fire(STEPS[method])
         return result
 
     def trigger(self, trigger: Trigger, **context: Any) -> None:
-        if trigger == FORWARD:  # the step's first forward: its output is the model output
+        if trigger == FORWARD:  # the step's first forward of task.base_model: its output is the model output
             if not self._in_step or self._forwarded:
                 return
+            if context.get("before"):
+                self._clock.mark("forward")
+                return
             self._forwarded = True
-            self.task.last_batch.model_output = context["output"]
+            self._clock.section("forward", "forward")
+            output = context["output"]
+            if self.vissl and isinstance(output, (list, tuple)) and len(output) == 1:
+                output = output[0]  # VISSL's train step unwraps a single output
+            self.task.last_batch.model_output = output
+            self.fire(trigger)
+            self._clock.mark("forward.fired")
+            return
+        if trigger == OPTIMIZER_STEP:
+            self._clock.section("optimizer_step", "optimizer")
         self.fire(trigger)
 
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer
     ) -> None:
-        """Keep the options the step uses: ``options_view`` at ``on_step`` reports them, as Classy's does."""
-        self.task.used_options[optimizer] = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
+        """Keep the options the step uses: ``options_view`` reports them until the next step, as Classy's does."""
+        self.task.used_options[optimizer] = param_options(optimizer)
 
     def _record(self, result: Any) -> None:
         """Fill ``last_batch``, ``losses`` and the meters from a step's return value (the step convention)."""
@@ -177,32 +298,58 @@ class ClassyAdapter(LegacyHookAdapter):
         last.target = target
         if loss is not None:
             last.loss = loss.detach()
-            task.losses.append(last.loss.item())
-        if last.output is not None and target is not None:
-            for meter in task.meters:
-                meter.update(last.output.detach(), target)
+            if self.vissl:  # VISSL: the loss averaged over ranks, times the batch size
+                last.loss = _all_reduce_mean(last.loss.clone())
+                size = target.size(0) if isinstance(target, torch.Tensor) else vissl_batch_size(sample)
+                task.losses.append(last.loss.item() * size)
+            else:
+                task.losses.append(last.loss.item())
+            self._clock.section("loss_all_reduce", "loss_compute.end")
+        if last.output is not None and target is not None and task.meters and self._meters_on():
+            output, target = last.output.detach(), target.detach()
+            extra = {} if self.vissl else {"is_train": task.train}  # VISSL's step passes no is_train
+            for meter in task.meters:  # Classy's update_meters: on CPU, with is_train; torchmetrics on the device
+                if isinstance(meter, MetricMeter):
+                    meter.update(output, target)
+                else:
+                    meter.update(output.cpu(), target.cpu(), **extra)
+            self._clock.section("meters_update", "loss_compute.end" if loss is None else "loss_all_reduce.end")
+
+    def _meters_on(self) -> bool:
+        """VISSL updates meters in train phases only with ``METERS.enable_training_meter``."""
+        if not self.vissl or not self.task.train:
+            return True
+        meters = getattr(self.task, "config", {}).get("METERS", {}) if hasattr(self.task, "config") else {}
+        return bool(meters.get("enable_training_meter", True))
 
     def _batch_done(self) -> None:
+        """VISSL's bookkeeping after a step: counters, and the batch's time since the previous one ended."""
+        self._clock.section("train_step_total", "fetch")
         now = time.perf_counter()
         task = self.task
         task.local_iteration_num += 1
         task.batches += 1
-        task.batch_time.append(now - self._step_started)
-        self._step_ended = now
+        task.phase_batches += 1
+        task.batch_time.append(now - self._batch_clock)
+        self._step_ended = self._batch_clock = now
 
     def _start_phase(self, event: Trigger, train: bool, resumed: bool = False) -> None:
         self.task.start_phase(train, resumed)
         self.fire(event)
         self.task.phase_start_time_train = self._step_ended = time.perf_counter()
+        self._clock.mark("fetch")
 
     def _end_phase(self, event: Trigger) -> None:
         """Classy's ``on_phase_end``: the phase's speed into ``perf_log``, ``synchronize_losses`` (mean over ranks),
         meters' sync, the hooks, then a fresh ``perf_log`` holding the phase's total speed. ``last_batch`` is None from
         here to the next step, as in Classy, whose loop ends on a step that finds no batch."""
         task = self.task
+        task.phase_ended = True
         task.log_phase_end(task.phase_type)
         task.last_batch = None
-        if _distributed():
+        if task.train:
+            task.options_at_phase_end()
+        if _distributed() and not self.vissl:  # VISSL averages each step's loss over ranks instead
             losses = torch.tensor(task.losses)
             torch.distributed.all_reduce(losses)
             task.losses = (losses / torch.distributed.get_world_size()).tolist()
@@ -214,14 +361,62 @@ class ClassyAdapter(LegacyHookAdapter):
 
     # ---------------------------------------------------------------------------------------- lightning events
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        super().setup(trainer, pl_module, stage)
         self.task.trainer = trainer
+        self.task.find_model(pl_module)  # before the patches: the forward trigger hooks task.base_model
+        super().setup(trainer, pl_module, stage)
         if stage == "fit":
             self.task.new_run()  # Lightning restores a checkpoint's counters after setup
         # VISSL's get_machine_local_and_dist_rank() reads these; Lightning's launcher exports only LOCAL_RANK.
         os.environ["RANK"] = str(trainer.global_rank)
         os.environ["LOCAL_RANK"] = str(trainer.local_rank)
         os.environ["WORLD_SIZE"] = str(trainer.world_size)
+        if self.vissl:
+            self._runtime.start(trainer.strategy.root_device, trainer.world_size)
+            if self.task.has_loss() and not isinstance(self.task._loss, str):
+                vissl_host.check_loss_device(self.task.loss, trainer.strategy.root_device)
+        checkpoint.install_loader(trainer, self._from_classy_checkpoint)
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        super().teardown(trainer, pl_module, stage)
+        checkpoint.uninstall_loader(trainer)
+        self._runtime.stop()
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        super().on_exception(trainer, pl_module, exception)
+        self._runtime.stop()
+
+    def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:
+        self._clock.mark("backward")
+
+    def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._clock.section("backward", "backward")
+        super().on_after_backward(trainer, pl_module)
+        self._clock.mark("optimizer")
+
+    def _start_from_vissl(self, trainer: pl.Trainer) -> None:
+        """Start from a VISSL checkpoint as VISSL's trainer resumes from one: the task's state (model, optimizer,
+        meters, hooks, counters, losses), the loss module's state and VISSL's iteration counters."""
+        path = self.vissl_checkpoint
+        if trainer.ckpt_path is not None:
+            raise ValueError(
+                f"ClassyAdapter(vissl_checkpoint={path!r}) and trainer.fit(ckpt_path={trainer.ckpt_path!r}): start "
+                "from one of them (a Lightning checkpoint already holds the task's state)"
+            )
+        checkpoint = vissl_host.read_checkpoint(path)
+        task = self.task
+        vissl_host.load_classy_state(task, checkpoint["classy_state_dict"])
+        if checkpoint.get("loss") and task.has_loss():
+            task.loss.load_state_dict(checkpoint["loss"])
+        task.iteration = checkpoint["iteration"]
+        task.local_iteration_num = checkpoint["iteration_num"]
+        task.train_phase_idx = checkpoint["train_phase_idx"]
+        task.train_phases_done = task.train_phase_idx + 1
+        if checkpoint["iteration"] != task.train_phases_done * int(trainer.num_training_batches):
+            rank_zero_warn(
+                f"ClassyAdapter(vissl_checkpoint={path!r}): written at iteration {checkpoint['iteration']}, inside "
+                f"train phase {task.train_phases_done}; Lightning starts that phase from its first batch (VISSL would "
+                "skip the batches already trained). Start from a phase checkpoint (model_phase<N>.torch) to avoid it."
+            )
 
     @classmethod
     def weight_swap_classes(cls) -> tuple[type, ...]:
@@ -238,7 +433,13 @@ class ClassyAdapter(LegacyHookAdapter):
                 hook.set_model_state(self.task, use_ema=False)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._classy_resume is not None:
+            self._resume_schedule(trainer, *self._classy_resume)
+            self._classy_resume = None
         _warn_if_no_final_test_phase(trainer)
+        if self.vissl_checkpoint is not None:
+            self._start_from_vissl(trainer)
+        self._batch_clock = time.perf_counter()  # VISSL's task.start_time, set before on_start
         self.fire(ON["on_train_start"])
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
@@ -261,7 +462,6 @@ class ClassyAdapter(LegacyHookAdapter):
         self.task.num_updates += self.task.get_global_batchsize()  # VISSL and Classy: after the update, before on_step
         self._batch_done()
         self.fire(ON["on_train_batch_end"])
-        self.task.used_options.clear()
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         self._end_phase(trigger)
@@ -310,6 +510,30 @@ class ClassyAdapter(LegacyHookAdapter):
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._end_phase(ON["on_test_epoch_end"])
+
+
+def _vissl_hooks(hooks: Any, config: Any, given_config: Any, folder: str | None) -> tuple[list[Any], Any, str]:
+    """VISSL's ``default_hook_generator(cfg)`` before ``hooks``; the composed config and its checkpoint folder."""
+    if given_config is not None:
+        raise ValueError("ClassyAdapter: pass the VISSL config as vissl=... only (it becomes task.config), not config=")
+    composed = vissl_host.compose(config)
+    built, default_folder = vissl_host.hooks_from_config(composed)
+    extra = [] if hooks is None else list(hooks) if isinstance(hooks, (list, tuple)) else [hooks]
+    return built + extra, composed, folder if folder is not None else default_folder
+
+
+def vissl_batch_size(sample: Any) -> int:
+    """The batch size of a VISSL sample whose target is not a tensor: its first tensor's first dimension."""
+    while isinstance(sample, (list, tuple, Mapping)):
+        sample = next(iter(sample.values())) if isinstance(sample, Mapping) else sample[0]
+    return int(sample.shape[0]) if isinstance(sample, torch.Tensor) else 1
+
+
+def _all_reduce_mean(tensor: torch.Tensor) -> torch.Tensor:
+    if _distributed() and torch.distributed.get_world_size() > 1:
+        torch.distributed.all_reduce(tensor)
+        tensor /= torch.distributed.get_world_size()
+    return tensor
 
 
 def _warn_if_no_final_test_phase(trainer: pl.Trainer) -> None:

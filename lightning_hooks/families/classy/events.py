@@ -4,16 +4,42 @@ Every train epoch is a train phase, every validation run (never the sanity check
 phase. The train phase ends at its last batch, with the model still in train mode, before the test phase starts, as
 in Classy: the last train batch's ``on_train_batch_end`` fires ``on_phase_end`` after its ``on_step`` and Classy's
 phase-end sync (losses averaged over ranks, meters synced). VISSL's mid-step mount points come from patches the
-adapter installs in ``setup``: a forward hook on the LightningModule (``on_forward``), a wrapper around the step
+adapter installs in ``setup``: a forward hook on ``task.base_model`` (``on_forward``), a wrapper around the step
 methods (``on_loss_and_meter``) and an optimizer step post-hook (``on_update``). ``LightningModule.forward`` fires
 only for the first forward inside a train, validation or test step (never in the sanity check, never for forwards
 that hooks run themselves).
 """
 
-from lightning_hooks.core.events import EventTable, Mount
-from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, ModuleForward, ModuleStep, OptimizerStep
+from dataclasses import dataclass
+from typing import Any
 
-FORWARD = ModuleForward()
+from lightning_hooks.core.events import EventTable, Mount
+from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, ModuleStep, OptimizerStep, Patch, Remove
+
+
+@dataclass(frozen=True)
+class ModelForward(Patch):
+    """Every forward of the model hooks see (``task.base_model``: the LightningModule, or the model it holds, which a
+    step may call directly); a pre-hook reports the start (``before=True``) for VISSL's forward timer. The adapter
+    decides which forwards fire."""
+
+    def __str__(self) -> str:
+        return "task.base_model.forward"
+
+    def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
+        model = adapter.task.base_model
+        # plain functions, not bound methods: a hook that deep-copies the model shares this adapter, not a copy
+        before = model.register_forward_pre_hook(lambda module, args: adapter.trigger(self, before=True))
+        after = model.register_forward_hook(lambda module, args, output: adapter.trigger(self, output=output))
+
+        def remove() -> None:
+            before.remove()
+            after.remove()
+
+        return remove
+
+
+FORWARD = ModelForward()
 OPTIMIZER_STEP = OptimizerStep()
 #: step method -> the trigger of its rows, which fire once the step returned (the step fills ``last_batch``)
 STEPS = {method: ModuleStep(method) for method in ("training_step", "validation_step", "test_step")}

@@ -6,7 +6,7 @@ import copy
 import math
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +14,8 @@ import lightning.pytorch as pl
 import torch
 
 from lightning_hooks.core.facade import Facade
+from lightning_hooks.families.classy import checkpoint, vissl
+from lightning_hooks.families.classy.meters import classy_meters
 
 
 @dataclass
@@ -36,8 +38,8 @@ class OptionsView:
     """Classy's ``optimizer.options_view``: ``options_view.lr`` reads the option from the param groups.
 
     One distinct value gives that value, several give the list of distinct values, none raises AttributeError.
-    ``used`` maps an optimizer to the options its last step ran with while ``on_step`` fires: Lightning steps the
-    schedulers before ``on_train_batch_end``, Classy sets the options inside ``optimizer.step``.
+    ``used`` maps an optimizer to the options Classy's optimizer would hold now (see :meth:`Task.options_at_phase_end`);
+    an optimizer that has not stepped yet shows its param groups.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, used: Mapping[Any, list[dict[str, Any]]]) -> None:
@@ -65,75 +67,9 @@ class Optimizer:
         return getattr(self.optimizer, name)
 
 
-class MetricMeter:
-    """A torchmetrics ``Metric`` behind Classy's meter interface (``name``, ``value`` dict, ``reset``, ``sync_state``).
-
-    ``value`` is computed from the local state; ``sync_state()`` all-gathers the state across ranks (a collective,
-    called on every rank at phase end as Classy does) and ``value`` then reflects the global state until ``reset``.
-
-    Example::
-
-        meter = MetricMeter("accuracy", torchmetrics.classification.MulticlassAccuracy(num_classes=3))
-    """
-
-    def __init__(self, name: str, metric: Any) -> None:
-        self._name = name
-        self.metric = metric
-        metric.sync_on_compute = False
-        metric._to_sync = False
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def value(self) -> dict[str, Any]:
-        """The metric's value; before the first update, its value on the empty state (Classy's meters give zeros),
-        or ``{}`` for a metric that cannot compute without samples."""
-        if self.metric.update_called:
-            result = self.metric.compute()
-        else:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*was called before the ``update`` method")
-                try:
-                    result = self.metric.compute()
-                except ValueError:  # "No samples to concatenate"
-                    return {}
-        if isinstance(result, Mapping):
-            return {str(k): _number(v) for k, v in result.items()}
-        return {self._name: _number(result)}
-
-    def update(self, output: Any, target: Any) -> None:
-        self.metric.update(output, target)
-
-    def reset(self) -> None:
-        if self.metric._is_synced:
-            self.metric.unsync()
-        self.metric.reset()
-
-    def sync_state(self) -> None:
-        if torch.distributed.is_available() and torch.distributed.is_initialized() and not self.metric._is_synced:
-            self.metric.sync()
-            self.metric._computed = None
-
-    def get_classy_state(self) -> dict[str, Any]:
-        """The metric's accumulated state (tensors and lists of tensors) and its update count."""
-        states = {name: _clone(getattr(self.metric, name)) for name in self.metric._defaults}
-        return {"states": states, "update_count": self.metric._update_count}
-
-    def set_classy_state(self, state: dict[str, Any]) -> None:
-        self.reset()
-        device = self.metric.device
-        for name, value in state["states"].items():
-            setattr(self.metric, name, [v.to(device) for v in value] if isinstance(value, list) else value.to(device))
-        self.metric._update_count = state["update_count"]
-
-    def __repr__(self) -> str:
-        return f"{type(self.metric).__name__}({self._name}={self.value})"
-
-
-def _clone(value: Any) -> Any:
-    return [v.detach().clone() for v in value] if isinstance(value, list) else value.detach().clone()
+def param_options(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
+    """The optimizer's param-group options (everything but the parameters)."""
+    return [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
 
 
 def _batch_size(sample: Any) -> int:
@@ -141,13 +77,6 @@ def _batch_size(sample: Any) -> int:
     while isinstance(sample, (list, tuple, Mapping)):
         sample = next(iter(sample.values())) if isinstance(sample, Mapping) else sample[0]
     return int(sample.shape[0]) if isinstance(sample, torch.Tensor) else 1
-
-
-def _number(value: Any) -> Any:
-    """A one-element tensor as a Python number, a larger one as a list."""
-    if isinstance(value, torch.Tensor):
-        return value.item() if value.numel() == 1 else value.tolist()
-    return value
 
 
 class SizedIterator:
@@ -173,8 +102,14 @@ class Task(Facade):
     Phase counters follow Classy: ``phase_idx`` counts train and test phases together, ``train_phase_idx`` the train
     phases, ``eval_phase_idx = phase_idx - train_phase_idx - 1``. VISSL's ``iteration`` counts train steps,
     ``local_iteration_num`` counts phase starts and batches of every phase (-1 before the first, never reset, as
-    VISSL's trainer loop), ``batches`` the batches of the current phase. ``num_updates`` grows by the global batch
+    VISSL's trainer loop), ``batches`` the batches of the run (-1 at ``on_start``; VISSL's SetDataSamplerEpochHook
+    resets it per phase) and ``batch_time`` the seconds of each of them. ``num_updates`` grows by the global batch
     size after each train step's ``on_update``.
+
+    With ``vissl`` (VISSL hooks or a VISSL config), the task is VISSL's ``SelfSupervisionTask``: ``losses`` holds
+    loss x batch size, a single model output is unwrapped from its list, ``perf_stats`` gets the step's timings and
+    ``get_classy_state`` uses VISSL's checkpoint layout. ``model`` names the attribute of the LightningModule that
+    holds the model (``task.model`` / ``task.base_model``); by default the one child with ``trunk`` and ``heads``.
 
     Example::
 
@@ -186,24 +121,30 @@ class Task(Facade):
 
     def __init__(
         self,
-        meters: Mapping[str, Any] | None = None,
+        meters: Mapping[str, Any] | Sequence[Any] | None = None,
         config: Any = None,
         checkpoint_folder: str | None = None,
         loss: Any = None,
+        model: str | None = None,
+        vissl: bool = False,
     ) -> None:
         self.trainer: pl.Trainer | None = None
+        self.vissl = vissl
+        self.model_name = model
+        self.model_path: str | None = None
         self.hooks: list[Any] = []
-        self.meters = [MetricMeter(name, metric) for name, metric in (meters or {}).items()]
+        self.meters = classy_meters(meters)
         if config is not None:
             self.config = config
         if checkpoint_folder is not None:
             self.checkpoint_folder = checkpoint_folder
-        if loss is not None:
-            self.loss = loss
+        self._loss = loss
         self.metrics: dict[str, list[Any]] = {}
         self.dataloader: Any = None
         self.data_iterator: SizedIterator | None = None
         self._optimizer: Optimizer | None = None
+        #: Classy's options per optimizer: set by each step (Classy schedules inside ``optimizer.step``), kept until the
+        #: next step, since Lightning has already stepped its schedulers when the hooks run.
         self.used_options: dict[torch.optim.Optimizer, list[dict[str, Any]]] = {}
         self.new_run()
 
@@ -215,24 +156,39 @@ class Task(Facade):
         self.num_updates = 0
         self.iteration = 0
         self.local_iteration_num = -1
-        self.batches = 0
+        self.phase_batches = 0  # batches of the current phase (num_batches_per_phase of a loader without a length)
+        self.phase_ended = False
+        self.train_phases_done = 0
+        self.batches = -1
         self.batch_time: list[float] = []
+        self.perf_stats: Any = None
         self.losses: list[float] = []
         self.last_batch: LastBatch | None = None
         self.phase_start_time = self.phase_start_time_train = time.perf_counter()
         self.perf_log: list[dict[str, Any]] = []
+        self.used_options.clear()
         for meter in self.meters:
             meter.reset()
 
     # ------------------------------------------------------------------------------------------------- models
+    def find_model(self, pl_module: pl.LightningModule) -> None:
+        """Locate the model hooks see in ``pl_module`` (the ``model`` option, else detected: a VISSL model, else the
+        one ``ClassyModel`` child, as ``ClassificationTask.base_model`` is the ClassyModel)."""
+        self.model_path = vissl.find_model(pl_module, self.model_name)
+        if self.model_path is None and self.model_name is None:
+            found = checkpoint.classy_model(pl_module)
+            self.model_path = next((name for name, child in pl_module.named_children() if child is found), None)
+
     @property
-    def base_model(self) -> pl.LightningModule:
-        """The LightningModule itself."""
-        return self._lightning_trainer().lightning_module
+    def base_model(self) -> torch.nn.Module:
+        """The model: the LightningModule, or its attribute named by ``model`` (or detected)."""
+        return vissl.resolve(self._lightning_trainer().lightning_module, self.model_path)
 
     @property
     def model(self) -> torch.nn.Module:
-        """The LightningModule, or its DDP wrapper when distributed."""
+        """The LightningModule or its DDP wrapper when distributed; a model kept in an attribute, unwrapped."""
+        if self.model_path is not None:
+            return self.base_model
         return self._lightning_trainer().strategy.model
 
     @property
@@ -241,7 +197,28 @@ class Task(Facade):
 
     @property
     def device(self) -> torch.device:
-        return self.base_model.device
+        return self._lightning_trainer().lightning_module.device
+
+    def has_loss(self) -> bool:
+        return self._loss is not None
+
+    def _loss_object(self) -> Any:
+        return self.loss if self.has_loss() else None
+
+    @property
+    def loss(self) -> Any:
+        """VISSL's ``task.loss``: the ``loss`` option, or the LightningModule's attribute it names."""
+        if self._loss is None:
+            raise AttributeError("loss")
+        if isinstance(self._loss, str):
+            module = self._lightning_trainer().lightning_module
+            if not hasattr(module, self._loss):
+                raise RuntimeError(
+                    f"task.loss: ClassyAdapter(loss={self._loss!r}) but {type(module).__name__} has no attribute "
+                    f"{self._loss!r} (yet): set it in __init__ or setup()"
+                )
+            return getattr(module, self._loss)
+        return self._loss
 
     @property
     def use_gpu(self) -> bool:
@@ -273,10 +250,11 @@ class Task(Facade):
 
     @property
     def num_train_phases(self) -> int:
+        """``max_epochs`` (plus the train phases a VISSL checkpoint the run started from had done)."""
         trainer = self._lightning_trainer()
         if trainer.max_epochs is not None and trainer.max_epochs >= 0:
-            return trainer.max_epochs
-        return math.ceil(trainer.max_steps / max(trainer.num_training_batches, 1))
+            return self.train_phases_done + trainer.max_epochs
+        return self.train_phases_done + math.ceil(trainer.max_steps / max(trainer.num_training_batches, 1))
 
     @property
     def test_only(self) -> bool:
@@ -284,15 +262,32 @@ class Task(Facade):
 
     @property
     def num_batches_per_phase(self) -> int:
+        """The batches of the current phase. A loader without a length (an ``IterableDataset``) has its count only
+        once the phase has run (at ``on_phase_end``); before that, reading it raises ``TypeError`` with the way out."""
         trainer = self._lightning_trainer()
         if self.train:
-            return int(trainer.num_training_batches)
-        counts = trainer.num_test_batches if trainer.testing else trainer.num_val_batches
-        return int(sum(counts))
+            count = trainer.num_training_batches
+        else:
+            count = sum(trainer.num_test_batches if trainer.testing else trainer.num_val_batches)
+        if math.isfinite(count):
+            return int(count)
+        if self.phase_ended:
+            return self.phase_batches
+        raise TypeError(
+            f"task.num_batches_per_phase: the {self.phase_type} dataloader has no length (an IterableDataset without "
+            "__len__), so the batches of the phase are known only at its end. Give the dataset a __len__, or set "
+            f"Trainer(limit_{'train' if self.train else 'val'}_batches=<number of batches>)."
+        )
 
     @property
     def max_iteration(self) -> int:
-        return self.num_train_phases * int(self._lightning_trainer().num_training_batches)
+        count = self._lightning_trainer().num_training_batches
+        if not math.isfinite(count):
+            raise TypeError(
+                "task.max_iteration: the train dataloader has no length (an IterableDataset without __len__). Give the "
+                "dataset a __len__, or set Trainer(limit_train_batches=<number of batches>)."
+            )
+        return self.num_train_phases * int(count)
 
     @property
     def where(self) -> float:
@@ -303,6 +298,18 @@ class Task(Facade):
         total = trainer.estimated_stepping_batches
         return min(trainer.global_step / total, 1.0) if total and math.isfinite(total) else 0.0
 
+    def options_at_phase_end(self) -> None:
+        """Classy's ``optimizer.on_epoch(where)`` before the train phase-end hooks: an optimizer with an epoch-interval
+        scheduler (which Lightning has stepped by now) shows the stepped options, except after the last train phase
+        (``where`` is 1), where Classy keeps the options the last step used. Step-interval schedules are not touched."""
+        trainer = self._lightning_trainer()
+        if self.where >= 1:
+            return
+        for config in trainer.lr_scheduler_configs:
+            if config.interval == "epoch":
+                optimizer = config.scheduler.optimizer
+                self.used_options[optimizer] = param_options(optimizer)
+
     def start_phase(self, train: bool, resumed: bool = False) -> None:
         """Classy's ``advance_phase``: counters, losses and meters reset.
 
@@ -311,15 +318,15 @@ class Task(Facade):
         """
         self.train = train
         self.last_batch = None
-        self.batch_time = []
         self.phase_start_time = time.perf_counter()
+        self.phase_ended = False
         if resumed:
             return
+        self.phase_batches = 0
         self.phase_idx += 1
         self.train_phase_idx += int(train)
         self.losses = []
         self.local_iteration_num += 1
-        self.batches = 0
         for meter in self.meters:
             meter.reset()
 
@@ -373,37 +380,73 @@ class Task(Facade):
 
     # --------------------------------------------------------------------------------------------------- state
     def get_classy_state(self, deep_copy: bool = False) -> dict[str, Any]:
-        """Classy's task checkpoint dict; ``hooks`` holds every hook's state under its ``name()``."""
+        """Classy's task state in ``ClassificationTask``'s layout, so that a ``checkpoint.torch`` written from it loads
+        in Classy: ``base_model`` as a ``ClassyModel`` gives it (``{"model": {"trunk", "heads"}}``), ``optimizer`` as
+        ``{"optim": ...}``, meters, counters, ``losses``, every hook's state under its ``name()``, ``loss`` and ``amp``.
+        With VISSL hooks, VISSL's layout (``vissl.classy_state``), which VISSL's trainer loads.
+        """
+        if self.vissl:
+            state = vissl.classy_state(self)
+            return copy.deepcopy(state) if deep_copy else state
         trainer = self._lightning_trainer()
         state = {
             "train": self.train,
-            "base_model": self.base_model.state_dict(),
+            "base_model": checkpoint.model_state(checkpoint.classy_model(self.base_model)),
             "meters": [meter.get_classy_state() for meter in self.meters],
-            "optimizer": trainer.optimizers[0].state_dict() if trainer.optimizers else None,
+            "optimizer": {"optim": self._optimizer_state(trainer.optimizers[0])} if trainer.optimizers else {},
             "phase_idx": self.phase_idx,
             "train_phase_idx": self.train_phase_idx,
             "num_updates": self.num_updates,
             "iteration": self.iteration,
             "losses": list(self.losses),
             "hooks": {hook.name(): hook.get_classy_state() for hook in self.hooks},
-            "loss": {},
+            "loss": self._loss_state(),
         }
+        scaler = getattr(trainer.precision_plugin, "scaler", None)
+        if scaler is not None:
+            state["amp"] = scaler.state_dict()
         return copy.deepcopy(state) if deep_copy else state
 
     def set_classy_state(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`get_classy_state` returned (model, optimizer, meters, counters, hook states)."""
+        """Restore Classy's task state (:meth:`get_classy_state`'s layout, as ``ClassificationTask`` writes it): model,
+        optimizer, meters, counters, losses and hook states. Outside ``fit`` (a test-only task) only the model, as
+        Classy does. With VISSL hooks, VISSL's layout."""
+        if self.vissl:
+            vissl.load_classy_state(self, state)
+            return
         trainer = self._lightning_trainer()
+        checkpoint.load_model_state(checkpoint.classy_model(self.base_model), state["base_model"], "set_classy_state")
+        if self.test_only:
+            self.train = False
+            return
         self.train = state["train"]
-        self.base_model.load_state_dict(state["base_model"])
-        if state.get("optimizer") is not None and trainer.optimizers:
-            trainer.optimizers[0].load_state_dict(state["optimizer"])
-        for meter, meter_state in zip(self.meters, state.get("meters", [])):
+        if state.get("optimizer") and trainer.optimizers:
+            trainer.optimizers[0].load_state_dict(state["optimizer"]["optim"])
+        for meter, meter_state in zip(self.meters, state["meters"]):
             meter.set_classy_state(meter_state)
         self.load_counters(state)
-        self.losses = list(state.get("losses", []))
+        self.losses = list(state["losses"])
+        if state.get("loss") and callable(getattr(self._loss_object(), "set_classy_state", None)):
+            self.loss.set_classy_state(state["loss"])
         for hook in self.hooks:
-            if hook.name() in state.get("hooks", {}):
+            if hook.name() in state["hooks"]:
                 hook.set_classy_state(state["hooks"][hook.name()])
+            else:
+                warnings.warn(f"task.set_classy_state: no state found for hook {hook.name()!r}; it starts fresh")
+
+    def _optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        """The optimizer's ``state_dict`` with the options Classy's optimizer holds (``used_options``: the last step's,
+        not those Lightning's schedulers have already stepped to)."""
+        state = optimizer.state_dict()
+        used = self.used_options.get(optimizer)
+        if used is not None:
+            state["param_groups"] = [{**group, **options} for group, options in zip(state["param_groups"], used)]
+        return state
+
+    def _loss_state(self) -> dict[str, Any]:
+        """A ``ClassyLoss``'s state, as Classy saves it; ``{}`` for other losses (Classy's value)."""
+        loss = self._loss_object()
+        return loss.get_classy_state() if callable(getattr(loss, "get_classy_state", None)) else {}
 
     def counters(self) -> dict[str, int]:
         return {
@@ -419,6 +462,7 @@ class Task(Facade):
             **self.counters(),
             "local_iteration_num": self.local_iteration_num,
             "batches": self.batches,
+            "phase_batches": self.phase_batches,
             "losses": list(self.losses),
             "meters": [meter.get_classy_state() for meter in self.meters],
         }
@@ -427,6 +471,7 @@ class Task(Facade):
         self.load_counters(state)
         self.local_iteration_num = state.get("local_iteration_num", -1)
         self.batches = state.get("batches", 0)
+        self.phase_batches = state.get("phase_batches", 0)
         self.losses = list(state.get("losses", []))
         for meter, meter_state in zip(self.meters, state.get("meters", [])):
             meter.set_classy_state(meter_state)
