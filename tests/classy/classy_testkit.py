@@ -1,11 +1,10 @@
-"""Shared helpers for the Classy / VISSL adapter tests: a tiny BN classifier, dict batches, a trainer factory and a
-facade-free reference loop that drives Classy hooks in Classy's own phase order (the fixture lives in conftest.py)."""
+"""Shared helpers for the Classy / VISSL adapter tests: a tiny BN classifier, dict batches, a trainer factory, and
+the Lightning side of the differential tests against Classy's real ClassificationTask (``ClassyNet``,
+``lightning_run``; the Classy side is classy_real.py)."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import lightning.pytorch as pl
@@ -80,129 +79,6 @@ def make_trainer(tmp_path: Any, callbacks: Sequence[Any], max_epochs: int = 2, *
     )
     options.update(kwargs)
     return pl.Trainer(callbacks=list(callbacks), **options)
-
-
-@dataclass
-class Batch:
-    loss: torch.Tensor | None = None
-    output: torch.Tensor | None = None
-    target: torch.Tensor | None = None
-    sample: Any = None
-    step_data: dict[str, Any] = field(default_factory=dict)
-
-
-class _Options:
-    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
-        self._optimizer = optimizer
-
-    @property
-    def lr(self) -> float:
-        return self._optimizer.param_groups[0]["lr"]
-
-
-class _Optimizer:
-    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
-        self.optimizer = optimizer
-        self.options_view = _Options(optimizer)
-
-
-class ReferenceTask:
-    """A plain-PyTorch loop in Classy's phase order (``ClassificationTask`` without the framework).
-
-    ``on_start`` → per epoch: train phase (advance, ``on_phase_start``, per batch forward/backward/step then
-    ``on_step``, ``on_phase_end``) then test phase (eval mode, no grad, ``on_step`` per batch, ``on_phase_end``) →
-    ``on_end``. Hooks run in list order with CheckpointHook last.
-    """
-
-    def __init__(self, model: Net, hooks: Sequence[Any], train: DataLoader, test: DataLoader, epochs: int) -> None:
-        self.base_model = model
-        self.hooks = sorted(hooks, key=lambda h: type(h).__name__ == "CheckpointHook")
-        self.loaders = {"train": train, "test": test}
-        self.epochs = epochs
-        self.opt = model.configure_optimizers()
-        self.optimizer = _Optimizer(self.opt)
-        self.use_gpu = False
-        self.test_only = False
-        self.meters: list[Any] = []
-        self.train = True
-        self.phase_idx = -1
-        self.train_phase_idx = -1
-        self.losses: list[float] = []
-        self.last_batch: Batch | None = None
-        self.dataloader: DataLoader | None = None
-        self.data_iterator: Any = None
-
-    @property
-    def phase_type(self) -> str:
-        return "train" if self.train else "test"
-
-    @property
-    def eval_phase_idx(self) -> int:
-        return self.phase_idx - self.train_phase_idx - 1
-
-    @property
-    def num_batches_per_phase(self) -> int:
-        return len(self.loaders[self.phase_type])
-
-    def build_dataloaders_for_current_phase(self) -> None:
-        self.dataloader = self.loaders[self.phase_type]
-
-    def create_data_iterators(self) -> None:
-        loader = self.dataloader
-
-        class Sized:
-            def __init__(self) -> None:
-                self.it = iter(loader)
-
-            def __len__(self) -> int:
-                return len(loader)
-
-            def __iter__(self) -> Any:
-                return self.it
-
-        self.data_iterator = Sized()
-
-    def get_classy_state(self, deep_copy: bool = False) -> dict[str, Any]:
-        state = {
-            "base_model": self.base_model.state_dict(),
-            "phase_idx": self.phase_idx,
-            "train_phase_idx": self.train_phase_idx,
-            "hooks": {h.name(): h.get_classy_state() for h in self.hooks},
-        }
-        return copy.deepcopy(state) if deep_copy else state
-
-    def _run_hooks(self, name: str) -> None:
-        for hook in self.hooks:
-            getattr(hook, name)(self)
-
-    def _phase(self, train: bool) -> None:
-        self.train = train
-        self.phase_idx += 1
-        self.train_phase_idx += int(train)
-        self.losses = []
-        self.base_model.train(train)
-        self._run_hooks("on_phase_start")
-        for batch in self.loaders[self.phase_type]:
-            with torch.set_grad_enabled(train):
-                if not train:
-                    self.base_model.validation_step(batch, 0)
-                out = self.base_model(batch["input"])
-                loss = F.cross_entropy(out, batch["target"])
-                if train:
-                    self.opt.zero_grad()
-                    loss.backward()
-                    self.opt.step()
-            self.last_batch = Batch(loss.detach(), out.detach(), batch["target"], batch)
-            self.losses.append(loss.item())
-            self._run_hooks("on_step")
-        self._run_hooks("on_phase_end")
-
-    def run(self) -> None:
-        self._run_hooks("on_start")
-        for _ in range(self.epochs):
-            self._phase(train=True)
-            self._phase(train=False)
-        self._run_hooks("on_end")
 
 
 class ClassyNet(pl.LightningModule):

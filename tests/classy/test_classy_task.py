@@ -326,7 +326,7 @@ def test_classy_adapter_warns_when_lightning_skips_the_final_test_phase(tmp_path
 
 
 def test_classy_meter_sync_state_in_a_process_group():
-    from lightning_hooks.families.classy.task import MetricMeter
+    from lightning_hooks.families.classy.meters import MetricMeter
 
     torch.distributed.init_process_group("gloo", store=torch.distributed.HashStore(), rank=0, world_size=1)
     try:
@@ -339,3 +339,30 @@ def test_classy_meter_sync_state_in_a_process_group():
         assert meter.value == {"acc": 1.0}
     finally:
         torch.distributed.destroy_process_group()
+
+
+class _Unsized(torch.utils.data.IterableDataset):
+    """DictData's samples from an iterator: the loader has no length."""
+
+    def __iter__(self):
+        data = DictData()
+        return (data[i] for i in range(len(data)))
+
+
+def test_classy_task_unsized_train_loader_counts_the_phase_at_its_end(tmp_path):
+    from classy_vision.hooks import LossLrMeterLoggingHook, ProgressBarHook
+
+    seen = []
+    probe = Probe(lambda t, m: m == "on_phase_end" and seen.append((t.phase_type, t.num_batches_per_phase)))
+    adapter = ClassyAdapter([probe, LossLrMeterLoggingHook()])
+    unsized = DataLoader(_Unsized(), batch_size=4)
+    make_trainer(tmp_path, [adapter], max_epochs=2).fit(Net(), unsized, loader(8, seed=1))
+    assert seen == [("train", 4), ("test", 2)] * 2
+    assert adapter.task.perf_log[0]["im_per_sec"] > 0  # Classy's log_phase_end counts the phase's batches
+    # a hook that needs the count before the phase ran gets the way out, at the first phase start
+    with pytest.raises(TypeError, match=r"no length .*limit_train_batches") as info:
+        make_trainer(tmp_path, [ClassyAdapter(ProgressBarHook())], max_epochs=1).fit(Net(), unsized)
+    assert "ProgressBarHook in mount point 'on_phase_start'" in info.value.__notes__[0]
+    hook = ProgressBarHook()
+    make_trainer(tmp_path, [ClassyAdapter(hook)], max_epochs=1, limit_train_batches=3).fit(Net(), unsized)
+    assert (hook.bar_size, hook.batches) == (3, 3)

@@ -183,22 +183,26 @@ def classy_run() -> None:
         def on_step(self, task: Any) -> None:
             if task.train:
                 seen["local"].append(task.losses[-1])
+                batch = task.last_batch
+                seen.setdefault("correct", []).append(int((batch.output.argmax(1) == batch.target).sum()))
 
         def on_phase_end(self, task: Any) -> None:
             if task.train:
                 seen["synced"].append(list(task.losses))
+                seen.setdefault("accuracy", []).append(task.meters[0].value["top_1"])  # Classy's AccuracyMeter
 
     root = OUT / "classy"
     rank = int(os.environ.get("LOCAL_RANK", 0))  # only for a per-rank tensorboard folder
     writer = SummaryWriter(str(root / f"tb{rank}"))
     hooks = [CheckpointHook(str(root), phase_types=["train"]), TensorboardPlotHook(writer, log_period=1), Probe()]
     model = Net()
-    fit = trainer(root, [ClassyAdapter(hooks)])
+    fit = trainer(root, [ClassyAdapter(hooks, meters={"accuracy": {"topk": [1]}})])
     fit.fit(model, loader(), loader(n=8))
     writer.close()
     fit.strategy.barrier()
     state = torch.load(root / "checkpoint.torch", weights_only=False)["classy_state_dict"]
-    seen["checkpoint_matches"] = all(torch.equal(v, model.state_dict()[k]) for k, v in state["base_model"].items())
+    trunk = state["base_model"]["model"]["trunk"]  # Classy's layout
+    seen["checkpoint_matches"] = all(torch.equal(v, model.state_dict()[k]) for k, v in trunk.items())
     dump("classy", fit, seen)
 
 

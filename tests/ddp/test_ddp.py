@@ -83,6 +83,10 @@ def test_ddp_classy(runs: Path) -> None:
     synced = (torch.tensor(r0["local"]) + torch.tensor(r1["local"])) / 2
     assert r0["synced"] == r1["synced"]
     assert torch.allclose(torch.tensor(r0["synced"]).flatten(), synced)
+    # Classy's AccuracyMeter, synced by its own sync_state at phase end: the accuracy over both ranks' samples
+    correct = torch.tensor(r0["correct"]) + torch.tensor(r1["correct"])
+    expected = [correct[:2].sum().item() / 16, correct[2:].sum().item() / 16]  # 2 batches of 4 per rank and epoch
+    assert r0["accuracy"] == r1["accuracy"] == pytest.approx(expected)
     # TensorboardPlotHook ran its all_reduce on both ranks (no deadlock) and wrote on the primary only
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

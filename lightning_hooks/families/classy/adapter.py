@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
 import sys
@@ -15,23 +14,17 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
-from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from lightning_hooks.compat import classy as compat
-from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
 from lightning_hooks.core.errors import unknown_name
+from lightning_hooks.core.triggers import ON, Trigger
 from lightning_hooks.families.classy import checkpoint
 from lightning_hooks.families.classy import vissl as vissl_host
 from lightning_hooks.families.classy.config import check_config
-from lightning_hooks.families.classy.events import EVENTS, TRAIN_PHASE_END
+from lightning_hooks.families.classy.events import EVENTS, FORWARD, OPTIMIZER_STEP, STEPS
 from lightning_hooks.families.classy.meters import MetricMeter
 from lightning_hooks.families.classy.task import LastBatch, Task, param_options
-
-STEPS = {
-    "training_step": "LightningModule.training_step",
-    "validation_step": "LightningModule.validation_step",
-    "test_step": "LightningModule.test_step",
-}
 
 
 class ClassyAdapter(LegacyHookAdapter):
@@ -76,7 +69,7 @@ class ClassyAdapter(LegacyHookAdapter):
 
     family = "classy"
     events = EVENTS
-    label, host_args, upstream = "Classy", ("task",), ("classy_vision.", "vissl.", "lightning_hooks.compat.")
+    family_title, host_args, upstream = "Classy", ("task",), ("classy_vision.", "vissl.", "lightning_hooks.compat.")
 
     def __init__(
         self,
@@ -112,11 +105,8 @@ class ClassyAdapter(LegacyHookAdapter):
         self._build_plan((self.task,))
         self._in_step = False
         self._forwarded = False
-        self._train_open = False
         self._step_started = time.perf_counter()
         self._step_ended = self._step_started
-        self._handles: list[Any] = []
-        self._wrapped: pl.LightningModule | None = None
         #: ``(num_updates, train epochs done)`` of a Classy checkpoint ``fit`` resumes from, until ``on_train_start``
         self._classy_resume: tuple[int, int] | None = None
 
@@ -236,85 +226,58 @@ class ClassyAdapter(LegacyHookAdapter):
                     scheduler.step()
 
     # ------------------------------------------------------------------------------------------- conditions
-    def training(self) -> bool:
+    def in_train_loop(self) -> bool:
         return bool(self._trainer is not None and self._trainer.training)
-
-    def train_phase_open(self) -> bool:
-        return self._train_open
-
-    def real_validation(self) -> bool:
-        return not self._trainer.sanity_checking
 
     def standalone_validation(self) -> bool:
         return self._trainer.state.fn == "validate"
 
     # ----------------------------------------------------------------------------------------- step triggers
-    def _install(self, pl_module: pl.LightningModule) -> None:
-        """Wrap the step methods and add a forward hook to the module (``model_output`` and ``on_forward``)."""
-        if self._wrapped is pl_module:
-            return
-        self._wrapped = pl_module
-        for method, event in STEPS.items():
-            if is_overridden(method, pl_module):
-                setattr(pl_module, method, self._wrap_step(getattr(pl_module, method), event))
-        # a plain function, not a bound method: a hook that deep-copies the module (MMEngine's EMAHook) then shares
-        # this adapter instead of copying it (copy.deepcopy copies a bound method's __self__, not a function)
-        model = self.task.base_model
-        self._handles.append(model.register_forward_pre_hook(lambda *args: self._before_forward()))
-        self._handles.append(model.register_forward_hook(lambda *args: self._on_forward(*args)))
+    def run_step(self, method: str, step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A step method: ``last_batch`` filled from the batch and the step's result, then ``on_loss_and_meter``."""
+        if self._trainer.sanity_checking:
+            return step(*args, **kwargs)
+        self._step_started = time.perf_counter()
+        self._clock.mark("step")
+        self._clock.section("read_sample", "fetch", "step")
+        self.task.last_batch = LastBatch(
+            sample=args[0] if args else kwargs["batch"], step_data={"sample_fetch_time": self._step_started - self._step_ended}
+        )
+        self._in_step, self._forwarded = True, False
+        try:
+            result = step(*args, **kwargs)
+        finally:
+            self._in_step = False
+        self._clock.section("loss_compute", "forward.fired" if self._forwarded else "step")
+        self._record(result)
+        self.fire(STEPS[method])
+        return result
 
-    def _uninstall(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
-        if self._wrapped is not None:
-            for method in STEPS:
-                vars(self._wrapped).pop(method, None)
-            self._wrapped = None
-
-    def _wrap_step(self, step: Callable[..., Any], event: str) -> Callable[..., Any]:
-        @functools.wraps(step)
-        def wrapped(batch: Any, *args: Any, **kwargs: Any) -> Any:
-            if self._trainer.sanity_checking:
-                return step(batch, *args, **kwargs)
-            self._step_started = time.perf_counter()
-            self._clock.mark("step")
-            self._clock.section("read_sample", "fetch", "step")
-            self.task.last_batch = LastBatch(
-                sample=batch, step_data={"sample_fetch_time": self._step_started - self._step_ended}
-            )
-            self._in_step, self._forwarded = True, False
-            try:
-                result = step(batch, *args, **kwargs)
-            finally:
-                self._in_step = False
-            self._clock.section("loss_compute", "forward.fired" if self._forwarded else "step")
-            self._record(result)
-            self.fire(event)
-            return result
-
-        return wrapped
-
-    def _before_forward(self) -> None:
-        if self._in_step and not self._forwarded:
-            self._clock.mark("forward")
-
-    def _on_forward(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if self._in_step and not self._forwarded:
+    def trigger(self, trigger: Trigger, **context: Any) -> None:
+        if trigger == FORWARD:  # the step's first forward of task.base_model: its output is the model output
+            if not self._in_step or self._forwarded:
+                return
+            if context.get("before"):
+                self._clock.mark("forward")
+                return
             self._forwarded = True
             self._clock.section("forward", "forward")
+            output = context["output"]
             if self.vissl and isinstance(output, (list, tuple)) and len(output) == 1:
                 output = output[0]  # VISSL's train step unwraps a single output
             self.task.last_batch.model_output = output
-            self.fire("LightningModule.forward")
+            self.fire(trigger)
             self._clock.mark("forward.fired")
+            return
+        if trigger == OPTIMIZER_STEP:
+            self._clock.section("optimizer_step", "optimizer")
+        self.fire(trigger)
 
-    def _before_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer
+    ) -> None:
+        """Keep the options the step uses: ``options_view`` reports them until the next step, as Classy's does."""
         self.task.used_options[optimizer] = param_options(optimizer)
-
-    def _on_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        self._clock.section("optimizer_step", "optimizer")
-        self.fire("Optimizer.step")
 
     def _record(self, result: Any) -> None:
         """Fill ``last_batch``, ``losses`` and the meters from a step's return value (the step convention)."""
@@ -326,7 +289,7 @@ class ClassyAdapter(LegacyHookAdapter):
             loss, output, target = result, None, None
         else:
             raise TypeError(
-                f"ClassyAdapter: {type(self._wrapped).__name__}'s step returned {type(result).__name__}; Classy hooks "
+                f"ClassyAdapter: {type(self._trainer.lightning_module).__name__}'s step returned {type(result).__name__}; Classy hooks "
                 "need a loss tensor or a dict with 'loss' and optional 'output' and 'target'."
             )
         if target is None and isinstance(sample, Mapping):
@@ -366,20 +329,22 @@ class ClassyAdapter(LegacyHookAdapter):
         task = self.task
         task.local_iteration_num += 1
         task.batches += 1
+        task.phase_batches += 1
         task.batch_time.append(now - self._batch_clock)
         self._step_ended = self._batch_clock = now
 
-    def _start_phase(self, event: str, train: bool, resumed: bool = False) -> None:
+    def _start_phase(self, event: Trigger, train: bool, resumed: bool = False) -> None:
         self.task.start_phase(train, resumed)
         self.fire(event)
         self.task.phase_start_time_train = self._step_ended = time.perf_counter()
         self._clock.mark("fetch")
 
-    def _end_phase(self, event: str) -> None:
+    def _end_phase(self, event: Trigger) -> None:
         """Classy's ``on_phase_end``: the phase's speed into ``perf_log``, ``synchronize_losses`` (mean over ranks),
         meters' sync, the hooks, then a fresh ``perf_log`` holding the phase's total speed. ``last_batch`` is None from
         here to the next step, as in Classy, whose loop ends on a step that finds no batch."""
         task = self.task
+        task.phase_ended = True
         task.log_phase_end(task.phase_type)
         task.last_batch = None
         if task.train:
@@ -396,29 +361,27 @@ class ClassyAdapter(LegacyHookAdapter):
 
     # ---------------------------------------------------------------------------------------- lightning events
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        super().setup(trainer, pl_module, stage)
         self.task.trainer = trainer
+        self.task.find_model(pl_module)  # before the patches: the forward trigger hooks task.base_model
+        super().setup(trainer, pl_module, stage)
         if stage == "fit":
             self.task.new_run()  # Lightning restores a checkpoint's counters after setup
         # VISSL's get_machine_local_and_dist_rank() reads these; Lightning's launcher exports only LOCAL_RANK.
         os.environ["RANK"] = str(trainer.global_rank)
         os.environ["LOCAL_RANK"] = str(trainer.local_rank)
         os.environ["WORLD_SIZE"] = str(trainer.world_size)
-        self.task.find_model(pl_module)
         if self.vissl:
             self._runtime.start(trainer.strategy.root_device, trainer.world_size)
             if self.task.has_loss() and not isinstance(self.task._loss, str):
                 vissl_host.check_loss_device(self.task.loss, trainer.strategy.root_device)
-        self._install(pl_module)
         checkpoint.install_loader(trainer, self._from_classy_checkpoint)
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        self._uninstall()
+        super().teardown(trainer, pl_module, stage)
         checkpoint.uninstall_loader(trainer)
         self._runtime.stop()
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        self._uninstall()
         super().on_exception(trainer, pl_module, exception)
         self._runtime.stop()
 
@@ -456,18 +419,14 @@ class ClassyAdapter(LegacyHookAdapter):
             )
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._train_open = False  # a fit that failed mid-phase left it open
         if self._classy_resume is not None:
             self._resume_schedule(trainer, *self._classy_resume)
             self._classy_resume = None
-        self._handles += [opt.register_step_pre_hook(self._before_optimizer_step) for opt in trainer.optimizers]
         _warn_if_no_final_test_phase(trainer)
-        if "Optimizer.step" in self._plan or self.vissl:
-            self._handles += [opt.register_step_post_hook(self._on_optimizer_step) for opt in trainer.optimizers]
         if self.vissl_checkpoint is not None:
             self._start_from_vissl(trainer)
         self._batch_clock = time.perf_counter()  # VISSL's task.start_time, set before on_start
-        self.fire("on_train_start")
+        self.fire(ON["on_train_start"])
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         """Start a train phase, or reopen the one a mid-epoch checkpoint was in (``mid_epoch``).
@@ -476,83 +435,67 @@ class ClassyAdapter(LegacyHookAdapter):
         over what they put in the model there (Classy's EMA hook swaps in the weights saved at the previous phase end).
         """
         weights = {k: v.clone() for k, v in pl_module.state_dict().items()} if mid_epoch else None
-        self._train_open = True
-        self._start_phase("on_train_epoch_start", train=True, resumed=mid_epoch)
+        self._start_phase(ON["on_train_epoch_start"], train=True, resumed=mid_epoch)
         if weights is not None:
             with torch.no_grad():
                 for key, value in pl_module.state_dict().items():
                     value.copy_(weights[key])
 
-    def on_train_batch_end(
+    def end_train_batch(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self.task.iteration += 1
         self.task.num_updates += self.task.get_global_batchsize()  # VISSL and Classy: after the update, before on_step
         self._batch_done()
-        self.fire("on_train_batch_end")
-        if trainer.is_last_batch:
-            self._end_phase(TRAIN_PHASE_END)
-            self._train_open = False
+        self.fire(ON["on_train_batch_end"])
 
-    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self._train_open:
-            self._end_phase("on_train_epoch_end")
-        self._train_open = False
+    def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
+        self._end_phase(trigger)
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.standalone_validation():
             self.task.train = False  # Classy's test-only task is in test mode from on_start
-        self.fire("on_validation_start")
+        self.fire(ON["on_validation_start"])
 
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        if self._train_open:
+        if self.train_epoch_open():
             raise ValueError(
                 "ClassyAdapter: validation started in the middle of a train epoch (val_check_interval < 1.0 or "
                 "check_val_every_n_epoch with a step count). Classy runs a test phase only after a whole train phase: "
                 "use Trainer(val_check_interval=1.0)."
             )
-        self._start_phase("on_validation_epoch_start", train=False)
+        self._start_phase(ON["on_validation_epoch_start"], train=False)
 
     def on_validation_batch_end(
-        self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
-    ) -> None:
+    ) -> None:  # fmt: skip
         if not trainer.sanity_checking:
             self._batch_done()
-            self.fire("on_validation_batch_end")
+            self.fire(ON["on_validation_batch_end"])
 
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
-            self._end_phase("on_validation_epoch_end")
+            self._end_phase(ON["on_validation_epoch_end"])
 
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.task.train = False
-        self.fire("on_test_start")
+        self.fire(ON["on_test_start"])
 
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._start_phase("on_test_epoch_start", train=False)
+        self._start_phase(ON["on_test_epoch_start"], train=False)
 
     def on_test_batch_end(
-        self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
-    ) -> None:
+    ) -> None:  # fmt: skip
         self._batch_done()
-        self.fire("on_test_batch_end")
+        self.fire(ON["on_test_batch_end"])
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._end_phase("on_test_epoch_end")
+        self._end_phase(ON["on_test_epoch_end"])
 
 
 def _vissl_hooks(hooks: Any, config: Any, given_config: Any, folder: str | None) -> tuple[list[Any], Any, str]:
@@ -583,13 +526,9 @@ def _warn_if_no_final_test_phase(trainer: pl.Trainer) -> None:
     """Classy ends every run with a test phase; Lightning skips the last validation in these two settings."""
     if not trainer.enable_validation:
         return
-    every = trainer.check_val_every_n_epoch
-    if every is not None and trainer.max_epochs not in (None, -1) and trainer.max_epochs % every:
-        rank_zero_warn(
-            f"ClassyAdapter: Trainer(max_epochs={trainer.max_epochs}, check_val_every_n_epoch={every}) runs no "
-            "validation after the last train epoch, so the run ends without the test phase Classy always ends with. "
-            "Make max_epochs a multiple of check_val_every_n_epoch, or call trainer.validate() after fit."
-        )
+    warn_if_last_epoch_unvalidated(
+        trainer, "ClassyAdapter", "so the run ends without the test phase Classy always ends with"
+    )
     if trainer.max_steps != -1:
         rank_zero_warn(
             f"ClassyAdapter: Trainer(max_steps={trainer.max_steps}) can stop inside a train epoch, and Lightning then "

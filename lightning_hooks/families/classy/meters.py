@@ -51,8 +51,8 @@ class MetricMeter:
                 except ValueError:  # "No samples to concatenate"
                     return {}
         if isinstance(result, Mapping):
-            return {str(k): _plain(v) for k, v in result.items()}
-        return {self._name: _plain(result)}
+            return {str(k): _number(v) for k, v in result.items()}
+        return {self._name: _number(result)}
 
     def update(self, output: Any, target: Any, **kwargs: Any) -> None:
         """``metric.update(output, target)``; Classy's keyword arguments (``is_train``) are not passed on."""
@@ -158,7 +158,8 @@ def _clone(value: Any) -> Any:
     return [v.detach().clone() for v in value] if isinstance(value, list) else value.detach().clone()
 
 
-def _plain(value: Any) -> Any:
+def _number(value: Any) -> Any:
+    """A one-element tensor as a Python number, a larger one as a list."""
     if isinstance(value, torch.Tensor):
         return value.item() if value.numel() == 1 else value.tolist()
     return value

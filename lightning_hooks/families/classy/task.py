@@ -15,7 +15,7 @@ import torch
 
 from lightning_hooks.core.facade import Facade
 from lightning_hooks.families.classy import checkpoint, vissl
-from lightning_hooks.families.classy.meters import MetricMeter, classy_meters
+from lightning_hooks.families.classy.meters import classy_meters
 
 
 @dataclass
@@ -156,6 +156,8 @@ class Task(Facade):
         self.num_updates = 0
         self.iteration = 0
         self.local_iteration_num = -1
+        self.phase_batches = 0  # batches of the current phase (num_batches_per_phase of a loader without a length)
+        self.phase_ended = False
         self.train_phases_done = 0
         self.batches = -1
         self.batch_time: list[float] = []
@@ -170,8 +172,12 @@ class Task(Facade):
 
     # ------------------------------------------------------------------------------------------------- models
     def find_model(self, pl_module: pl.LightningModule) -> None:
-        """Locate the model hooks see in ``pl_module`` (the ``model`` option, else detected)."""
+        """Locate the model hooks see in ``pl_module`` (the ``model`` option, else detected: a VISSL model, else the
+        one ``ClassyModel`` child, as ``ClassificationTask.base_model`` is the ClassyModel)."""
         self.model_path = vissl.find_model(pl_module, self.model_name)
+        if self.model_path is None and self.model_name is None:
+            found = checkpoint.classy_model(pl_module)
+            self.model_path = next((name for name, child in pl_module.named_children() if child is found), None)
 
     @property
     def base_model(self) -> torch.nn.Module:
@@ -256,15 +262,32 @@ class Task(Facade):
 
     @property
     def num_batches_per_phase(self) -> int:
+        """The batches of the current phase. A loader without a length (an ``IterableDataset``) has its count only
+        once the phase has run (at ``on_phase_end``); before that, reading it raises ``TypeError`` with the way out."""
         trainer = self._lightning_trainer()
         if self.train:
-            return int(trainer.num_training_batches)
-        counts = trainer.num_test_batches if trainer.testing else trainer.num_val_batches
-        return int(sum(counts))
+            count = trainer.num_training_batches
+        else:
+            count = sum(trainer.num_test_batches if trainer.testing else trainer.num_val_batches)
+        if math.isfinite(count):
+            return int(count)
+        if self.phase_ended:
+            return self.phase_batches
+        raise TypeError(
+            f"task.num_batches_per_phase: the {self.phase_type} dataloader has no length (an IterableDataset without "
+            "__len__), so the batches of the phase are known only at its end. Give the dataset a __len__, or set "
+            f"Trainer(limit_{'train' if self.train else 'val'}_batches=<number of batches>)."
+        )
 
     @property
     def max_iteration(self) -> int:
-        return self.num_train_phases * int(self._lightning_trainer().num_training_batches)
+        count = self._lightning_trainer().num_training_batches
+        if not math.isfinite(count):
+            raise TypeError(
+                "task.max_iteration: the train dataloader has no length (an IterableDataset without __len__). Give the "
+                "dataset a __len__, or set Trainer(limit_train_batches=<number of batches>)."
+            )
+        return self.num_train_phases * int(count)
 
     @property
     def where(self) -> float:
@@ -296,8 +319,10 @@ class Task(Facade):
         self.train = train
         self.last_batch = None
         self.phase_start_time = time.perf_counter()
+        self.phase_ended = False
         if resumed:
             return
+        self.phase_batches = 0
         self.phase_idx += 1
         self.train_phase_idx += int(train)
         self.losses = []
@@ -368,7 +393,7 @@ class Task(Facade):
             "train": self.train,
             "base_model": checkpoint.model_state(checkpoint.classy_model(self.base_model)),
             "meters": [meter.get_classy_state() for meter in self.meters],
-            "optimizer": {"optim": trainer.optimizers[0].state_dict()} if trainer.optimizers else {},
+            "optimizer": {"optim": self._optimizer_state(trainer.optimizers[0])} if trainer.optimizers else {},
             "phase_idx": self.phase_idx,
             "train_phase_idx": self.train_phase_idx,
             "num_updates": self.num_updates,
@@ -409,6 +434,15 @@ class Task(Facade):
             else:
                 warnings.warn(f"task.set_classy_state: no state found for hook {hook.name()!r}; it starts fresh")
 
+    def _optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        """The optimizer's ``state_dict`` with the options Classy's optimizer holds (``used_options``: the last step's,
+        not those Lightning's schedulers have already stepped to)."""
+        state = optimizer.state_dict()
+        used = self.used_options.get(optimizer)
+        if used is not None:
+            state["param_groups"] = [{**group, **options} for group, options in zip(state["param_groups"], used)]
+        return state
+
     def _loss_state(self) -> dict[str, Any]:
         """A ``ClassyLoss``'s state, as Classy saves it; ``{}`` for other losses (Classy's value)."""
         loss = self._loss_object()
@@ -428,6 +462,7 @@ class Task(Facade):
             **self.counters(),
             "local_iteration_num": self.local_iteration_num,
             "batches": self.batches,
+            "phase_batches": self.phase_batches,
             "losses": list(self.losses),
             "meters": [meter.get_classy_state() for meter in self.meters],
         }
@@ -436,6 +471,7 @@ class Task(Facade):
         self.load_counters(state)
         self.local_iteration_num = state.get("local_iteration_num", -1)
         self.batches = state.get("batches", 0)
+        self.phase_batches = state.get("phase_batches", 0)
         self.losses = list(state.get("losses", []))
         for meter, meter_state in zip(self.meters, state.get("meters", [])):
             meter.set_classy_state(meter_state)
