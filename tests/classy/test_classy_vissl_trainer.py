@@ -68,6 +68,7 @@ def child_main(out: str) -> None:
         vissl_checkpoint=str(root / "moco/vissl/model_phase0.torch")))  # fmt: skip
     scenario("config", lambda: config_layer(root / "config"))
     scenario("cli", lambda: cli(root / "cli"))
+    scenario("docs", lambda: docs_snippet(root / "docs"))
     scenario("regnet", lambda: both("regnet", ["config.OPTIMIZER.num_epochs=1", "config.DISTRIBUTED.INIT_METHOD=file"]))
     torch.save(results, root / "results.pt")
 
@@ -110,6 +111,22 @@ def cli(out: Path) -> dict[str, Any]:
     (out / "fit.yaml").write_text(yaml.safe_dump(config))
     main(["fit", "--config", str(out / "fit.yaml")])
     return {"files": sorted(p.name for p in out.glob("*.torch")), "stdout": (out / "stdout.json").exists()}
+
+
+def docs_snippet(out: Path) -> dict[str, Any]:
+    """docs/migration-classy.md's VISSL snippet, run as written (in ``out``)."""
+    import os
+
+    text = (HERE.parents[1] / "docs" / "migration-classy.md").read_text()
+    code = next(block for block in text.split("```python\n")[1:] if "class VisslModule" in block).split("```")[0]
+    out.mkdir(parents=True)
+    cwd = os.getcwd()
+    os.chdir(out)
+    try:
+        exec(compile(code, "docs/migration-classy.md", "exec"), {"__name__": "docs_snippet"})
+    finally:
+        os.chdir(cwd)
+    return {"files": sorted(p.name for p in (out / "vissl_ckpt").glob("*.torch"))}
 
 
 # ------------------------------------------------------------------------------------------- the tests
@@ -256,3 +273,7 @@ def test_classy_vissl_trainer_config_layer_builds_vissls_hooks(runs):
 def test_classy_vissl_trainer_cli_fits_with_a_vissl_config(runs):
     result = scenario(runs, "cli")
     assert result["files"] == ["checkpoint.torch", "model_final_checkpoint_phase0.torch"] and result["stdout"]
+
+
+def test_classy_vissl_trainer_docs_snippet_runs(runs):
+    assert scenario(runs, "docs")["files"] == ["checkpoint.torch", "model_final_checkpoint_phase0.torch"]
