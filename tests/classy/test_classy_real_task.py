@@ -26,7 +26,9 @@ METERS = {"accuracy": {"topk": [1, 2]}, "precision_at_k": {"topk": [1, 2]}, "rec
 
 
 def _spec(folder: Path, lr: dict = STEP, epochs: int = EPOCHS, checkpoint: str | None = None) -> dict:
-    """Every Classy hook that runs on CPU (CheckpointHook listed first: Classy moves it last)."""
+    """Every Classy hook that runs on CPU, by Classy's registry name: CheckpointHook (listed first: Classy moves it
+    last), LossLrMeterLoggingHook, ExponentialMovingAverageModelHook, PreciseBatchNormHook, OutputCSVHook,
+    TensorboardPlotHook, ProgressBarHook, ModelComplexityHook."""
     folder.mkdir(parents=True, exist_ok=True)
     hooks = [
         {"name": "checkpoint", "checkpoint_folder": str(folder), "phase_types": ["train", "test"]},

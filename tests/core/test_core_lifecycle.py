@@ -126,7 +126,7 @@ def test_fire_refuses_a_trigger_outside_the_table():
         adapter.fire("on_train_start")  # a plain string is not a trigger
     from lightning_hooks.families.classy.events import FORWARD
 
-    with pytest.raises(ValueError, match=r"ModuleForward\(\) is not a trigger of the mmengine event table"):
+    with pytest.raises(ValueError, match=r"ModelForward\(\) is not a trigger of the mmengine event table"):
         adapter.fire(FORWARD)
 
 
