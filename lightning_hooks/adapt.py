@@ -6,9 +6,8 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
-from lightning.pytorch.callbacks import Callback
-
 from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.lightning_api import Callback
 from lightning_hooks.families.classy import ClassyAdapter
 from lightning_hooks.families.imix import IMIXAdapter
 from lightning_hooks.families.mmengine import MMEngineAdapter

@@ -27,12 +27,12 @@ from typing import Any
 
 import yaml
 from hydra.utils import instantiate
-from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from lightning_hooks.config_schema import SCHEMAS
 from lightning_hooks.core.errors import unknown_name
+from lightning_hooks.core.lightning_api import CALLBACKS, pl
 from lightning_hooks.families.classy import ClassyAdapter
 from lightning_hooks.families.imix import IMIXAdapter
 from lightning_hooks.families.mmengine import MMEngineAdapter
@@ -48,7 +48,7 @@ class ConfigError(ValueError):
 
 def build_callbacks(
     cfg: DictConfig | Mapping[str, Any] | str | os.PathLike, allow_targets: Iterable[str] = ()
-) -> list[Callback]:
+) -> list[pl.Callback]:
     """Build one adapter per family section and every ``callbacks`` entry, in that order.
 
     Args:
@@ -67,7 +67,7 @@ def build_callbacks(
     unknown = [key for key in config if key not in SECTIONS]
     if unknown:
         raise ConfigError(f"{unknown[0]}: {unknown_name('config section', str(unknown[0]), SECTIONS)}")
-    callbacks: list[Callback] = []
+    callbacks: list[pl.Callback] = []
     if config.get("mmengine") is not None:
         callbacks.append(_mmengine(_expect(config["mmengine"], dict, "mmengine", "{work_dir: ..., custom_hooks: [...]}")))
     if config.get("classy") is not None:
@@ -166,12 +166,12 @@ def _imix(section: dict[str, Any]) -> IMIXAdapter:
     return _options(IMIXAdapter, section, "imix", hooks=hooks)
 
 
-def _target(entry: Any, path: str, allowed: tuple[str, ...]) -> Callback:
+def _target(entry: Any, path: str, allowed: tuple[str, ...]) -> pl.Callback:
     if not isinstance(entry, Mapping) or "_target_" not in entry:
         raise ConfigError(f"{path}: a callback entry needs a '_target_' (e.g. lightning_hooks.callbacks.EMA)")
     for where, target in _targets(entry, path):
         cls = _resolve(target, f"{where}._target_", allowed)
-        if where == path and not (isinstance(cls, type) and issubclass(cls, Callback)):
+        if where == path and not (isinstance(cls, type) and issubclass(cls, CALLBACKS)):
             raise ConfigError(f"{where}._target_: {target!r} is not a Callback class; name a Callback subclass")
     schema = SCHEMAS.get(entry["_target_"])
     if schema is not None:

@@ -11,9 +11,9 @@ import torch
 from fsspec.core import strip_protocol
 from fsspec.implementations.local import LocalFileSystem
 
-from lightning.fabric.utilities.cloud_io import get_filesystem
-from lightning.fabric.utilities.types import _PATH
-from lightning.pytorch.plugins.io import TorchCheckpointIO
+from typing_extensions import override
+
+from lightning_hooks.core.lightning_api import TorchCheckpointIO, get_filesystem
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -53,7 +53,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         super().__init__()
         self._cleanup: threading.Thread | None = None
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: _PATH, storage_options: Any | None = None) -> None:
+    @override
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: str | os.PathLike[str], storage_options: Any | None = None
+    ) -> None:
         self.teardown()
         if storage_options is not None:
             raise TypeError(
@@ -93,6 +96,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             self._cleanup = threading.Thread(target=_unlink, args=(old,), name="AtomicCheckpointIO-cleanup")
             self._cleanup.start()
 
+    @override
     def teardown(self) -> None:
         """Wait for the background deletion of the previous file's extra link."""
         if self._cleanup is not None:

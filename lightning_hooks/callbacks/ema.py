@@ -7,8 +7,9 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-import lightning.pytorch as pl
-from lightning.pytorch.callbacks import Callback
+from typing_extensions import override
+
+from lightning_hooks.core.lightning_api import Callback, pl
 
 
 def _dense(t: Tensor) -> bool:
@@ -278,19 +279,23 @@ class EMA(Callback):
             self._swap()
 
     # ------------------------------------------------------------------ hooks
+    @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # after the strategy moved/converted the module (a move would undo the flattening); optimizers hold the
         # Parameter objects, whose identity the re-homing keeps
         if self.flatten:
             self._flatten(pl_module)
 
+    @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._last_step = trainer.global_step
 
+    @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.num_updates:
             self._prepare(pl_module)
 
+    @override
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
@@ -301,28 +306,36 @@ class EMA(Callback):
         if step > self.start_step and (step - self.start_step - 1) % self.every_n_steps == 0:
             self._update(pl_module)
 
+    @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._swap_in(pl_module)
 
+    @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._swap_out()
 
+    @override
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._swap_in(pl_module)
 
+    @override
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._swap_out()
 
+    @override
     def on_predict_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._swap_in(pl_module)
 
+    @override
     def on_predict_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._swap_out()
 
+    @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         self._swap_out()
 
     # ------------------------------------------------------------------ state
+    @override
     def state_dict(self) -> dict[str, Any]:
         if self._loaded is not None:
             ema = self._loaded
@@ -330,6 +343,7 @@ class EMA(Callback):
             ema = dict(zip(self._names, self._current_ema()))
         return {"num_updates": self.num_updates, "ema": ema}
 
+    @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if set(state_dict) != {"num_updates", "ema"}:
             raise KeyError(

@@ -6,9 +6,9 @@ from typing import Any
 
 import torch
 
-import lightning.pytorch as pl
-from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.utilities import rank_zero_warn
+from typing_extensions import override
+
+from lightning_hooks.core.lightning_api import Callback, pl, rank_zero_warn
 
 
 class LossScaleMonitor(Callback):
@@ -51,6 +51,7 @@ class LossScaleMonitor(Callback):
         self._last_step: int | None = None
         self._warned = False
 
+    @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._scaler = getattr(trainer.precision_plugin, "scaler", None)
         if self._scaler is None:
@@ -64,6 +65,7 @@ class LossScaleMonitor(Callback):
         self._last_scale = self._scaler.get_scale()
         self._last_step = trainer.global_step
 
+    @override
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer
     ) -> None:
@@ -73,6 +75,7 @@ class LossScaleMonitor(Callback):
         if found and sum(v.item() for v in found.values()):
             self.nonfinite_steps += 1
 
+    @override
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
@@ -87,9 +90,11 @@ class LossScaleMonitor(Callback):
         pl_module.log("loss_scale/skipped_steps", float(self.skipped_steps), on_step=True, on_epoch=False)
         pl_module.log("loss_scale/nonfinite_steps", float(self.nonfinite_steps), on_step=True, on_epoch=False)
 
+    @override
     def state_dict(self) -> dict[str, Any]:
         return {"skipped_steps": self.skipped_steps, "nonfinite_steps": self.nonfinite_steps}
 
+    @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if set(state_dict) != {"skipped_steps", "nonfinite_steps"}:
             raise KeyError(

@@ -9,13 +9,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-import lightning.pytorch as pl
-from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from lightning_hooks.core.checks import check_hook
 from lightning_hooks.core.events import EventTable, Mount
 from lightning_hooks.core.facade import Facade
+from lightning_hooks.core.lightning_api import Callback, pl
 
 Call = tuple[Any, Callable[..., Any]]
 Step = tuple[Mount, Callable[[], bool] | None, tuple[Call, ...]]
