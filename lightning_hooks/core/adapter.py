@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from lightning_hooks.core import lightning_api
 from lightning_hooks.core.checks import check_hook
 from lightning_hooks.core.events import EventTable, Mount
 from lightning_hooks.core.facade import Facade
@@ -253,6 +254,14 @@ class LegacyHookAdapter(Callback):
     def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
         """Resuming with another hook list changes :attr:`state_key`: then load the one state an adapter of this class
         wrote (Lightning calls this before ``load_state_dict``, which it skips for a key the checkpoint lacks)."""
+        if trainer.state.fn == "fit" and lightning_api.replays_saved_batch(trainer, checkpoint):
+            warnings.warn(
+                f"Lightning {lightning_api.namespace_of(trainer).__version__} resumes this checkpoint, written at the "
+                "end of a train batch (where legacy checkpoint hooks save), by running that batch once more, so the "
+                "hooks see it twice and the epoch's later batch_idx are one lower than in the legacy host. "
+                "Lightning >= 2.5 resumes after the batch: pip install 'lightning>=2.5,<2.7'.",
+                stacklevel=2,
+            )
         states = checkpoint.get("callbacks") or {}
         if self.state_key in states:
             return

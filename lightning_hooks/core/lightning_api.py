@@ -216,3 +216,17 @@ def evaluation_metrics(trainer: Any) -> dict[str, Any] | None:
     outside a loop. Checked on :data:`CHECKED_ON`."""
     results = trainer._results
     return None if results is None else results.metrics(on_step=False)["callback"]
+
+
+def replays_saved_batch(trainer: Any, checkpoint: dict[str, Any]) -> bool:
+    """Whether resuming ``checkpoint`` runs the batch it was written in once more.
+
+    A checkpoint written in ``on_train_batch_end`` (where legacy checkpoint hooks save) holds that batch as
+    processed but not completed: Lightning 2.5 and later resume after it, Lightning 2.4 runs it again and every later
+    ``batch_idx`` of that epoch is one lower. Reads ``loops.fit_loop["epoch_loop.batch_progress"]`` of the
+    checkpoint. Checked on :data:`CHECKED_ON`."""
+    if Version(namespace_of(trainer).__version__) >= Version("2.5"):
+        return False
+    loop = checkpoint.get("loops", {}).get("fit_loop", {})
+    total = loop.get("epoch_loop.batch_progress", {}).get("total", {})
+    return bool(total) and total["processed"] == total["completed"] + 1

@@ -249,3 +249,26 @@ def test_flat_hyperparams_is_what_lightnings_loggers_log():
 
     params = Namespace(model={"depth": 2, "sizes": [1, 2]}, lr=0.1, tags=None)
     assert lightning_api.flat_hyperparams(params) == {"model/depth": 2, "model/sizes": "[1, 2]", "lr": 0.1, "tags": "None"}
+
+
+def test_replays_saved_batch_tells_whether_a_batch_end_checkpoint_runs_its_batch_again(ns, tmp_path):
+    """Lightning 2.4 resumes a checkpoint written in on_train_batch_end at that same batch; 2.5+ after it."""
+
+    class Save(ns.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if batch_idx == 1:
+                trainer.save_checkpoint(tmp_path / "batch_end.ckpt")
+
+    class Record(ns.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            seen.append(batch_idx)
+
+    seen: list[int] = []
+    _trainer(ns, tmp_path, max_steps=3, limit_val_batches=0, callbacks=[Save()]).fit(_boring(ns)())
+    checkpoint = torch.load(tmp_path / "batch_end.ckpt", weights_only=False)
+    resumed = _trainer(ns, tmp_path, max_steps=4, limit_val_batches=0, callbacks=[Record()])
+    resumed.fit(_boring(ns)(), ckpt_path=tmp_path / "batch_end.ckpt")
+    replays = lightning_api.replays_saved_batch(resumed, checkpoint)
+    assert seen == ([1, 2] if replays else [2, 3])
+    assert replays == (ns.__version__.startswith("2.4."))
+    assert not lightning_api.replays_saved_batch(resumed, {})  # a weights-only checkpoint has no loops

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,25 @@ def test_with_one_namespace_only_the_package_uses_that_one(tmp_path):
                              cwd=tmp_path)  # fmt: skip
         assert out.returncode == 0, out.stderr
         assert out.stdout.split() == expected.split()
+
+
+@pytest.mark.parametrize("name", sorted(NAMESPACES))
+def test_resuming_a_batch_end_checkpoint_warns_where_lightning_runs_that_batch_again(name, tmp_path):
+    ns = NAMESPACES[name]
+
+    class Save(ns.Callback):  # where legacy checkpoint hooks save: in on_train_batch_end
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if batch_idx == 1:
+                trainer.save_checkpoint(tmp_path / "batch_end.ckpt")
+
+    def fit(steps: int, callbacks: list[Any], ckpt_path: Path | None = None) -> None:
+        trainer = ns.Trainer(max_steps=steps, default_root_dir=tmp_path, logger=False, enable_checkpointing=False,
+                             enable_progress_bar=False, enable_model_summary=False, callbacks=callbacks)  # fmt: skip
+        trainer.fit(_module_class(ns)(), _loader(), ckpt_path=ckpt_path)
+
+    fit(2, [*adapt([mm_hooks.IterTimerHook()], work_dir=str(tmp_path)), Save()])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit(3, adapt([mm_hooks.IterTimerHook()], work_dir=str(tmp_path)), tmp_path / "batch_end.ckpt")
+    replays = [w for w in caught if "by running that batch once more" in str(w.message)]
+    assert len(replays) == (ns.__version__.startswith("2.4.")), [str(w.message) for w in caught]
