@@ -183,11 +183,13 @@ def unpatch_method(module: Any, name: str, own: Callable[..., Any] | None = None
 
 
 def wrap_strategy_training_step(trainer: Any, wrapper: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
-    """Route ``trainer.strategy.training_step`` through ``wrapper(original)`` until :func:`unwrap_strategy_training_step`.
+    """Route ``trainer.strategy.training_step`` through ``wrapper(original)`` until
+    :func:`unwrap_strategy_training_step`.
 
     Lightning's optimization loops call ``trainer._call_strategy_hook("training_step", ...)``, which looks the method
     up on the strategy instance; the strategy calls ``LightningModule.training_step`` inside it (through the DDP
-    wrapper's forward). The wrapper runs after the step returned, outside that forward. Checked on :data:`CHECKED_ON`."""
+    wrapper's forward). The wrapper runs after the step returned, outside that forward.
+    Checked on :data:`CHECKED_ON`."""
     strategy = trainer.strategy
     strategy.training_step = wrapper(strategy.training_step)
 
@@ -197,6 +199,24 @@ def unwrap_strategy_training_step(trainer: Any, kind: type) -> None:
     strategy = trainer.strategy
     if isinstance(vars(strategy).get("training_step"), kind):
         del strategy.training_step
+
+
+def setup_train_data(trainer: Any) -> None:
+    """Build and size the train loader now (``fit_loop.setup_data``), for a host asked for it before Lightning's
+    loop does so; Lightning's own later call then finds it built. Checked on :data:`CHECKED_ON`."""
+    trainer.fit_loop.setup_data()
+
+
+def train_batches_fetched(trainer: Any) -> int:
+    """Train batches fetched since the fit's first epoch, restored ones included on resume
+    (``fit_loop.epoch_loop.batch_progress.total.ready``). Checked on :data:`CHECKED_ON`."""
+    return trainer.fit_loop.epoch_loop.batch_progress.total.ready
+
+
+def train_batch_index(trainer: Any) -> int:
+    """Index of the current train batch counted over all epochs (``fit_loop.epoch_loop.total_batch_idx``).
+    Checked on :data:`CHECKED_ON`."""
+    return trainer.fit_loop.epoch_loop.total_batch_idx
 
 
 def load_combined_loader_states(trainer: Any) -> None:
