@@ -166,39 +166,34 @@ class PatchedMethod:
         return self
 
 
-def patch_method(module: Any, name: str, replacement: Callable[..., Any]) -> Callable[..., Any] | None:
-    """Set ``replacement`` as ``module.<name>`` for Lightning to call; return what the instance itself held
-    before (a method the user set on the instance), for :func:`unpatch_method`."""
-    own = vars(module).get(name)
-    setattr(module, name, replacement)
-    return own
+def patch_method(obj: Any, name: str, replacement: Callable[..., Any]) -> Callable[[], None]:
+    """Set ``replacement`` as ``obj.<name>`` on the instance (a LightningModule or the strategy), where Lightning
+    looks its hooks up. Returns the function that undoes it: it restores what the instance itself held (a method the
+    user set on it) or removes the attribute, unless something else replaced ``replacement`` meanwhile."""
+    had, before = name in vars(obj), vars(obj).get(name)
+    setattr(obj, name, replacement)
+
+    def undo() -> None:
+        if vars(obj).get(name) is replacement:
+            if had:
+                setattr(obj, name, before)
+            else:
+                delattr(obj, name)
+
+    return undo
 
 
-def unpatch_method(module: Any, name: str, own: Callable[..., Any] | None = None) -> None:
-    """Undo :func:`patch_method`: restore the instance's own ``own`` method, else the class's."""
-    if own is None:
-        vars(module).pop(name, None)
-    else:
-        setattr(module, name, own)
-
-
-def wrap_strategy_training_step(trainer: Any, wrapper: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
-    """Route ``trainer.strategy.training_step`` through ``wrapper(original)`` until
-    :func:`unwrap_strategy_training_step`.
+def wrap_strategy_training_step(
+    trainer: Any, wrapper: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> Callable[[], None]:
+    """Route ``trainer.strategy.training_step`` through ``wrapper(original)``; returns the function that undoes it.
 
     Lightning's optimization loops call ``trainer._call_strategy_hook("training_step", ...)``, which looks the method
     up on the strategy instance; the strategy calls ``LightningModule.training_step`` inside it (through the DDP
     wrapper's forward). The wrapper runs after the step returned, outside that forward.
     Checked on :data:`CHECKED_ON`."""
     strategy = trainer.strategy
-    strategy.training_step = wrapper(strategy.training_step)
-
-
-def unwrap_strategy_training_step(trainer: Any, kind: type) -> None:
-    """Remove a wrapper of class ``kind`` set by :func:`wrap_strategy_training_step` (no-op when none is set)."""
-    strategy = trainer.strategy
-    if isinstance(vars(strategy).get("training_step"), kind):
-        del strategy.training_step
+    return patch_method(strategy, "training_step", wrapper(strategy.training_step))
 
 
 def setup_train_data(trainer: Any) -> None:

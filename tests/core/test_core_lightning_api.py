@@ -85,9 +85,10 @@ def test_callbacks_loggers_and_plugins_of_the_package_carry_override_on_lightnin
     """``@override`` on every method that overrides a Callback / Logger / CheckpointIO method."""
     import lightning_hooks.callbacks as callbacks
     import lightning_hooks.loggers as loggers
-    from lightning_hooks.adapt import ADAPTERS
+    from lightning_hooks import families
 
-    classes = [getattr(callbacks, n) for n in callbacks.__all__] + [loggers.VisdomLogger, *ADAPTERS]
+    adapters = [family.adapter for family in families.registered()]
+    classes = [getattr(callbacks, n) for n in callbacks.__all__] + [loggers.VisdomLogger, *adapters]
     missing = []
     for cls in classes:
         bases = [b for b in (lightning_api.Callback, lightning_api.Logger, lightning_api.TorchCheckpointIO)
@@ -121,12 +122,13 @@ def test_is_overridden_reads_one_wrapped_and_the_code(ns):
     assert not lightning_api.is_overridden("training_step", bare)
     for module in (model, bare):
         expected = lightning_api.is_overridden("training_step", module)
-        own = lightning_api.patch_method(module, "training_step", Step(module.training_step))
-        assert own is None and lightning_api.is_overridden("training_step", module) == expected
-        outer = functools.wraps(module.training_step)(lambda *a, **k: None)
-        lightning_api.patch_method(module, "training_step", outer)
+        undo = lightning_api.patch_method(module, "training_step", Step(module.training_step))
         assert lightning_api.is_overridden("training_step", module) == expected
-        lightning_api.unpatch_method(module, "training_step", own)
+        outer = functools.wraps(module.training_step)(lambda *a, **k: None)
+        undo_outer = lightning_api.patch_method(module, "training_step", outer)
+        assert lightning_api.is_overridden("training_step", module) == expected
+        undo_outer()
+        undo()
         assert "training_step" not in vars(module)
     assert set(inspect.signature(lightning_api.is_overridden).parameters) == {"method", "module"}
     helpers = importlib.import_module(f"{ns.__name__}.utilities.model_helpers")
@@ -154,18 +156,19 @@ def test_patched_module_method_and_strategy_step_are_what_the_fit_calls(ns, tmp_
 
     class Patcher(ns.Callback):
         def setup(self, trainer, pl_module, stage):
-            self.own = lightning_api.patch_method(pl_module, "training_step", ModuleStep(pl_module.training_step))
-            lightning_api.wrap_strategy_training_step(trainer, StrategyStep)
+            self.undo = [lightning_api.patch_method(pl_module, "training_step", ModuleStep(pl_module.training_step)),
+                         lightning_api.wrap_strategy_training_step(trainer, StrategyStep)]  # fmt: skip
 
         def teardown(self, trainer, pl_module, stage):
-            lightning_api.unwrap_strategy_training_step(trainer, StrategyStep)
-            lightning_api.unpatch_method(pl_module, "training_step", self.own)
+            for undo in self.undo:
+                undo()
 
     model, trainer = _boring(ns)(), _trainer(ns, tmp_path, callbacks=[Patcher()], limit_val_batches=0)
+    own = model.training_step  # a step the user set on the instance comes back
+    model.training_step = own
     trainer.fit(model)
     assert calls == ["module", "strategy"] * 2
-    assert "training_step" not in vars(model) and "training_step" not in vars(trainer.strategy)
-    lightning_api.unwrap_strategy_training_step(trainer, StrategyStep)  # no wrapper: a no-op
+    assert vars(model)["training_step"] is own and "training_step" not in vars(trainer.strategy)
 
 
 def test_load_combined_loader_states_is_the_fit_loops_no_argument_method(ns, tmp_path):

@@ -9,7 +9,6 @@ import os
 import time
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
 from mmengine.config import Config
 from mmengine.logging import HistoryBuffer, MessageHub, MMLogger
@@ -17,8 +16,11 @@ from mmengine.optim import OptimWrapper, OptimWrapperDict
 from mmengine.runner import LogProcessor
 from mmengine.visualization import Visualizer
 
-from lightning_hooks.core.facade import Facade
+from lightning_hooks.core import lightning_api
+from lightning_hooks.core.facade import Facade, WorkDir
+from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.safety import plain
+from lightning_hooks.families.mmengine.events import LOAD_CHECKPOINT
 
 _instances = itertools.count()
 
@@ -108,7 +110,7 @@ class Runner(Facade):
         log_level: str = "INFO",
     ) -> None:
         self.trainer: pl.Trainer | None = None
-        self._work_dir = None if work_dir is None else os.fspath(work_dir)
+        self._work_dir = WorkDir(work_dir, "MMEngineAdapter")
         self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime())
         self._experiment_name = experiment_name
         self.experiment_name = experiment_name or self.timestamp
@@ -159,9 +161,7 @@ class Runner(Facade):
     # ------------------------------------------------------------------------------------------------ places
     @property
     def work_dir(self) -> str:
-        if self._work_dir is not None:
-            return self._work_dir
-        return self.trainer.default_root_dir if self.trainer is not None else os.getcwd()
+        return self._work_dir.resolve(self.trainer)
 
     @property
     def log_dir(self) -> str:
@@ -258,7 +258,8 @@ class Runner(Facade):
     def _train_batches(self) -> int | float:
         trainer = self.trainer
         if trainer.num_training_batches == float("inf") and trainer.state.fn == "fit":
-            trainer.fit_loop.setup_data()  # hooks read the limits in before_run, before Lightning sized the loader
+            # hooks read the limits in before_run, before Lightning sized the loader
+            lightning_api.setup_train_data(trainer)
         return trainer.num_training_batches
 
     # ------------------------------------------------------------------------------------------ dataloaders
@@ -266,7 +267,8 @@ class Runner(Facade):
     def train_dataloader(self) -> Any:
         trainer = self.trainer
         if trainer.train_dataloader is None and trainer.state.fn == "fit":
-            trainer.fit_loop.setup_data()  # asked for before Lightning sized the loader (before_run, on_fit_start)
+            # asked for before Lightning sized the loader (before_run, on_fit_start)
+            lightning_api.setup_train_data(trainer)
         return trainer.train_dataloader
 
     @property
@@ -339,7 +341,7 @@ class Runner(Facade):
             checkpoint = torch.load(filename, map_location=map_location, weights_only=False)
         else:
             checkpoint = _load_checkpoint(filename, map_location=map_location)
-        self._adapter.fire("LightningModule.on_load_checkpoint", checkpoint=checkpoint)
+        self._adapter.fire(LOAD_CHECKPOINT, checkpoint=checkpoint)
         model = self.model.module if hasattr(self.model, "module") else self.model
         return _load_checkpoint_to_model(model, checkpoint, strict)
 
