@@ -275,3 +275,22 @@ def test_replays_saved_batch_tells_whether_a_batch_end_checkpoint_runs_its_batch
     assert seen == ([1, 2] if replays else [2, 3])
     assert replays == (ns.__version__.startswith("2.4."))
     assert not lightning_api.replays_saved_batch(resumed, {})  # a weights-only checkpoint has no loops
+
+
+def test_train_data_setup_and_batch_counters(ns, tmp_path):
+    """setup_train_data sizes the loader before the loop does; the counters count over epochs (4 batches each)."""
+    seen: list[tuple[int, int, int]] = []
+
+    class Probe(ns.Callback):
+        def on_fit_start(self, trainer, pl_module):
+            assert trainer.num_training_batches == float("inf")  # not sized yet
+            lightning_api.setup_train_data(trainer)
+            seen.append((-1, int(trainer.num_training_batches), lightning_api.train_batches_fetched(trainer)))
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            seen.append((batch_idx, lightning_api.train_batch_index(trainer), lightning_api.train_batches_fetched(trainer)))
+
+    trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=2, limit_train_batches=4,
+                       limit_val_batches=0)  # fmt: skip
+    trainer.fit(_boring(ns)())
+    assert seen == [(-1, 4, 0)] + [(i % 4, i, i + 1) for i in range(8)]
