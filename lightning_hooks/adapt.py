@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lightning.pytorch.callbacks import Callback
-
 from lightning_hooks import families
 from lightning_hooks.core.family import Family, adapter_options
+from lightning_hooks.core.lightning_api import Callback
 
 
 def family_of(hook: Any) -> Family:

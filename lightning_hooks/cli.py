@@ -7,7 +7,9 @@ import sys
 from typing import NoReturn
 
 from jsonargparse import Namespace
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning_hooks.core.lightning_api import submodule
+
+LightningArgumentParser, LightningCLI = submodule("cli").LightningArgumentParser, submodule("cli").LightningCLI
 
 USAGE = """usage: lightning-hooks {demo,lifecycle,fit,validate,test} ...
 

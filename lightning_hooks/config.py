@@ -27,7 +27,6 @@ from typing import Any
 
 import yaml
 from hydra.utils import instantiate
-from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -35,6 +34,7 @@ from lightning_hooks import families
 from lightning_hooks.config_schema import SCHEMAS
 from lightning_hooks.core.errors import ConfigError, unknown_name
 from lightning_hooks.core.family import check_keys, expect, message
+from lightning_hooks.core.lightning_api import CALLBACKS, pl
 
 #: ``_target_`` paths instantiated without an explicit allow-list.
 SAFE_TARGETS = ("lightning_hooks.*", "lightning.pytorch.callbacks.*", "pytorch_lightning.callbacks.*")
@@ -44,7 +44,7 @@ __all__ = ["SAFE_TARGETS", "ConfigError", "build_callbacks"]
 
 def build_callbacks(
     cfg: DictConfig | Mapping[str, Any] | str | os.PathLike, allow_targets: Iterable[str] = ()
-) -> list[Callback]:
+) -> list[pl.Callback]:
     """Build one adapter per family section and every ``callbacks`` entry, in that order.
 
     Args:
@@ -65,7 +65,7 @@ def build_callbacks(
     unknown = [key for key in config if key not in sections]
     if unknown:
         raise ConfigError(f"{unknown[0]}: {unknown_name('config section', str(unknown[0]), sections)}")
-    callbacks: list[Callback] = [
+    callbacks: list[pl.Callback] = [
         family.build_section(config[family.name], family.name)
         for family in families.registered()
         if config.get(family.name) is not None
@@ -92,12 +92,12 @@ def _load(cfg: DictConfig | Mapping[str, Any] | str | os.PathLike) -> dict[str, 
         ) from err
 
 
-def _target(entry: Any, path: str, allowed: tuple[str, ...]) -> Callback:
+def _target(entry: Any, path: str, allowed: tuple[str, ...]) -> pl.Callback:
     if not isinstance(entry, Mapping) or "_target_" not in entry:
         raise ConfigError(f"{path}: a callback entry needs a '_target_' (e.g. lightning_hooks.callbacks.EMA)")
     for where, target in _targets(entry, path):
         cls = _resolve(target, f"{where}._target_", allowed)
-        if where == path and not (isinstance(cls, type) and issubclass(cls, Callback)):
+        if where == path and not (isinstance(cls, type) and issubclass(cls, CALLBACKS)):
             raise ConfigError(f"{where}._target_: {target!r} is not a Callback class; name a Callback subclass")
     schema = SCHEMAS.get(entry["_target_"])
     if schema is not None:

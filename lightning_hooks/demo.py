@@ -16,13 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from lightning_hooks import adapt, families
 from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.lightning_api import pl
 
 
 class DemoNet(pl.LightningModule):

@@ -1,27 +1,37 @@
 #!/usr/bin/env bash
 # Create .venv and install lightning-hooks with the legacy frameworks its demo and tests drive.
 #   bash scripts/setup.sh        -> runtime + legacy hook libraries (for the demo)
-#   bash scripts/setup.sh test   -> the same plus the test dependencies
+#   bash scripts/setup.sh test   -> the same plus the test dependencies: OpenMMLab libraries, the real torchvision and
+#                                   VISSL outside the venv's import path (.venv/vissl-site), and .venv-lt24: the
+#                                   oldest supported Lightning (2.4, both namespaces) for the reduced suite that
+#                                   tests/core/test_core_lightning_versions.py runs there
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras=legacy
-[ "${1:-}" = test ] && extras=legacy,test
-"${PYTHON:-python3}" -m venv .venv
-pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
-"${pip[@]}" --upgrade "pip>=25.3"  # --build-constraint appeared in pip 25.3
-# torch is pinned so that the local CPU wheel is used instead of the newest CUDA build.
-"${pip[@]}" --build-constraint scripts/build-constraints.txt torch==2.13.0 -e ".[$extras]"
-# classy-vision and imix pin ancient torch/torchvision: install the packages alone; their hooks'
-# real imports come from the `legacy` extra.
-"${pip[@]}" --no-deps classy-vision==0.7.0 imix==0.1.0
-# The tests run Classy's ClassificationTask and VISSL's trainer in subprocesses that import the real torchvision from
-# .venv/vissl-site, outside the venv's import path (tests/classy/real_torchvision.py says why): torchvision (CUDA build,
-# without its CUDA ops), fairscale, setuptools<81 for pkg_resources, and VISSL's own packages extracted from its wheel,
-# which is never installed (it bundles its own classy_vision and fairscale).
+
+# install VENV EXTRAS [REQUIREMENT...]: a fresh venv with the package (editable), its extras and the requirements.
+install() {
+  local venv=$1 extras=$2
+  shift 2
+  "${PYTHON:-python3}" -m venv "$venv"
+  local pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
+  "${pip[@]}" --upgrade "pip>=25.3"  # --build-constraint appeared in pip 25.3
+  # torch is pinned so that the local CPU wheel is used instead of the newest CUDA build.
+  "${pip[@]}" --build-constraint scripts/build-constraints.txt torch==2.13.0 "$@" -e ".[$extras]"
+  # classy-vision and imix pin ancient torch/torchvision: install the packages alone; their hooks'
+  # real imports come from the `legacy` extra.
+  "${pip[@]}" --no-deps classy-vision==0.7.0 imix==0.1.0
+}
+
 if [ "${1:-}" = test ]; then
+  install .venv legacy,test
+  pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
   # OpenMMLab libraries whose engine hooks the tests drive; they pin mmcv builds and torchvision, so alone: what
   # their hook modules import comes from the `test` extra. mmcv-lite has no compiled ops (tests stub mmcv._ext).
   "${pip[@]}" --no-deps mmcv-lite==2.1.0 mmdet==3.3.0 mmpretrain==1.2.0 mmsegmentation==1.2.2
+  # The tests run Classy's ClassificationTask and VISSL's trainer in subprocesses that import the real torchvision
+  # from .venv/vissl-site, outside the venv's import path (tests/classy/real_torchvision.py says why): torchvision
+  # (CUDA build, without its CUDA ops), fairscale, setuptools<81 for pkg_resources, and VISSL's own packages
+  # extracted from its wheel, which is never installed (it bundles its own classy_vision and fairscale).
   site=.venv/vissl-site
   .venv/bin/python -m pip download --quiet --disable-pip-version-check --no-deps vissl==0.1.6 -d .venv/wheels
   "${pip[@]}" --upgrade --no-deps --target "$site" torchvision==0.28.0 "setuptools<81"
@@ -31,4 +41,7 @@ import sys, zipfile
 with zipfile.ZipFile(".venv/wheels/vissl-0.1.6-py3-none-any.whl") as wheel:
     wheel.extractall(sys.argv[1], [n for n in wheel.namelist() if n.split("/")[0] in ("vissl", "configs", "hydra_plugins")])
 PY
+  install .venv-lt24 legacy lightning==2.4.0 pytorch-lightning==2.4.0 "pytest>=8"
+else
+  install .venv legacy
 fi

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+from typing import Any
+
 import lightning.pytorch as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
@@ -35,3 +38,12 @@ def tiny_loader(n: int = 8, batch_size: int = 2, seed: int = 0) -> DataLoader:
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 4, generator=g)
     return DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=batch_size)
+
+
+def load_options(weights_only: bool | None) -> dict[str, Any]:
+    """``weights_only=`` for ``Trainer.fit``/``validate``/``test``: Lightning 2.6 takes it; 2.4 and 2.5 have no such
+    argument and load checkpoints with ``weights_only=False``."""
+    if "weights_only" in inspect.signature(pl.Trainer.fit).parameters:
+        return {"weights_only": weights_only}
+    assert not weights_only, "this Lightning cannot load checkpoints with weights_only=True"
+    return {}

@@ -8,15 +8,13 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import lightning
 import torch
 from torch import Tensor, nn
 
-import lightning.pytorch as pl
-from lightning.fabric.utilities.apply_func import move_data_to_device
-from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.utilities import rank_zero_warn
-from lightning.pytorch.utilities.seed import isolate_rng
+from typing_extensions import override
+
+from lightning_hooks.core import lightning_api
+from lightning_hooks.core.lightning_api import Callback, isolate_rng, move_data_to_device, pl, rank_zero_warn
 
 from lightning_hooks.core.state_keys import UniqueStateKey
 
@@ -93,9 +91,11 @@ class AnomalyDetector(UniqueStateKey, Callback):
         self._buffers: list[Tensor] = []  # "skip" and "save": the module's buffers ...
         self._saved: list[Tensor] = []  # ... and their values at the start of the current optimizer step
 
+    @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._key_by_position(trainer)
 
+    @override
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
@@ -105,10 +105,12 @@ class AnomalyDetector(UniqueStateKey, Callback):
             self._save_buffers(pl_module)
         self._window.append((batch, batch_idx))
 
+    @override
     def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: Tensor) -> None:
         ok = torch.isfinite(loss.detach()).all()
         self._loss_ok = ok if self._loss_ok is None else self._loss_ok & ok
 
+    @override
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer
     ) -> None:
@@ -215,9 +217,11 @@ class AnomalyDetector(UniqueStateKey, Callback):
         return f"  saved checkpoint.ckpt to {out}, this rank's batch.pt and report.txt to {own}"
 
     # ------------------------------------------------------------------ state
+    @override
     def state_dict(self) -> dict[str, Any]:
         return {"skipped_steps": self.skipped_steps}
 
+    @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if set(state_dict) != {"skipped_steps"}:
             raise KeyError(
@@ -284,7 +288,7 @@ def _replay(
 
 def _forward_site(messages: list[str]) -> str | None:
     """Innermost frame outside torch/lightning of the forward traceback that anomaly mode attaches to its warning."""
-    library = tuple(os.path.dirname(m.__file__) for m in (torch, lightning) if m.__file__)
+    library = tuple(os.path.dirname(m.__file__) for m in (torch, *lightning_api.NAMESPACES, *lightning_api.FABRICS))
     for msg in messages:
         if "Traceback of forward call" not in msg:
             continue

@@ -11,11 +11,9 @@ import torch
 from fsspec.core import strip_protocol
 from fsspec.implementations.local import LocalFileSystem
 
-from lightning.fabric.utilities.cloud_io import get_filesystem
-from lightning.fabric.utilities.types import _PATH
-import lightning.pytorch as pl
-from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.plugins.io import TorchCheckpointIO
+from typing_extensions import override
+
+from lightning_hooks.core.lightning_api import Callback, TorchCheckpointIO, get_filesystem, pl
 
 from lightning_hooks.core.checkpoint_files import load_checkpoint_file
 
@@ -62,7 +60,10 @@ class AtomicCheckpointIO(TorchCheckpointIO, Callback):
         super().__init__()
         self._cleanup: threading.Thread | None = None
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: _PATH, storage_options: Any | None = None) -> None:
+    @override
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], path: str | os.PathLike[str], storage_options: Any | None = None
+    ) -> None:
         self.teardown()
         if storage_options is not None:
             raise TypeError(
@@ -112,8 +113,9 @@ class AtomicCheckpointIO(TorchCheckpointIO, Callback):
             self._cleanup = threading.Thread(target=_unlink, args=(old,), name="AtomicCheckpointIO-cleanup")
             self._cleanup.start()
 
+    @override
     def load_checkpoint(
-        self, path: _PATH, map_location: Any | None = lambda storage, loc: storage, weights_only: bool | None = None
+        self, path: str | os.PathLike, map_location: Any | None = lambda storage, loc: storage, weights_only: bool | None = None
     ) -> dict[str, Any]:
         """Load a local checkpoint with ``weights_only=True`` unless ``weights_only=False`` is passed; a truncated or
         foreign file raises an error naming it. Non-local paths go to ``TorchCheckpointIO``."""
@@ -125,6 +127,7 @@ class AtomicCheckpointIO(TorchCheckpointIO, Callback):
         return load_checkpoint_file(path, owner="AtomicCheckpointIO.load_checkpoint", map_location=map_location,
                                     weights_only=weights_only is not False)  # fmt: skip
 
+    @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         """Passed in ``callbacks=[...]`` instead of ``plugins=[...]``: become the Trainer's checkpoint IO, before any
         checkpoint is loaded or written."""
@@ -138,6 +141,7 @@ class AtomicCheckpointIO(TorchCheckpointIO, Callback):
             )
         trainer.strategy.checkpoint_io = self
 
+    @override
     def teardown(self, *args: Any, **kwargs: Any) -> None:
         """Wait for the background deletion of the previous file's extra link (as a plugin and as a callback)."""
         if self._cleanup is not None:

@@ -7,8 +7,9 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-import lightning.pytorch as pl
-from lightning.pytorch.callbacks import Callback
+from typing_extensions import override
+
+from lightning_hooks.core.lightning_api import Callback, pl
 
 from lightning_hooks.core.state_keys import UniqueStateKey
 from lightning_hooks.core.weight_swaps import check_one_weight_swap
@@ -285,6 +286,7 @@ class EMA(UniqueStateKey, Callback):
             self._swap()
 
     # ------------------------------------------------------------------ hooks
+    @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         check_one_weight_swap(trainer)
         self._key_by_position(trainer)
@@ -293,19 +295,23 @@ class EMA(UniqueStateKey, Callback):
         """This callback swaps its average into the model for evaluation (see :func:`check_one_weight_swap`)."""
         return ["lightning_hooks.callbacks.EMA"]
 
+    @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # after the strategy moved/converted the module (a move would undo the flattening); optimizers hold the
         # Parameter objects, whose identity the re-homing keeps
         if self.flatten:
             self._flatten(pl_module)
 
+    @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._last_step = trainer.global_step
 
+    @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.num_updates:
             self._prepare(pl_module)
 
+    @override
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
@@ -316,28 +322,36 @@ class EMA(UniqueStateKey, Callback):
         if step > self.start_step and (step - self.start_step - 1) % self.every_n_steps == 0:
             self._update(pl_module)
 
+    @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._swap_in(pl_module)
 
+    @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._swap_out()
 
+    @override
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._swap_in(pl_module)
 
+    @override
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._swap_out()
 
+    @override
     def on_predict_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._swap_in(pl_module)
 
+    @override
     def on_predict_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._swap_out()
 
+    @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         self._swap_out()
 
     # ------------------------------------------------------------------ state
+    @override
     def state_dict(self) -> dict[str, Any]:
         if self._loaded is not None:
             ema = self._loaded
@@ -345,6 +359,7 @@ class EMA(UniqueStateKey, Callback):
             ema = dict(zip(self._names, self._current_ema()))
         return {"num_updates": self.num_updates, "ema": ema}
 
+    @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if set(state_dict) != {"num_updates", "ema"}:
             raise KeyError(

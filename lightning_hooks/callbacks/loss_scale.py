@@ -6,9 +6,9 @@ from typing import Any
 
 import torch
 
-import lightning.pytorch as pl
-from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.utilities import rank_zero_warn
+from typing_extensions import override
+
+from lightning_hooks.core.lightning_api import Callback, pl, rank_zero_warn
 
 from lightning_hooks.core.state_keys import UniqueStateKey
 
@@ -54,9 +54,11 @@ class LossScaleMonitor(UniqueStateKey, Callback):
         self._last_step: int | None = None
         self._warned = False
 
+    @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._key_by_position(trainer)
 
+    @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._scaler = getattr(trainer.precision_plugin, "scaler", None)
         if self._scaler is None:
@@ -70,6 +72,7 @@ class LossScaleMonitor(UniqueStateKey, Callback):
         self._last_scale = self._scaler.get_scale()
         self._last_step = trainer.global_step
 
+    @override
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer
     ) -> None:
@@ -79,6 +82,7 @@ class LossScaleMonitor(UniqueStateKey, Callback):
         if found and sum(v.item() for v in found.values()):
             self.nonfinite_steps += 1
 
+    @override
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
@@ -93,9 +97,11 @@ class LossScaleMonitor(UniqueStateKey, Callback):
         pl_module.log("loss_scale/skipped_steps", float(self.skipped_steps), on_step=True, on_epoch=False)
         pl_module.log("loss_scale/nonfinite_steps", float(self.nonfinite_steps), on_step=True, on_epoch=False)
 
+    @override
     def state_dict(self) -> dict[str, Any]:
         return {"skipped_steps": self.skipped_steps, "nonfinite_steps": self.nonfinite_steps}
 
+    @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if set(state_dict) != {"skipped_steps", "nonfinite_steps"}:
             raise KeyError(

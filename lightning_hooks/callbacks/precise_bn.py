@@ -11,10 +11,9 @@ import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-import lightning.pytorch as pl
-from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.utilities import rank_zero_warn
-from lightning.pytorch.utilities.seed import isolate_rng
+from typing_extensions import override
+
+from lightning_hooks.core.lightning_api import Callback, isolate_rng, pl, rank_zero_warn
 
 ForwardFn = Callable[["pl.LightningModule", Any], Any]
 
@@ -100,6 +99,7 @@ class PreciseBN(Callback):
         self.forward_fn = forward_fn or _default_forward
         self._warned_no_bn = False
 
+    @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         loader = _train_loader(trainer)
         try:
@@ -112,6 +112,7 @@ class PreciseBN(Callback):
                 f"Lower `num_batches` to at most {available} or use a longer dataloader."
             )
 
+    @override
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:

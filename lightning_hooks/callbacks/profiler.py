@@ -8,9 +8,9 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-import lightning.pytorch as pl
-from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.utilities import rank_zero_warn
+from typing_extensions import override
+
+from lightning_hooks.core.lightning_api import Callback, pl, rank_zero_warn
 
 from lightning_hooks.core.state_keys import UniqueStateKey
 
@@ -74,14 +74,17 @@ class Profiler(UniqueStateKey, Callback):
         self._fit_start_step = 0
         self._outdir = ""
 
+    @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._key_by_position(trainer)
 
+    @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # resolved here, on all ranks: `trainer.log_dir` broadcasts, which must not happen in `on_exception`
         self._outdir = self.dirpath or trainer.log_dir or trainer.default_root_dir
         self._fit_start_step = trainer.global_step  # > 0 when resumed
 
+    @override
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
@@ -94,12 +97,14 @@ class Profiler(UniqueStateKey, Callback):
             self._prof = profile(activities=activities)
             self._prof.start()
 
+    @override
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         if self._prof is not None and trainer.global_step >= self.start_step + self.num_steps:
             self._finish(trainer)
 
+    @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._prof is not None:
             rank_zero_warn(f"Profiler: training ended at step {trainer.global_step}, inside the profiling window.")
@@ -117,6 +122,7 @@ class Profiler(UniqueStateKey, Callback):
                 "nothing was profiled. Lower `start_step`."
             )
 
+    @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         if self._prof is not None:
             self._finish(trainer)
@@ -138,9 +144,11 @@ class Profiler(UniqueStateKey, Callback):
             f.write(prof.key_averages().table(sort_by=sort_by, row_limit=self.row_limit))
         self.paths = [trace, table]
 
+    @override
     def state_dict(self) -> dict[str, Any]:
         return {"start_step": self.start_step, "num_steps": self.num_steps, "done": self._done}
 
+    @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if set(state_dict) != {"start_step", "num_steps", "done"}:
             raise KeyError(

@@ -10,14 +10,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-import lightning.pytorch as pl
-from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.utilities import rank_zero_warn
 from omegaconf import DictConfig, ListConfig, OmegaConf
+from typing_extensions import override
 
+from lightning_hooks.core import lightning_api
 from lightning_hooks.core.checks import check_hook
 from lightning_hooks.core.events import EventTable, Mount
 from lightning_hooks.core.facade import Facade
+from lightning_hooks.core.lightning_api import Callback, pl, rank_zero_warn
 from lightning_hooks.core.state_keys import UniqueStateKey
 from lightning_hooks.core.weight_swaps import check_one_weight_swap
 from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, Trigger
@@ -229,6 +229,7 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         for remove in reversed(patches):
             remove()
 
+    @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         check_one_weight_swap(trainer)
         self._key_by_position(trainer)
@@ -237,9 +238,11 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         self._train_epoch_open = False
         self._install_patches(trainer, pl_module)
 
+    @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._remove_patches()
 
+    @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         """Remove the run's patches and forward the failure to hooks with an ``on_exception`` mount point (their own
         errors only warn), then put the live weights back if hooks had EMA weights swapped in (an error or Ctrl-C
@@ -267,12 +270,15 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
 
     # Events whose rows need nothing but the standard context (batch_idx, data_batch, outputs, checkpoint); a family
     # overrides an event when its facade must change first, then calls ``fire`` itself.
+    @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire(ON["on_train_start"])
 
+    @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start_train_epoch(trainer, pl_module, mid_epoch=False)
 
+    @override
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         if self._train_epoch != trainer.current_epoch:
             # Lightning 2.6 does not call on_train_epoch_start for the epoch a fit resumes into from a checkpoint
@@ -285,6 +291,7 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         self._train_epoch_open = True
         self.start_train_epoch(trainer, pl_module, mid_epoch=mid_epoch)
 
+    @override
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
@@ -292,6 +299,7 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         if self.ends_train_epoch_at_last_batch and trainer.is_last_batch:
             self._end_train_epoch(trainer, LAST_TRAIN_BATCH)
 
+    @override
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._train_epoch_open:  # not ended at its last batch: cut short, or a host that ends epochs here
             self._end_train_epoch(trainer, ON["on_train_epoch_end"])
@@ -302,65 +310,94 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         finally:
             self._train_epoch_open = False
 
+    @override
     def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire(ON["on_after_backward"])
 
+    @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire(ON["on_train_end"])
 
+    @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire(ON["on_validation_start"])
 
+    @override
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire(ON["on_validation_epoch_start"])
 
+    @override
     def on_validation_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0
     ) -> None:
         self.fire(ON["on_validation_batch_start"], batch_idx=batch_idx, data_batch=batch)
 
+    @override
     def on_validation_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:  # fmt: skip
         self.fire(ON["on_validation_batch_end"], batch_idx=batch_idx, data_batch=batch, outputs=outputs)
 
+    @override
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire(ON["on_validation_epoch_end"])
 
+    @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire(ON["on_validation_end"])
 
+    @override
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire(ON["on_test_start"])
 
+    @override
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire(ON["on_test_epoch_start"])
 
+    @override
     def on_test_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0
     ) -> None:
         self.fire(ON["on_test_batch_start"], batch_idx=batch_idx, data_batch=batch)
 
+    @override
     def on_test_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:  # fmt: skip
         self.fire(ON["on_test_batch_end"], batch_idx=batch_idx, data_batch=batch, outputs=outputs)
 
+    @override
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire(ON["on_test_epoch_end"])
 
+    @override
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire(ON["on_test_end"])
 
+    @override
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
         self.fire(ON["on_save_checkpoint"], checkpoint=checkpoint)
 
     # ------------------------------------------------------------------------------------------- checkpoint state
+    @property
+    @override
+    def state_key(self) -> str:
+        return self._state_key
+
+    @override
     def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
         """Resuming with another hook list changes :attr:`state_key`: then load the one state an adapter of this class
         wrote (Lightning calls this before ``load_state_dict``, which it skips for a key the checkpoint lacks)."""
+        if trainer.state.fn == "fit" and lightning_api.replays_saved_batch(trainer, checkpoint):
+            warnings.warn(
+                f"Lightning {lightning_api.namespace_of(trainer).__version__} resumes this checkpoint, written at the "
+                "end of a train batch (where legacy checkpoint hooks save), by running that batch once more, so the "
+                "hooks see it twice and the epoch's later batch_idx are one lower than in the legacy host. "
+                "Lightning >= 2.5 resumes after the batch: pip install 'lightning>=2.5,<2.7'.",
+                stacklevel=2,
+            )
         states = checkpoint.get("callbacks") or {}
         if self.state_key in states:
             return
@@ -413,10 +450,12 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
     def load_host_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`host_state`."""
 
+    @override
     def state_dict(self) -> dict[str, Any]:
         hooks = {k: s for k, h in zip(self.hook_keys(), self.hooks) if (s := self.hook_state(h)) is not None}
         return {"family": self.family, "hooks": hooks, "host": self.host_state()}
 
+    @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         family = state_dict.get("family")
         if family != self.family:

@@ -18,16 +18,15 @@ Example::
 
 from __future__ import annotations
 
-import inspect
-import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
-from lightning.pytorch.callbacks import Callback
-from lightning.pytorch.utilities.model_helpers import is_overridden
+
+from lightning_hooks.core import lightning_api
+from lightning_hooks.core.lightning_api import Callback
 
 Remove = Callable[[], None]
 
@@ -89,7 +88,7 @@ class ModuleLoadCheckpoint(Patch):
             original(checkpoint)
             adapter.trigger(self, checkpoint=checkpoint)
 
-        return _set_on_instance(pl_module, "on_load_checkpoint", on_load_checkpoint)
+        return lightning_api.patch_method(pl_module, "on_load_checkpoint", on_load_checkpoint)
 
 
 @dataclass(frozen=True)
@@ -126,9 +125,10 @@ class ModuleStep(Patch):
         return (ModuleStep, self.method)
 
     def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
-        if not is_overridden(self.method, pl_module):
+        if not lightning_api.is_overridden(self.method, pl_module):
             return _nothing
-        return _set_on_instance(pl_module, self.method, _Step(adapter, self.method, getattr(pl_module, self.method)))
+        step = _Step(adapter, self.method, getattr(pl_module, self.method))
+        return lightning_api.patch_method(pl_module, self.method, step)
 
 
 @dataclass(frozen=True)
@@ -140,15 +140,15 @@ class StrategyTrainingStep(Patch):
         return "Strategy.training_step (after the step)"
 
     def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
-        strategy = trainer.strategy
-        original = strategy.training_step
+        def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
+            def training_step(*args: Any, **kwargs: Any) -> Any:
+                result = original(*args, **kwargs)
+                adapter.trigger(self)
+                return result
 
-        def training_step(*args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
-            adapter.trigger(self)
-            return result
+            return training_step
 
-        return _set_on_instance(strategy, "training_step", training_step)
+        return lightning_api.wrap_strategy_training_step(trainer, wrap)
 
 
 @dataclass(frozen=True)
@@ -167,39 +167,15 @@ class OptimizerStep(Patch):
         return register_optimizer_step_post_hook(after_step).remove
 
 
-class _Step:
-    """A wrapped step method: calls ``adapter.run_step``. Lightning's ``is_overridden`` reads the wrapped step's code."""
+class _Step(lightning_api.PatchedMethod):
+    """A wrapped step method: calls ``adapter.run_step``; still counts as overridden for Lightning."""
 
     def __init__(self, adapter: Any, method: str, step: Callable[..., Any]) -> None:
+        super().__init__(step)
         self.adapter, self.method = adapter, method
-        self.step = self.__wrapped__ = step  # is_overridden() looks through __wrapped__
-
-    @property
-    def __code__(self) -> types.CodeType:
-        """is_overridden() unwraps one level only: a wrapper around this one (a second adapter's) reads this."""
-        return inspect.unwrap(self.step).__code__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.adapter.run_step(self.method, self.step, args, kwargs)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> _Step:
-        """Shared, not copied, when a hook deep-copies the module (MMEngine's EMAHook): it holds the adapter."""
-        return self
-
-
-def _set_on_instance(obj: Any, name: str, value: Any) -> Remove:
-    """Set ``obj.name`` on the instance; the returned function restores what the instance had (or removes it)."""
-    had, before = name in vars(obj), vars(obj).get(name)
-    setattr(obj, name, value)
-
-    def remove() -> None:
-        if vars(obj).get(name) is value:
-            if had:
-                setattr(obj, name, before)
-            else:
-                delattr(obj, name)
-
-    return remove
+        return self.adapter.run_step(self.method, self.original, args, kwargs)
 
 
 def _nothing() -> None:

@@ -13,10 +13,9 @@ from typing import Any, Callable, Optional, Union
 import numpy as np
 import requests
 import visdom
-from lightning.fabric.utilities.logger import _convert_params, _flatten_dict, _sanitize_params
-from lightning.pytorch.loggers.logger import Logger, rank_zero_experiment
-from lightning.pytorch.utilities import rank_zero_only
 from typing_extensions import override
+
+from lightning_hooks.core.lightning_api import Logger, flat_hyperparams, rank_zero_experiment, rank_zero_only
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +179,7 @@ class VisdomLogger(Logger):
     @override
     @rank_zero_only
     def log_hyperparams(self, params: Union[dict[str, Any], Namespace], *args: Any, **kwargs: Any) -> None:
-        params = _sanitize_params(_flatten_dict(_convert_params(params)))
+        params = flat_hyperparams(params)
         rows = "".join(
             f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>" for k, v in params.items()
         )

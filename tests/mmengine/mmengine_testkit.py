@@ -15,6 +15,7 @@ from mmengine.hooks import Hook
 from mmengine.model import BaseModel
 from mmengine.registry import DATASETS, HOOKS, METRICS, MODELS
 from mmengine.runner import Runner
+from lh_testing import load_options
 from torch.utils.data import DataLoader, Dataset
 
 from lightning_hooks.families.mmengine import MMEngineAdapter, build_hooks
@@ -223,7 +224,7 @@ def run_lightning(
         **trainer_kwargs,
     )
     # checkpoints hold MMEngine objects (MessageHub history buffers): torch.load needs weights_only=False
-    trainer.fit(module, train, val_loader if val else None, ckpt_path=resume_from, weights_only=resume_from and False)
+    trainer.fit(module, train, val_loader if val else None, ckpt_path=resume_from, **load_options(resume_from and False))
     return trainer, adapter, module
 
 

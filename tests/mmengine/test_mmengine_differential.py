@@ -24,8 +24,10 @@ from mmengine_testkit import (
     unprefixed,
 )
 from mmengine.hooks import EMAHook, Hook
+from packaging.version import Version
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler
 
+from lightning_hooks.core import lightning_api
 from lightning_hooks.families.mmengine import MMEngineAdapter, build_hooks
 
 EMA_CKPT = dict(
@@ -247,6 +249,10 @@ def test_mmengine_runner_cannot_resume_its_own_checkpoint_on_torch_2_6_plus(tmp_
         run_mmengine(tmp_path / "mm2", resume_from=str(tmp_path / "mm" / "epoch_1.pth"), **RESUME)
 
 
+@pytest.mark.xfail(
+    Version(lightning_api.pl.__version__) < Version("2.5"), strict=True,
+    reason="Lightning 2.4 runs the batch a batch-end checkpoint was written in once more (the adapter warns)",
+)  # fmt: skip
 def test_mmengine_resume_from_adapter_checkpoint_matches_runner_resume(tmp_path, monkeypatch):
     run_mmengine(tmp_path / "mm", **RESUME)
     _, full_adapter, full_module = run_lightning(tmp_path / "lt", **RESUME)

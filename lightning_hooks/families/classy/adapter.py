@@ -11,13 +11,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
-from lightning.pytorch.utilities import rank_zero_warn
+from typing_extensions import override
 
 from lightning_hooks.compat import classy as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
 from lightning_hooks.core.errors import unknown_name
+from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.core.triggers import ON, Trigger
 from lightning_hooks.families.classy import checkpoint
 from lightning_hooks.families.classy import vissl as vissl_host
@@ -273,6 +273,7 @@ class ClassyAdapter(LegacyHookAdapter):
             self._clock.section("optimizer_step", "optimizer")
         self.fire(trigger)
 
+    @override
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer
     ) -> None:
@@ -360,6 +361,7 @@ class ClassyAdapter(LegacyHookAdapter):
         task.log_phase_end(f"{task.phase_type}_total")
 
     # ---------------------------------------------------------------------------------------- lightning events
+    @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self.task.trainer = trainer
         self.task.find_model(pl_module)  # before the patches: the forward trigger hooks task.base_model
@@ -432,6 +434,7 @@ class ClassyAdapter(LegacyHookAdapter):
             if isinstance(hook, self.weight_swap_classes()) and hook.state.model_state:
                 hook.set_model_state(self.task, use_ema=False)
 
+    @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._classy_resume is not None:
             self._resume_schedule(trainer, *self._classy_resume)
@@ -466,11 +469,13 @@ class ClassyAdapter(LegacyHookAdapter):
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         self._end_phase(trigger)
 
+    @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.standalone_validation():
             self.task.train = False  # Classy's test-only task is in test mode from on_start
         self.fire(ON["on_validation_start"])
 
+    @override
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
@@ -482,6 +487,7 @@ class ClassyAdapter(LegacyHookAdapter):
             )
         self._start_phase(ON["on_validation_epoch_start"], train=False)
 
+    @override
     def on_validation_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
@@ -490,17 +496,21 @@ class ClassyAdapter(LegacyHookAdapter):
             self._batch_done()
             self.fire(ON["on_validation_batch_end"])
 
+    @override
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
             self._end_phase(ON["on_validation_epoch_end"])
 
+    @override
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.task.train = False
         self.fire(ON["on_test_start"])
 
+    @override
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._start_phase(ON["on_test_epoch_start"], train=False)
 
+    @override
     def on_test_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
@@ -508,6 +518,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self._batch_done()
         self.fire(ON["on_test_batch_end"])
 
+    @override
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._end_phase(ON["on_test_epoch_end"])
 

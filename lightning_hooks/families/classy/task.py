@@ -10,10 +10,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
 
 from lightning_hooks.core.facade import Facade
+from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.families.classy import checkpoint, vissl
 from lightning_hooks.families.classy.meters import classy_meters
 

@@ -12,12 +12,14 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
+from typing_extensions import override
 from lightning.pytorch.trainer import call
 
 from lightning_hooks.compat import imix as compat
+from lightning_hooks.core import lightning_api
 from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.checks import check_argument
 from lightning_hooks.core.triggers import ON, Trigger
 from lightning_hooks.families.imix.events import AFTER_STEP, BEFORE_STEP, EVENTS
@@ -153,6 +155,7 @@ class IMIXAdapter(LegacyHookAdapter):
         return self._train_running
 
     # ------------------------------------------------------------------------------------------ lightning glue
+    @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         others = [type(c).__name__ for c in trainer.callbacks if isinstance(c, IMIXAdapter) and c is not self]
@@ -175,10 +178,11 @@ class IMIXAdapter(LegacyHookAdapter):
         elif vars(pl_module).pop(_SWITCHED, False):
             pl_module.automatic_optimization = True  # an earlier fit's adapter switched it for its OptimizerHook
 
+    @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._check_schedulers(trainer)
         self._check_epochs(trainer)
-        self.engine.start_iter = self.engine.iter = trainer.fit_loop.epoch_loop.batch_progress.total.ready
+        self.engine.start_iter = self.engine.iter = lightning_api.train_batches_fetched(trainer)
         real = compat.real_hooks()
         if real is not None:
             if self.engine.by_epoch:
@@ -197,7 +201,7 @@ class IMIXAdapter(LegacyHookAdapter):
 
     def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         self._data_time = time.perf_counter() - self._data_start
-        self.engine.iter = trainer.fit_loop.epoch_loop.total_batch_idx
+        self.engine.iter = lightning_api.train_batch_index(trainer)
         self.engine.inner_iter = batch_idx
         self.fire(ON["on_train_batch_start"])
 
@@ -238,6 +242,7 @@ class IMIXAdapter(LegacyHookAdapter):
         if self.engine.by_epoch and self.engine._log_buffer is not None:
             self.engine.log_buffer.epoch_step()
 
+    @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._remove_patches()  # before after_train: EvaluateHook pickles the whole model there
         self._train_running = False
@@ -246,11 +251,13 @@ class IMIXAdapter(LegacyHookAdapter):
         finally:
             self._close_buffer()
 
+    @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         super().on_exception(trainer, pl_module, exception)  # after_train when training (iMIX's `finally`)
         self._train_running = False
         self._close_buffer()
 
+    @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().teardown(trainer, pl_module, stage)
         self._close_buffer()

@@ -7,10 +7,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
 
 from lightning_hooks.core.facade import Facade, WorkDir
+from lightning_hooks.core.lightning_api import pl
 
 
 class Config(dict):

@@ -10,11 +10,12 @@ import sys
 import warnings
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
-from lightning.pytorch.utilities import rank_zero_warn
+from typing_extensions import override
 
+from lightning_hooks.core import lightning_api
 from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
+from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.core.checks import check_argument, is_int
 from lightning_hooks.core.safety import plain
 from lightning_hooks.core.triggers import ON, Trigger
@@ -200,6 +201,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         return trainer.current_epoch + ended
 
     # ---------------------------------------------------------------------------------------- run lifecycle
+    @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         if stage == "fit":  # a new training run; a resumed one restores the count after setup (load_host_state)
@@ -213,6 +215,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         _init_dist_flags(self.hooks)
         self.fire(ON["setup"])
 
+    @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         try:
             self.fire(ON["teardown"])
@@ -239,6 +242,7 @@ class MMEngineAdapter(LegacyHookAdapter):
                    if "accumulate_grad_batches" in wrong else "") + "."
             )
 
+    @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         """Forward the failure to hooks, then close the run's log file (Lightning calls no teardown after a failure)."""
         try:
@@ -269,6 +273,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.fire(trigger, **context)
 
     # ------------------------------------------------------------------------------------------------ train
+    @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.runner.build_param_schedulers()
         scheduled = {id(getattr(s.optimizer, "optimizer", s.optimizer)) for s in self.runner._built_schedulers()}
@@ -283,9 +288,10 @@ class MMEngineAdapter(LegacyHookAdapter):
                 scheduler.load_state_dict(state)
             self._scheduler_states = None
 
+    @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # the facade may have sized the train loader before Lightning restored its mid-epoch position: apply it now
-        trainer.fit_loop._load_combined_loader_states()
+        lightning_api.load_combined_loader_states(trainer)
         if self.runner._iter_based:
             self._plan_iteration(trainer)
         else:
@@ -332,6 +338,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.runner.epoch = self._epoch_of(trainer, ended=True)
         self.runner.train_loop.end_epoch()
 
+    @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.runner.epoch = self._epoch_of(trainer)
         self.fire(ON["on_train_end"])
@@ -341,6 +348,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._ema_swapped = self.real_validation()  # EMAHook.before_val_epoch swaps the EMA weights in
         self.fire(ON["on_validation_epoch_start"])
 
+    @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire(ON["on_validation_end"], metrics=_epoch_metrics(trainer))
         self._ema_swapped = False
@@ -352,6 +360,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._ema_swapped = True
         self.fire(ON["on_test_epoch_start"])
 
+    @override
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire(ON["on_test_end"], metrics=_epoch_metrics(trainer))
         self._ema_swapped = False
@@ -380,6 +389,7 @@ class MMEngineAdapter(LegacyHookAdapter):
             hook._swap_ema_parameters()
 
     # ------------------------------------------------------------------------------------------- checkpoints
+    @override
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
         """Give hooks MMEngine's checkpoint layout on Lightning's own dict, so what they write reaches the file."""
         if self.writes_checkpoint():
@@ -491,8 +501,8 @@ def _epoch_metrics(trainer: pl.Trainer) -> dict[str, float]:
     Under DDP the float metrics are averaged over the ranks, so every rank's hooks see the same values, as MMEngine's
     evaluator gives them (for per-rank means over equal-size shards, their mean is the mean over the whole set).
     Every rank must log the same metric names."""
-    results = trainer._results  # the evaluation loop's result collection, still filled in on_*_end
-    metrics = results.metrics(on_step=False)["callback"] if results is not None else trainer.callback_metrics
+    metrics = lightning_api.evaluation_metrics(trainer)
+    metrics = trainer.callback_metrics if metrics is None else metrics
     out = {k: v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v for k, v in metrics.items()}
     if trainer.world_size > 1:
         names = sorted(k for k, v in out.items() if isinstance(v, float))

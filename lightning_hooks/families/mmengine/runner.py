@@ -10,7 +10,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
 from lightning.fabric.utilities.data import _set_sampler_epoch
 from mmengine.config import Config
@@ -20,9 +19,11 @@ from mmengine.runner import LogProcessor
 from mmengine.registry import VISUALIZERS, DefaultScope
 from mmengine.visualization import Visualizer
 
+from lightning_hooks.core import lightning_api
 from lightning_hooks.core.checkpoint_files import durable_checkpoint_io, load_checkpoint_file
 from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.core.facade import Facade, WorkDir
+from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.safety import plain
 from lightning_hooks.families.mmengine.events import LOAD_CHECKPOINT
 from lightning_hooks.families.mmengine.iter_based import EndlessSource, IterLoopConfig, parse_train_cfg
@@ -272,7 +273,8 @@ class Runner(Facade):
     def _train_batches(self) -> int | float:
         trainer = self.trainer
         if trainer.num_training_batches == float("inf") and trainer.state.fn == "fit":
-            trainer.fit_loop.setup_data()  # hooks read the limits in before_run, before Lightning sized the loader
+            # hooks read the limits in before_run, before Lightning sized the loader
+            lightning_api.setup_train_data(trainer)
         return trainer.num_training_batches
 
     # ------------------------------------------------------------------------------------------ dataloaders
@@ -283,7 +285,8 @@ class Runner(Facade):
         if isinstance(source, EndlessSource):  # iteration-based: the loader, not the endless view Lightning iterates
             return source.loader
         if trainer.train_dataloader is None and trainer.state.fn == "fit":
-            trainer.fit_loop.setup_data()  # asked for before Lightning sized the loader (before_run, on_fit_start)
+            # asked for before Lightning sized the loader (before_run, on_fit_start)
+            lightning_api.setup_train_data(trainer)
         return trainer.train_dataloader
 
     def set_train_dataloader(self, loader: Any) -> None:

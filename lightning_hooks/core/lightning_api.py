@@ -1,0 +1,247 @@
+"""Everything lightning-hooks takes from Lightning beyond ``import lightning``: namespaces and internals, in one place.
+
+Lightning ships one framework under two names: ``lightning.pytorch`` (package ``lightning``) and the standalone
+``pytorch_lightning`` (package ``pytorch-lightning``), each with its own classes. A Trainer of one namespace accepts
+only callbacks, loggers and plugins derived from *its* classes, so the bases here derive from the class of every
+installed namespace in :data:`SUPPORTED` releases. The rest of the package imports Lightning only through this module.
+
+Every function that reaches past Lightning's public API names the releases it was checked on (:data:`CHECKED_ON`);
+``tests/core/test_core_lightning_api.py`` pins each signature and attribute it relies on, so a release that changes
+one fails there, not in a user's run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import inspect
+import types
+from collections.abc import Callable
+from typing import Any
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+#: Lightning releases lightning-hooks supports, in either namespace (``pyproject.toml`` requires the same range).
+SUPPORTED = SpecifierSet(">=2.4,<2.7")
+#: Releases every function below was checked on (CI runs the oldest and the newest: ``scripts/setup.sh test``).
+CHECKED_ON = ("2.4.0", "2.6.6")
+
+#: distribution -> (module of the Trainer API, module of Fabric's utilities)
+_DISTRIBUTIONS = {"lightning": ("lightning.pytorch", "lightning.fabric"),
+                  "pytorch-lightning": ("pytorch_lightning", "lightning_fabric")}
+
+
+def _installed() -> tuple[tuple[types.ModuleType, types.ModuleType], ...]:
+    """``(trainer API, fabric)`` of every installed namespace in :data:`SUPPORTED`, ``lightning`` first."""
+    found, rejected = [], []
+    for dist, (api, fabric) in _DISTRIBUTIONS.items():
+        try:
+            version = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if Version(version) not in SUPPORTED:
+            rejected.append(f"{dist}=={version}")
+            continue
+        try:
+            found.append((importlib.import_module(api), importlib.import_module(fabric)))
+        except ImportError:  # metadata left behind by an uninstall, or a namespace blocked on purpose
+            continue
+    if not found:
+        why = f"found {', '.join(rejected)}" if rejected else "found neither"
+        raise ImportError(
+            f"lightning-hooks needs Lightning {SUPPORTED} as `lightning` or `pytorch-lightning`; {why}. "
+            f"Install one: pip install 'lightning{SUPPORTED}'"
+        )
+    return tuple(found)
+
+
+_NAMESPACES = _installed()
+#: Every supported installed namespace's trainer API: ``lightning.pytorch`` and/or ``pytorch_lightning``.
+NAMESPACES: tuple[types.ModuleType, ...] = tuple(api for api, _ in _NAMESPACES)
+#: The namespace the package itself builds Trainers and modules with (demo, CLI): ``lightning.pytorch`` when installed.
+pl = NAMESPACES[0]
+#: Fabric of each namespace in :data:`NAMESPACES` (``lightning.fabric``, ``lightning_fabric``), and that of :data:`pl`.
+FABRICS: tuple[types.ModuleType, ...] = tuple(fabric for _, fabric in _NAMESPACES)
+fabric = FABRICS[0]
+
+
+def submodule(name: str) -> types.ModuleType:
+    """``pl.<name>`` (e.g. ``"cli"``), imported on demand: these are not imported with the namespace itself."""
+    return importlib.import_module(f"{pl.__name__}.{name}")
+
+
+def _each(module: str, name: str) -> tuple[type, ...]:
+    """Class ``name`` of ``module`` in every namespace (``"callbacks"``, ``"Callback"``)."""
+    return tuple(getattr(importlib.import_module(f"{ns.__name__}.{module}"), name) for ns in NAMESPACES)
+
+
+# --------------------------------------------------------------------------------------------- namespace bases
+class Callback(*_each("callbacks", "Callback")):  # type: ignore[misc]
+    """Base of every lightning-hooks callback: a ``Callback`` of each installed namespace, so that a
+    ``lightning.Trainer`` and a ``pytorch_lightning.Trainer`` both accept it (each checks ``isinstance`` against its
+    own class). Both bases are the same code under two names; the first one in the MRO answers every method."""
+
+
+class Logger(*_each("loggers", "Logger")):  # type: ignore[misc]
+    """Base of lightning-hooks loggers: a ``Logger`` of each installed namespace."""
+
+
+class TorchCheckpointIO(*_each("plugins.io", "TorchCheckpointIO")):  # type: ignore[misc]
+    """Base of lightning-hooks checkpoint IO plugins: a ``TorchCheckpointIO`` (hence ``CheckpointIO``) of each
+    installed namespace, which each Trainer's ``plugins=[...]`` check requires."""
+
+
+#: Lightning's ``Callback`` class of every namespace: a callback passes ``isinstance(cb, CALLBACKS)`` if either
+#: namespace's Trainer takes it.
+CALLBACKS: tuple[type, ...] = Callback.__bases__
+#: ``LightningModule`` and ``Trainer`` of every namespace, for ``isinstance`` checks.
+LIGHTNING_MODULES: tuple[type, ...] = tuple(ns.LightningModule for ns in NAMESPACES)
+TRAINERS: tuple[type, ...] = tuple(ns.Trainer for ns in NAMESPACES)
+#: Lightning's own callbacks in every namespace: the modules whose classes a config may name as callbacks.
+CALLBACK_MODULES: tuple[str, ...] = tuple(f"{ns.__name__}.callbacks" for ns in NAMESPACES)
+
+rank_zero_warn = pl.utilities.rank_zero_warn
+rank_zero_only = pl.utilities.rank_zero_only
+rank_zero_experiment = importlib.import_module(f"{pl.__name__}.loggers.logger").rank_zero_experiment
+isolate_rng = importlib.import_module(f"{pl.__name__}.utilities.seed").isolate_rng
+move_data_to_device = importlib.import_module(f"{fabric.__name__}.utilities.apply_func").move_data_to_device
+get_filesystem = importlib.import_module(f"{fabric.__name__}.utilities.cloud_io").get_filesystem
+
+
+def namespace_of(obj: Any) -> types.ModuleType:
+    """The namespace whose ``LightningModule`` or ``Trainer`` ``obj`` is (a mixed-up object gets a clear error)."""
+    for ns in NAMESPACES:
+        if isinstance(obj, (ns.LightningModule, ns.Trainer)):
+            return ns
+    raise TypeError(
+        f"{type(obj).__module__}.{type(obj).__qualname__} is neither a LightningModule nor a Trainer of "
+        f"{' or '.join(ns.__name__ for ns in NAMESPACES)}: build the model and the Trainer from one of them."
+    )
+
+
+# --------------------------------------------------------------------------------------------------- internals
+def flat_hyperparams(params: Any) -> dict[str, Any]:
+    """Hyperparameters (a dict or an ``argparse.Namespace``) as Lightning's own loggers log them: one level of
+    ``a/b`` keys with loggable values, through Fabric's ``_convert_params``, ``_flatten_dict`` and
+    ``_sanitize_params`` (``utilities.logger``). Checked on :data:`CHECKED_ON`."""
+    helpers = importlib.import_module(f"{fabric.__name__}.utilities.logger")
+    return helpers._sanitize_params(helpers._flatten_dict(helpers._convert_params(params)))
+
+
+def is_overridden(method: str, module: Any) -> bool:
+    """Whether ``module`` (a LightningModule of either namespace) overrides ``method``, as Lightning decides it.
+
+    Lightning's ``is_overridden`` (``utilities.model_helpers``) compares ``__code__`` after unwrapping one
+    ``__wrapped__``; :class:`PatchedMethod` keeps that answer for a patched step. Checked on :data:`CHECKED_ON`."""
+    ns = namespace_of(module)
+    helpers = importlib.import_module(f"{ns.__name__}.utilities.model_helpers")
+    return helpers.is_overridden(method, module, parent=ns.LightningModule)
+
+
+class PatchedMethod:
+    """A callable that an adapter sets on a LightningModule instance in place of one of its methods.
+
+    Lightning calls module hooks as ``getattr(module, name)(...)`` (``trainer.call._call_lightning_module_hook``),
+    so an instance attribute takes the class method's place. Lightning also asks ``is_overridden(name, module)``
+    (``training_step`` at fit start): it unwraps ``__wrapped__`` once and compares ``__code__`` with the base
+    class's, so this object exposes the original's ``__code__``. Subclasses implement ``__call__``. Checked on
+    :data:`CHECKED_ON`.
+    """
+
+    def __init__(self, original: Callable[..., Any]) -> None:
+        self.original = self.__wrapped__ = original
+
+    @property
+    def __code__(self) -> types.CodeType:
+        """The original's code: a wrapper around this object (``functools.wraps``, a second adapter) exposes this
+        object as its ``__wrapped__``, and Lightning reads ``__code__`` here."""
+        return inspect.unwrap(self.original).__code__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PatchedMethod:
+        """Shared, not copied, when a hook deep-copies the module (MMEngine's EMAHook): it holds its adapter."""
+        return self
+
+
+def patch_method(obj: Any, name: str, replacement: Callable[..., Any]) -> Callable[[], None]:
+    """Set ``replacement`` as ``obj.<name>`` on the instance (a LightningModule or the strategy), where Lightning
+    looks its hooks up. Returns the function that undoes it: it restores what the instance itself held (a method the
+    user set on it) or removes the attribute, unless something else replaced ``replacement`` meanwhile."""
+    had, before = name in vars(obj), vars(obj).get(name)
+    setattr(obj, name, replacement)
+
+    def undo() -> None:
+        if vars(obj).get(name) is replacement:
+            if had:
+                setattr(obj, name, before)
+            else:
+                delattr(obj, name)
+
+    return undo
+
+
+def wrap_strategy_training_step(
+    trainer: Any, wrapper: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> Callable[[], None]:
+    """Route ``trainer.strategy.training_step`` through ``wrapper(original)``; returns the function that undoes it.
+
+    Lightning's optimization loops call ``trainer._call_strategy_hook("training_step", ...)``, which looks the method
+    up on the strategy instance; the strategy calls ``LightningModule.training_step`` inside it (through the DDP
+    wrapper's forward). The wrapper runs after the step returned, outside that forward.
+    Checked on :data:`CHECKED_ON`."""
+    strategy = trainer.strategy
+    return patch_method(strategy, "training_step", wrapper(strategy.training_step))
+
+
+def setup_train_data(trainer: Any) -> None:
+    """Build and size the train loader now (``fit_loop.setup_data``), for a host asked for it before Lightning's
+    loop does so; Lightning's own later call then finds it built. Checked on :data:`CHECKED_ON`."""
+    trainer.fit_loop.setup_data()
+
+
+def train_batches_fetched(trainer: Any) -> int:
+    """Train batches fetched since the fit's first epoch, restored ones included on resume
+    (``fit_loop.epoch_loop.batch_progress.total.ready``). Checked on :data:`CHECKED_ON`."""
+    return trainer.fit_loop.epoch_loop.batch_progress.total.ready
+
+
+def train_batch_index(trainer: Any) -> int:
+    """Index of the current train batch counted over all epochs (``fit_loop.epoch_loop.total_batch_idx``).
+    Checked on :data:`CHECKED_ON`."""
+    return trainer.fit_loop.epoch_loop.total_batch_idx
+
+
+def load_combined_loader_states(trainer: Any) -> None:
+    """Apply the mid-epoch train-loader state a resumed fit restored (``fit_loop._load_combined_loader_states``).
+
+    Lightning applies it when it sets up the train data; a hook host that built the loader earlier (to read its
+    length) calls this so the loader resumes where the checkpoint left it. It is idempotent: Lightning clears the
+    pending state once applied. Checked on :data:`CHECKED_ON`."""
+    trainer.fit_loop._load_combined_loader_states()
+
+
+def evaluation_metrics(trainer: Any) -> dict[str, Any] | None:
+    """Metrics logged in the evaluation epoch that just ended, read in ``on_validation_end``/``on_test_end``.
+
+    ``trainer.callback_metrics`` then still holds the train metrics too; the running loop's result collection
+    (``trainer._results``) holds only this loop's: ``_results.metrics(on_step=False)["callback"]``. ``None``
+    outside a loop. Checked on :data:`CHECKED_ON`."""
+    results = trainer._results
+    return None if results is None else results.metrics(on_step=False)["callback"]
+
+
+def replays_saved_batch(trainer: Any, checkpoint: dict[str, Any]) -> bool:
+    """Whether resuming ``checkpoint`` runs the batch it was written in once more.
+
+    A checkpoint written in ``on_train_batch_end`` (where legacy checkpoint hooks save) holds that batch as
+    processed but not completed: Lightning 2.5 and later resume after it, Lightning 2.4 runs it again and every later
+    ``batch_idx`` of that epoch is one lower. Reads ``loops.fit_loop["epoch_loop.batch_progress"]`` of the
+    checkpoint. Checked on :data:`CHECKED_ON`."""
+    if Version(namespace_of(trainer).__version__) >= Version("2.5"):
+        return False
+    loop = checkpoint.get("loops", {}).get("fit_loop", {})
+    total = loop.get("epoch_loop.batch_progress", {}).get("total", {})
+    return bool(total) and total["processed"] == total["completed"] + 1

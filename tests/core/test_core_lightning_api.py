@@ -1,0 +1,296 @@
+"""Pins every Lightning internal that ``lightning_hooks/core/lightning_api.py`` relies on, in every installed namespace.
+
+A Lightning release that renames, moves or changes one of them fails here (the main suite runs Lightning 2.6, the
+reduced suite in ``.venv-lt24`` runs 2.4), instead of breaking an adapter in a user's run.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+import inspect
+import pathlib
+import tomllib
+from typing import Any
+
+import pytest
+import torch
+from packaging.requirements import Requirement
+
+from lightning_hooks.core import lightning_api
+
+NAMESPACES = {ns.__name__: ns for ns in lightning_api.NAMESPACES}
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=sorted(NAMESPACES))
+def ns(request):
+    """Each installed Lightning namespace: ``lightning.pytorch`` and ``pytorch_lightning``."""
+    return NAMESPACES[request.param]
+
+
+def _trainer(ns: Any, tmp_path: pathlib.Path, **kwargs: Any) -> Any:
+    defaults = dict(default_root_dir=tmp_path, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                    enable_progress_bar=False, enable_model_summary=False, max_steps=2, limit_val_batches=1,
+                    num_sanity_val_steps=0)  # fmt: skip
+    return ns.Trainer(**{**defaults, **kwargs})
+
+
+def _boring(ns: Any) -> Any:
+    return importlib.import_module(f"{ns.__name__}.demos.boring_classes").BoringModel
+
+
+# ----------------------------------------------------------------------------------------------- versions
+def test_requirement_admits_the_supported_releases_in_both_namespaces():
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pins = {r.name: r.specifier for r in map(Requirement, requires)}
+    assert pins["lightning"] == lightning_api.SUPPORTED
+    assert pins["pytorch-lightning"] == lightning_api.SUPPORTED
+    assert all(v in lightning_api.SUPPORTED for v in ("2.4.0", "2.5.6", "2.6.6"))
+    assert not any(v in lightning_api.SUPPORTED for v in ("2.3.3", "2.7.0"))
+
+
+def test_every_installed_supported_namespace_is_used():
+    expected = []
+    for dist, module in (("lightning", "lightning.pytorch"), ("pytorch-lightning", "pytorch_lightning")):
+        try:
+            version = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if version in lightning_api.SUPPORTED:
+            expected.append(module)
+    assert list(NAMESPACES) == expected and expected
+    assert lightning_api.pl is lightning_api.NAMESPACES[0]
+
+
+# -------------------------------------------------------------------------------------- namespace bases
+def test_bases_derive_from_each_namespace(ns):
+    fabric = importlib.import_module({"lightning.pytorch": "lightning.fabric"}.get(ns.__name__, "lightning_fabric"))
+    assert issubclass(lightning_api.Callback, ns.Callback)
+    assert issubclass(lightning_api.Logger, ns.loggers.Logger)
+    assert issubclass(lightning_api.TorchCheckpointIO, fabric.plugins.CheckpointIO)
+    assert ns.Callback in lightning_api.CALLBACKS and ns.LightningModule in lightning_api.LIGHTNING_MODULES
+    assert lightning_api.namespace_of(_boring(ns)()) is ns
+
+
+def test_namespace_of_names_both_namespaces_for_a_foreign_object():
+    with pytest.raises(TypeError, match="neither a LightningModule nor a Trainer of") as err:
+        lightning_api.namespace_of(torch.nn.Linear(1, 1))
+    for name in NAMESPACES:
+        assert name in str(err.value)
+
+
+def test_callbacks_loggers_and_plugins_of_the_package_carry_override_on_lightning_methods():
+    """``@override`` on every method that overrides a Callback / Logger / CheckpointIO method."""
+    import lightning_hooks.callbacks as callbacks
+    import lightning_hooks.loggers as loggers
+    from lightning_hooks import families
+
+    adapters = [family.adapter for family in families.registered()]
+    classes = [getattr(callbacks, n) for n in callbacks.__all__] + [loggers.VisdomLogger, *adapters]
+    missing = []
+    for cls in classes:
+        bases = [b for b in (lightning_api.Callback, lightning_api.Logger, lightning_api.TorchCheckpointIO)
+                 if issubclass(cls, b)]  # fmt: skip
+        assert bases, cls
+        for klass in cls.__mro__:
+            if not klass.__module__.startswith("lightning_hooks.") or klass in bases:
+                continue
+            for name, fn in vars(klass).items():
+                fn = fn.fget if isinstance(fn, property) else fn
+                if callable(fn) and not name.startswith("__") and any(hasattr(b, name) for b in bases):
+                    if not getattr(fn, "__override__", False):
+                        missing.append(f"{klass.__qualname__}.{name}")
+    assert not missing, f"add @override to {missing}"
+
+
+# ---------------------------------------------------------------------------------------------- internals
+def test_is_overridden_reads_one_wrapped_and_the_code(ns):
+    """Lightning's is_overridden unwraps ``__wrapped__`` once and compares ``__code__``; PatchedMethod keeps the
+    answer for a patched step, also under a further ``functools.wraps`` wrapper (a second adapter)."""
+
+    class Step(lightning_api.PatchedMethod):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return self.original(*args, **kwargs)
+
+    class NoStep(ns.LightningModule):
+        pass
+
+    model, bare = _boring(ns)(), NoStep()
+    assert lightning_api.is_overridden("training_step", model)
+    assert not lightning_api.is_overridden("training_step", bare)
+    for module in (model, bare):
+        expected = lightning_api.is_overridden("training_step", module)
+        undo = lightning_api.patch_method(module, "training_step", Step(module.training_step))
+        assert lightning_api.is_overridden("training_step", module) == expected
+        outer = functools.wraps(module.training_step)(lambda *a, **k: None)
+        undo_outer = lightning_api.patch_method(module, "training_step", outer)
+        assert lightning_api.is_overridden("training_step", module) == expected
+        undo_outer()
+        undo()
+        assert "training_step" not in vars(module)
+    assert set(inspect.signature(lightning_api.is_overridden).parameters) == {"method", "module"}
+    helpers = importlib.import_module(f"{ns.__name__}.utilities.model_helpers")
+    assert list(inspect.signature(helpers.is_overridden).parameters) == ["method_name", "instance", "parent"]
+
+
+def test_patched_module_method_and_strategy_step_are_what_the_fit_calls(ns, tmp_path):
+    """Lightning looks module hooks and the strategy's training_step up on the instances, so patches set there run
+    (module step inside the strategy step); unpatching restores the class methods."""
+    calls: list[str] = []
+
+    class ModuleStep(lightning_api.PatchedMethod):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            calls.append("module")
+            return self.original(*args, **kwargs)
+
+    class StrategyStep:
+        def __init__(self, original: Any) -> None:
+            self.original = original
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            result = self.original(*args, **kwargs)
+            calls.append("strategy")
+            return result
+
+    class Patcher(ns.Callback):
+        def setup(self, trainer, pl_module, stage):
+            self.undo = [lightning_api.patch_method(pl_module, "training_step", ModuleStep(pl_module.training_step)),
+                         lightning_api.wrap_strategy_training_step(trainer, StrategyStep)]  # fmt: skip
+
+        def teardown(self, trainer, pl_module, stage):
+            for undo in self.undo:
+                undo()
+
+    model, trainer = _boring(ns)(), _trainer(ns, tmp_path, callbacks=[Patcher()], limit_val_batches=0)
+    own = model.training_step  # a step the user set on the instance comes back
+    model.training_step = own
+    trainer.fit(model)
+    assert calls == ["module", "strategy"] * 2
+    assert vars(model)["training_step"] is own and "training_step" not in vars(trainer.strategy)
+
+
+def test_load_combined_loader_states_is_the_fit_loops_no_argument_method(ns, tmp_path):
+    trainer = _trainer(ns, tmp_path)
+    method = trainer.fit_loop._load_combined_loader_states
+    assert not inspect.signature(method).parameters
+    assert trainer.fit_loop._combined_loader_states_to_load == []
+    lightning_api.load_combined_loader_states(trainer)  # nothing restored: a no-op
+
+
+def test_load_combined_loader_states_applies_a_restored_mid_epoch_loader_state(ns, tmp_path):
+    """Lightning restores a mid-epoch loader state after ``on_fit_start`` and applies it when it sets up the train
+    data; a loader set up earlier (by a hook host) gets it only through ``load_combined_loader_states``."""
+
+    class Loader(torch.utils.data.DataLoader):
+        def state_dict(self) -> dict[str, int]:
+            return {"position": 3}
+
+        def load_state_dict(self, state: dict[str, int]) -> None:
+            loaded.append(state)
+
+    loaded: list[dict[str, int]] = []
+
+    class Model(_boring(ns)):
+        def train_dataloader(self):
+            return Loader(torch.randn(8, 32), batch_size=2)
+
+    trainer = _trainer(ns, tmp_path, max_steps=2, limit_val_batches=0,
+                       callbacks=[ns.callbacks.ModelCheckpoint(dirpath=tmp_path, save_last=True)],
+                       enable_checkpointing=True)  # fmt: skip
+    trainer.fit(Model())
+    seen: list[list[dict[str, int]]] = []
+
+    class Probe(ns.Callback):
+        def on_fit_start(self, trainer, pl_module):  # a host sizing the loader before Lightning restores the loops
+            trainer.fit_loop.setup_data()
+
+        def on_train_start(self, trainer, pl_module):
+            seen.append(list(loaded))
+            lightning_api.load_combined_loader_states(trainer)
+            seen.append(list(loaded))
+
+    resumed = _trainer(ns, tmp_path, max_steps=3, limit_val_batches=0, callbacks=[Probe()])
+    resumed.fit(Model(), ckpt_path=str(tmp_path / "last.ckpt"))
+    assert seen == [[], [{"position": 3}]]
+    assert loaded == [{"position": 3}]  # Lightning's own call later finds nothing left to apply
+
+
+def test_evaluation_metrics_hold_only_the_ending_loops_metrics(ns, tmp_path):
+    seen: dict[str, Any] = {}
+
+    class Model(_boring(ns)):
+        def training_step(self, batch, batch_idx):
+            out = super().training_step(batch, batch_idx)
+            self.log("train_metric", 1.0)
+            return out
+
+        def validation_step(self, batch, batch_idx):
+            self.log("val_metric", 2.0)
+
+        def test_step(self, batch, batch_idx):
+            self.log("test_metric", 3.0)
+
+    class Probe(ns.Callback):
+        def on_validation_end(self, trainer, pl_module):
+            seen["val"] = lightning_api.evaluation_metrics(trainer)
+
+        def on_test_end(self, trainer, pl_module):
+            seen["test"] = lightning_api.evaluation_metrics(trainer)
+
+    trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=1, limit_train_batches=2)
+    trainer.fit(Model())
+    trainer.test(Model(), verbose=False)
+    assert {k: float(v) for k, v in seen["val"].items()} == {"val_metric": 2.0}
+    assert {k: float(v) for k, v in seen["test"].items()} == {"test_metric": 3.0}
+    assert lightning_api.evaluation_metrics(trainer) is None  # no loop runs
+
+
+def test_flat_hyperparams_is_what_lightnings_loggers_log():
+    from argparse import Namespace
+
+    params = Namespace(model={"depth": 2, "sizes": [1, 2]}, lr=0.1, tags=None)
+    assert lightning_api.flat_hyperparams(params) == {"model/depth": 2, "model/sizes": "[1, 2]", "lr": 0.1, "tags": "None"}
+
+
+def test_replays_saved_batch_tells_whether_a_batch_end_checkpoint_runs_its_batch_again(ns, tmp_path):
+    """Lightning 2.4 resumes a checkpoint written in on_train_batch_end at that same batch; 2.5+ after it."""
+
+    class Save(ns.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if batch_idx == 1:
+                trainer.save_checkpoint(tmp_path / "batch_end.ckpt")
+
+    class Record(ns.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            seen.append(batch_idx)
+
+    seen: list[int] = []
+    _trainer(ns, tmp_path, max_steps=3, limit_val_batches=0, callbacks=[Save()]).fit(_boring(ns)())
+    checkpoint = torch.load(tmp_path / "batch_end.ckpt", weights_only=False)
+    resumed = _trainer(ns, tmp_path, max_steps=4, limit_val_batches=0, callbacks=[Record()])
+    resumed.fit(_boring(ns)(), ckpt_path=tmp_path / "batch_end.ckpt")
+    replays = lightning_api.replays_saved_batch(resumed, checkpoint)
+    assert seen == ([1, 2] if replays else [2, 3])
+    assert replays == (ns.__version__.startswith("2.4."))
+    assert not lightning_api.replays_saved_batch(resumed, {})  # a weights-only checkpoint has no loops
+
+
+def test_train_data_setup_and_batch_counters(ns, tmp_path):
+    """setup_train_data sizes the loader before the loop does; the counters count over epochs (4 batches each)."""
+    seen: list[tuple[int, int, int]] = []
+
+    class Probe(ns.Callback):
+        def on_fit_start(self, trainer, pl_module):
+            assert trainer.num_training_batches == float("inf")  # not sized yet
+            lightning_api.setup_train_data(trainer)
+            seen.append((-1, int(trainer.num_training_batches), lightning_api.train_batches_fetched(trainer)))
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            seen.append((batch_idx, lightning_api.train_batch_index(trainer), lightning_api.train_batches_fetched(trainer)))
+
+    trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=2, limit_train_batches=4,
+                       limit_val_batches=0)  # fmt: skip
+    trainer.fit(_boring(ns)())
+    assert seen == [(-1, 4, 0)] + [(i % 4, i, i + 1) for i in range(8)]
