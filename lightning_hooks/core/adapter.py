@@ -381,11 +381,6 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         self.fire(ON["on_save_checkpoint"], checkpoint=checkpoint)
 
     # ------------------------------------------------------------------------------------------- checkpoint state
-    @property
-    @override
-    def state_key(self) -> str:
-        return self._state_key
-
     @override
     def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
         """Resuming with another hook list changes :attr:`state_key`: then load the one state an adapter of this class
