@@ -137,7 +137,7 @@ def test_is_overridden_reads_one_wrapped_and_the_code(ns):
 
 def test_patched_module_method_and_strategy_step_are_what_the_fit_calls(ns, tmp_path):
     """Lightning looks module hooks and the strategy's training_step up on the instances, so patches set there run
-    (module step inside the strategy step); unpatching restores the class methods."""
+    (module step inside the strategy step); undoing restores what the instance had."""
     calls: list[str] = []
 
     class ModuleStep(lightning_api.PatchedMethod):
