@@ -288,8 +288,8 @@ class EMA(UniqueStateKey, Callback):
     # ------------------------------------------------------------------ hooks
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        check_one_weight_swap(trainer)
         self._key_by_position(trainer)
+        check_one_weight_swap(trainer)
 
     def weight_swappers(self) -> list[str]:
         """This callback swaps its average into the model for evaluation (see :func:`check_one_weight_swap`)."""

@@ -231,8 +231,8 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
 
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        check_one_weight_swap(trainer)
         self._key_by_position(trainer)
+        check_one_weight_swap(trainer)
         self._trainer = trainer
         self._train_epoch = None
         self._train_epoch_open = False

@@ -31,9 +31,12 @@ class UniqueStateKey:
         live.add(self)
 
     def _key_by_position(self, trainer: pl.Trainer) -> None:
-        """Number this instance by its position among ``trainer``'s callbacks with the same base key."""
+        """Number this instance by its position among ``trainer``'s callbacks with the same base key, and give up its
+        claim: the claim only keeps keys unique until a Trainer has ordered them (instances of finished runs, which
+        a notebook or a test session keeps alive, then no longer push new ones to ``#1``)."""
         equal = [c for c in trainer.callbacks if getattr(c, "_base_state_key", None) == self._base_state_key]
         self._state_key_index = next(i for i, c in enumerate(equal) if c is self)
+        _live[self._base_state_key].discard(self)
 
     @property
     def state_key(self) -> str:

@@ -267,10 +267,10 @@ def test_reliability_equal_callbacks_get_their_own_state_keys_and_each_resumes_i
     assert (second[2].skipped_steps, second[3].skipped_steps) == (0, 5)
 
 
-def test_reliability_two_native_emas_each_keep_their_average(tmp_path):
+def test_reliability_two_native_emas_get_distinct_keys_and_are_refused_as_two_weight_swaps(tmp_path):
     from lightning_hooks.callbacks import EMA
 
-    # two EMAs that never swap into the model (no validation): Lightning accepted only one per Trainer before
+    # distinct state keys: Lightning's generic "state_key must be unique" is gone; both swap into one model: refused
     slow, fast = EMA(decay=0.9, warmup=False), EMA(decay=0.5, warmup=False)
     with pytest.raises(ValueError, match=r"lightning_hooks\.callbacks\.EMA and lightning_hooks\.callbacks\.EMA both swap"):
         fit(tmp_path, [slow, fast])
