@@ -66,8 +66,67 @@ def child_main(out: str) -> None:
     scenario("to_lightning", lambda: runs.run_lightning(
         runs.compose(root / "to_lightning", moco), epochs=1,
         vissl_checkpoint=str(root / "moco/vissl/model_phase0.torch")))  # fmt: skip
+    scenario("config", lambda: config_layer(root / "config"))
+    scenario("cli", lambda: cli(root / "cli"))
+    scenario("docs", lambda: docs_snippet(root / "docs"))
     scenario("regnet", lambda: both("regnet", ["config.OPTIMIZER.num_epochs=1", "config.DISTRIBUTED.INIT_METHOD=file"]))
     torch.save(results, root / "results.pt")
+
+
+def config_layer(out: Path) -> dict[str, Any]:
+    """build_callbacks with a VISSL config in the classy section."""
+    from vissl.hooks import default_hook_generator
+
+    from lightning_hooks.config import build_callbacks
+
+    overrides = ["config=test/cpu_test/test_cpu_regnet_moco", f"config.CHECKPOINT.DIR={out}"]
+    [adapter] = build_callbacks({"classy": {"vissl": overrides, "hooks": [{"name": "loss_lr_meter_logging"}],
+                                            "loss": "criterion"}})  # fmt: skip
+    return {
+        "hooks": [type(hook).__name__ for hook in adapter.hooks],
+        "vissl": [type(hook).__name__ for hook in default_hook_generator(adapter.task.config)],
+        "folder": adapter.task.checkpoint_folder,
+        "out": str(out),
+    }
+
+
+def cli(out: Path) -> dict[str, Any]:
+    """`lightning-hooks fit --config` with ClassyAdapter(vissl=...) in trainer.callbacks and VISSL's model and data."""
+    import vissl_runs as runs
+    import yaml
+
+    from lightning_hooks.cli import main
+
+    overrides = [runs.BASE, f"config.CHECKPOINT.DIR={out}", *runs.TINY, *runs.LOSSES["moco"]]
+    overrides.remove("config.OPTIMIZER.num_epochs=2")
+    config = {
+        "model": {"class_path": "vissl_runs.VisslModule", "init_args": {"config": overrides}},
+        "trainer": {
+            "max_epochs": 1, "logger": False, "enable_checkpointing": False, "default_root_dir": str(out),
+            "callbacks": [{"class_path": "lightning_hooks.ClassyAdapter",
+                           "init_args": {"hooks": [], "vissl": overrides, "loss": "criterion"}}],
+        },
+    }  # fmt: skip
+    out.mkdir(parents=True)
+    (out / "fit.yaml").write_text(yaml.safe_dump(config))
+    main(["fit", "--config", str(out / "fit.yaml")])
+    return {"files": sorted(p.name for p in out.glob("*.torch")), "stdout": (out / "stdout.json").exists()}
+
+
+def docs_snippet(out: Path) -> dict[str, Any]:
+    """docs/migration-classy.md's VISSL snippet, run as written (in ``out``)."""
+    import os
+
+    text = (HERE.parents[1] / "docs" / "migration-classy.md").read_text()
+    code = next(block for block in text.split("```python\n")[1:] if "class VisslModule" in block).split("```")[0]
+    out.mkdir(parents=True)
+    cwd = os.getcwd()
+    os.chdir(out)
+    try:
+        exec(compile(code, "docs/migration-classy.md", "exec"), {"__name__": "docs_snippet"})
+    finally:
+        os.chdir(cwd)
+    return {"files": sorted(p.name for p in (out / "vissl_ckpt").glob("*.torch"))}
 
 
 # ------------------------------------------------------------------------------------------- the tests
@@ -203,3 +262,18 @@ def test_classy_vissl_trainer_cpu_test_config_as_a_whole(runs):
     result = scenario(runs, "regnet")
     assert_same_run(result["lightning"], result["vissl"])
     assert result["lightning"]["error"] is None and result["lightning"]["hooks"][0] == "LogPerfTimeMetricsHook"
+
+
+def test_classy_vissl_trainer_config_layer_builds_vissls_hooks(runs):
+    result = scenario(runs, "config")
+    assert result["hooks"] == [*result["vissl"], "LossLrMeterLoggingHook"]  # default_hook_generator's, then ours
+    assert result["folder"] == result["out"]  # VISSL's CHECKPOINT.DIR
+
+
+def test_classy_vissl_trainer_cli_fits_with_a_vissl_config(runs):
+    result = scenario(runs, "cli")
+    assert result["files"] == ["checkpoint.torch", "model_final_checkpoint_phase0.torch"] and result["stdout"]
+
+
+def test_classy_vissl_trainer_docs_snippet_runs(runs):
+    assert scenario(runs, "docs")["files"] == ["checkpoint.torch", "model_final_checkpoint_phase0.torch"]

@@ -24,6 +24,7 @@ import torch
 from classy_vision.hooks import ClassyHook
 
 from lightning_hooks import ClassyAdapter
+from lightning_hooks.families.classy.vissl import compose as compose_vissl
 
 #: VISSL's CPU test config, which every scenario starts from.
 BASE = "config=test/cpu_test/test_cpu_regnet_moco"
@@ -146,13 +147,14 @@ class Recorder(ClassyHook):
 
 
 class VisslModule(L.LightningModule):
-    """A VISSL model, loss and data in a LightningModule, built with VISSL's own builders from its config."""
+    """A VISSL model, loss and data in a LightningModule, built with VISSL's own builders from its config (a composed
+    ``AttrDict`` or VISSL's command-line overrides)."""
 
     def __init__(self, config: Any) -> None:
         from vissl.models import build_model
 
         super().__init__()
-        self.config = config
+        self.config = config = compose_vissl(config)
         self.model = build_model(config.MODEL, config.OPTIMIZER)
 
     def setup(self, stage: str) -> None:
