@@ -457,11 +457,11 @@ class Task(Facade):
         }
 
     def phase_state(self) -> dict[str, Any]:
-        """What a mid-phase checkpoint needs to reopen the phase: counters, losses, batches and meter states. VISSL's
-        ``batches`` is not saved: as in a resumed VISSL run, it is -1 at ``on_start``."""
+        """What a mid-phase checkpoint needs to reopen the phase: counters, losses, batches and meter states."""
         return {
             **self.counters(),
             "local_iteration_num": self.local_iteration_num,
+            "batches": self.batches,
             "phase_batches": self.phase_batches,
             "losses": list(self.losses),
             "meters": [meter.get_classy_state() for meter in self.meters],
@@ -470,6 +470,7 @@ class Task(Facade):
     def load_phase_state(self, state: Mapping[str, Any]) -> None:
         self.load_counters(state)
         self.local_iteration_num = state.get("local_iteration_num", -1)
+        self.batches = state.get("batches", 0)
         self.phase_batches = state.get("phase_batches", 0)
         self.losses = list(state.get("losses", []))
         for meter, meter_state in zip(self.meters, state.get("meters", [])):
