@@ -53,7 +53,7 @@ def test_reliability_classy_hook_error_runs_vissl_on_exception(tmp_path):
         on_start = on_phase_start = on_phase_end = on_end = ClassyHook._noop
 
         def on_step(self, task) -> None:
-            if task.train and task.train_phase_idx == 1 and task.batches == 2:
+            if task.train and task.train_phase_idx == 1 and len(task.losses) == 2:  # the phase's 2nd batch
                 raise RuntimeError("boom")
 
     class OnException(ClassyHook):  # VISSL's extra mount point

@@ -124,6 +124,8 @@ def test_reliability_sigkill_after_an_epochs_last_batch_then_resume(tmp_path, re
     assert phases == [5, 4]  # Classy's test phase of that validation
     iterations = [s["adapters"]["classy"]["host"].pop("local_iteration_num") for s in (expected, resumed)]
     assert iterations[0] - iterations[1] == 3  # VISSL counts that test phase's start and its 2 batches
+    batches = [s["adapters"]["classy"]["host"].pop("batches") for s in (expected, resumed)]
+    assert batches[0] - batches[1] == 2  # VISSL's task.batches: the run's batches (only VISSL's sampler hook resets it)
     assert_equal_state(resumed, expected)  # weights, MMEngine EMAHook, train phases and the other counters
     assert resumed_imix == expected_imix
 
