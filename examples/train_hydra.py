@@ -15,7 +15,8 @@ from lightning_hooks import build_callbacks
 def main(cfg: DictConfig) -> None:
     # hook sections from the `hooks` group, plus the native callbacks added with +callbacks=<name> (ConfigStore)
     hooks = OmegaConf.to_container(cfg.hooks, resolve=True)
-    hooks["callbacks"] = [*hooks.get("callbacks", []), *OmegaConf.to_container(cfg.get("callbacks") or {}).values()]
+    native = cfg.get("callbacks")  # None unless +callbacks=... added the group
+    hooks["callbacks"] = [*hooks.get("callbacks", []), *(OmegaConf.to_container(native).values() if native else [])]
     trainer = L.Trainer(**cfg.trainer, default_root_dir=cfg.work_dir, callbacks=build_callbacks(hooks))
     trainer.fit(instantiate(cfg.model), instantiate(cfg.data))
 

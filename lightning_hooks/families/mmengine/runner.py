@@ -17,10 +17,16 @@ from mmengine.optim import OptimWrapper, OptimWrapperDict
 from mmengine.runner import LogProcessor
 from mmengine.visualization import Visualizer
 
+from lightning_hooks.console import DropMessages, route_console
 from lightning_hooks.core.facade import Facade
 from lightning_hooks.core.safety import plain
 
 _instances = itertools.count()
+
+
+# MMEngine's own CheckpointHook and LoggerHook build a FileClient on every run ("kept until MMEngine 1.0"), which
+# warns that FileClient and HardDiskBackend are deprecated: nothing a user can change, so these two are dropped.
+UPSTREAM_NOTICES = DropMessages('"FileClient" will be deprecated', '"HardDiskBackend" is the alias of "LocalBackend"')
 
 
 class _Loop:
@@ -187,6 +193,8 @@ class Runner(Facade):
                 log_file=os.path.join(self.log_dir, f"{self.timestamp}.log"),
                 log_level=self._log_level,
             )
+            route_console(self._logger)
+            self._logger.addFilter(UPSTREAM_NOTICES)
         return self._logger
 
     def close_log_file(self) -> None:
