@@ -41,8 +41,10 @@ def main(argv: list[str] | None = None) -> None:
         argparse.ArgumentParser(prog="lightning-hooks lifecycle", description=description).parse_args(rest)
         print(render(), end="")
     elif command in ("fit", "validate", "test"):
+        from lightning_hooks.console import quiet_upstream_notices
         from lightning_hooks.lightning_cli import LightningHooksCLI
 
+        quiet_upstream_notices()
         LightningHooksCLI(argv)  # None: LightningCLI reads sys.argv itself
     elif command in ("-h", "--help"):
         print(USAGE)

@@ -67,6 +67,11 @@ class DropMessages(logging.Filter):
         return not str(record.msg).startswith(self.prefixes)
 
 
+# Classy's ExponentialMovingAverageModelHook warns on every run that it leaves out integer buffers (BatchNorm's
+# num_batches_tracked): it averages float tensors by design, and the user can change nothing about it.
+CLASSY_EMA_NOTICE = DropMessages("In ExponentialMovingAverageModelHook, ")
+
+
 def configure_logging(trainer: Any) -> None:
     """Set up Python logging as the training entry points of the legacy hosts among ``trainer.callbacks`` did.
 
@@ -90,6 +95,8 @@ def configure_logging(trainer: Any) -> None:
         root.setLevel(logging.INFO)
         if not root.handlers:
             logging.basicConfig(stream=ConsoleStream("stderr"))
+        for handler in root.handlers:
+            handler.addFilter(CLASSY_EMA_NOTICE)
     route_console(root)
     route_console(logging.getLogger("lightning.pytorch"))
     if "imix" in families:

@@ -77,7 +77,10 @@ class LightningHooksCLI(LightningCLI):
     """
 
     def __init__(self, args: list[str] | None = None) -> None:
-        super().__init__(args=args, save_config_kwargs={"overwrite": True}, parser_class=ShortErrorParser)
+        super().__init__(
+            args=args, save_config_kwargs={"overwrite": True}, parser_class=ShortErrorParser,
+            parser_kwargs={"prog": "lightning-hooks"},
+        )  # fmt: skip
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.set_defaults({"model": {"class_path": DEMO_MODEL}})

@@ -16,7 +16,7 @@ from hydra.utils import instantiate
 
 from lightning_hooks import ClassyAdapter, IMIXAdapter, MMEngineAdapter, build_callbacks
 from lightning_hooks.callbacks import EMA
-from lightning_hooks.cli import LightningHooksCLI
+from lightning_hooks.lightning_cli import LightningHooksCLI
 
 ROOT = Path(__file__).parents[2]
 SHORT = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=6", "--trainer.limit_val_batches=2",
