@@ -31,19 +31,15 @@ from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from lightning_hooks import families
 from lightning_hooks.config_schema import SCHEMAS
-from lightning_hooks.core.errors import unknown_name
-from lightning_hooks.families.classy import ClassyAdapter
-from lightning_hooks.families.imix import IMIXAdapter
-from lightning_hooks.families.mmengine import MMEngineAdapter
+from lightning_hooks.core.errors import ConfigError, unknown_name
+from lightning_hooks.core.family import check_keys, expect, message
 
 #: ``_target_`` paths instantiated without an explicit allow-list.
 SAFE_TARGETS = ("lightning_hooks.*", "lightning.pytorch.callbacks.*", "pytorch_lightning.callbacks.*")
-SECTIONS = ("mmengine", "classy", "imix", "callbacks")
 
-
-class ConfigError(ValueError):
-    """A config that cannot be built; the message starts with the offending config path."""
+__all__ = ["SAFE_TARGETS", "ConfigError", "build_callbacks"]
 
 
 def build_callbacks(
@@ -56,25 +52,25 @@ def build_callbacks(
         allow_targets: ``fnmatch`` patterns of further ``_target_`` paths that may be instantiated (besides
             :data:`SAFE_TARGETS`). Both the path and the ``module.qualname`` of the class or function it names must
             match, it must not pass through a module attribute, and a top-level entry must name a ``Callback``
-            class; all is checked before anything is called. MMEngine ``type`` names resolve in the hook
-            registry tree only, Classy ``name`` and iMIX ``type`` in their hook registries.
+            class; all is checked before anything is called. Each family section is built by its family
+            (:mod:`lightning_hooks.families`): MMEngine ``type`` names resolve in the hook registry tree only, Classy
+            ``name`` and iMIX ``type`` in their hook registries.
 
     Example::
 
         trainer = Trainer(callbacks=build_callbacks("configs/hydra/hooks/mixed.yaml"))
     """
     config = _load(cfg)
-    unknown = [key for key in config if key not in SECTIONS]
+    sections = [family.name for family in families.registered()] + ["callbacks"]
+    unknown = [key for key in config if key not in sections]
     if unknown:
-        raise ConfigError(f"{unknown[0]}: {unknown_name('config section', str(unknown[0]), SECTIONS)}")
-    callbacks: list[Callback] = []
-    if config.get("mmengine") is not None:
-        callbacks.append(_mmengine(_expect(config["mmengine"], dict, "mmengine", "{work_dir: ..., custom_hooks: [...]}")))
-    if config.get("classy") is not None:
-        callbacks.append(_classy(_expect(config["classy"], (list, dict), "classy", "[{name: precise_bn}, ...]")))
-    if config.get("imix") is not None:
-        callbacks.append(_imix(_expect(config["imix"], dict, "imix", "{custom_hooks: [{type: ...}]}")))
-    entries = _expect(config.get("callbacks") or [], list, "callbacks", "[{_target_: lightning_hooks.callbacks.EMA}]")
+        raise ConfigError(f"{unknown[0]}: {unknown_name('config section', str(unknown[0]), sections)}")
+    callbacks: list[Callback] = [
+        family.build_section(config[family.name], family.name)
+        for family in families.registered()
+        if config.get(family.name) is not None
+    ]
+    entries = expect(config.get("callbacks") or [], list, "callbacks", "[{_target_: lightning_hooks.callbacks.EMA}]")
     for i, entry in enumerate(entries):
         callbacks.append(_target(entry, f"callbacks[{i}]", (*SAFE_TARGETS, *allow_targets)))
     return callbacks
@@ -96,76 +92,6 @@ def _load(cfg: DictConfig | Mapping[str, Any] | str | os.PathLike) -> dict[str, 
         ) from err
 
 
-def _build(adapter: type, entries: list[Any], path: str) -> list[Any]:
-    return [_build_one(adapter, entry, f"{path}[{i}]") for i, entry in enumerate(entries)]
-
-
-def _build_one(adapter: type, entry: Any, path: str) -> Any:
-    try:
-        return adapter.build_hook(entry) if isinstance(entry, Mapping) else entry
-    except Exception as err:
-        raise ConfigError(f"{path}: {_message(err)}") from err
-
-
-def _options(adapter: type, section: dict[str, Any], path: str, **hooks: Any) -> Any:
-    accepted = [name for name in inspect.signature(adapter).parameters if name != "hooks"]
-    _check_keys(section, accepted, path, f"{adapter.__name__} option")
-    return adapter(**hooks, **section)
-
-
-def _check_keys(given: Iterable[str], accepted: Iterable[str], path: str, what: str) -> None:
-    for key in given:
-        if key not in accepted:
-            raise ConfigError(f"{path}.{key}: {unknown_name(what, key, accepted).replace('Registered', 'Accepted')}")
-
-
-def _expect(value: Any, kind: type | tuple[type, ...], path: str, example: str) -> Any:
-    if not isinstance(value, kind):
-        kinds = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise ConfigError(f"{path}: expected a {kinds}, got {type(value).__name__} {value!r}. Write e.g. {path}: {example}")
-    return value
-
-
-def _message(err: Exception) -> str:
-    return str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
-
-
-def _mmengine(section: dict[str, Any]) -> MMEngineAdapter:
-    from lightning_hooks.families.mmengine.config import build_hooks
-
-    section = dict(section)
-    # Each config is built once, with its path in any error; MMEngine then merges the instances over its default
-    # hooks (a default_hooks entry replaces the default of that name) and orders them by priority.
-    default_hooks = {
-        key: None if entry is None else _build_one(MMEngineAdapter, entry, f"mmengine.default_hooks.{key}")
-        for key, entry in _expect(section.pop("default_hooks", None) or {}, dict, "mmengine.default_hooks",
-                                  "{checkpoint: {type: CheckpointHook, interval: 1}}").items()
-    }
-    custom = _expect(section.pop("custom_hooks", None) or [], list, "mmengine.custom_hooks", "[{type: EMAHook}]")
-    custom_hooks = _build(MMEngineAdapter, custom, "mmengine.custom_hooks")
-    hooks = build_hooks(default_hooks=default_hooks, custom_hooks=custom_hooks)
-    return _options(MMEngineAdapter, section, "mmengine", hooks=hooks)
-
-
-def _classy(section: list[Any] | dict[str, Any]) -> ClassyAdapter:
-    if isinstance(section, list):
-        section, path = {"hooks": section}, "classy"
-    else:
-        section, path = dict(section), "classy.hooks"
-    hooks = _build(ClassyAdapter, _expect(section.pop("hooks", []), list, path, "[{name: precise_bn}]"), path)
-    return _options(ClassyAdapter, section, "classy", hooks=hooks)
-
-
-def _imix(section: dict[str, Any]) -> IMIXAdapter:
-    section = dict(section)
-    if "custom_hooks" not in section:
-        raise ConfigError("imix.custom_hooks: missing; IMIXAdapter needs at least one hook. Write e.g. "
-                          "imix.custom_hooks: [{type: IterationTimerHook}]")
-    custom = _expect(section.pop("custom_hooks"), list, "imix.custom_hooks", "[{type: IterationTimerHook}]")
-    hooks = _build(IMIXAdapter, custom, "imix.custom_hooks")
-    return _options(IMIXAdapter, section, "imix", hooks=hooks)
-
-
 def _target(entry: Any, path: str, allowed: tuple[str, ...]) -> Callback:
     if not isinstance(entry, Mapping) or "_target_" not in entry:
         raise ConfigError(f"{path}: a callback entry needs a '_target_' (e.g. lightning_hooks.callbacks.EMA)")
@@ -176,12 +102,12 @@ def _target(entry: Any, path: str, allowed: tuple[str, ...]) -> Callback:
     schema = SCHEMAS.get(entry["_target_"])
     if schema is not None:
         fields = [f.name for f in dataclasses.fields(schema)]
-        _check_keys(entry, fields, path, f"{entry['_target_'].rsplit('.', 1)[-1]} option")
+        check_keys(entry, fields, path, f"{entry['_target_'].rsplit('.', 1)[-1]} option")
     try:
         node = OmegaConf.merge(OmegaConf.structured(schema), entry) if schema else OmegaConf.create(dict(entry))
         return instantiate(node)
     except Exception as err:
-        raise ConfigError(f"{path}: {_message(err)}") from err
+        raise ConfigError(f"{path}: {message(err)}") from err
 
 
 def _resolve(target: str, path: str, allowed: tuple[str, ...]) -> Any:

@@ -102,7 +102,7 @@ def configure_logging(trainer: Any) -> None:
     if "imix" in families:
         from imix.utils.logger import setup_logger
 
-        work_dir = families["imix"].trainer._work_dir or trainer.default_root_dir
+        work_dir = families["imix"].trainer._work_dir.resolve(trainer)
         route_console(setup_logger(work_dir, distributed_rank=trainer.global_rank, name="imix"))
 
 

@@ -8,7 +8,6 @@ with a table of what each hook did.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import textwrap
@@ -17,15 +16,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from typing_extensions import override
-
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
+from typing_extensions import override
 
-from lightning_hooks import adapt
+from lightning_hooks import adapt, families
 from lightning_hooks.console import ProgressBar, configure_logging, quiet_upstream_notices
 from lightning_hooks.core.adapter import LegacyHookAdapter
 
@@ -192,78 +190,14 @@ class Run:
         return f"{shown} in {os.path.relpath(folder)}"
 
 
-def mmengine_hooks(out: Path) -> list[tuple[Any, Probe]]:
-    from mmengine.hooks import CheckpointHook, EMAHook, IterTimerHook, LoggerHook, RuntimeInfoHook
-
-    def ema(hook: Any, run: Run) -> str:
-        weights = {k.removeprefix("module."): v for k, v in hook.ema_model.state_dict().items() if k != "steps"}
-        return f"val loss of all {len(run.val.dataset)} samples after training: EMA {run.val_loss(weights):.3f}, raw {run.val_loss():.3f}"
-
-    def hub(key: str, what: str, scale: float = 1.0, fmt: str = ".3f") -> Probe:
-        return lambda hook, run: f"{what} {run.adapter('mmengine').runner.message_hub.get_scalar(key).mean() * scale:{fmt}}"
-
-    def logs(hook: Any, run: Run) -> str:
-        return run.files(run.adapter("mmengine").runner.log_dir)
-
-    return [
-        (RuntimeInfoHook(), hub("train/lr", "message hub train/lr =", fmt=".4f")),
-        (IterTimerHook(), hub("train/time", "message hub train/time =", 1e3, ".2f")),
-        (LoggerHook(interval=8), lambda hook, run: logs(hook, run)),
-        (CheckpointHook(interval=1, max_keep_ckpts=2), lambda hook, run: run.files(out, "*.pth")),
-        (EMAHook(momentum=0.05), ema),
-    ]
-
-
-def classy_hooks(out: Path) -> list[tuple[Any, Probe]]:
-    from classy_vision.hooks import CheckpointHook, PreciseBatchNormHook
-
-    folder = out / "classy_checkpoints"
-    folder.mkdir(parents=True, exist_ok=True)
-    precise_bn = PreciseBatchNormHook(num_samples=128, cache_samples=True)
-
-    def bn(hook: Any, run: Run) -> str:
-        phases = run.adapter("classy").task.train_phase_idx + 1
-        return f"BN statistics recomputed at the end of each of {phases} train phases from 128 cached samples"
-
-    return [
-        (CheckpointHook(str(folder), input_args={}), lambda hook, run: run.files(folder)),
-        (precise_bn, bn),
-    ]
-
-
-def imix_hooks(out: Path) -> list[tuple[Any, Probe]]:
-    from imix.engine.hooks import IterationTimerHook, JSONLoggerHook, PeriodicLogger
-
-    status = out / "imix_status.json"
-
-    def records() -> list[dict[str, float]]:
-        return [json.loads(line) for line in status.read_text().splitlines()] if status.exists() else []
-
-    def timer(hook: Any, run: Run) -> str:
-        times = [r["iter_time"] for r in records()]
-        return f"iter_time into iMIX's log buffer: {1e3 * sum(times) / max(len(times), 1):.2f} ms/iter"
-
-    def logger(hook: Any, run: Run) -> str:
-        return f"{len(records())} JSON records of total_loss, iter_time in {os.path.relpath(status)}"
-
-    return [(IterationTimerHook(), timer), (PeriodicLogger([JSONLoggerHook(str(status))], 8), logger)]
-
-
-FAMILIES: dict[str, Callable[[Path], list[tuple[Any, Probe]]]] = {
-    "mmengine": mmengine_hooks,
-    "classy": classy_hooks,
-    "imix": imix_hooks,
-}
-
-
 def run(out: Path, max_epochs: int = 5) -> tuple[list[list[str]], ValidationCurves]:
     """Train with every family's demo hooks; return the report rows (hook, family, mount points, produced) and the
     validation curves (also logged to CSV and TensorBoard under ``out/lightning_logs``)."""
     pl.seed_everything(0, verbose=False)
     probes: dict[int, Probe] = {}
     hooks = []
-    for build in FAMILIES.values():
-        for hook, probe in build(out):
+    for family in families.registered():
+        for hook, probe in family.demo_hooks(out) if family.demo_hooks else ():
             hooks.append(hook)
             probes[id(hook)] = probe
     adapters = adapt(hooks, work_dir=out, cfg={"log_config": {"period": 8}})

@@ -11,11 +11,13 @@ from typing import Any, ClassVar
 
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities import rank_zero_warn
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from lightning_hooks.core.checks import check_hook
 from lightning_hooks.core.events import EventTable, Mount
 from lightning_hooks.core.facade import Facade
+from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, Trigger
 
 Call = tuple[Any, Callable[..., Any]]
 Step = tuple[Mount, Callable[[], bool] | None, tuple[Call, ...]]
@@ -26,9 +28,15 @@ class LegacyHookAdapter(Callback):
 
     Subclasses set ``family``, ``events`` (the family's :class:`EventTable`), implement :meth:`base_classes` and
     build ``self.host`` (a :class:`Facade`). Every Lightning event fires its table rows through :meth:`fire`; a family
-    overrides an event only to update its facade first. Hooks are ordered once by :meth:`order`; for every event the
-    adapter keeps only the hooks that override each mount point, so N hooks cost one Lightning callback plus one
-    Python call per hook that does something.
+    overrides an event only to update its facade first. The table's other triggers are patches installed for the run
+    (:mod:`lightning_hooks.core.triggers`), which call back :meth:`trigger` or :meth:`run_step`. Hooks are ordered once
+    by :meth:`order`; for every trigger the adapter keeps only the hooks that override each mount point, so N hooks
+    cost one Lightning callback plus one Python call per hook that does something.
+
+    Shared lifecycle: a host that ends its train epoch before validating (``ends_train_epoch_at_last_batch``) gets
+    :meth:`end_train_epoch` at the last batch's ``on_train_batch_end``, or at ``on_train_epoch_end`` when the epoch was
+    cut short (``max_steps``, ``should_stop``); every host gets :meth:`start_train_epoch` for each epoch it runs, the
+    one a fit resumes into included.
     """
 
     family: ClassVar[str]
@@ -39,13 +47,15 @@ class LegacyHookAdapter(Callback):
     noops: ClassVar[tuple[Callable[..., Any], ...]] = ()
     #: the library's name in messages, the positional arguments its host passes to every mount point, and the module
     #: prefixes of trusted hook classes (the library's own, our compat bases), for the adapt-time checks.
-    label: ClassVar[str] = ""
+    family_title: ClassVar[str] = ""
     host_args: ClassVar[tuple[str, ...]] = ()
     upstream: ClassVar[tuple[str, ...]] = ()
+    #: whether the host ends a train epoch at its last batch, before validating (MMEngine, Classy; not iMIX).
+    ends_train_epoch_at_last_batch: ClassVar[bool] = True
 
     def __init__(self, hooks: Any | Sequence[Any]) -> None:
         hooks = list(hooks) if isinstance(hooks, (list, tuple, ListConfig)) else [hooks]
-        hooks = [self.build_hook(_plain(h)) if isinstance(h, Mapping) else h for h in hooks]
+        hooks = [self.build_hook(_container(h)) if isinstance(h, Mapping) else h for h in hooks]
         if not hooks:
             raise ValueError(f"{type(self).__name__} needs at least one {self.family} hook")
         bases = self.base_classes()
@@ -64,15 +74,19 @@ class LegacyHookAdapter(Callback):
                 )
         self.hooks: list[Any] = self.order(hooks)
         for hook in self.hooks:
-            check_hook(hook, self.events, self.label or self.family, self.host_args, self.upstream)
+            check_hook(hook, self.events, self.family_title or self.family, self.host_args, self.upstream)
         # Lightning formats state_key into a profiler action name on every hook call: compute it once.
         self._state_key = self._generate_state_key(hooks=self.hook_keys())
         self.host: Facade
-        self.fired: Counter[str] = Counter()
+        self.fired_rows: Counter[Mount] = Counter()  # how often each table row fired
+        # what fire() accepts: the table's triggers, and every Lightning event (the shared methods fire them all)
+        self._triggers = frozenset(self.events.events()) | frozenset(ON.values())
         self._host_args: tuple[Any, ...] = ()
         self._trainer: pl.Trainer | None = None
-        self._plan: dict[str, tuple[Step, ...]] = {}
+        self._plan: dict[Trigger, tuple[Step, ...]] = {}
+        self._patches: list[Callable[[], None]] = []
         self._train_epoch: int | None = None  # the train epoch whose start was fired
+        self._train_epoch_open = False
 
     # ----------------------------------------------------------------------------------------- family contract
     @classmethod
@@ -100,11 +114,47 @@ class LegacyHookAdapter(Callback):
         defaults = {getattr(base, name, None) for base in self.base_classes()} | set(self.noops)
         return fn not in defaults
 
+    def trigger(self, trigger: Trigger, **context: Any) -> None:
+        """Called by an installed patch (:mod:`lightning_hooks.core.triggers`); a family overrides it to update its
+        facade before the rows fire."""
+        self.fire(trigger, **context)
+
+    def run_step(self, method: str, step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run a wrapped LightningModule step method (a :class:`~lightning_hooks.core.triggers.ModuleStep` patch) and
+        fire its rows around it; families whose table has such a trigger implement it."""
+        raise NotImplementedError(f"{type(self).__name__} has a ModuleStep trigger but does not implement run_step")
+
+    def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
+        """Start a train epoch in the host; ``mid_epoch`` when the fit resumed inside it (from a checkpoint)."""
+        self.fire(ON["on_train_epoch_start"])
+
+    def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        """Start a train batch in the host (its epoch has started)."""
+        self.fire(ON["on_train_batch_start"], batch_idx=batch_idx, data_batch=batch)
+
+    def end_train_batch(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """End a train batch in the host (before its epoch may end at it)."""
+        self.fire(ON["on_train_batch_end"], batch_idx=batch_idx, data_batch=batch, outputs=outputs)
+
+    def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
+        """End the open train epoch in the host, firing ``trigger``'s rows: :data:`LAST_TRAIN_BATCH`, or
+        ``on_train_epoch_end`` (an epoch cut short, or a host that does not end epochs at their last batch)."""
+        self.fire(trigger)
+
+    # ------------------------------------------------------------------------------------------- conditions
+    def real_validation(self) -> bool:
+        return not self._trainer.sanity_checking
+
+    def train_epoch_open(self) -> bool:
+        return self._train_epoch_open
+
     # ---------------------------------------------------------------------------------------------- dispatch
     def _build_plan(self, host_args: tuple[Any, ...]) -> None:
-        """Precompute, per Lightning event, the rows that have at least one active hook. Call once the host exists."""
+        """Precompute, per trigger, the rows that have at least one active hook. Call once the host exists."""
         self._host_args = host_args
-        plan: dict[str, list[Step]] = {}
+        plan: dict[Trigger, list[Step]] = {}
         for row in self.events.rows:
             calls = tuple((h, getattr(h, row.mount)) for h in self.hooks if self.active(h, row.mount))
             if calls:
@@ -112,22 +162,32 @@ class LegacyHookAdapter(Callback):
                 plan.setdefault(row.event, []).append((row, when, calls))
         self._plan = {event: tuple(steps) for event, steps in plan.items()}
 
-    def fire(self, event: str, **context: Any) -> None:
-        """Call, in table order, every mount point ``event`` fires, with the arguments its row names."""
+    def fire(self, trigger: Trigger, *, errors: str = "raise", **context: Any) -> None:
+        """Call, in table order, every mount point ``trigger`` fires, with the arguments its row names.
+
+        A hook's exception propagates with a note naming hook, mount point and step; with ``errors="warn"`` (while
+        handling another failure) it only warns, so the original exception reaches the user. A trigger that is not in
+        the family's table (a patch the table does not name, a plain string) is an error."""
+        steps = self._plan.get(trigger)
+        if steps is None:
+            if trigger not in self._triggers:
+                raise ValueError(f"{type(self).__name__}: {trigger!r} is not a trigger of the {self.family} event table")
+            return
         host = self._host_args
-        for row, when, calls in self._plan.get(event, ()):
+        for row, when, calls in steps:
             if when is not None and not when():
                 continue
             # Rows name a subset of the context: equal sizes mean the context itself can be passed.
             kwargs = context if len(row.args) == len(context) else {name: context[name] for name in row.args}
-            self.fired[row.mount] += 1
-            hook = None
-            try:
-                for hook, fn in calls:
+            self.fired_rows[row] += 1
+            for hook, fn in calls:
+                try:
                     fn(*host, **kwargs)
-            except Exception as err:
-                err.add_note(self._where(hook, row))
-                raise
+                except Exception as err:
+                    if errors == "raise":
+                        err.add_note(self._where(hook, row))
+                        raise
+                    warnings.warn(f"{self._where(hook, row)} while handling {context.get('exception')!r}: {err!r}", stacklevel=2)
 
     def _where(self, hook: Any, row: Mount) -> str:
         trainer = self._trainer
@@ -137,114 +197,136 @@ class LegacyHookAdapter(Callback):
             f"(Lightning event '{row.event}', {at})"
         )
 
+    @property
+    def fired(self) -> Counter[str]:
+        """How often each mount point has fired so far (for hooks that implement it)."""
+        counts: Counter[str] = Counter()
+        for row, n in self.fired_rows.items():
+            counts[row.mount] += n
+        return counts
+
     def mount_counts(self, hook: Any) -> dict[str, int]:
         """How often each mount point ``hook`` implements has fired so far."""
-        return {m: self.fired[m] for m in self.events.mount_points() if self.active(hook, m) and self.fired[m]}
+        fired = self.fired
+        return {m: fired[m] for m in self.events.mount_points() if self.active(hook, m) and fired[m]}
 
     # ------------------------------------------------------------------------------------------ lightning glue
+    def _install_patches(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._remove_patches()  # a fit that failed before teardown left them
+        self._patches = [patch.install(self, trainer, pl_module) for patch in self.events.patches()]
+
+    def _remove_patches(self) -> None:
+        """Undo the patches of this run (idempotent): the module and strategy are as they came in."""
+        patches, self._patches = self._patches, []
+        for remove in reversed(patches):
+            remove()
+
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._trainer = trainer
         self._train_epoch = None
+        self._train_epoch_open = False
+        self._install_patches(trainer, pl_module)
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._remove_patches()
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        """Forward the failure to hooks with an ``on_exception`` mount point; their own errors only warn."""
-        for row, when, calls in self._plan.get("on_exception", ()):
-            if when is not None and not when():
-                continue
-            kwargs = {"exception": exception} if "exception" in row.args else {}
-            for hook, fn in calls:
-                try:
-                    fn(*self._host_args, **kwargs)
-                except Exception as err:  # the original exception must reach the user
-                    warnings.warn(f"{self._where(hook, row)} while handling {exception!r}: {err!r}", stacklevel=2)
+        """Remove the run's patches and forward the failure to hooks with an ``on_exception`` mount point; their own
+        errors only warn."""
+        self._remove_patches()
+        self.fire(ON["on_exception"], errors="warn", exception=exception)
 
     # Events whose rows need nothing but the standard context (batch_idx, data_batch, outputs, checkpoint); a family
     # overrides an event when its facade must change first, then calls ``fire`` itself.
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_train_start")
+        self.fire(ON["on_train_start"])
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._train_epoch = trainer.current_epoch
-        self.start_train_epoch(trainer, pl_module, mid_epoch=False)
+        self._start_train_epoch(trainer, pl_module, mid_epoch=False)
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         if self._train_epoch != trainer.current_epoch:
             # Lightning 2.6 does not call on_train_epoch_start for the epoch a fit resumes into from a checkpoint
             # written during it or at the previous epoch's last batch; every legacy host starts each epoch it runs.
-            self._train_epoch = trainer.current_epoch
-            self.start_train_epoch(trainer, pl_module, mid_epoch=batch_idx > 0)
+            self._start_train_epoch(trainer, pl_module, mid_epoch=batch_idx > 0)
         self.start_train_batch(trainer, pl_module, batch, batch_idx)
 
-    def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
-        """Start a train epoch in the host; ``mid_epoch`` when the fit resumed inside it (from a checkpoint)."""
-        self.fire("on_train_epoch_start")
-
-    def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        """Start a train batch in the host (its epoch has started)."""
-        self.fire("on_train_batch_start", batch_idx=batch_idx, data_batch=batch)
-
-    def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_after_backward")
+    def _start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
+        self._train_epoch = trainer.current_epoch
+        self._train_epoch_open = True
+        self.start_train_epoch(trainer, pl_module, mid_epoch=mid_epoch)
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        self.fire("on_train_batch_end", batch_idx=batch_idx, data_batch=batch, outputs=outputs)
+        self.end_train_batch(trainer, pl_module, outputs, batch, batch_idx)
+        if self.ends_train_epoch_at_last_batch and trainer.is_last_batch:
+            self._end_train_epoch(trainer, LAST_TRAIN_BATCH)
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_train_epoch_end")
+        if self._train_epoch_open:  # not ended at its last batch: cut short, or a host that ends epochs here
+            self._end_train_epoch(trainer, ON["on_train_epoch_end"])
+
+    def _end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
+        try:
+            self.end_train_epoch(trainer, trigger)  # rows read train_epoch_open(): still True here
+        finally:
+            self._train_epoch_open = False
+
+    def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.fire(ON["on_after_backward"])
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_train_end")
+        self.fire(ON["on_train_end"])
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_validation_start")
+        self.fire(ON["on_validation_start"])
 
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_validation_epoch_start")
+        self.fire(ON["on_validation_epoch_start"])
 
     def on_validation_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0
     ) -> None:
-        self.fire("on_validation_batch_start", batch_idx=batch_idx, data_batch=batch)
+        self.fire(ON["on_validation_batch_start"], batch_idx=batch_idx, data_batch=batch)
 
     def on_validation_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:  # fmt: skip
-        self.fire("on_validation_batch_end", batch_idx=batch_idx, data_batch=batch, outputs=outputs)
+        self.fire(ON["on_validation_batch_end"], batch_idx=batch_idx, data_batch=batch, outputs=outputs)
 
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_validation_epoch_end")
+        self.fire(ON["on_validation_epoch_end"])
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_validation_end")
+        self.fire(ON["on_validation_end"])
 
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_test_start")
+        self.fire(ON["on_test_start"])
 
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_test_epoch_start")
+        self.fire(ON["on_test_epoch_start"])
 
     def on_test_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0
     ) -> None:
-        self.fire("on_test_batch_start", batch_idx=batch_idx, data_batch=batch)
+        self.fire(ON["on_test_batch_start"], batch_idx=batch_idx, data_batch=batch)
 
     def on_test_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:  # fmt: skip
-        self.fire("on_test_batch_end", batch_idx=batch_idx, data_batch=batch, outputs=outputs)
+        self.fire(ON["on_test_batch_end"], batch_idx=batch_idx, data_batch=batch, outputs=outputs)
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_test_epoch_end")
+        self.fire(ON["on_test_epoch_end"])
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_test_end")
+        self.fire(ON["on_test_end"])
 
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
-        self.fire("on_save_checkpoint", checkpoint=checkpoint)
+        self.fire(ON["on_save_checkpoint"], checkpoint=checkpoint)
 
     # ------------------------------------------------------------------------------------------- checkpoint state
     @property
@@ -327,7 +409,7 @@ class LegacyHookAdapter(Callback):
         self.load_host_state(state_dict.get("host", {}))
 
 
-def _plain(config: Mapping[str, Any]) -> dict[str, Any]:
+def _container(config: Mapping[str, Any]) -> dict[str, Any]:
     return OmegaConf.to_container(config, resolve=True) if isinstance(config, DictConfig) else dict(config)
 
 
@@ -341,3 +423,16 @@ def _saved_hooks(key: str, prefix: str) -> list[str]:
 
 def _names(classes: Iterable[type]) -> str:
     return ", ".join(f"{c.__module__}.{c.__qualname__}" for c in classes)
+
+
+def warn_if_last_epoch_unvalidated(trainer: pl.Trainer, who: str, consequence: str) -> None:
+    """Warn when Lightning validates on some epochs but not after the last one (``max_epochs`` not a multiple of
+    ``check_val_every_n_epoch``), while the legacy host ends every run with a validation; ``consequence`` says what
+    the user loses."""
+    every = trainer.check_val_every_n_epoch
+    if trainer.enable_validation and every and trainer.max_epochs not in (None, -1) and trainer.max_epochs % every:
+        rank_zero_warn(
+            f"{who}: Trainer(max_epochs={trainer.max_epochs}, check_val_every_n_epoch={every}) runs no validation "
+            f"after the last train epoch, {consequence}. Choose a max_epochs that is a multiple of "
+            "check_val_every_n_epoch, or call trainer.validate() after fit."
+        )

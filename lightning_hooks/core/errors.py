@@ -12,3 +12,7 @@ def unknown_name(what: str, name: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
     return f"unknown {what} {name!r}.{hint} Registered: {', '.join(known)}."
+
+
+class ConfigError(ValueError):
+    """A config that cannot be built; the message starts with the offending config path."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar
 
 
@@ -27,3 +28,19 @@ class Facade:
             f"If your hook needs {name!r}, set it on the facade before training (adapter.{self.host}.{name} = ...) "
             "or open an issue naming the hook."
         )
+
+
+class WorkDir:
+    """A host's ``work_dir``: the folder given to the adapter, else the Trainer's ``default_root_dir`` (the current
+    folder before a Trainer exists). Shared by the facades whose host has a work dir (MMEngine's runner, iMIX's
+    engine)."""
+
+    def __init__(self, path: str | os.PathLike | None, adapter: str) -> None:
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"{adapter}(work_dir={path!r}): work_dir must be a path (str or os.PathLike), not {type(path).__name__}")
+        self.given = None if path is None else os.fspath(path)
+
+    def resolve(self, trainer: Any) -> str:
+        if self.given is not None:
+            return self.given
+        return trainer.default_root_dir if trainer is not None else os.getcwd()

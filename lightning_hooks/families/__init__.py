@@ -1,0 +1,21 @@
+"""The legacy hook families, one folder each: the registry below is the one place that lists them.
+
+A family folder exports ``FAMILY`` (a :class:`~lightning_hooks.core.family.Family`); adding a family is its folder
+plus one line in ``FAMILIES``. ``adapt`` tries families in this order.
+"""
+
+from __future__ import annotations
+
+from lightning_hooks.core.family import Family
+from lightning_hooks.families import classy, imix, mmengine
+
+FAMILIES: list[Family] = [
+    mmengine.FAMILY,
+    classy.FAMILY,
+    imix.FAMILY,
+]
+
+
+def registered() -> tuple[Family, ...]:
+    """The registered families, in registry order."""
+    return tuple(FAMILIES)

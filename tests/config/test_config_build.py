@@ -56,7 +56,7 @@ def test_sections_build_as_their_own_frameworks_would(tmp_path):
             classy_hooks.CheckpointHook,
         ]  # fmt: skip
         assert classy.hooks[-1].checkpoint_folder == str(tmp_path)  # ${mmengine.work_dir} resolved
-        assert isinstance(imix, IMIXAdapter) and imix.trainer.by_epoch is False
+        assert isinstance(imix, IMIXAdapter) and imix.engine.by_epoch is False
         assert [type(h) for h in imix.hooks] == [imix_hooks.TextLoggerHook, imix_hooks.IterationTimerHook]
         assert isinstance(ema, EMA) and ema.decay == 0.5
         assert isinstance(lr, LearningRateMonitor) and lr.logging_interval == "step"

@@ -54,7 +54,7 @@ def test_mixed_families_give_one_adapter_per_family_in_first_seen_order(tmp_path
     assert [type(c) for c in callbacks] == [ClassyAdapter, MMEngineAdapter, IMIXAdapter]
     assert callbacks[1].hooks == [timer, ema]  # both NORMAL priority: registration order
     assert callbacks[1].runner.work_dir == str(tmp_path)
-    assert callbacks[2].trainer.work_dir == str(tmp_path) and callbacks[2].trainer.by_epoch is False
+    assert callbacks[2].engine.work_dir == str(tmp_path) and callbacks[2].engine.by_epoch is False
 
 
 def test_unknown_object_names_object_and_accepted_bases():
@@ -128,4 +128,4 @@ def test_an_imix_hook_already_driven_by_another_adapter_is_refused():
     first = IMIXAdapter([hook])
     with pytest.raises(ValueError, match=r"IMIXAdapter: the ImixIterCounter instance is already driven by another"):
         IMIXAdapter([hook])
-    assert hook.trainer.__repr__() == first.trainer.__repr__()  # still the first adapter's engine
+    assert hook.trainer.__repr__() == first.engine.__repr__()  # still the first adapter's engine

@@ -222,10 +222,10 @@ def test_mmengine_check_val_every_n_epoch_not_dividing_max_epochs_warns_of_the_f
     hooks = dict(default_hooks=dict(checkpoint=None), custom_hooks=[dict(type="RecorderHook")])
     runner = run_mmengine(tmp_path / "mm", train_cfg=dict(by_epoch=True, max_epochs=3, val_interval=2), **hooks)
     with pytest.warns(UserWarning, match=re.escape(
-        "MMEngineAdapter: Trainer(max_epochs=3, check_val_every_n_epoch=2) does not validate after the last epoch, "
-        "while MMEngine's EpochBasedTrainLoop(val_interval=2) also validates at max_epochs: no after_val_epoch sees "
-        "the final weights (CheckpointHook(save_best=...), EarlyStoppingHook). Choose a max_epochs that is a multiple "
-        "of check_val_every_n_epoch, or call trainer.validate() after fit.")):
+        "MMEngineAdapter: Trainer(max_epochs=3, check_val_every_n_epoch=2) runs no validation after the last train "
+        "epoch, while MMEngine's EpochBasedTrainLoop(val_interval=2) also validates at max_epochs, no after_val_epoch "
+        "sees the final weights (CheckpointHook(save_best=...), EarlyStoppingHook). Choose a max_epochs that is a "
+        "multiple of check_val_every_n_epoch, or call trainer.validate() after fit.")):
         _, adapter, _ = run_lightning(tmp_path / "lt", max_epochs=3, check_val_every_n_epoch=2, **hooks)
 
     mm, lt = hook_of(runner.hooks, RecorderHook).events, hook_of(adapter.hooks, RecorderHook).events

@@ -60,8 +60,8 @@ def test_reliability_imix_level_that_does_not_exist(caplog):
 def test_reliability_object_from_no_known_family():
     from imix.engine.hooks import IterationTimerHook
 
-    with pytest.raises(TypeError, match=r"is not a hook of a known family\. Accepted base classes: mmengine\.hooks\.Hook, "
-                                        r"classy_vision\.hooks\.ClassyHook"):  # fmt: skip
+    with pytest.raises(TypeError, match=r"is not a hook of a known family\. Accepted base classes: mmengine: "
+                                        r"mmengine\.hooks\.Hook; classy: classy_vision\.hooks\.ClassyHook"):  # fmt: skip
         adapt([torch.nn.Linear(1, 1)])
     with pytest.raises(TypeError, match=r"MMEngineAdapter cannot drive .*IterationTimerHook\): it is not a mmengine "
                                         r"hook\. Accepted base classes: mmengine\.hooks\.hook\.Hook\."):  # fmt: skip

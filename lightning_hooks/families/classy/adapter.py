@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
 import sys
@@ -14,19 +13,13 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
-from lightning.pytorch.utilities.model_helpers import is_overridden
 
 from lightning_hooks.compat import classy as compat
-from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
 from lightning_hooks.core.errors import unknown_name
-from lightning_hooks.families.classy.events import EVENTS, TRAIN_PHASE_END
+from lightning_hooks.core.triggers import ON, Trigger
+from lightning_hooks.families.classy.events import EVENTS, FORWARD, STEPS
 from lightning_hooks.families.classy.task import LastBatch, Task
-
-STEPS = {
-    "training_step": "LightningModule.training_step",
-    "validation_step": "LightningModule.validation_step",
-    "test_step": "LightningModule.test_step",
-}
 
 
 class ClassyAdapter(LegacyHookAdapter):
@@ -53,7 +46,7 @@ class ClassyAdapter(LegacyHookAdapter):
 
     family = "classy"
     events = EVENTS
-    label, host_args, upstream = "Classy", ("task",), ("classy_vision.", "vissl.", "lightning_hooks.compat.")
+    family_title, host_args, upstream = "Classy", ("task",), ("classy_vision.", "vissl.", "lightning_hooks.compat.")
 
     def __init__(
         self,
@@ -79,11 +72,8 @@ class ClassyAdapter(LegacyHookAdapter):
         self._build_plan((self.task,))
         self._in_step = False
         self._forwarded = False
-        self._train_open = False
         self._step_started = time.perf_counter()
         self._step_ended = self._step_started
-        self._handles: list[Any] = []
-        self._wrapped: pl.LightningModule | None = None
 
     @classmethod
     def base_classes(cls) -> tuple[type, ...]:
@@ -130,71 +120,43 @@ class ClassyAdapter(LegacyHookAdapter):
         self.task.load_phase_state(state)
 
     # ------------------------------------------------------------------------------------------- conditions
-    def training(self) -> bool:
+    def in_train_loop(self) -> bool:
         return bool(self._trainer is not None and self._trainer.training)
-
-    def train_phase_open(self) -> bool:
-        return self._train_open
-
-    def real_validation(self) -> bool:
-        return not self._trainer.sanity_checking
 
     def standalone_validation(self) -> bool:
         return self._trainer.state.fn == "validate"
 
     # ----------------------------------------------------------------------------------------- step triggers
-    def _install(self, pl_module: pl.LightningModule) -> None:
-        """Wrap the step methods and add a forward hook to the module (``model_output`` and ``on_forward``)."""
-        if self._wrapped is pl_module:
-            return
-        self._wrapped = pl_module
-        for method, event in STEPS.items():
-            if is_overridden(method, pl_module):
-                setattr(pl_module, method, self._wrap_step(getattr(pl_module, method), event))
-        # a plain function, not a bound method: a hook that deep-copies the module (MMEngine's EMAHook) then shares
-        # this adapter instead of copying it (copy.deepcopy copies a bound method's __self__, not a function)
-        self._handles.append(pl_module.register_forward_hook(lambda *args: self._on_forward(*args)))
+    def run_step(self, method: str, step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A step method: ``last_batch`` filled from the batch and the step's result, then ``on_loss_and_meter``."""
+        if self._trainer.sanity_checking:
+            return step(*args, **kwargs)
+        self._step_started = time.perf_counter()
+        self.task.last_batch = LastBatch(
+            sample=args[0] if args else kwargs["batch"], step_data={"sample_fetch_time": self._step_started - self._step_ended}
+        )
+        self._in_step, self._forwarded = True, False
+        try:
+            result = step(*args, **kwargs)
+        finally:
+            self._in_step = False
+        self._record(result)
+        self.fire(STEPS[method])
+        return result
 
-    def _uninstall(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
-        if self._wrapped is not None:
-            for method in STEPS:
-                vars(self._wrapped).pop(method, None)
-            self._wrapped = None
-
-    def _wrap_step(self, step: Callable[..., Any], event: str) -> Callable[..., Any]:
-        @functools.wraps(step)
-        def wrapped(batch: Any, *args: Any, **kwargs: Any) -> Any:
-            if self._trainer.sanity_checking:
-                return step(batch, *args, **kwargs)
-            self._step_started = time.perf_counter()
-            self.task.last_batch = LastBatch(
-                sample=batch, step_data={"sample_fetch_time": self._step_started - self._step_ended}
-            )
-            self._in_step, self._forwarded = True, False
-            try:
-                result = step(batch, *args, **kwargs)
-            finally:
-                self._in_step = False
-            self._record(result)
-            self.fire(event)
-            return result
-
-        return wrapped
-
-    def _on_forward(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        if self._in_step and not self._forwarded:
+    def trigger(self, trigger: Trigger, **context: Any) -> None:
+        if trigger == FORWARD:  # the step's first forward: its output is the model output
+            if not self._in_step or self._forwarded:
+                return
             self._forwarded = True
-            self.task.last_batch.model_output = output
-            self.fire("LightningModule.forward")
+            self.task.last_batch.model_output = context["output"]
+        self.fire(trigger)
 
-    def _before_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer
+    ) -> None:
+        """Keep the options the step uses: ``options_view`` at ``on_step`` reports them, as Classy's does."""
         self.task.used_options[optimizer] = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
-
-    def _on_optimizer_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        self.fire("Optimizer.step")
 
     def _record(self, result: Any) -> None:
         """Fill ``last_batch``, ``losses`` and the meters from a step's return value (the step convention)."""
@@ -206,7 +168,7 @@ class ClassyAdapter(LegacyHookAdapter):
             loss, output, target = result, None, None
         else:
             raise TypeError(
-                f"ClassyAdapter: {type(self._wrapped).__name__}'s step returned {type(result).__name__}; Classy hooks "
+                f"ClassyAdapter: {type(self._trainer.lightning_module).__name__}'s step returned {type(result).__name__}; Classy hooks "
                 "need a loss tensor or a dict with 'loss' and optional 'output' and 'target'."
             )
         if target is None and isinstance(sample, Mapping):
@@ -228,12 +190,12 @@ class ClassyAdapter(LegacyHookAdapter):
         task.batch_time.append(now - self._step_started)
         self._step_ended = now
 
-    def _start_phase(self, event: str, train: bool, resumed: bool = False) -> None:
+    def _start_phase(self, event: Trigger, train: bool, resumed: bool = False) -> None:
         self.task.start_phase(train, resumed)
         self.fire(event)
         self.task.phase_start_time_train = self._step_ended = time.perf_counter()
 
-    def _end_phase(self, event: str) -> None:
+    def _end_phase(self, event: Trigger) -> None:
         """Classy's ``on_phase_end``: the phase's speed into ``perf_log``, ``synchronize_losses`` (mean over ranks),
         meters' sync, the hooks, then a fresh ``perf_log`` holding the phase's total speed. ``last_batch`` is None from
         here to the next step, as in Classy, whose loop ends on a step that finds no batch."""
@@ -260,22 +222,10 @@ class ClassyAdapter(LegacyHookAdapter):
         os.environ["RANK"] = str(trainer.global_rank)
         os.environ["LOCAL_RANK"] = str(trainer.local_rank)
         os.environ["WORLD_SIZE"] = str(trainer.world_size)
-        self._install(pl_module)
-
-    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        self._uninstall()
-
-    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        self._uninstall()
-        super().on_exception(trainer, pl_module, exception)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._train_open = False  # a fit that failed mid-phase left it open
-        self._handles += [opt.register_step_pre_hook(self._before_optimizer_step) for opt in trainer.optimizers]
         _warn_if_no_final_test_phase(trainer)
-        if "Optimizer.step" in self._plan:
-            self._handles += [opt.register_step_post_hook(self._on_optimizer_step) for opt in trainer.optimizers]
-        self.fire("on_train_start")
+        self.fire(ON["on_train_start"])
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         """Start a train phase, or reopen the one a mid-epoch checkpoint was in (``mid_epoch``).
@@ -284,97 +234,77 @@ class ClassyAdapter(LegacyHookAdapter):
         over what they put in the model there (Classy's EMA hook swaps in the weights saved at the previous phase end).
         """
         weights = {k: v.clone() for k, v in pl_module.state_dict().items()} if mid_epoch else None
-        self._train_open = True
-        self._start_phase("on_train_epoch_start", train=True, resumed=mid_epoch)
+        self._start_phase(ON["on_train_epoch_start"], train=True, resumed=mid_epoch)
         if weights is not None:
             with torch.no_grad():
                 for key, value in pl_module.state_dict().items():
                     value.copy_(weights[key])
 
-    def on_train_batch_end(
+    def end_train_batch(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self.task.iteration += 1
         self.task.num_updates += self.task.get_global_batchsize()  # VISSL and Classy: after the update, before on_step
         self._batch_done()
-        self.fire("on_train_batch_end")
+        self.fire(ON["on_train_batch_end"])
         self.task.used_options.clear()
-        if trainer.is_last_batch:
-            self._end_phase(TRAIN_PHASE_END)
-            self._train_open = False
 
-    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self._train_open:
-            self._end_phase("on_train_epoch_end")
-        self._train_open = False
+    def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
+        self._end_phase(trigger)
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.standalone_validation():
             self.task.train = False  # Classy's test-only task is in test mode from on_start
-        self.fire("on_validation_start")
+        self.fire(ON["on_validation_start"])
 
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        if self._train_open:
+        if self.train_epoch_open():
             raise ValueError(
                 "ClassyAdapter: validation started in the middle of a train epoch (val_check_interval < 1.0 or "
                 "check_val_every_n_epoch with a step count). Classy runs a test phase only after a whole train phase: "
                 "use Trainer(val_check_interval=1.0)."
             )
-        self._start_phase("on_validation_epoch_start", train=False)
+        self._start_phase(ON["on_validation_epoch_start"], train=False)
 
     def on_validation_batch_end(
-        self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
-    ) -> None:
+    ) -> None:  # fmt: skip
         if not trainer.sanity_checking:
             self._batch_done()
-            self.fire("on_validation_batch_end")
+            self.fire(ON["on_validation_batch_end"])
 
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
-            self._end_phase("on_validation_epoch_end")
+            self._end_phase(ON["on_validation_epoch_end"])
 
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.task.train = False
-        self.fire("on_test_start")
+        self.fire(ON["on_test_start"])
 
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._start_phase("on_test_epoch_start", train=False)
+        self._start_phase(ON["on_test_epoch_start"], train=False)
 
     def on_test_batch_end(
-        self,
-        trainer: pl.Trainer,
-        pl_module: pl.LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
-    ) -> None:
+    ) -> None:  # fmt: skip
         self._batch_done()
-        self.fire("on_test_batch_end")
+        self.fire(ON["on_test_batch_end"])
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._end_phase("on_test_epoch_end")
+        self._end_phase(ON["on_test_epoch_end"])
 
 
 def _warn_if_no_final_test_phase(trainer: pl.Trainer) -> None:
     """Classy ends every run with a test phase; Lightning skips the last validation in these two settings."""
     if not trainer.enable_validation:
         return
-    every = trainer.check_val_every_n_epoch
-    if every is not None and trainer.max_epochs not in (None, -1) and trainer.max_epochs % every:
-        rank_zero_warn(
-            f"ClassyAdapter: Trainer(max_epochs={trainer.max_epochs}, check_val_every_n_epoch={every}) runs no "
-            "validation after the last train epoch, so the run ends without the test phase Classy always ends with. "
-            "Make max_epochs a multiple of check_val_every_n_epoch, or call trainer.validate() after fit."
-        )
+    warn_if_last_epoch_unvalidated(
+        trainer, "ClassyAdapter", "so the run ends without the test phase Classy always ends with"
+    )
     if trainer.max_steps != -1:
         rank_zero_warn(
             f"ClassyAdapter: Trainer(max_steps={trainer.max_steps}) can stop inside a train epoch, and Lightning then "

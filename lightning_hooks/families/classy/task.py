@@ -100,8 +100,8 @@ class MetricMeter:
                 except ValueError:  # "No samples to concatenate"
                     return {}
         if isinstance(result, Mapping):
-            return {str(k): _plain(v) for k, v in result.items()}
-        return {self._name: _plain(result)}
+            return {str(k): _number(v) for k, v in result.items()}
+        return {self._name: _number(result)}
 
     def update(self, output: Any, target: Any) -> None:
         self.metric.update(output, target)
@@ -143,7 +143,8 @@ def _batch_size(sample: Any) -> int:
     return int(sample.shape[0]) if isinstance(sample, torch.Tensor) else 1
 
 
-def _plain(value: Any) -> Any:
+def _number(value: Any) -> Any:
+    """A one-element tensor as a Python number, a larger one as a list."""
     if isinstance(value, torch.Tensor):
         return value.item() if value.numel() == 1 else value.tolist()
     return value

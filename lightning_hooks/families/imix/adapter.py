@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
 import math
 import os
 import sys
 import time
-import types
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -18,7 +16,8 @@ import torch
 
 from lightning_hooks.compat import imix as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter
-from lightning_hooks.families.imix.events import EVENTS
+from lightning_hooks.core.triggers import ON, Trigger
+from lightning_hooks.families.imix.events import AFTER_STEP, BEFORE_STEP, EVENTS
 from lightning_hooks.families.imix.trainer import Trainer
 
 _SWITCHED = "_lightning_hooks_imix_manual"  # marks a module the adapter switched to manual optimisation
@@ -27,7 +26,7 @@ _SWITCHED = "_lightning_hooks_imix_manual"  # marks a module the adapter switche
 class IMIXAdapter(LegacyHookAdapter):
     """Run ``imix.engine.hooks.HookBase`` hooks inside ``lightning.Trainer``.
 
-    Hooks are ordered by level as iMIX's engine does; each reaches the :class:`Trainer` facade as ``self.trainer``,
+    Hooks are ordered by level as iMIX's engine does; each reaches the :class:`Trainer` facade (``adapter.engine``) as ``self.trainer``,
     a ``weakref.proxy`` as iMIX sets it. The LightningModule's ``training_step`` plays iMIX's forward plus loss: it
     returns the loss tensor or iMIX's loss dict (``{"loss": tensor, "total_loss": float, ...}``).
 
@@ -51,7 +50,8 @@ class IMIXAdapter(LegacyHookAdapter):
 
     family = "imix"
     events = EVENTS
-    label, host_args, upstream = "iMIX", (), ("imix.", "lightning_hooks.compat.")
+    family_title, host_args, upstream = "iMIX", (), ("imix.", "lightning_hooks.compat.")
+    ends_train_epoch_at_last_batch = False  # iMIX has no validation: its epochs end at on_train_epoch_end
 
     def __init__(
         self,
@@ -71,7 +71,7 @@ class IMIXAdapter(LegacyHookAdapter):
         is_lr_accumulation = _setting("is_lr_accumulation", is_lr_accumulation, lr_accumulation, True)
         if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:
             raise ValueError(f"IMIXAdapter: gradient_accumulation_steps must be an int >= 1, got {gradient_accumulation_steps!r}")
-        self.trainer = self.host = Trainer(
+        self.engine = self.host = Trainer(
             self.hooks,
             by_epoch=by_epoch,
             gradient_accumulation_steps=gradient_accumulation_steps,
@@ -82,14 +82,13 @@ class IMIXAdapter(LegacyHookAdapter):
         for hook in self.hooks:
             _check_unowned(hook)
         for hook in self.hooks:
-            hook.trainer = weakref.proxy(self.trainer)
+            hook.trainer = weakref.proxy(self.engine)
         real = _loaded_imix()
         self.steppers = [h for h in self.hooks if real is not None and isinstance(h, real.OptimizerHook)]
         self.scalers = [h for h in self.steppers if isinstance(h, real.Fp16OptimizerHook)]
         self.schedulers = [h for h in self.hooks if real is not None and isinstance(h, real.LRSchedulerHook)]
         self._module: pl.LightningModule | None = None
-        self._own_step: Any = None
-        self._training = False
+        self._train_running = False
         self._data_start = 0.0
         self._data_time = 0.0
         self._write_metrics: Any = None
@@ -129,7 +128,7 @@ class IMIXAdapter(LegacyHookAdapter):
 
     # ------------------------------------------------------------------------------------------ conditions
     def by_epoch(self) -> bool:
-        return self.trainer.by_epoch
+        return self.engine.by_epoch
 
     def hooks_step(self) -> bool:
         return bool(self.steppers)
@@ -137,8 +136,8 @@ class IMIXAdapter(LegacyHookAdapter):
     def lightning_steps(self) -> bool:
         return not self.steppers
 
-    def training(self) -> bool:
-        return self._training
+    def train_running(self) -> bool:
+        return self._train_running
 
     # ------------------------------------------------------------------------------------------ lightning glue
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -150,103 +149,99 @@ class IMIXAdapter(LegacyHookAdapter):
                 "engine per fit (one training step, one log buffer). Put all iMIX hooks in one IMIXAdapter, or pass "
                 "them together to adapt()."
             )
-        self.trainer.lightning = trainer
+        self.engine.lightning = trainer
         self._main_only(trainer.global_rank)
         if stage != "fit":
             return
         self._check_trainer(trainer)
-        self._module = pl_module
-        self.trainer._epoch = None
+        self.engine._epoch = None
         if self.steppers:
             if pl_module.automatic_optimization:
                 pl_module.automatic_optimization = False
                 setattr(pl_module, _SWITCHED, True)
-            # after_train_iter (backward, step) runs once the step has returned, outside a DDP wrapper's forward
-            # (iMIX's engine also calls after_train_iter after model(...) returned)
-            trainer.strategy.training_step = _StrategyStep(self, trainer.strategy.training_step)
         elif vars(pl_module).pop(_SWITCHED, False):
             pl_module.automatic_optimization = True  # an earlier fit's adapter switched it for its OptimizerHook
-        self._own_step = pl_module.__dict__.get("training_step")  # a step the user set on the instance, if any
-        pl_module.training_step = _TrainingStep(self, pl_module.training_step)
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._check_schedulers(trainer)
         self._check_epochs(trainer)
-        self.trainer.start_iter = self.trainer.iter = trainer.fit_loop.epoch_loop.batch_progress.total.ready
+        self.engine.start_iter = self.engine.iter = trainer.fit_loop.epoch_loop.batch_progress.total.ready
         real = compat.real_hooks()
         if real is not None:
-            if self.trainer.by_epoch:
-                buffer = real.LogBufferStorage(self.trainer.start_iter, int(trainer.num_training_batches), trainer.current_epoch)
+            if self.engine.by_epoch:
+                buffer = real.LogBufferStorage(self.engine.start_iter, int(trainer.num_training_batches), trainer.current_epoch)
             else:
-                buffer = real.LogBufferStorage(self.trainer.start_iter, by_epoch=False)
-            self.trainer._log_buffer = buffer.__enter__()
+                buffer = real.LogBufferStorage(self.engine.start_iter, by_epoch=False)
+            self.engine._log_buffer = buffer.__enter__()
             self._write_metrics = real.periods.write_metrics
-        self._training = True
-        self.fire("on_train_start")
+        self._train_running = True
+        self.fire(ON["on_train_start"])
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
-        self.trainer._epoch = trainer.current_epoch
-        self.fire("on_train_epoch_start")
+        self.engine._epoch = trainer.current_epoch
+        self.fire(ON["on_train_epoch_start"])
         self._data_start = time.perf_counter()
 
     def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         self._data_time = time.perf_counter() - self._data_start
-        self.trainer.iter = trainer.fit_loop.epoch_loop.total_batch_idx
-        self.trainer.inner_iter = batch_idx
-        self.fire("on_train_batch_start")
+        self.engine.iter = trainer.fit_loop.epoch_loop.total_batch_idx
+        self.engine.inner_iter = batch_idx
+        self.fire(ON["on_train_batch_start"])
 
-    def _iteration(self, step: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """One iMIX iteration inside ``training_step``: [before_train_iter], forward, metrics, [after_train_iter]."""
-        self.fire("LightningModule.training_step:before_forward")
+    def run_step(self, method: str, step: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """One iMIX iteration inside ``training_step``: [before_train_iter], forward, metrics; ``after_train_iter``
+        follows from the strategy (:meth:`trigger`) or ``on_train_batch_end``."""
+        self.fire(BEFORE_STEP)
         with self._autocast():
             result = step(*args, **kwargs)
         output = _loss_dict(result)
-        self.trainer.output = output
+        self.engine.output = output
         if self._write_metrics is not None:
             self._write_metrics({"data_time": self._data_time, **output})
         return result
 
-    def _after_forward(self) -> None:
-        # the hook calls loss.backward() itself: arm DDP's reducer first, as LightningModule.manual_backward does
-        self.trainer.lightning.strategy.pre_backward(self.trainer.output["loss"])
-        self.fire("LightningModule.training_step:after_forward")
-        self._end_iter()
+    def trigger(self, trigger: Trigger, **context: Any) -> None:
+        """``after_train_iter`` once the strategy returned from the step, when a hook owns backward and step."""
+        if trigger == AFTER_STEP and self.steppers:
+            # the hook calls loss.backward() itself: arm DDP's reducer first, as LightningModule.manual_backward does
+            self.engine.lightning.strategy.pre_backward(self.engine.output["loss"])
+            self.fire(AFTER_STEP)
+            self._end_iter()
 
-    def on_train_batch_end(
+    def end_train_batch(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         if not self.steppers:
-            self.fire("on_train_batch_end")
+            self.fire(ON["on_train_batch_end"])
             self._end_iter()
         self._data_start = time.perf_counter()
 
-    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_train_epoch_end")
-        if self.trainer.by_epoch and self.trainer._log_buffer is not None:
-            self.trainer.log_buffer.epoch_step()
+    def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
+        self.fire(trigger)
+        if self.engine.by_epoch and self.engine._log_buffer is not None:
+            self.engine.log_buffer.epoch_step()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._restore_module()  # before after_train: EvaluateHook pickles the whole model there
-        self._training = False
+        self._remove_patches()  # before after_train: EvaluateHook pickles the whole model there
+        self._train_running = False
         try:
-            self.fire("on_train_end")
+            self.fire(ON["on_train_end"])
         finally:
             self._close_buffer()
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        self._restore_module()
         super().on_exception(trainer, pl_module, exception)  # after_train when training (iMIX's `finally`)
-        self._training = False
+        self._train_running = False
         self._close_buffer()
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        self._restore_module()
+        super().teardown(trainer, pl_module, stage)
         self._close_buffer()
 
     # ---------------------------------------------------------------------------------------------- helpers
     def _end_iter(self) -> None:
         """What iMIX's engine does after every ``after_train_iter``."""
-        trainer = self.trainer
+        trainer = self.engine
         if trainer._log_buffer is not None:
             trainer._log_buffer.step()
             if trainer.by_epoch:
@@ -255,12 +250,12 @@ class IMIXAdapter(LegacyHookAdapter):
             trainer.iter += 1
 
     def _autocast(self) -> contextlib.AbstractContextManager:
-        if self.scalers and self.trainer.lightning.strategy.root_device.type == "cuda":
+        if self.scalers and self.engine.lightning.strategy.root_device.type == "cuda":
             return torch.autocast("cuda", dtype=torch.float16)
         return contextlib.nullcontext()
 
     def _check_trainer(self, trainer: pl.Trainer) -> None:
-        gas = self.trainer.gradient_accumulation_steps
+        gas = self.engine.gradient_accumulation_steps
         if self.steppers:
             owner = type(self.steppers[0]).__name__
             if trainer.accumulate_grad_batches != 1:
@@ -308,12 +303,12 @@ class IMIXAdapter(LegacyHookAdapter):
 
     def _check_epochs(self, trainer: pl.Trainer) -> None:
         batches = trainer.num_training_batches
-        if self.trainer.by_epoch and math.isinf(batches):
+        if self.engine.by_epoch and math.isinf(batches):
             raise ValueError(
                 "IMIXAdapter: by_epoch=True needs a sized train dataloader (iMIX's epoch-based hooks and log buffer "
                 "read len(data_loader)); this one has no length. Use IMIXAdapter(by_epoch=False)."
             )
-        gas = self.trainer.gradient_accumulation_steps
+        gas = self.engine.gradient_accumulation_steps
         if not self.steppers and not math.isinf(batches) and batches % gas:
             raise ValueError(
                 f"IMIXAdapter: Lightning accumulates gradient_accumulation_steps={gas} batches per step and starts "
@@ -322,60 +317,11 @@ class IMIXAdapter(LegacyHookAdapter):
                 f"accumulates as iMIX does), or make the epoch length a multiple of {gas}."
             )
 
-    def _restore_module(self) -> None:
-        module, self._module = self._module, None
-        if module is None:
-            return
-        strategy = self.trainer.lightning.strategy
-        if isinstance(vars(strategy).get("training_step"), _StrategyStep):
-            del strategy.training_step
-        if isinstance(module.__dict__.get("training_step"), _TrainingStep):
-            if self._own_step is None:
-                del module.training_step
-            else:
-                module.training_step = self._own_step
-        # automatic_optimization stays False (setup of a later fit without a step-owning hook restores it):
-        # trainer.global_step reads the manual loop's count only while it is False
-
     def _close_buffer(self) -> None:
-        buffer, self.trainer._log_buffer = self.trainer._log_buffer, None
+        buffer, self.engine._log_buffer = self.engine._log_buffer, None
         self._write_metrics = None
         if buffer is not None:
             buffer.__exit__(None, None, None)
-
-
-class _TrainingStep:
-    """The module's ``training_step`` as iMIX's engine runs an iteration; installed by the adapter during fit."""
-
-    def __init__(self, adapter: IMIXAdapter, step: Any) -> None:
-        self.adapter = adapter
-        self.step = self.__wrapped__ = step  # Lightning's is_overridden() looks through __wrapped__
-
-    @property
-    def __code__(self) -> types.CodeType:
-        """The wrapped step's code: is_overridden() unwraps one level only, so a wrapper around this object (Classy's
-        ``functools.wraps``, a second IMIXAdapter) exposes it as ``__wrapped__`` and reads ``__code__`` here."""
-        return inspect.unwrap(self.step).__code__
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.adapter._iteration(self.step, args, kwargs)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> _TrainingStep:
-        """Shared, not copied, when a hook deep-copies the module (MMEngine's EMAHook): it holds the adapter."""
-        return self
-
-
-class _StrategyStep:
-    """The strategy's ``training_step`` while a hook owns the step: iMIX's after-forward part follows it."""
-
-    def __init__(self, adapter: IMIXAdapter, step: Any) -> None:
-        self.adapter = adapter
-        self.step = step
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        result = self.step(*args, **kwargs)
-        self.adapter._after_forward()
-        return result
 
 
 def _check_unowned(hook: Any) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
-from lightning_hooks.core.facade import Facade
+from lightning_hooks.core.facade import Facade, WorkDir
 
 
 class Config(dict):
@@ -35,7 +35,7 @@ class Trainer(Facade):
     Example::
 
         adapter = IMIXAdapter(hooks, cfg=dict(log_config=dict(period=10)))
-        adapter.trainer.cfg.log_config.period  # 10
+        adapter.engine.cfg.log_config.period  # 10
     """
 
     host = "trainer"
@@ -54,7 +54,7 @@ class Trainer(Facade):
         self.by_epoch = by_epoch
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.is_lr_accumulation = is_lr_accumulation
-        self._work_dir = None if work_dir is None else os.fspath(work_dir)
+        self._work_dir = WorkDir(work_dir, "IMIXAdapter")
         self._cfg = Config(cfg) if isinstance(cfg, Mapping) else cfg
         self.iter = 0
         self.inner_iter = 0
@@ -86,9 +86,7 @@ class Trainer(Facade):
 
     @property
     def work_dir(self) -> str:
-        if self._work_dir is not None:
-            return self._work_dir
-        return self.lightning.default_root_dir if self.lightning is not None else os.getcwd()
+        return self._work_dir.resolve(self.lightning)
 
     @property
     def model(self) -> torch.nn.Module:

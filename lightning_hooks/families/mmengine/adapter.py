@@ -10,9 +10,10 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
 
-from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
 from lightning_hooks.core.safety import plain
-from lightning_hooks.families.mmengine.events import EVENTS, TRAIN_EPOCH_END
+from lightning_hooks.core.triggers import ON, Trigger
+from lightning_hooks.families.mmengine.events import EVENTS, LOAD_CHECKPOINT
 
 # mmengine is not a dependency of lightning-hooks: the modules that import it (runner, config) are imported where an
 # MMEngine hook or config is already in hand.
@@ -35,7 +36,7 @@ class MMEngineAdapter(LegacyHookAdapter):
 
     family = "mmengine"
     events = EVENTS
-    label, host_args, upstream = "MMEngine", ("runner",), ("mmengine.",)
+    family_title, host_args, upstream = "MMEngine", ("runner",), ("mmengine.",)
     delegates = {
         **{f"{w}_{m}_epoch": (f"_{w}_epoch",) for w in ("before", "after") for m in ("train", "val", "test")},
         **{f"{w}_{m}_iter": (f"_{w}_iter",) for w in ("before", "after") for m in ("train", "val", "test")},
@@ -67,7 +68,6 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.runner._adapter = self
         self._done = 0  # finished train iterations, MMEngine's ``train_loop.iter``
         self._scheduler_states: list[dict] | None = None
-        self._module: pl.LightningModule | None = None
         self._build_plan((self.runner,))
 
     @classmethod
@@ -109,14 +109,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         return sorted(hooks, key=lambda h: priority_of(h.priority, type(h).__qualname__))
 
     # ------------------------------------------------------------------------------------------ conditions
-    def real_validation(self) -> bool:
-        return not self._trainer.sanity_checking
-
     def writes_checkpoint(self) -> bool:
         return self._trainer.is_global_zero
-
-    def train_epoch_open(self) -> bool:
-        return self.runner.train_loop.in_epoch
 
     # ---------------------------------------------------------------------------------------- run lifecycle
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -125,41 +119,25 @@ class MMEngineAdapter(LegacyHookAdapter):
             self._done = self.runner.iter = 0
         self.runner.attach(trainer)
         _init_dist_flags(self.hooks)
-        self._wrap_load_checkpoint(pl_module)
-        self.fire("setup")
+        self.fire(ON["setup"])
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         try:
-            self.fire("teardown")
+            self.fire(ON["teardown"])
         finally:
-            self._unwrap_load_checkpoint()
+            super().teardown(trainer, pl_module, stage)
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         """Forward the failure to hooks, then close the run's log file (Lightning calls no teardown after a failure)."""
         try:
             super().on_exception(trainer, pl_module, exception)
         finally:
-            self._unwrap_load_checkpoint()
             self.runner.close_log_file()
 
-    def _wrap_load_checkpoint(self, pl_module: pl.LightningModule) -> None:
-        """Make ``after_load_checkpoint`` run from ``LightningModule.on_load_checkpoint``: before weights load."""
-        if self._module is pl_module or not self._plan.get("LightningModule.on_load_checkpoint"):
-            return
-        original = pl_module.on_load_checkpoint
-
-        def on_load_checkpoint(checkpoint: dict[str, Any]) -> None:
-            original(checkpoint)
+    def trigger(self, trigger: Trigger, **context: Any) -> None:
+        if trigger == LOAD_CHECKPOINT:
             self.runner._resume = self._trainer.state.fn == "fit"  # a checkpoint loaded by fit() is a resume
-            self.fire("LightningModule.on_load_checkpoint", checkpoint=checkpoint)
-
-        pl_module.on_load_checkpoint = on_load_checkpoint
-        self._module = pl_module
-
-    def _unwrap_load_checkpoint(self) -> None:
-        if self._module is not None:
-            vars(self._module).pop("on_load_checkpoint", None)
-            self._module = None
+        self.fire(trigger, **context)
 
     # ------------------------------------------------------------------------------------------------ train
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -182,49 +160,43 @@ class MMEngineAdapter(LegacyHookAdapter):
         _warn_loop_differences(trainer, self.runner)
         self.runner.iter = self._done
         self.runner.epoch = trainer.current_epoch
-        self.fire("on_train_start")
+        self.fire(ON["on_train_start"])
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         self.runner.epoch = trainer.current_epoch
         self.runner.train_loop.in_epoch = True
-        self.fire("on_train_epoch_start")
+        self.fire(ON["on_train_epoch_start"])
 
-    def on_train_batch_end(
+    def end_train_batch(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._done += 1
-        self.fire("on_train_batch_end", batch_idx=batch_idx, data_batch=batch, outputs=outputs)
+        self.fire(ON["on_train_batch_end"], batch_idx=batch_idx, data_batch=batch, outputs=outputs)
         self.runner.iter = self._done
-        if trainer.is_last_batch:
-            self._end_train_epoch(trainer, TRAIN_EPOCH_END)
 
-    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.train_epoch_open():  # ended before its last batch (max_steps, should_stop): MMEngine ends every epoch
-            self._end_train_epoch(trainer, "on_train_epoch_end")
-
-    def _end_train_epoch(self, trainer: pl.Trainer, event: str) -> None:
-        self.fire(event)
+    def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
+        self.fire(trigger)
         _agree_on_stop(trainer, self.runner.train_loop)
         self.runner.epoch = trainer.current_epoch + 1
         self.runner.train_loop.end_epoch()
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.runner.epoch = trainer.current_epoch
-        self.fire("on_train_end")
+        self.fire(ON["on_train_end"])
 
     # -------------------------------------------------------------------------------------- validation, test
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_validation_end", metrics=_epoch_metrics(trainer))
+        self.fire(ON["on_validation_end"], metrics=_epoch_metrics(trainer))
         _agree_on_stop(trainer, self.runner.train_loop)  # EarlyStoppingHook may have stopped this rank only
 
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire("on_test_end", metrics=_epoch_metrics(trainer))
+        self.fire(ON["on_test_end"], metrics=_epoch_metrics(trainer))
 
     # ------------------------------------------------------------------------------------------- checkpoints
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
         """Give hooks MMEngine's checkpoint layout on Lightning's own dict, so what they write reaches the file."""
         if self.writes_checkpoint():
-            self.fire("on_save_checkpoint", checkpoint=self.runner.mmengine_checkpoint(checkpoint))
+            self.fire(ON["on_save_checkpoint"], checkpoint=self.runner.mmengine_checkpoint(checkpoint))
 
     def host_state(self) -> dict[str, Any]:
         from lightning_hooks.families.mmengine.runner import hub_state
@@ -263,13 +235,10 @@ def _warn_loop_differences(trainer: pl.Trainer, runner: Any) -> None:
             "schedulers and log_processor, and call trainer.validate() after fit to validate the final weights "
             "(docs/migration-mmengine.md)."
         )
-    elif trainer.enable_validation and every and trainer.max_epochs % every:
-        rank_zero_warn(
-            f"MMEngineAdapter: Trainer(max_epochs={trainer.max_epochs}, check_val_every_n_epoch={every}) does not "
-            f"validate after the last epoch, while MMEngine's EpochBasedTrainLoop(val_interval={every}) also "
-            "validates at max_epochs: no after_val_epoch sees the final weights (CheckpointHook(save_best=...), "
-            "EarlyStoppingHook). Choose a max_epochs that is a multiple of check_val_every_n_epoch, or call "
-            "trainer.validate() after fit."
+    else:
+        warn_if_last_epoch_unvalidated(
+            trainer, "MMEngineAdapter", f"while MMEngine's EpochBasedTrainLoop(val_interval={every}) also validates "
+            "at max_epochs, no after_val_epoch sees the final weights (CheckpointHook(save_best=...), EarlyStoppingHook)"
         )
 
 

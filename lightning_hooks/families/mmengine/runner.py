@@ -18,8 +18,9 @@ from mmengine.runner import LogProcessor
 from mmengine.visualization import Visualizer
 
 from lightning_hooks.console import DropMessages, route_console
-from lightning_hooks.core.facade import Facade
+from lightning_hooks.core.facade import Facade, WorkDir
 from lightning_hooks.core.safety import plain
+from lightning_hooks.families.mmengine.events import LOAD_CHECKPOINT
 
 _instances = itertools.count()
 
@@ -114,7 +115,7 @@ class Runner(Facade):
         log_level: str = "INFO",
     ) -> None:
         self.trainer: pl.Trainer | None = None
-        self._work_dir = None if work_dir is None else os.fspath(work_dir)
+        self._work_dir = WorkDir(work_dir, "MMEngineAdapter")
         self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime())
         self._experiment_name = experiment_name
         self.experiment_name = experiment_name or self.timestamp
@@ -165,9 +166,7 @@ class Runner(Facade):
     # ------------------------------------------------------------------------------------------------ places
     @property
     def work_dir(self) -> str:
-        if self._work_dir is not None:
-            return self._work_dir
-        return self.trainer.default_root_dir if self.trainer is not None else os.getcwd()
+        return self._work_dir.resolve(self.trainer)
 
     @property
     def log_dir(self) -> str:
@@ -347,7 +346,7 @@ class Runner(Facade):
             checkpoint = torch.load(filename, map_location=map_location, weights_only=False)
         else:
             checkpoint = _load_checkpoint(filename, map_location=map_location)
-        self._adapter.fire("LightningModule.on_load_checkpoint", checkpoint=checkpoint)
+        self._adapter.fire(LOAD_CHECKPOINT, checkpoint=checkpoint)
         model = self.model.module if hasattr(self.model, "module") else self.model
         return _load_checkpoint_to_model(model, checkpoint, strict)
 

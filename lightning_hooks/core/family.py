@@ -1,0 +1,90 @@
+"""The descriptor each hook family exports, and the helpers its config-section builder shares.
+
+A family is one folder under ``lightning_hooks/families/`` whose ``__init__`` exports ``FAMILY``, a :class:`Family`,
+plus one line in ``lightning_hooks/families/__init__.py``. ``adapt``, ``build_callbacks``, the lifecycle doc, the CLI
+and the demo iterate over the registered families; nothing else names a family.
+
+Example::
+
+    FAMILY = Family("mmengine", MMEngineAdapter, build_section, section_example="{custom_hooks: [...]}",
+                    accepts="mmengine.hooks.Hook")
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.errors import ConfigError, unknown_name
+
+
+@dataclass(frozen=True)
+class Family:
+    """One legacy hook family.
+
+    Args:
+        name: the family's key: ``adapter.family``, its ``build_callbacks`` section and its checkpoint state tag.
+        adapter: the adapter class (a :class:`LegacyHookAdapter`).
+        build_section: ``(section, path) -> adapter``: the family's ``build_callbacks`` section, in its own format.
+        section_example: what a section looks like, for errors about its structure.
+        accepts: the hook base classes, in words, for ``adapt``'s error on an unknown hook.
+        demo_hooks: ``(out_dir) -> [(hook, probe)]`` for ``lightning-hooks demo``; ``None`` keeps it out of the demo.
+    """
+
+    name: str
+    adapter: type[LegacyHookAdapter]
+    build_section: Callable[[Any, str], LegacyHookAdapter]
+    section_example: str
+    accepts: str
+    demo_hooks: Callable[[Path], list[tuple[Any, Callable[..., str]]]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.adapter.family != self.name:
+            raise ValueError(f"Family {self.name!r}: its adapter {self.adapter.__name__} says family {self.adapter.family!r}")
+
+
+def adapter_options(adapter: type[LegacyHookAdapter]) -> list[str]:
+    """The options an adapter takes besides its hooks (its ``__init__`` keywords)."""
+    params = inspect.signature(adapter.__init__).parameters
+    return [name for name, p in params.items() if name not in ("self", "hooks") and p.kind is not p.VAR_KEYWORD]
+
+
+def build_adapter(adapter: type[LegacyHookAdapter], hooks: list[Any], options: Mapping[str, Any], path: str) -> Any:
+    """``adapter(hooks, **options)``; an option it does not take is a :class:`ConfigError` naming ``path.option``."""
+    check_keys(options, adapter_options(adapter), path, f"{adapter.__name__} option")
+    return adapter(hooks, **options)
+
+
+def build_each(adapter: type[LegacyHookAdapter], entries: list[Any], path: str) -> list[Any]:
+    """Each entry through ``adapter.build_hook`` (hook objects pass as they are); errors name ``path[i]``."""
+    return [build_one(adapter, entry, f"{path}[{i}]") for i, entry in enumerate(entries)]
+
+
+def build_one(adapter: type[LegacyHookAdapter], entry: Any, path: str) -> Any:
+    try:
+        return adapter.build_hook(entry) if isinstance(entry, Mapping) else entry
+    except Exception as err:
+        raise ConfigError(f"{path}: {message(err)}") from err
+
+
+def check_keys(given: Iterable[str], accepted: Iterable[str], path: str, what: str) -> None:
+    for key in given:
+        if key not in accepted:
+            raise ConfigError(f"{path}.{key}: {unknown_name(what, key, accepted).replace('Registered', 'Accepted')}")
+
+
+def expect(value: Any, kind: type | tuple[type, ...], path: str, example: str) -> Any:
+    """``value`` if it is a ``kind``, else a :class:`ConfigError` naming ``path`` and what to write."""
+    if not isinstance(value, kind):
+        kinds = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise ConfigError(f"{path}: expected a {kinds}, got {type(value).__name__} {value!r}. Write e.g. {path}: {example}")
+    return value
+
+
+def message(err: Exception) -> str:
+    """An exception's message without the quotes ``KeyError`` adds."""
+    return str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
