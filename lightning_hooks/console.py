@@ -102,7 +102,7 @@ def configure_logging(trainer: Any) -> None:
     if "imix" in families:
         from imix.utils.logger import setup_logger
 
-        work_dir = families["imix"].trainer._work_dir.resolve(trainer)
+        work_dir = families["imix"].host._work_dir.resolve(trainer)
         route_console(setup_logger(work_dir, distributed_rank=trainer.global_rank, name="imix"))
 
 
@@ -124,7 +124,7 @@ def batches_per_step(trainer: Any) -> int:
     ``OptimizerHook`` that owns the step."""
     for callback in trainer.callbacks:
         if getattr(callback, "family", None) == "imix" and callback.steppers:
-            return callback.trainer.gradient_accumulation_steps
+            return callback.host.gradient_accumulation_steps
     return trainer.accumulate_grad_batches
 
 
