@@ -17,6 +17,7 @@ from typing import Any
 
 from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from tqdm import tqdm
+from typing_extensions import override
 
 
 class ConsoleStream:
@@ -146,6 +147,7 @@ class _Counts:
             return min(trainer.num_training_batches, remaining)
         return trainer.num_training_batches
 
+    @override
     def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, Any]:
         metrics = super().get_metrics(trainer, pl_module)  # type: ignore[misc]
         if "v_num" in metrics:
@@ -161,6 +163,7 @@ class RichBar(_Counts, RichProgressBar):
     """Lightning's rich bar, counting right in every adapter mode; ``Epoch N`` without ``/-2`` when no
     ``max_epochs`` bounds the fit."""
 
+    @override
     def _get_train_description(self, current_epoch: int) -> str:
         if self.trainer.max_epochs == -1:
             return f"{f'Epoch {current_epoch}':{len(self.validation_description)}}"
