@@ -19,7 +19,8 @@ def main(cfg: DictConfig) -> None:
     hooks = OmegaConf.to_container(cfg.hooks, resolve=True)
     native = cfg.get("callbacks")  # None unless +callbacks=... added the group
     hooks["callbacks"] = [*hooks.get("callbacks", []), *(OmegaConf.to_container(native).values() if native else [])]
-    callbacks = [*build_callbacks(hooks), ProgressBar()]
+    bar = [ProgressBar()] if cfg.trainer.get("enable_progress_bar", True) else []
+    callbacks = [*build_callbacks(hooks), *bar]
     trainer = L.Trainer(**cfg.trainer, default_root_dir=cfg.work_dir, callbacks=callbacks)
     configure_logging(trainer)  # Hydra set up the root logger; Classy's and iMIX's loggers as their hosts did
     trainer.fit(instantiate(cfg.model), instantiate(cfg.data))
