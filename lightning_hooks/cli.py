@@ -1,15 +1,13 @@
-"""The ``lightning-hooks`` console script: ``demo``, ``lifecycle``, and LightningCLI's ``fit``/``validate``/``test``."""
+"""The ``lightning-hooks`` console script: ``demo``, ``lifecycle``, and LightningCLI's ``fit``/``validate``/``test``.
+
+Commands import what they need when they run, so that ``lightning-hooks --help`` answers at once.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from typing import NoReturn
-
-from jsonargparse import Namespace
-from lightning_hooks.core.lightning_api import submodule
-
-LightningArgumentParser, LightningCLI = submodule("cli").LightningArgumentParser, submodule("cli").LightningCLI
 
 USAGE = """usage: lightning-hooks {demo,lifecycle,fit,validate,test} ...
 
@@ -19,27 +17,6 @@ USAGE = """usage: lightning-hooks {demo,lifecycle,fit,validate,test} ...
              LightningCLI: lightning-hooks fit --config configs/mmengine.yaml
              (adapters and native callbacks go in trainer.callbacks as class_path/init_args;
              --model/--data take any LightningModule/LightningDataModule, default the demo's)"""
-
-DEMO_MODEL, DEMO_DATA = "lightning_hooks.demo.DemoNet", "lightning_hooks.demo.SyntheticData"
-
-
-class LightningHooksCLI(LightningCLI):
-    """LightningCLI whose model and data are any LightningModule and LightningDataModule named by ``class_path``.
-
-    ``model`` defaults to the demo's ``DemoNet``; ``data`` is optional (a model may bring its own loaders) and
-    defaults to the demo's ``SyntheticData`` when the model is ``DemoNet``.
-    """
-
-    def __init__(self, args: list[str] | None = None) -> None:
-        super().__init__(args=args, save_config_kwargs={"overwrite": True})
-
-    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        parser.set_defaults({"model": {"class_path": DEMO_MODEL}})
-
-    def before_instantiate_classes(self) -> None:
-        config = self.config[self.subcommand] if self.subcommand else self.config
-        if config.get("data") is None and config.model.class_path == DEMO_MODEL:
-            config.data = Namespace(class_path=DEMO_DATA)
 
 
 def usage_error(message: str) -> NoReturn:
@@ -64,6 +41,10 @@ def main(argv: list[str] | None = None) -> None:
         argparse.ArgumentParser(prog="lightning-hooks lifecycle", description=description).parse_args(rest)
         print(render(), end="")
     elif command in ("fit", "validate", "test"):
+        from lightning_hooks.console import quiet_upstream_notices
+        from lightning_hooks.lightning_cli import LightningHooksCLI
+
+        quiet_upstream_notices()
         LightningHooksCLI(argv)  # None: LightningCLI reads sys.argv itself
     elif command in ("-h", "--help"):
         print(USAGE)

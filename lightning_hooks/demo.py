@@ -12,15 +12,18 @@ import logging
 import os
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
+from typing_extensions import override
 
 from lightning_hooks import adapt, families
+from lightning_hooks.console import ProgressBar, configure_logging, quiet_upstream_notices
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.lightning_api import pl
 
@@ -68,6 +71,20 @@ class DemoNet(pl.LightningModule):
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
 
+    @torch.no_grad()
+    def evaluate(self, loader: Iterable[dict[str, torch.Tensor]]) -> dict[str, float]:
+        """Mean loss and accuracy over every sample of ``loader`` with the weights the model holds now."""
+        training, total, loss, correct = self.training, 0, 0.0, 0.0
+        self.eval()
+        for batch in loader:
+            x, y = batch["input"].to(self.device), batch["target"].to(self.device)
+            output = self(x)
+            loss += float(nn.functional.cross_entropy(output, y, reduction="sum"))
+            correct += float((output.argmax(1) == y).sum())
+            total += len(y)
+        self.train(training)
+        return {"loss": loss / total, "acc": correct / total}
+
 
 class _Samples(Dataset):
     def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -101,6 +118,50 @@ class SyntheticData(pl.LightningDataModule):
     test_dataloader = val_dataloader
 
 
+class ValidationCurves(pl.Callback):
+    """Log the validation metrics of the EMA weights and of the raw weights side by side, every validation.
+
+    For an EMA that validates on its weights and swaps the raw ones back by ``on_validation_end`` (MMEngine's
+    ``EMAHook``, :class:`lightning_hooks.callbacks.EMA`); list it after them. The model's own ``val_loss`` and
+    ``val_acc`` are then the EMA weights'; when validation ends the raw weights are measured on the same loader with
+    the model's ``evaluate`` (as :class:`DemoNet` has). Every Lightning logger gets ``val_loss/ema``,
+    ``val_loss/raw``, ``val_acc/ema`` and ``val_acc/raw`` at the global step; :attr:`history` keeps them for
+    :func:`plot_curves`.
+    """
+
+    def __init__(self) -> None:
+        self.history: list[dict[str, float]] = []
+
+    @override
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        raw = pl_module.evaluate(trainer.val_dataloaders)
+        metrics = {"epoch": trainer.current_epoch + 1}
+        for name in ("loss", "acc"):
+            metrics[f"val_{name}/ema"] = float(trainer.callback_metrics[f"val_{name}"])
+            metrics[f"val_{name}/raw"] = raw[name]
+        self.history.append(metrics)
+        for logger in trainer.loggers:
+            logger.log_metrics({k: v for k, v in metrics.items() if k != "epoch"}, step=trainer.global_step)
+
+
+def plot_curves(history: list[dict[str, float]], path: Path) -> None:
+    """Write a PNG of the raw and EMA validation loss and accuracy per epoch (matplotlib's Agg canvas, no display)."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9, 3.4), layout="constrained")
+    epochs = [m["epoch"] for m in history]
+    for ax, name, label in zip(figure.subplots(1, 2), ("loss", "acc"), ("validation loss", "validation accuracy")):
+        ax.plot(epochs, [m[f"val_{name}/raw"] for m in history], marker="o", label="raw weights")
+        ax.plot(epochs, [m[f"val_{name}/ema"] for m in history], marker="o", label="EMA weights (MMEngine EMAHook)")
+        ax.set(xlabel="epoch", ylabel=label, xticks=epochs)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    figure.suptitle("lightning-hooks demo: raw vs EMA weights on the validation set")
+    figure.savefig(path, dpi=100)
+
+
 Probe = Callable[[Any, "Run"], str]
 
 
@@ -116,10 +177,7 @@ class Run:
         if state_dict is not None:
             model = DemoNet()
             model.load_state_dict(state_dict)
-        model.eval()
-        with torch.no_grad():
-            losses = [nn.functional.cross_entropy(model(b["input"]), b["target"], reduction="sum") for b in self.val]
-        return float(sum(losses) / len(self.val.dataset))
+        return model.evaluate(self.val)["loss"]
 
     def adapter(self, family: str) -> LegacyHookAdapter:
         return next(a for a in self.adapters if a.family == family)
@@ -132,8 +190,9 @@ class Run:
         return f"{shown} in {os.path.relpath(folder)}"
 
 
-def run(out: Path, max_epochs: int = 5, progress_bar: bool = True) -> list[list[str]]:
-    """Train with every family's demo hooks; return the report rows (hook, family, mount points, produced)."""
+def run(out: Path, max_epochs: int = 5) -> tuple[list[list[str]], ValidationCurves]:
+    """Train with every family's demo hooks; return the report rows (hook, family, mount points, produced) and the
+    validation curves (also logged to CSV and TensorBoard under ``out/lightning_logs``)."""
     pl.seed_everything(0, verbose=False)
     probes: dict[int, Probe] = {}
     hooks = []
@@ -142,11 +201,14 @@ def run(out: Path, max_epochs: int = 5, progress_bar: bool = True) -> list[list[
             hooks.append(hook)
             probes[id(hook)] = probe
     adapters = adapt(hooks, work_dir=out, cfg={"log_config": {"period": 8}})
+    curves = ValidationCurves()
     model, data = DemoNet(), SyntheticData()
+    loggers = [CSVLogger(out, name="lightning_logs", version=0), TensorBoardLogger(out, name="lightning_logs", version=0)]
     trainer = pl.Trainer(
-        max_epochs=max_epochs, callbacks=list(adapters), default_root_dir=out, accelerator="cpu", devices=1, logger=False,
-        enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=progress_bar,
+        max_epochs=max_epochs, callbacks=[*adapters, curves, ProgressBar()], default_root_dir=out, accelerator="cpu",
+        devices=1, logger=loggers, log_every_n_steps=8, enable_checkpointing=False, enable_model_summary=False,
     )  # fmt: skip
+    configure_logging(trainer)
     trainer.fit(model, data)
     result = Run(model, data.val_dataloader(), out, adapters)
     rows = []
@@ -154,7 +216,14 @@ def run(out: Path, max_epochs: int = 5, progress_bar: bool = True) -> list[list[
         for hook in adapter.hooks:
             fired = ", ".join(f"{m} x{n}" for m, n in adapter.mount_counts(hook).items())
             rows.append([type(hook).__name__, adapter.family, fired, probes[id(hook)](hook, result)])
-    return rows
+    return rows, curves
+
+
+LOSSES = """Which loss is which:
+  MMEngine log lines  loss: mean training loss of the last 8 iterations (LoggerHook's window)
+  progress bar        train_loss: the last batch's; val_loss: the last validation's, on the EMA weights
+  table (EMAHook)     validation loss over all 256 validation samples after training, EMA vs raw weights
+  plot                validation loss and accuracy after each epoch, EMA vs raw weights"""
 
 
 def format_table(header: list[str], rows: list[list[str]], width: int = 60) -> str:
@@ -177,8 +246,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=5)
     args = parser.parse_args(argv)
     torch.set_num_threads(min(2, torch.get_num_threads()))
-    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # device and tip banners
+    quiet_upstream_notices()
+    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # device banners
     start = time.perf_counter()
-    rows = run(args.out, max_epochs=args.epochs)
+    rows, curves = run(args.out, max_epochs=args.epochs)
+    plot = args.out / "val_curves.png"
+    plot_curves(curves.history, plot)
     print(f"\nlightning-hooks demo: {args.epochs} epochs in {time.perf_counter() - start:.1f} s, outputs in {args.out}/\n")
     print(format_table(["hook", "family", "mount points fired", "what it produced"], rows))
+    print(f"\n{LOSSES}\n\nRaw vs EMA validation curves: {plot} (and CSV/TensorBoard in {args.out / 'lightning_logs'})")

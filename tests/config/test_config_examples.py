@@ -16,7 +16,7 @@ from hydra.utils import instantiate
 
 from lightning_hooks import ClassyAdapter, IMIXAdapter, MMEngineAdapter, build_callbacks
 from lightning_hooks.callbacks import EMA
-from lightning_hooks.cli import LightningHooksCLI
+from lightning_hooks.lightning_cli import LightningHooksCLI
 
 ROOT = Path(__file__).parents[2]
 SHORT = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=6", "--trainer.limit_val_batches=2",
@@ -102,3 +102,16 @@ def test_config_store_names_are_the_snake_case_class_names():
         cfg = compose("train", overrides=[f"+callbacks=[{','.join(names)}]", "callbacks.ema.decay=0.9"])
     assert {name: instantiate(node).__class__ for name, node in cfg.callbacks.items()} == names
     assert cfg.callbacks.ema.decay == 0.9
+
+
+@pytest.mark.parametrize("form", [[], ["hooks=mmengine"], ["hooks=classy"]], ids=["defaults", "mmengine", "classy"])
+def test_hydra_app_runs_every_hooks_choice_without_native_callbacks(form, tmp_path):
+    """`python examples/train_hydra.py [hooks=...]` without `+callbacks=[...]` (once a crash); the README's
+    `hooks=mixed` and `hooks=imix +callbacks=[...]` run in tests/core/test_core_docs_snippets.py."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "train_hydra.py"), *form, "trainer.max_epochs=1",
+         "+trainer.limit_train_batches=2", "+trainer.limit_val_batches=1", f"hydra.run.dir={tmp_path}"],  # fmt: skip
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "`Trainer.fit` stopped: `max_epochs=1` reached." in result.stdout + result.stderr

@@ -14,7 +14,7 @@ def demo_hooks(out: Path) -> list[tuple[Any, Probe]]:
 
     def ema(hook: Any, run: Run) -> str:
         weights = {k.removeprefix("module."): v for k, v in hook.ema_model.state_dict().items() if k != "steps"}
-        return f"EMA val loss {run.val_loss(weights):.3f} vs raw {run.val_loss():.3f}"
+        return f"val loss of all {len(run.val.dataset)} samples after training: EMA {run.val_loss(weights):.3f}, raw {run.val_loss():.3f}"
 
     def hub(key: str, what: str, scale: float = 1.0, fmt: str = ".3f") -> Probe:
         return lambda hook, run: f"{what} {run.adapter('mmengine').runner.message_hub.get_scalar(key).mean() * scale:{fmt}}"

@@ -19,6 +19,7 @@ from mmengine.runner import LogProcessor
 from mmengine.registry import VISUALIZERS, DefaultScope
 from mmengine.visualization import Visualizer
 
+from lightning_hooks.console import DropMessages, route_console
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.checkpoint_files import durable_checkpoint_io, load_checkpoint_file
 from lightning_hooks.core.errors import unknown_name
@@ -30,6 +31,11 @@ from lightning_hooks.families.mmengine.iter_based import EndlessSource, IterLoop
 from lightning_hooks.families.mmengine.loops import EvalTestLoop, EvalValLoop, train_loop
 
 _instances = itertools.count()
+
+
+# MMEngine's own CheckpointHook and LoggerHook build a FileClient on every run ("kept until MMEngine 1.0"), which
+# warns that FileClient and HardDiskBackend are deprecated: nothing a user can change, so these two are dropped.
+UPSTREAM_NOTICES = DropMessages('"FileClient" will be deprecated', '"HardDiskBackend" is the alias of "LocalBackend"')
 
 
 class Runner(Facade):
@@ -169,6 +175,8 @@ class Runner(Facade):
                 log_file=os.path.join(self.log_dir, f"{self.timestamp}.log"),
                 log_level=self._log_level,
             )
+            route_console(self._logger)
+            self._logger.addFilter(UPSTREAM_NOTICES)
         return self._logger
 
     def close_log_file(self) -> None:

@@ -1,0 +1,174 @@
+"""Console output a person can read: legacy loggers set up as their hosts' entry points did, printed above the bar.
+
+Lightning's progress bar redraws one terminal line. A logging handler that holds the ``sys.stdout`` of the moment it
+was built writes straight through that line (``v_num: 1.00011/23 18:52:33 - mmengine - INFO - ...``).
+:class:`ConsoleStream` writes through ``tqdm.write``, which clears an active tqdm bar and redraws it below the line,
+to the ``sys.stdout``/``sys.stderr`` of the moment it writes: a rich bar (Lightning's default when rich is
+installed) swaps those for proxies that print above it while it is live.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+import warnings
+from typing import Any
+
+from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
+from tqdm import tqdm
+from typing_extensions import override
+
+
+class ConsoleStream:
+    """A text stream for logging handlers: writes to ``sys.<name>`` as it is when written to, above any progress bar.
+
+    Args:
+        name: ``"stdout"`` or ``"stderr"``.
+    """
+
+    def __init__(self, name: str) -> None:
+        if name not in ("stdout", "stderr"):
+            raise ValueError(f"ConsoleStream: name must be 'stdout' or 'stderr', got {name!r}")
+        self.name = name
+
+    def write(self, text: str) -> int:
+        tqdm.write(text, file=getattr(sys, self.name), end="")
+        return len(text)
+
+    def flush(self) -> None:
+        getattr(sys, self.name).flush()
+
+    def isatty(self) -> bool:
+        return getattr(sys, self.name).isatty()
+
+    def __repr__(self) -> str:
+        return f"ConsoleStream({self.name!r})"
+
+
+def route_console(logger: logging.Logger) -> None:
+    """Make ``logger``'s handlers that print to the terminal (stdout or stderr) write through :class:`ConsoleStream`."""
+    streams = {id(s): name for name in ("stdout", "stderr") for s in (getattr(sys, name), getattr(sys, f"__{name}__"))}
+    for handler in logger.handlers:
+        if type(handler) is logging.StreamHandler and id(handler.stream) in streams:
+            handler.setStream(ConsoleStream(streams[id(handler.stream)]))
+
+
+class DropMessages(logging.Filter):
+    """A logging filter that drops records whose message starts with one of ``prefixes``.
+
+    For warnings a user cannot act on, which a library emits from its own code on every run; each use says why.
+    """
+
+    def __init__(self, *prefixes: str) -> None:
+        super().__init__()
+        self.prefixes = prefixes
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefixes)
+
+
+# Classy's ExponentialMovingAverageModelHook warns on every run that it leaves out integer buffers (BatchNorm's
+# num_batches_tracked): it averages float tensors by design, and the user can change nothing about it.
+CLASSY_EMA_NOTICE = DropMessages("In ExponentialMovingAverageModelHook, ")
+
+
+def configure_logging(trainer: Any) -> None:
+    """Set up Python logging as the training entry points of the legacy hosts among ``trainer.callbacks`` did.
+
+    The console script, the demo and the Hydra example call it before training; call it in your own script to see
+    the lines of Classy's ``LossLrMeterLoggingHook`` or iMIX's ``TextLoggerHook``, which log at INFO:
+
+    - Classy Vision (``classy_train.py``): the root logger at INFO; its hooks call ``logging.info``, which adds
+      logging's default stderr handler (``INFO:root:...``) when the root logger has none.
+    - iMIX (``default_setup``): ``imix.utils.logger.setup_logger(work_dir, rank)``: the ``imix`` logger at DEBUG,
+      printing on rank 0 and writing ``imix.log`` in the adapter's work dir (default: the Trainer's root dir).
+    - MMEngine: nothing; ``MMLogger`` sets itself up.
+
+    Console handlers, already present or added here, print above the progress bar (:func:`route_console`).
+
+    Args:
+        trainer: the ``Trainer`` about to run; adapters among its callbacks are recognised by their ``family``.
+    """
+    families = {getattr(c, "family", None): c for c in trainer.callbacks}
+    root = logging.getLogger()
+    if "classy" in families:
+        root.setLevel(logging.INFO)
+        if not root.handlers:
+            logging.basicConfig(stream=ConsoleStream("stderr"))
+        for handler in root.handlers:
+            handler.addFilter(CLASSY_EMA_NOTICE)
+    route_console(root)
+    route_console(logging.getLogger("lightning.pytorch"))
+    if "imix" in families:
+        from imix.utils.logger import setup_logger
+
+        work_dir = families["imix"].host._work_dir.resolve(trainer)
+        route_console(setup_logger(work_dir, distributed_rank=trainer.global_rank, name="imix"))
+
+
+def quiet_upstream_notices() -> None:
+    """Silence, at an entry point, the notices of Lightning and torch that a user of it cannot act on.
+
+    - Lightning 2.6 builds ``LeafSpec()`` in ``lightning.pytorch.utilities._pytree``, which torch >= 2.10 deprecates
+      with a FutureWarning on every fit: Lightning's code, not the user's.
+    - Lightning's "Tip: ... try installing litlogger / litmodels" advertisements (INFO on every run).
+    """
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
+    tips = DropMessages("💡 Tip: For seamless cloud")
+    for handler in logging.getLogger("lightning.pytorch").handlers:  # records of child loggers reach handlers only
+        handler.addFilter(tips)
+
+
+def batches_per_step(trainer: Any) -> int:
+    """Batches per optimizer step: Lightning's ``accumulate_grad_batches``, or the accumulation of the iMIX
+    ``OptimizerHook`` that owns the step."""
+    for callback in trainer.callbacks:
+        if getattr(callback, "family", None) == "imix" and callback.steppers:
+            return callback.host.gradient_accumulation_steps
+    return trainer.accumulate_grad_batches
+
+
+class _Counts:
+    """Progress bar counts for every adapter mode (mixed into Lightning's bars).
+
+    - With ``max_steps`` and no ``max_epochs``, Lightning ends the bar of the last epoch after the optimizer steps
+      left, counted as batches; a step takes :func:`batches_per_step` batches.
+    - The logger version (``v_num``) shows as written (``0``), not as a float.
+    """
+
+    trainer: Any
+
+    @property
+    def total_train_batches(self) -> int | float:
+        trainer = self.trainer
+        if trainer.max_epochs == -1 and trainer.max_steps is not None and trainer.max_steps > 0:
+            remaining = (trainer.max_steps - trainer.global_step) * batches_per_step(trainer)
+            return min(trainer.num_training_batches, remaining)
+        return trainer.num_training_batches
+
+    @override
+    def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, Any]:
+        metrics = super().get_metrics(trainer, pl_module)  # type: ignore[misc]
+        if "v_num" in metrics:
+            metrics["v_num"] = str(metrics["v_num"])
+        return metrics
+
+
+class TQDMBar(_Counts, TQDMProgressBar):
+    """Lightning's tqdm bar, counting right in every adapter mode."""
+
+
+class RichBar(_Counts, RichProgressBar):
+    """Lightning's rich bar, counting right in every adapter mode; ``Epoch N`` without ``/-2`` when no
+    ``max_epochs`` bounds the fit."""
+
+    @override
+    def _get_train_description(self, current_epoch: int) -> str:
+        if self.trainer.max_epochs == -1:
+            return f"{f'Epoch {current_epoch}':{len(self.validation_description)}}"
+        return super()._get_train_description(current_epoch)
+
+
+ProgressBar = RichBar if importlib.util.find_spec("rich") else TQDMBar
+"""The bar the entry points use: rich when it is installed (Lightning's default choice), else tqdm."""

@@ -1,0 +1,99 @@
+"""``lightning-hooks fit/validate/test``: LightningCLI with the demo's model and data as defaults, short errors."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import re
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+from jsonargparse import Namespace
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+
+from lightning_hooks.console import ProgressBar, configure_logging
+
+DEMO_MODEL, DEMO_DATA = "lightning_hooks.demo.DemoNet", "lightning_hooks.demo.SyntheticData"
+BAR = f"{ProgressBar.__module__}.{ProgressBar.__qualname__}"
+
+
+def short_error(message: str, options: Sequence[str] = ()) -> str:
+    """The cause in a jsonargparse error, on one line, with "Did you mean" for an unknown option.
+
+    jsonargparse reports a bad entry of a list of classes as a tree: every type it tried, each with its reason,
+    then the value. The useful line is the reason for the class that was named (``class_path``). ``options`` are
+    the parser's own keys, suggested for an unknown one.
+    """
+    lines = [line.strip().removeprefix("- ") for line in message.splitlines() if line.strip()]
+    key = re.match(r'Parser key "([^"]+)":\s*(.*)', lines[0])
+    where = f"{key.group(1)}: " if key else ""
+    for i, line in enumerate(lines[:-1]):
+        named = re.match(r"Problem with given class_path '([^']+)':", line)
+        if named:
+            reason = lines[i + 1]
+            return f"{where}{named.group(1)}: {reason}{_did_you_mean(named.group(1), reason)}"
+    if key:
+        return where + (key.group(2) or (lines[1] if len(lines) > 1 else ""))
+    unknown = re.search(r"does not accept option '([^']+)'|unrecognized arguments: --(\S+)", lines[0])
+    close = difflib.get_close_matches(unknown.group(1) or unknown.group(2), options, n=1) if unknown else []
+    return lines[0] + (f". Did you mean '{close[0]}'?" if close else "")
+
+
+def _did_you_mean(class_path: str, reason: str) -> str:
+    unknown = re.search(r"Option '([^']+)' is not accepted|Key '([^']+)' is not expected", reason)
+    if not unknown:
+        return ""
+    module, _, name = class_path.rpartition(".")
+    try:
+        params = list(inspect.signature(getattr(importlib.import_module(module), name)).parameters)
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return ""
+    close = difflib.get_close_matches(unknown.group(1) or unknown.group(2), params, n=1, cutoff=0.6)
+    return f". Did you mean '{close[0]}'?" if close else f". {name} accepts: {', '.join(params)}"
+
+
+class ShortErrorParser(LightningArgumentParser):
+    """LightningCLI's parser, printing a usage error as two lines instead of the whole usage."""
+
+    def error(self, message: str, ex: Exception | None = None) -> NoReturn:
+        if not self.exit_on_error:
+            super().error(message, ex)
+        parser = getattr(ex, "subcommand_parser", None) or self
+        prog = parser.prog.replace(" [options]", "")
+        options = [action.dest for action in parser._actions]
+        sys.stderr.write(f"{prog}: error: {short_error(message, options)}\n(all options: {prog} --help)\n")
+        sys.exit(2)
+
+
+class LightningHooksCLI(LightningCLI):
+    """LightningCLI whose model and data are any LightningModule and LightningDataModule named by ``class_path``.
+
+    ``model`` defaults to the demo's ``DemoNet``; ``data`` is optional (a model may bring its own loaders) and
+    defaults to the demo's ``SyntheticData`` when the model is ``DemoNet``. The progress bar is
+    :data:`lightning_hooks.console.ProgressBar` unless the config names one, and logging is set up as the legacy
+    hosts' entry points did (:func:`lightning_hooks.console.configure_logging`).
+    """
+
+    def __init__(self, args: list[str] | None = None) -> None:
+        super().__init__(
+            args=args, save_config_kwargs={"overwrite": True}, parser_class=ShortErrorParser,
+            parser_kwargs={"prog": "lightning-hooks"},
+        )  # fmt: skip
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.set_defaults({"model": {"class_path": DEMO_MODEL}})
+
+    def before_instantiate_classes(self) -> None:
+        config = self.config[self.subcommand] if self.subcommand else self.config
+        if config.get("data") is None and config.model.class_path == DEMO_MODEL:
+            config.data = Namespace(class_path=DEMO_DATA)
+        callbacks = config.trainer.callbacks or []
+        if config.trainer.enable_progress_bar is not False and not any("ProgressBar" in c.class_path for c in callbacks):
+            config.trainer.callbacks = [*callbacks, Namespace(class_path=BAR, init_args=Namespace())]
+
+    def before_fit(self) -> None:
+        configure_logging(self.trainer)
+
+    before_validate = before_test = before_fit
