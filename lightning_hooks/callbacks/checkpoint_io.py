@@ -134,7 +134,7 @@ class AtomicCheckpointIO(TorchCheckpointIO, Callback):
         current = trainer.strategy.checkpoint_io
         if current is self:
             return
-        if type(current) is not TorchCheckpointIO:
+        if type(current) not in TorchCheckpointIO.__bases__:  # the default IO of either namespace
             raise ValueError(
                 f"AtomicCheckpointIO in callbacks=[...] would replace the Trainer's checkpoint IO "
                 f"{type(current).__name__}; a Trainer has one. Pass one of them, as Trainer(plugins=[...])."
