@@ -116,8 +116,8 @@ def quiet_upstream_notices() -> None:
     """
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
     tips = DropMessages("💡 Tip: For seamless cloud")
-    for handler in logging.getLogger("lightning.pytorch").handlers:  # records of child loggers reach handlers only
-        handler.addFilter(tips)
+    for namespace in ("lightning.pytorch", "pytorch_lightning"):  # the logger that emits them, in either namespace
+        logging.getLogger(f"{namespace}.utilities.rank_zero").addFilter(tips)
 
 
 def batches_per_step(trainer: Any) -> int:

@@ -76,8 +76,15 @@ def environment(repo: Path) -> dict[str, str]:
 
 DRIVER = """
 import json, sys, traceback
+snippets, openmmlab, vissl = json.load(sys.stdin)
+if openmmlab:  # mmcv-lite here, compiled mmcv at the user's: stub exactly the compiled ops module (see the module)
+    import openmmlab_stubs
+    openmmlab_stubs.import_openmmlab()
+if vissl:  # VISSL and its torchvision live outside the venv's import path here (tests/classy/real_torchvision.py)
+    import real_torchvision
+    real_torchvision.activate()
 namespace = {"__name__": "__main__"}
-for where, code in json.load(sys.stdin):
+for where, code in snippets:
     try:
         exec(compile(code, where, "exec"), namespace)
     except BaseException:
@@ -100,8 +107,13 @@ def test_python_snippets_run_in_order(page, repo):
     snippets = [setup, *(block for block in blocks(page, "python") if block != setup)]
     work = repo / "work" / page.stem
     work.mkdir(parents=True)
-    result = subprocess.run([sys.executable, "-c", DRIVER], input=json.dumps(snippets), cwd=work, text=True,
-                            env=environment(repo), capture_output=True, timeout=600)  # fmt: skip
+    # a page using an OpenMMLab library's scope needs its compiled mmcv ops, which mmcv-lite lacks
+    openmmlab = any(f'default_scope="{lib}"' in code for _, code in snippets for lib in ("mmdet", "mmpretrain", "mmseg"))
+    vissl = any(re.search(r"^import vissl|^from vissl", code, re.M) for _, code in snippets)
+    env = environment(repo)
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(ROOT / "tests" / "mmengine"), str(ROOT / "tests" / "classy")])
+    result = subprocess.run([sys.executable, "-c", DRIVER], input=json.dumps([snippets, openmmlab, vissl]), cwd=work,
+                            text=True, env=env, capture_output=True, timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stderr[-4000:]
 
 
