@@ -486,7 +486,7 @@ def _init_dist_flags(hooks: list[Any]) -> None:
 
     for hook in hooks:
         if isinstance(hook, SyncBuffersHook):
-            hook.distributed = is_distributed()
+            hook.distributed = hook.distributed or is_distributed()  # a process group never goes away in between
 
 
 def _agree_on_stop(trainer: pl.Trainer, loop: Any) -> None:
