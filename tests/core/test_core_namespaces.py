@@ -60,8 +60,8 @@ def _loader() -> DataLoader:
 
 
 def _fit(ns: Any, tmp_path: Path, max_epochs: int, ckpt_path: str | None = None) -> tuple[Any, list[Any]]:
-    hooks = [mm_hooks.EMAHook(), mm_hooks.CheckpointHook(interval=1),
-             classy_hooks.ExponentialMovingAverageModelHook(decay=0.9, device="cpu"),
+    # one EMA that swaps weights per model (core/weight_swaps.py): the native EMA, not MMEngine's or Classy's too
+    hooks = [mm_hooks.CheckpointHook(interval=1), classy_hooks.LossLrMeterLoggingHook(),
              imix_hooks.OptimizerHook(), imix_hooks.IterationTimerHook()]  # fmt: skip
     adapters = adapt(hooks, work_dir=str(tmp_path / "work"))
     natives = [EMA(decay=0.9), PreciseBN(num_batches=2), AnomalyDetector(), LossScaleMonitor(),
