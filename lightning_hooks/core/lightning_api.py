@@ -282,9 +282,9 @@ def replace_train_loader(trainer: Any, loader: Any, *, now: bool) -> None:
     loop._combined_loader = None
     if now:
         loop.setup_data()
-        set_epoch = importlib.import_module(f"{FABRICS[NAMESPACES.index(ns)].__name__}.utilities.data")._set_sampler_epoch
+        data = importlib.import_module(f"{FABRICS[NAMESPACES.index(ns)].__name__}.utilities.data")
         for dl in loop._combined_loader.flattened:
-            set_epoch(dl, loop.epoch_progress.current.processed)
+            data._set_sampler_epoch(dl, loop.epoch_progress.current.processed)
 
 
 def train_epoch_pending(trainer: Any) -> bool:
@@ -302,7 +302,8 @@ def setup_fit_val_data(trainer: Any) -> None:
 
 def validate_after(trainer: Any, batches: int | float) -> None:
     """Run the fit's next validation check after ``batches`` train batches (``float("inf")``: none this epoch),
-    through ``trainer.val_check_batch``, which the epoch loop reads at every batch end. Checked on :data:`CHECKED_ON`."""
+    through ``trainer.val_check_batch``, which the epoch loop reads at every batch end.
+    Checked on :data:`CHECKED_ON`."""
     trainer.val_check_batch = batches
 
 

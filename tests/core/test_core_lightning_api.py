@@ -312,7 +312,8 @@ def test_train_data_source_get_set_and_replace_train_loader(ns, tmp_path):
     class Probe(ns.Callback):
         def on_train_epoch_start(self, trainer, pl_module):
             source = lightning_api.train_data_source(trainer)
-            assert isinstance(source, importlib.import_module(f"{ns.__name__}.trainer.connectors.data_connector")._DataLoaderSource)
+            connector = importlib.import_module(f"{ns.__name__}.trainer.connectors.data_connector")
+            assert isinstance(source, connector._DataLoaderSource)
             seen.append(lightning_api.train_epoch_pending(trainer))
             if trainer.current_epoch == 1:
                 lightning_api.replace_train_loader(trainer, new, now=lightning_api.train_epoch_pending(trainer))
