@@ -15,9 +15,10 @@ import sys
 import warnings
 from typing import Any
 
-from lightning.pytorch.callbacks import RichProgressBar, TQDMProgressBar
 from tqdm import tqdm
 from typing_extensions import override
+
+from lightning_hooks.core.lightning_api import NAMESPACES, RichProgressBar, TQDMProgressBar, pl
 
 
 class ConsoleStream:
@@ -99,7 +100,7 @@ def configure_logging(trainer: Any) -> None:
         for handler in root.handlers:
             handler.addFilter(CLASSY_EMA_NOTICE)
     route_console(root)
-    route_console(logging.getLogger("lightning.pytorch"))
+    route_console(logging.getLogger(pl.__name__))
     if "imix" in families:
         from imix.utils.logger import setup_logger
 
@@ -116,8 +117,8 @@ def quiet_upstream_notices() -> None:
     """
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
     tips = DropMessages("💡 Tip: For seamless cloud")
-    for namespace in ("lightning.pytorch", "pytorch_lightning"):  # the logger that emits them, in either namespace
-        logging.getLogger(f"{namespace}.utilities.rank_zero").addFilter(tips)
+    for namespace in NAMESPACES:  # on the logger that emits them, in each installed namespace
+        logging.getLogger(f"{namespace.__name__}.utilities.rank_zero").addFilter(tips)
 
 
 def batches_per_step(trainer: Any) -> int:
@@ -164,10 +165,10 @@ class RichBar(_Counts, RichProgressBar):
     ``max_epochs`` bounds the fit."""
 
     @override
-    def _get_train_description(self, current_epoch: int) -> str:
+    def train_description(self, current_epoch: int) -> str:
         if self.trainer.max_epochs == -1:
             return f"{f'Epoch {current_epoch}':{len(self.validation_description)}}"
-        return super()._get_train_description(current_epoch)
+        return super().train_description(current_epoch)
 
 
 ProgressBar = RichBar if importlib.util.find_spec("rich") else TQDMBar

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from typing_extensions import override
@@ -25,7 +24,9 @@ from typing_extensions import override
 from lightning_hooks import adapt, families
 from lightning_hooks.console import ProgressBar, configure_logging, quiet_upstream_notices
 from lightning_hooks.core.adapter import LegacyHookAdapter
-from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.lightning_api import pl, submodule
+
+CSVLogger, TensorBoardLogger = submodule("loggers").CSVLogger, submodule("loggers").TensorBoardLogger
 
 
 class DemoNet(pl.LightningModule):
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(min(2, torch.get_num_threads()))
     quiet_upstream_notices()
-    logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # device banners
+    logging.getLogger(pl.__name__).setLevel(logging.WARNING)  # device banners
     start = time.perf_counter()
     rows, curves = run(args.out, max_epochs=args.epochs)
     plot = args.out / "val_curves.png"

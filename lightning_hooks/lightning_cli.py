@@ -11,9 +11,12 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from jsonargparse import Namespace
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from lightning_hooks.console import ProgressBar, configure_logging
+from lightning_hooks.core.lightning_api import submodule
+
+LightningArgumentParser = submodule("cli").LightningArgumentParser
+LightningCLI = submodule("cli").LightningCLI
 
 DEMO_MODEL, DEMO_DATA = "lightning_hooks.demo.DemoNet", "lightning_hooks.demo.SyntheticData"
 BAR = f"{ProgressBar.__module__}.{ProgressBar.__qualname__}"

@@ -8,9 +8,10 @@ import pickle
 from collections.abc import Iterator
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
-from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from lightning_hooks.core import lightning_api
+from lightning_hooks.core.lightning_api import pl
 
 _ZIP, _PICKLE = b"PK", b"\x80"  # torch.save's zip format; the legacy format starts with a pickle protocol byte
 
@@ -70,7 +71,7 @@ def durable_checkpoint_io(trainer: pl.Trainer) -> Iterator[None]:
 
     strategy = trainer.strategy
     current = strategy.checkpoint_io
-    if type(current) is not TorchCheckpointIO:
+    if not lightning_api.default_checkpoint_io(current):
         yield
         return
     atomic = AtomicCheckpointIO()

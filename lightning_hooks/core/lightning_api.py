@@ -21,6 +21,7 @@ from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+from typing_extensions import override
 
 #: Lightning releases lightning-hooks supports, in either namespace (``pyproject.toml`` requires the same range).
 SUPPORTED = SpecifierSet(">=2.4,<2.7")
@@ -245,3 +246,122 @@ def replays_saved_batch(trainer: Any, checkpoint: dict[str, Any]) -> bool:
     loop = checkpoint.get("loops", {}).get("fit_loop", {})
     total = loop.get("epoch_loop.batch_progress", {}).get("total", {})
     return bool(total) and total["processed"] == total["completed"] + 1
+
+
+def _data_connector(ns: types.ModuleType) -> types.ModuleType:
+    return importlib.import_module(f"{ns.__name__}.trainer.connectors.data_connector")
+
+
+#: :data:`pl`'s ``_DataLoaderSource`` (``trainer.connectors.data_connector``): what a loop asks for its loader
+#: (``dataloader()``, ``is_defined()``, ``instance``, ``name``); subclass it to serve a loader another way.
+#: Checked on :data:`CHECKED_ON`.
+DataLoaderSource: type = _data_connector(pl)._DataLoaderSource
+
+
+def train_data_source(trainer: Any) -> Any:
+    """The fit loop's train data source (``fit_loop._data_source``). Checked on :data:`CHECKED_ON`."""
+    return trainer.fit_loop._data_source
+
+
+def set_train_data_source(trainer: Any, source: Any) -> None:
+    """Make ``source`` the fit loop's train data source; the loop's next ``setup_data`` reads it.
+    Checked on :data:`CHECKED_ON`."""
+    trainer.fit_loop._data_source = source
+
+
+def replace_train_loader(trainer: Any, loader: Any, *, now: bool) -> None:
+    """Train on ``loader`` from now on, as ``Trainer(reload_dataloaders_every_n_epochs)`` rebuilds the train data.
+
+    The fit loop gets a ``_DataLoaderSource`` of the trainer's namespace and drops its combined loader, so its next
+    ``setup_data`` (at the next epoch start) builds the new one. With ``now`` it is built at once and each loader's
+    sampler gets the current epoch (``fabric.utilities.data._set_sampler_epoch``), for an epoch whose batches are
+    still to come. Checked on :data:`CHECKED_ON`."""
+    ns = namespace_of(trainer)
+    loop = trainer.fit_loop
+    loop._data_source = _data_connector(ns)._DataLoaderSource(loader, "train_dataloader")
+    loop._combined_loader = None
+    if now:
+        loop.setup_data()
+        data = importlib.import_module(f"{FABRICS[NAMESPACES.index(ns)].__name__}.utilities.data")
+        for dl in loop._combined_loader.flattened:
+            data._set_sampler_epoch(dl, loop.epoch_progress.current.processed)
+
+
+def train_epoch_pending(trainer: Any) -> bool:
+    """Whether the current train epoch has begun (``on_train_epoch_start``) but not yet fetched its first batch:
+    ``fit_loop.epoch_progress.current`` is ready but not started. Checked on :data:`CHECKED_ON`."""
+    progress = trainer.fit_loop.epoch_progress.current
+    return progress.ready > progress.started
+
+
+def setup_fit_val_data(trainer: Any) -> None:
+    """Load the fit's validation loaders now (``fit_loop.epoch_loop.val_loop.setup_data``), for a host asked for
+    them before Lightning's loop does so. Checked on :data:`CHECKED_ON`."""
+    trainer.fit_loop.epoch_loop.val_loop.setup_data()
+
+
+def validate_after(trainer: Any, batches: int | float) -> None:
+    """Run the fit's next validation check after ``batches`` train batches (``float("inf")``: none this epoch),
+    through ``trainer.val_check_batch``, which the epoch loop reads at every batch end.
+    Checked on :data:`CHECKED_ON`."""
+    trainer.val_check_batch = batches
+
+
+def end_train_epoch_at(trainer: Any, steps: int) -> None:
+    """End the fit once ``steps`` optimizer steps are done, without the validation Lightning forces on
+    ``should_stop``: bounds the epoch loop's ``max_steps`` (``fit_loop.epoch_loop.max_steps``).
+    Checked on :data:`CHECKED_ON`."""
+    trainer.fit_loop.epoch_loop.max_steps = steps
+
+
+def fit_loop_state(trainer: Any) -> dict[str, Any]:
+    """The fit loop's state as a checkpoint's ``loops.fit_loop`` holds it (``fit_loop.state_dict()``).
+    Checked on :data:`CHECKED_ON`."""
+    return trainer.fit_loop.state_dict()
+
+
+def set_optimizer_steps(trainer: Any, steps: int) -> None:
+    """Count ``steps`` optimizer steps as done, as a resumed fit would: ``trainer.global_step`` and the step count
+    the LR schedulers and loggers read (``epoch_loop._batches_that_stepped``, the optimizer-step progress of the
+    automatic or manual optimization loop). Checked on :data:`CHECKED_ON`."""
+    loop = trainer.fit_loop.epoch_loop
+    loop._batches_that_stepped = steps
+    if trainer.lightning_module.automatic_optimization:
+        progress = loop.automatic_optimization.optim_progress.optimizer.step.total
+    else:
+        progress = loop.manual_optimization.optim_step_progress.total
+    progress.ready = progress.completed = steps
+
+
+def call_before_backward(trainer: Any, loss: Any) -> None:
+    """Run ``on_before_backward(loss)`` of the trainer's callbacks and then its LightningModule, as Lightning does
+    before a backward it runs (``trainer.call._call_callback_hooks``, ``_call_lightning_module_hook``).
+    Checked on :data:`CHECKED_ON`."""
+    call = importlib.import_module(f"{namespace_of(trainer).__name__}.trainer.call")
+    call._call_callback_hooks(trainer, "on_before_backward", loss)
+    call._call_lightning_module_hook(trainer, "on_before_backward", loss)
+
+
+def default_checkpoint_io(checkpoint_io: Any) -> bool:
+    """Whether ``checkpoint_io`` is Lightning's default, a plain ``TorchCheckpointIO`` of either namespace (not a
+    subclass the user chose)."""
+    return type(checkpoint_io) in _each("plugins.io", "TorchCheckpointIO")
+
+
+
+_progress = importlib.import_module(f"{pl.__name__}.callbacks.progress")
+#: :data:`pl`'s tqdm progress bar, for the package's own entry points.
+TQDMProgressBar: type = _progress.TQDMProgressBar
+
+
+class RichProgressBar(_progress.RichProgressBar):  # type: ignore[misc]
+    """:data:`pl`'s rich progress bar with :meth:`train_description` to override: Lightning builds an epoch's
+    description in ``_get_train_description(current_epoch)``. Checked on :data:`CHECKED_ON`."""
+
+    @override
+    def _get_train_description(self, current_epoch: int) -> str:
+        return self.train_description(current_epoch)
+
+    def train_description(self, current_epoch: int) -> str:
+        """The text before an epoch's train bar; Lightning's is ``Epoch N/M``."""
+        return super()._get_train_description(current_epoch)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-import lightning.pytorch as pl
+from typing_extensions import override
+
+from lightning_hooks.core.lightning_api import pl
 
 _live: dict[str, weakref.WeakSet[Any]] = {}
 
@@ -39,6 +41,7 @@ class UniqueStateKey:
         _live[self._base_state_key].discard(self)
 
     @property
+    @override
     def state_key(self) -> str:
         index = self._state_key_index
         return self._base_state_key if index == 0 else f"{self._base_state_key}#{index}"

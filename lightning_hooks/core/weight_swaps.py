@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import lightning.pytorch as pl
+from lightning_hooks.core.lightning_api import pl
 
 
 def check_one_weight_swap(trainer: pl.Trainer) -> None:

@@ -294,3 +294,124 @@ def test_train_data_setup_and_batch_counters(ns, tmp_path):
                        limit_val_batches=0)  # fmt: skip
     trainer.fit(_boring(ns)())
     assert seen == [(-1, 4, 0)] + [(i % 4, i, i + 1) for i in range(8)]
+
+
+def test_train_data_source_get_set_and_replace_train_loader(ns, tmp_path):
+    """The fit loop reads its train loader from ``_data_source`` (a ``_DataLoaderSource``) at each ``setup_data``;
+    ``replace_train_loader(now=True)`` builds the new loader at once, with the sampler at the current epoch."""
+    epochs: list[int] = []
+
+    class Sampler(torch.utils.data.SequentialSampler):
+        def set_epoch(self, epoch: int) -> None:
+            epochs.append(epoch)
+
+    data = torch.randn(6, 32)
+    new = torch.utils.data.DataLoader(data, batch_size=2, sampler=Sampler(data))
+    seen: list[Any] = []
+
+    class Probe(ns.Callback):
+        def on_train_epoch_start(self, trainer, pl_module):
+            source = lightning_api.train_data_source(trainer)
+            connector = importlib.import_module(f"{ns.__name__}.trainer.connectors.data_connector")
+            assert isinstance(source, connector._DataLoaderSource)
+            seen.append(lightning_api.train_epoch_pending(trainer))
+            if trainer.current_epoch == 1:
+                lightning_api.replace_train_loader(trainer, new, now=lightning_api.train_epoch_pending(trainer))
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            seen.append(len(batch))
+            assert not lightning_api.train_epoch_pending(trainer)
+
+    trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=2, limit_val_batches=0)
+    trainer.fit(_boring(ns)(), torch.utils.data.DataLoader(torch.randn(4, 32), batch_size=4))
+    assert seen == [True, 4, True, 2, 2, 2] and epochs[0] == 1 and trainer.train_dataloader is new
+    assert issubclass(lightning_api.DataLoaderSource, importlib.import_module(
+        f"{lightning_api.pl.__name__}.trainer.connectors.data_connector")._DataLoaderSource)
+    source = lightning_api.train_data_source(trainer)
+    lightning_api.set_train_data_source(trainer, "other")
+    assert trainer.fit_loop._data_source == "other"
+    lightning_api.set_train_data_source(trainer, source)
+    assert {"instance", "name"} <= set(inspect.signature(lightning_api.DataLoaderSource).parameters)
+
+
+def test_validate_after_and_end_train_epoch_at_steer_the_fit(ns, tmp_path):
+    """``val_check_batch`` set before a batch ends decides validation there; bounding the epoch loop's
+    ``max_steps`` ends the fit after that step."""
+    validated: list[int] = []
+
+    class Probe(ns.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            lightning_api.validate_after(trainer, 1 if batch_idx == 1 else float("inf"))
+            if batch_idx == 2:
+                lightning_api.end_train_epoch_at(trainer, trainer.global_step + 1)
+
+        def on_validation_start(self, trainer, pl_module):
+            validated.append(trainer.global_step)
+
+    trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=1, limit_train_batches=8)
+    trainer.fit(_boring(ns)())
+    assert validated == [2] and trainer.global_step == 3
+
+
+def test_fit_loop_state_and_set_optimizer_steps(ns, tmp_path):
+    """The fit loop's state has ``epoch_progress``; set_optimizer_steps sets what ``global_step`` reads."""
+
+    class Probe(ns.Callback):
+        def on_train_start(self, trainer, pl_module):
+            state = lightning_api.fit_loop_state(trainer)
+            assert {"total", "current"} <= set(state["epoch_progress"])
+            lightning_api.set_optimizer_steps(trainer, 5)
+            assert trainer.global_step == 5 and trainer.fit_loop.epoch_loop._batches_that_stepped == 5
+
+    class Manual(_boring(ns)):
+        def __init__(self) -> None:
+            super().__init__()
+            self.automatic_optimization = False
+
+        def training_step(self, batch, batch_idx):
+            opt = self.optimizers()
+            loss = self.step(batch)
+            opt.zero_grad()
+            self.manual_backward(loss)
+            opt.step()
+
+    for model in (_boring(ns)(), Manual()):
+        _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=7, limit_val_batches=0).fit(model)
+
+
+def test_call_before_backward_runs_callbacks_then_module(ns, tmp_path):
+    calls: list[str] = []
+
+    class Model(_boring(ns)):
+        def on_before_backward(self, loss):
+            calls.append("module")
+
+    class Probe(ns.Callback):
+        def on_before_backward(self, trainer, pl_module, loss):
+            calls.append("callback")
+
+        def on_train_start(self, trainer, pl_module):
+            lightning_api.call_before_backward(trainer, torch.tensor(1.0))
+            calls.append("|")
+
+    _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=1, limit_val_batches=0).fit(Model())
+    assert calls == ["callback", "module", "|", "callback", "module"]
+
+
+def test_default_checkpoint_io_is_a_plain_torch_checkpoint_io_of_either_namespace(ns, tmp_path):
+    trainer = _trainer(ns, tmp_path)
+    assert lightning_api.default_checkpoint_io(trainer.strategy.checkpoint_io)
+    assert not lightning_api.default_checkpoint_io(lightning_api.TorchCheckpointIO())
+
+
+def test_rich_progress_bar_describes_the_train_epoch_through_train_description():
+    import rich  # noqa: F401  (RichProgressBar needs it)
+
+    class Bar(lightning_api.RichProgressBar):
+        def train_description(self, current_epoch: int) -> str:
+            return f"E{current_epoch}"
+
+    bar = Bar()
+    assert bar._get_train_description(3) == "E3"
+    base = importlib.import_module(f"{lightning_api.pl.__name__}.callbacks.progress").RichProgressBar
+    assert list(inspect.signature(base._get_train_description).parameters) == ["self", "current_epoch"]

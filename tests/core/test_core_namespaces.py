@@ -60,8 +60,8 @@ def _loader() -> DataLoader:
 
 
 def _fit(ns: Any, tmp_path: Path, max_epochs: int, ckpt_path: str | None = None) -> tuple[Any, list[Any]]:
-    hooks = [mm_hooks.EMAHook(), mm_hooks.CheckpointHook(interval=1),
-             classy_hooks.ExponentialMovingAverageModelHook(decay=0.9, device="cpu"),
+    # one EMA that swaps weights per model (core/weight_swaps.py): the native EMA, not MMEngine's or Classy's too
+    hooks = [mm_hooks.CheckpointHook(interval=1), classy_hooks.LossLrMeterLoggingHook(),
              imix_hooks.OptimizerHook(), imix_hooks.IterationTimerHook()]  # fmt: skip
     adapters = adapt(hooks, work_dir=str(tmp_path / "work"))
     natives = [EMA(decay=0.9), PreciseBN(num_batches=2), AnomalyDetector(), LossScaleMonitor(),
@@ -93,7 +93,8 @@ def test_adapters_and_native_callbacks_run_and_resume_in_a_trainer_of_each_names
 
 
 def test_with_one_namespace_only_the_package_uses_that_one(tmp_path):
-    """An environment with only ``lightning`` or only ``pytorch-lightning`` (the other blocked from import)."""
+    """An environment with only ``lightning`` or only ``pytorch-lightning`` (the other blocked from import): every
+    module of the package imports."""
     script = textwrap.dedent(
         """
         import sys
@@ -103,7 +104,10 @@ def test_with_one_namespace_only_the_package_uses_that_one(tmp_path):
         importlib.metadata.version = lambda d: (_ for _ in ()).throw(importlib.metadata.PackageNotFoundError(d)) \\
             if d == sys.argv[2] else installed(d)
         from lightning_hooks.core import lightning_api
-        import lightning_hooks.callbacks, lightning_hooks.loggers
+        import lightning_hooks.callbacks, lightning_hooks.loggers, lightning_hooks.console, lightning_hooks.demo
+        import lightning_hooks.lightning_cli, lightning_hooks.core.checkpoint_files, lightning_hooks.core.state_keys
+        import lightning_hooks.families.mmengine.runner, lightning_hooks.families.classy.adapter
+        import lightning_hooks.families.imix.adapter
         print(" ".join(ns.__name__ for ns in lightning_api.NAMESPACES), lightning_api.fabric.__name__)
         """
     )

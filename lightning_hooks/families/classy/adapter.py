@@ -15,6 +15,7 @@ import torch
 from typing_extensions import override
 
 from lightning_hooks.compat import classy as compat
+from lightning_hooks.core import lightning_api
 from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
 from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
@@ -201,14 +202,7 @@ class ClassyAdapter(LegacyHookAdapter):
         """After a Classy checkpoint: ``global_step`` from Classy's ``num_updates`` (samples) and every scheduler
         stepped from its start as far as an uninterrupted Lightning run would have (a Classy checkpoint holds none)."""
         steps = num_updates // max(self.task.get_global_batchsize(), 1)
-        loop = trainer.fit_loop.epoch_loop
-        loop._batches_that_stepped = steps
-        if trainer.lightning_module.automatic_optimization:
-            loop.automatic_optimization.optim_progress.optimizer.step.total.ready = steps
-            loop.automatic_optimization.optim_progress.optimizer.step.total.completed = steps
-        else:
-            loop.manual_optimization.optim_step_progress.total.ready = steps
-            loop.manual_optimization.optim_step_progress.total.completed = steps
+        lightning_api.set_optimizer_steps(trainer, steps)
         for config in trainer.lr_scheduler_configs:
             scheduler = config.scheduler
             if not hasattr(scheduler, "base_lrs") or config.reduce_on_plateau:
@@ -378,18 +372,22 @@ class ClassyAdapter(LegacyHookAdapter):
                 vissl_host.check_loss_device(self.task.loss, trainer.strategy.root_device)
         checkpoint.install_loader(trainer, self._from_classy_checkpoint)
 
+    @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().teardown(trainer, pl_module, stage)
         checkpoint.uninstall_loader(trainer)
         self._runtime.stop()
 
+    @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         super().on_exception(trainer, pl_module, exception)
         self._runtime.stop()
 
+    @override
     def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:
         self._clock.mark("backward")
 
+    @override
     def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._clock.section("backward", "backward")
         super().on_after_backward(trainer, pl_module)

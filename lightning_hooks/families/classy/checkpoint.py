@@ -13,8 +13,10 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import lightning.pytorch as pl
 import torch
+
+from lightning_hooks.core import lightning_api
+from lightning_hooks.core.lightning_api import pl
 
 #: The file Classy's ``CheckpointHook`` writes in its folder (``classy_vision.generic.util.CHECKPOINT_FILE``).
 CHECKPOINT_FILE = "checkpoint.torch"
@@ -126,7 +128,7 @@ def lightning_checkpoint(
             raise KeyError(f"{source}: classy_state_dict has no {key!r}; it is not a checkpoint of a Classy training task")
     load_model_state(classy_model(pl_module), task["base_model"], source)
     epochs = task["train_phase_idx"] + 1
-    loops = trainer.fit_loop.state_dict()
+    loops = lightning_api.fit_loop_state(trainer)
     for progress in (loops["epoch_progress"]["total"], loops["epoch_progress"]["current"]):
         progress.update(ready=epochs, started=epochs, processed=epochs, completed=epochs)
     optimizer = task.get("optimizer") or {}
@@ -134,7 +136,7 @@ def lightning_checkpoint(
         warnings.warn(f"{source}: the checkpoint's AMP grad-scaler state is not restored; the scaler starts afresh")
     key, state = adapter_state(task)
     return {
-        "pytorch-lightning_version": pl.__version__,
+        "pytorch-lightning_version": lightning_api.namespace_of(trainer).__version__,
         "epoch": epochs - 1,
         "global_step": 0,  # set from num_updates once the train loader is known (ClassyAdapter.on_train_start)
         "state_dict": {k: v.detach().clone() for k, v in pl_module.state_dict().items()},

@@ -14,7 +14,6 @@ from typing import Any
 
 import torch
 from typing_extensions import override
-from lightning.pytorch.trainer import call
 
 from lightning_hooks.compat import imix as compat
 from lightning_hooks.core import lightning_api
@@ -223,8 +222,7 @@ class IMIXAdapter(LegacyHookAdapter):
             # the hook calls loss.backward() itself: tell Lightning's callbacks and module (on_before_backward: the
             # loss AnomalyDetector checks) and arm DDP's reducer first, as LightningModule.manual_backward does
             trainer, loss = self.engine.lightning, self.engine.output["loss"]
-            call._call_callback_hooks(trainer, "on_before_backward", loss)
-            call._call_lightning_module_hook(trainer, "on_before_backward", loss)
+            lightning_api.call_before_backward(trainer, loss)
             trainer.strategy.pre_backward(loss)
             self.fire(AFTER_STEP)
             self._end_iter()

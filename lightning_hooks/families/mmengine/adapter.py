@@ -325,12 +325,12 @@ class MMEngineAdapter(LegacyHookAdapter):
         does, and end the run at ``max_iters`` or once a hook set ``stop_training`` (after this check, as MMEngine's
         ``while`` reads it), without the validation Lightning forces on ``should_stop``."""
         cfg = self.runner._loop_cfg
-        trainer.val_check_batch = 1 if self._done and cfg.validates_at(self._done) else float("inf")
+        lightning_api.validate_after(trainer, 1 if self._done and cfg.validates_at(self._done) else float("inf"))
         self._end_iterations_if_stopped(trainer)
 
     def _end_iterations_if_stopped(self, trainer: pl.Trainer) -> None:
         if self._done >= self.runner._loop_cfg.max_iters or self.runner.train_loop._stop:
-            trainer.fit_loop.epoch_loop.max_steps = trainer.global_step
+            lightning_api.end_train_epoch_at(trainer, trainer.global_step)
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         self.fire(trigger)
@@ -344,6 +344,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.fire(ON["on_train_end"])
 
     # -------------------------------------------------------------------------------------- validation, test
+    @override
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._ema_swapped = self.real_validation()  # EMAHook.before_val_epoch swaps the EMA weights in
         self.fire(ON["on_validation_epoch_start"])
@@ -356,6 +357,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         if self.runner._iter_based and trainer.state.fn == "fit" and not trainer.sanity_checking:
             self._end_iterations_if_stopped(trainer)
 
+    @override
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._ema_swapped = True
         self.fire(ON["on_test_epoch_start"])

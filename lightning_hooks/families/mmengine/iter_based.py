@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import lightning.pytorch as pl
-from lightning.pytorch.trainer.connectors.data_connector import _DataLoaderSource
+from lightning_hooks.core import lightning_api
+from lightning_hooks.core.lightning_api import pl
 
 _LOOPS = {"IterBasedTrainLoop": False, "EpochBasedTrainLoop": True}
 
@@ -139,10 +139,10 @@ def _set_epoch(loader: Any, epoch: int) -> None:
         loader.batch_sampler.sampler.set_epoch(epoch)
 
 
-class EndlessSource(_DataLoaderSource):
+class EndlessSource(lightning_api.DataLoaderSource):
     """Lightning's train data source, whose loader is served as :class:`Endless`."""
 
-    def __init__(self, source: _DataLoaderSource, skip: Any) -> None:
+    def __init__(self, source: Any, skip: Any) -> None:
         super().__init__(source.instance, source.name)
         self.original = source
         self._skip = skip
@@ -168,13 +168,13 @@ class EndlessSource(_DataLoaderSource):
 
 def serve_endless(trainer: pl.Trainer, skip: Any) -> None:
     """Make Lightning iterate the train loader as :class:`Endless` in this fit."""
-    loop = trainer.fit_loop
-    if not isinstance(loop._data_source, EndlessSource):
-        loop._data_source = EndlessSource(loop._data_source, skip)
+    source = lightning_api.train_data_source(trainer)
+    if not isinstance(source, EndlessSource):
+        lightning_api.set_train_data_source(trainer, EndlessSource(source, skip))
 
 
 def restore_source(trainer: pl.Trainer) -> None:
     """Undo :func:`serve_endless`, so a later fit or a plain Trainer sees the loader as given."""
-    loop = trainer.fit_loop
-    if isinstance(loop._data_source, EndlessSource):
-        loop._data_source = loop._data_source.original
+    source = lightning_api.train_data_source(trainer)
+    if isinstance(source, EndlessSource):
+        lightning_api.set_train_data_source(trainer, source.original)

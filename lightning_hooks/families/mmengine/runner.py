@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from lightning.fabric.utilities.data import _set_sampler_epoch
 from mmengine.config import Config
 from mmengine.logging import HistoryBuffer, MessageHub, MMLogger
 from mmengine.optim import OptimWrapper, OptimWrapperDict
@@ -289,7 +288,7 @@ class Runner(Facade):
     @property
     def train_dataloader(self) -> Any:
         trainer = self.trainer
-        source = trainer.fit_loop._data_source
+        source = lightning_api.train_data_source(trainer)
         if isinstance(source, EndlessSource):  # iteration-based: the loader, not the endless view Lightning iterates
             return source.loader
         if trainer.train_dataloader is None and trainer.state.fn == "fit":
@@ -305,22 +304,14 @@ class Runner(Facade):
         the loader as its train data source and rebuilds its train data (distributed sampler, batch count, validation
         schedule) as ``Trainer(reload_dataloaders_every_n_epochs)`` does.
         """
-        from lightning.pytorch.trainer.connectors.data_connector import _DataLoaderSource
-
         trainer = self.trainer
         if trainer is None or trainer.state.fn != "fit":
             raise RuntimeError(
                 "runner.train_loop.dataloader = ...: assign the train dataloader while trainer.fit runs (a train hook); "
                 "outside fit, pass the loader to trainer.fit(...)"
             )
-        fit_loop = trainer.fit_loop
-        fit_loop._data_source = _DataLoaderSource(loader, "train_dataloader")
-        fit_loop._combined_loader = None  # the next setup_data (at the next epoch start) builds the new loader
-        progress = fit_loop.epoch_progress.current
-        if progress.ready > progress.started:  # inside before_train_epoch: this epoch's batches are still to come
-            fit_loop.setup_data()
-            for dl in fit_loop._combined_loader.flattened:
-                _set_sampler_epoch(dl, progress.processed)
+        # inside before_train_epoch this epoch's batches are still to come; elsewhere the next epoch takes it
+        lightning_api.replace_train_loader(trainer, loader, now=lightning_api.train_epoch_pending(trainer))
 
     @property
     def val_dataloader(self) -> Any:
@@ -329,7 +320,7 @@ class Runner(Facade):
             # asked for before Lightning loaded it (before_run): load it as the fit loop's start would
             stage = trainer.state.stage
             trainer.validating = True
-            trainer.fit_loop.epoch_loop.val_loop.setup_data()
+            lightning_api.setup_fit_val_data(trainer)
             trainer.state.stage = stage
         return _first(trainer.val_dataloaders)
 
