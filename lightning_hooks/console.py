@@ -18,7 +18,7 @@ from typing import Any
 from tqdm import tqdm
 from typing_extensions import override
 
-from lightning_hooks.core.lightning_api import NAMESPACES, RichProgressBar, TQDMProgressBar, pl
+from lightning_hooks.core.lightning_api import NAMESPACES, RichProgressBar, TQDMProgressBar, pl, rich_bar_works
 
 
 class ConsoleStream:
@@ -171,5 +171,6 @@ class RichBar(_Counts, RichProgressBar):
         return super().train_description(current_epoch)
 
 
-ProgressBar = RichBar if importlib.util.find_spec("rich") else TQDMBar
-"""The bar the entry points use: rich when it is installed (Lightning's default choice), else tqdm."""
+ProgressBar = RichBar if importlib.util.find_spec("rich") and rich_bar_works() else TQDMBar
+"""The bar the entry points use: rich when it is installed and Lightning's rich bar works with it (Lightning's
+default choice), else tqdm."""

@@ -234,6 +234,13 @@ def evaluation_metrics(trainer: Any) -> dict[str, Any] | None:
     return None if results is None else results.metrics(on_step=False)["callback"]
 
 
+def rich_bar_works() -> bool:
+    """Whether :data:`pl`'s ``RichProgressBar`` runs with the installed ``rich``: Lightning 2.4's fails at the sanity
+    check (``IndexError: pop from empty list`` in ``Console.clear_live``) with current rich releases; 2.5 and later
+    work. Checked on :data:`CHECKED_ON`."""
+    return Version(pl.__version__) >= Version("2.5")
+
+
 def replays_saved_batch(trainer: Any, checkpoint: dict[str, Any]) -> bool:
     """Whether resuming ``checkpoint`` runs the batch it was written in once more.
 

@@ -17,6 +17,8 @@ OLDEST = ROOT / ".venv-lt24" / "bin" / "python"
 #: goes through fit_loop internals) and the native callbacks.
 REDUCED_SUITE = (
     "tests/core/test_core_lightning_api.py",
+    "tests/core/test_core_console.py",
+    "tests/core/test_core_demo.py",
     "tests/core/test_core_namespaces.py",
     "tests/core/test_core_adapt.py",
     "tests/core/test_core_dispatch.py",
