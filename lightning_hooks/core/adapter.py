@@ -23,7 +23,7 @@ from lightning_hooks.core.weight_swaps import check_one_weight_swap
 from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, Trigger
 
 Call = tuple[Any, Callable[..., Any]]
-Step = tuple[Mount, Callable[[], bool] | None, tuple[Call, ...]]
+Step = tuple[int, Mount, Callable[[], bool] | None, tuple[Call, ...]]  # row index, row, condition, hook calls
 
 
 class LegacyHookAdapter(UniqueStateKey, Callback):
@@ -81,12 +81,15 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
             self.check_arguments(hook)
         self._init_state_key(self._generate_state_key(hooks=self.hook_keys()))
         self.host: Facade
-        self.fired_rows: Counter[Mount] = Counter()  # how often each table row fired
+        self._fired = [0] * len(self.events.rows)  # how often each table row fired, by row index
         # what fire() accepts: the table's triggers, and every Lightning event (the shared methods fire them all)
         self._triggers = frozenset(self.events.events()) | frozenset(ON.values())
         self._host_args: tuple[Any, ...] = ()
         self._trainer: pl.Trainer | None = None
-        self._plan: dict[Trigger, tuple[Step, ...]] = {}
+        # the plan, keyed by the id of the table's trigger objects (a fast lookup on every step), and by value for an
+        # equal trigger built elsewhere
+        self._plan: dict[int, tuple[Step, ...]] = {}
+        self._plan_by_value: dict[Trigger, tuple[Step, ...]] = {}
         self._patches: list[Callable[[], None]] = []
         self._train_epoch: int | None = None  # the train epoch whose start was fired
         self._train_epoch_open = False
@@ -162,12 +165,13 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         """Precompute, per trigger, the rows that have at least one active hook. Call once the host exists."""
         self._host_args = host_args
         plan: dict[Trigger, list[Step]] = {}
-        for row in self.events.rows:
+        for index, row in enumerate(self.events.rows):
             calls = tuple((h, getattr(h, row.mount)) for h in self.hooks if self.active(h, row.mount))
             if calls:
                 when = getattr(self, row.when) if row.when else None
-                plan.setdefault(row.event, []).append((row, when, calls))
-        self._plan = {event: tuple(steps) for event, steps in plan.items()}
+                plan.setdefault(row.event, []).append((index, row, when, calls))
+        self._plan_by_value = {event: tuple(steps) for event, steps in plan.items()}
+        self._plan = {id(event): steps for event, steps in self._plan_by_value.items()}
 
     def fire(self, trigger: Trigger, *, errors: str = "raise", **context: Any) -> None:
         """Call, in table order, every mount point ``trigger`` fires, with the arguments its row names.
@@ -175,18 +179,20 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         A hook's exception propagates with a note naming hook, mount point and step; with ``errors="warn"`` (while
         handling another failure) it only warns, so the original exception reaches the user. A trigger that is not in
         the family's table (a patch the table does not name, a plain string) is an error."""
-        steps = self._plan.get(trigger)
+        steps = self._plan.get(id(trigger))
         if steps is None:
-            if trigger not in self._triggers:
-                raise ValueError(f"{type(self).__name__}: {trigger!r} is not a trigger of the {self.family} event table")
-            return
+            steps = self._plan_by_value.get(trigger)
+            if steps is None:
+                if trigger not in self._triggers:
+                    raise ValueError(f"{type(self).__name__}: {trigger!r} is not a trigger of the {self.family} event table")
+                return
         host = self._host_args
-        for row, when, calls in steps:
+        for index, row, when, calls in steps:
             if when is not None and not when():
                 continue
             # Rows name a subset of the context: equal sizes mean the context itself can be passed.
             kwargs = context if len(row.args) == len(context) else {name: context[name] for name in row.args}
-            self.fired_rows[row] += 1
+            self._fired[index] += 1
             for hook, fn in calls:
                 try:
                     fn(*host, **kwargs)
@@ -204,6 +210,11 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
             f"[lightning-hooks] raised by {self.family} hook {type(hook).__qualname__} in mount point '{row.mount}' "
             f"(Lightning event '{row.event}', {at})"
         )
+
+    @property
+    def fired_rows(self) -> Counter[Mount]:
+        """How often each table row has fired so far."""
+        return Counter({row: n for row, n in zip(self.events.rows, self._fired) if n})
 
     @property
     def fired(self) -> Counter[str]:
