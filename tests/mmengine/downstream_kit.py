@@ -29,7 +29,7 @@ from mmengine.model import BaseModel
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import METRICS, MODELS, DefaultScope
 from mmengine.runner import Runner
-from mmengine_testkit import RecorderHook, assert_same_tensors
+from mmengine_testkit import MMEngineSteps, RecorderHook, assert_same_tensors
 from openmmlab_stubs import import_openmmlab
 from torch.utils.data import DataLoader, Dataset
 
@@ -183,7 +183,7 @@ class TinyAccuracy(BaseMetric):
         return {"accuracy": 100 * sum(results) / len(results)}
 
 
-class LitWrapper(pl.LightningModule):
+class LitWrapper(MMEngineSteps):
     """A LightningModule around an OpenMMLab model, as a port keeps it: steps as MMEngine's loops run them, and the
     model's attributes (``data_preprocessor``, ``set_epoch``, ``teacher``...) read and set through it, so hooks that
     use ``runner.model`` (the LightningModule) reach the model."""
@@ -211,24 +211,6 @@ class LitWrapper(pl.LightningModule):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self.model(*args, **kwargs)
-
-    def training_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
-        data = self.model.data_preprocessor(batch, True)
-        _, log_vars = self.model.parse_losses(self.model._run_forward(data, mode="loss"))
-        return log_vars
-
-    def validation_step(self, batch: Any, batch_idx: int) -> list[DataSample]:
-        outputs = self.model.val_step(batch)
-        self.evaluator.process(data_samples=outputs, data_batch=batch)
-        return outputs
-
-    test_step = validation_step
-
-    def on_validation_epoch_end(self) -> None:
-        loader = self.trainer.test_dataloaders if self.trainer.testing else self.trainer.val_dataloaders
-        self.log_dict(self.evaluator.evaluate(len(loader.dataset)))
-
-    on_test_epoch_end = on_validation_epoch_end
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         """The Runner's optimizer: param groups from the same ``optim_wrapper`` config (``paramwise_cfg``)."""

@@ -103,14 +103,8 @@ for _mount in MOUNTS:
     setattr(RecorderHook, _mount, _recorder(_mount))
 
 
-class LitToy(pl.LightningModule):
-    """The same ``Toy`` trained by Lightning: ``training_step`` returns the model's parsed loss dict."""
-
-    def __init__(self, model: Toy, lr: float = 0.1, momentum: float = 0.0) -> None:
-        super().__init__()
-        self.model = model
-        self.lr, self.momentum = lr, momentum
-        self.evaluator = Evaluator([ToyMSE()])
+class MMEngineSteps(pl.LightningModule):
+    """Steps as MMEngine's loops run them on ``self.model``, with ``self.evaluator`` over each evaluation epoch."""
 
     def training_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
         data = self.model.data_preprocessor(batch, True)
@@ -129,6 +123,16 @@ class LitToy(pl.LightningModule):
         self.log_dict(self.evaluator.evaluate(len(loader.dataset)))
 
     on_test_epoch_end = on_validation_epoch_end
+
+
+class LitToy(MMEngineSteps):
+    """The same ``Toy`` trained by Lightning: ``training_step`` returns the model's parsed loss dict."""
+
+    def __init__(self, model: Toy, lr: float = 0.1, momentum: float = 0.0) -> None:
+        super().__init__()
+        self.model = model
+        self.lr, self.momentum = lr, momentum
+        self.evaluator = Evaluator([ToyMSE()])
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=self.momentum)
