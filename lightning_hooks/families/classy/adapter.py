@@ -25,6 +25,7 @@ from lightning_hooks.families.classy import vissl as vissl_host
 from lightning_hooks.families.classy.config import check_config
 from lightning_hooks.families.classy.events import EVENTS, FORWARD, OPTIMIZER_STEP, STEPS
 from lightning_hooks.families.classy.meters import MetricMeter
+from lightning_hooks.families.classy.schedule import VisslSchedule
 from lightning_hooks.families.classy.task import LastBatch, Task, param_options
 
 
@@ -53,7 +54,9 @@ class ClassyAdapter(LegacyHookAdapter):
         vissl: a VISSL config: VISSL's command-line overrides (``["config=test/cpu_test/test_cpu_regnet_moco"]``,
             composed with VISSL's hydra plugin) or a composed ``AttrDict``. Its hooks come from VISSL's own
             ``default_hook_generator(cfg)`` (before ``hooks``); it becomes ``task.config`` and its checkpoint folder
-            ``task.checkpoint_folder`` unless those are given.
+            ``task.checkpoint_folder`` unless those are given. Its ``OPTIMIZER.param_schedulers`` are applied as
+            VISSL's trainer does through the ``ClassyOptimizer`` the LightningModule keeps as an attribute (its
+            ``.optimizer`` returned by ``configure_optimizers``); without one, a non-constant schedule is refused.
         vissl_checkpoint: a VISSL checkpoint file to start the run from: weights, optimizer, loss and hook states,
             phase counters and losses (the task continues VISSL's counters; ``max_epochs`` counts the phases still
             to train).
@@ -102,6 +105,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self.vissl_checkpoint = None if vissl_checkpoint is None else os.fspath(vissl_checkpoint)
         self._clock = vissl_host.StepClock(self.task)
         self._runtime = vissl_host.Runtime()
+        self._schedule = VisslSchedule(config if vissl is not None else None)
         self._batch_clock = time.perf_counter()
         self._build_plan((self.task,))
         self._in_step = False
@@ -271,7 +275,10 @@ class ClassyAdapter(LegacyHookAdapter):
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer
     ) -> None:
-        """Keep the options the step uses: ``options_view`` reports them until the next step, as Classy's does."""
+        """With VISSL, ``ClassyOptimizer.step(where=task.where)``'s schedule update first (VISSL's param schedulers).
+        Keep the options the step uses: ``options_view`` reports them until the next step, as Classy's does."""
+        if optimizer in self._schedule.classy:
+            self._schedule.before_step(optimizer, self.task.where)
         self.task.used_options[optimizer] = param_options(optimizer)
 
     def _record(self, result: Any) -> None:
@@ -329,7 +336,13 @@ class ClassyAdapter(LegacyHookAdapter):
         self._step_ended = self._batch_clock = now
 
     def _start_phase(self, event: Trigger, train: bool, resumed: bool = False) -> None:
+        """Classy's phase start; with VISSL, a train phase first gets VISSL's ``optimizer.on_epoch(where)`` (its epoch
+        param schedulers, also when a resumed phase reopens), which the ``on_phase_start`` hooks see."""
         self.task.start_phase(train, resumed)
+        if train and self._schedule.classy and not self.task.test_only:
+            self._schedule.at_phase_start(self.task.where)
+            for optimizer in self._schedule.classy:
+                self.task.used_options[optimizer] = param_options(optimizer)
         self.fire(event)
         self.task.phase_start_time_train = self._step_ended = time.perf_counter()
         self._clock.mark("fetch")
@@ -440,6 +453,7 @@ class ClassyAdapter(LegacyHookAdapter):
         _warn_if_no_final_test_phase(trainer)
         if self.vissl_checkpoint is not None:
             self._start_from_vissl(trainer)
+        self._schedule.attach(trainer, vissl=self.vissl)
         self._batch_clock = time.perf_counter()  # VISSL's task.start_time, set before on_start
         self.fire(ON["on_train_start"])
 
