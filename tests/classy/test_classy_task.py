@@ -133,10 +133,11 @@ def test_classy_adapter_refuses_a_classy_optimizers_schedule_without_vissl(tmp_p
             self.classy_optimizer.set_param_groups(self.parameters(), lr=self.schedule)
             return self.classy_optimizer.optimizer
 
-    with pytest.raises(ValueError, match=r"Kept.classy_optimizer is a ClassyOptimizer with param schedulers for \['lr'\]"
-                                         r".*ClassyAdapter\(vissl=...\).*Lightning LR scheduler"):
-        make_trainer(tmp_path, [ClassyAdapter(Probe(lambda t, m: None))]).fit(Kept(CosineParamScheduler(0.1, 0.0)), loader(), loader(8))
-    make_trainer(tmp_path, [ClassyAdapter(Probe(lambda t, m: None))], max_epochs=1).fit(Kept(0.1), loader(), loader(8))
+    hook = Probe(lambda task, mount: None)
+    with pytest.raises(ValueError, match=r"Kept.classy_optimizer is a ClassyOptimizer with param schedulers for "
+                                         r"\['lr'\].*ClassyAdapter\(vissl=...\).*Lightning LR scheduler"):
+        make_trainer(tmp_path, [ClassyAdapter(hook)]).fit(Kept(CosineParamScheduler(0.1, 0.0)), loader(), loader(8))
+    make_trainer(tmp_path, [ClassyAdapter(hook)], max_epochs=1).fit(Kept(0.1), loader(), loader(8))
 
 
 def test_classy_task_options_view_at_on_step_is_the_lr_the_step_used(tmp_path):
