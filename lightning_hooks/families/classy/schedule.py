@@ -36,7 +36,7 @@ def scheduled_options(config: Any) -> list[str]:
 
     import vissl.optimizers.param_scheduler  # noqa: F401  (registers VISSL's own schedulers)
 
-    optimizer = config.get("OPTIMIZER", {}) if hasattr(config, "get") else {}
+    optimizer = config.get("OPTIMIZER", {})
     if not optimizer.get("param_schedulers"):
         return []
     schedulers = build_optimizer_schedulers(optimizer)
