@@ -12,10 +12,8 @@ VISSL is imported lazily: nothing here needs it unless a VISSL config is compose
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
