@@ -261,23 +261,27 @@ class Poison(ClassyHook):
 
 
 def run_lightning(
-    config: Any, epochs: int | None = None, extra: list[Any] = (), module: type[VisslModule] = VisslModule,
-    callbacks: list[Any] = (), ckpt_path: str | None = None, **adapter: Any,
+    config: Any, extra: list[Any] = (), module: type[VisslModule] = VisslModule, callbacks: list[Any] = (),
+    ckpt_path: str | None = None, **adapter: Any,
 ) -> dict[str, Any]:
-    """Fit ``module`` (:class:`VisslModule`) with VISSL's hooks for ``config`` (and a Recorder) under Lightning;
-    ``callbacks`` go to the Trainer, ``ckpt_path`` to ``fit``."""
+    """Fit ``module`` (:class:`VisslModule`) with VISSL's hooks for ``config`` (and a Recorder) under Lightning, from
+    ``ckpt_path`` when given; ``callbacks`` go to the Trainer. The result also has the Lightning epochs that ran and the
+    final ``global_step``."""
     from vissl.utils.misc import set_seeds
 
     set_seeds(config, 0)
     recorder, module = Recorder(), module(config)
     callback = ClassyAdapter([*extra, recorder], vissl=config, loss="criterion", **adapter)
     trainer = L.Trainer(
-        max_epochs=epochs or config.OPTIMIZER.num_epochs, callbacks=[callback, *callbacks], accelerator="cpu",
-        logger=False, enable_checkpointing=bool(callbacks), enable_progress_bar=False, enable_model_summary=False,
+        max_epochs=config.OPTIMIZER.num_epochs, callbacks=[callback, *callbacks], accelerator="cpu", logger=False,
+        enable_checkpointing=bool(callbacks), enable_progress_bar=False, enable_model_summary=False,
         num_sanity_val_steps=0,
     )  # fmt: skip
+    epochs_run: list[int] = []
+    module.on_train_epoch_start = lambda: epochs_run.append(module.current_epoch)
     error = _run(lambda: trainer.fit(module, ckpt_path=ckpt_path))
-    return _result(config, recorder, callback.hooks, module.model, module.criterion, error)
+    result = _result(config, recorder, callback.hooks, module.model, module.criterion, error)
+    return {**result, "epochs": epochs_run, "global_step": trainer.global_step}
 
 
 def run_vissl(config: Any, checkpoint: str | None = None, extra: list[Any] = ()) -> dict[str, Any]:
