@@ -14,6 +14,7 @@ import itertools
 import json
 import math
 import os
+import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,7 @@ import_openmmlab()
 
 from mmdet.registry import TRANSFORMS as DET_TRANSFORMS  # noqa: E402  (after the stubs)
 from mmpretrain.registry import TRANSFORMS as PRETRAIN_TRANSFORMS  # noqa: E402
-from mmdet.structures import DetDataSample  # noqa: E402
+from mmdet.structures import DetDataSample, TrackDataSample  # noqa: E402
 from mmengine.structures import InstanceData, PixelData  # noqa: E402
 from mmpretrain.structures import DataSample  # noqa: E402
 from mmseg.structures import SegDataSample  # noqa: E402
@@ -115,8 +116,9 @@ class Head(torch.nn.Module):
 @MODELS.register_module(force=True)
 class TinyClassifier(BaseModel):
     """Flatten, BatchNorm, linear: a classifier with what downstream hooks touch (``set_epoch``, ``loss_lambda``,
-    ``teacher``/``student``, ``head``/``bbox_head``, a BN layer, ``data_preprocessor``); ``predict`` returns
-    mmpretrain ``DataSample``s."""
+    ``teacher``/``student``, ``head``/``bbox_head``, a BN layer, ``data_preprocessor``); ``predict`` returns the
+    data samples of ``task``: mmpretrain's (cls), mmdet's detection (det), tracking (track: a 3-frame video per
+    image) or grounding (grounding) samples, mmseg's (seg)."""
 
     def __init__(self, task: str = "cls") -> None:
         super().__init__()
@@ -140,7 +142,8 @@ class TinyClassifier(BaseModel):
             return losses
         if mode == "predict":
             scores = logits.softmax(-1)
-            make = {"cls": _cls_sample, "det": _det_sample, "seg": _seg_sample}[self.task]
+            make = {"cls": _cls_sample, "det": _det_sample, "seg": _seg_sample, "track": _track_sample,
+                    "grounding": _grounding_sample}[self.task]
             return [make(s, t, p) for s, t, p in zip(scores, labels, img_path)]
         return logits
 
@@ -157,6 +160,39 @@ def _det_sample(score: torch.Tensor, label: torch.Tensor, img_path: str) -> DetD
     sample.pred_instances = InstanceData(bboxes=boxes, scores=score.detach(), labels=torch.arange(len(score)))
     sample.gt_label = label
     sample.pred_score = score
+    return sample
+
+
+def _track_sample(score: torch.Tensor, label: torch.Tensor, img_path: str) -> TrackDataSample:
+    """A 3-frame "video" of the image: in frame ``f`` the boxes of :func:`_det_sample` move ``2f`` pixels right; the
+    track ids are the classes (2 and 3), so the colours TrackLocalVisualizer derives from them are fixed."""
+    frames = []
+    for f in range(3):
+        det = _det_sample(score, label, img_path)
+        det.set_metainfo(dict(frame_id=f))
+        boxes = det.pred_instances.bboxes + torch.tensor([2.0 * f, 0, 2.0 * f, 0])
+        ids = torch.arange(len(score)) + 2
+        det.gt_instances = InstanceData(bboxes=boxes[:1] + 1, labels=label.view(1), instances_id=ids[:1])
+        det.pred_track_instances = InstanceData(bboxes=boxes, scores=score.detach(), labels=torch.arange(len(score)),
+                                                instances_id=ids)
+        frames.append(det)
+    sample = TrackDataSample()
+    sample.video_data_samples = frames
+    sample.gt_label = label
+    sample.pred_score = score
+    return sample
+
+
+def _grounding_sample(score: torch.Tensor, label: torch.Tensor, img_path: str) -> DetDataSample:
+    """:func:`_det_sample` with a caption: a phrase-grounding sample (``text`` a string whose ``tokens_positive``
+    spans name the classes) when the label is 0, else an open-detection one (``text`` the class names)."""
+    sample = _det_sample(score, label, img_path)
+    sample.gt_instances = InstanceData(bboxes=sample.pred_instances.bboxes + 1, labels=torch.arange(len(score)))
+    if int(label) == 0:
+        sample.text = "a cat next to a dog"
+        sample.tokens_positive = [[[2, 5]], [[16, 19]]]
+    else:
+        sample.text = CLASSES
     return sample
 
 
@@ -222,8 +258,11 @@ def make_model(seed: int = 0, task: str = "cls") -> TinyClassifier:
     return TinyClassifier(task)
 
 
-def loaders(n_train: int = 16, n_val: int = 8, batch_size: int = 4) -> tuple[DataLoader, DataLoader]:
-    return (DataLoader(Images(n_train, 1), batch_size=batch_size), DataLoader(Images(n_val, 2), batch_size=batch_size))
+def loaders(
+    n_train: int = 16, n_val: int = 8, batch_size: int = 4, val_batch_size: int | None = None
+) -> tuple[DataLoader, DataLoader]:
+    val_batch = val_batch_size or batch_size
+    return (DataLoader(Images(n_train, 1), batch_size=batch_size), DataLoader(Images(n_val, 2), batch_size=val_batch))
 
 
 @dataclass
@@ -253,7 +292,8 @@ class Pair:
         assert_same_hub(self.runner.message_hub, self.adapter.runner.message_hub)
         for cls in hook_classes:
             mm_hook, lt_hook = self.hook(cls)
-            assert_same_state(hook_state(mm_hook), hook_state(lt_hook), type(mm_hook).__name__)
+            mm_state, lt_state = hook_state(mm_hook, self.mm_dir), hook_state(lt_hook, self.lt_dir)
+            assert_same_state(mm_state, lt_state, type(mm_hook).__name__)
         if log_lines:
             assert log_of(self.lt_dir, log_lines) == log_of(self.mm_dir, log_lines)
 
@@ -267,11 +307,14 @@ def run_both(
     val: DataLoader | None = None,
     task: str = "cls",
     paramwise_cfg: dict | None = None,
+    test: DataLoader | None = None,
+    seed: int = 0,
     **options: Any,
 ) -> Pair:
     """Train :class:`TinyClassifier` under the Runner (``tmp_path/mm``) and under Lightning (``tmp_path/lt``) with
-    the same hooks (plus a :class:`RecorderHook`) and optimizer (``paramwise_cfg``). ``options`` go to both
-    (``default_scope``, ``visualizer``)."""
+    the same hooks (plus a :class:`RecorderHook`), optimizer (``paramwise_cfg``) and global seed (Python, numpy,
+    torch: the Runner's ``randomness``, Lightning's ``seed_everything``); then test on ``test`` if given
+    (``runner.test()``, ``trainer.test``). ``options`` go to both (``default_scope``, ``visualizer``)."""
     train_cfg = train_cfg or dict(by_epoch=True, max_epochs=2, val_interval=1)
     hooks = [dict(type="RecorderHook"), *(custom_hooks or [])]
     default_train, default_val = loaders()
@@ -286,7 +329,10 @@ def run_both(
         val_dataloader=copy.deepcopy(val),
         val_cfg=dict(),
         val_evaluator=dict(type="TinyAccuracy"),
+        **(dict(test_dataloader=copy.deepcopy(test), test_cfg=dict(), test_evaluator=dict(type="TinyAccuracy"))
+           if test is not None else {}),
         train_cfg=train_cfg,
+        randomness=dict(seed=seed),
         optim_wrapper=copy.deepcopy(optim_wrapper),
         default_hooks=copy.deepcopy(default_hooks),
         custom_hooks=copy.deepcopy(hooks),
@@ -294,6 +340,8 @@ def run_both(
         **copy.deepcopy(options),
     )
     runner.train()
+    if test is not None:
+        runner.test()
     adapter = MMEngineAdapter.from_config(
         default_hooks=copy.deepcopy(default_hooks), custom_hooks=copy.deepcopy(hooks), work_dir=lt_dir,
         experiment_name=f"lt-{name}", train_cfg=train_cfg, **copy.deepcopy(options),
@@ -305,8 +353,18 @@ def run_both(
         callbacks=[adapter], default_root_dir=lt_dir, enable_checkpointing=False, logger=False,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, **adapter.trainer_kwargs(),
     )  # fmt: skip
+    _seed_everything(seed)
     trainer.fit(module, copy.deepcopy(train), copy.deepcopy(val))
+    if test is not None:
+        trainer.test(module, copy.deepcopy(test), verbose=False)
     return Pair(runner, trainer, adapter, module, mm_dir, lt_dir)
+
+
+def _seed_everything(seed: int) -> None:
+    """What ``lightning.seed_everything`` seeds, without the ``PL_GLOBAL_SEED`` it leaves to later tests."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def _unprefixed(state: dict[str, Any]) -> dict[str, Any]:
@@ -368,9 +426,12 @@ def model_settings(model: TinyClassifier) -> dict[str, Any]:
     return dict(epoch_info=model.epoch_info, loss_lambda=model.loss_lambda, scale=head.scale, use_l1=head.use_l1)
 
 
-def hook_state(hook: Hook) -> dict[str, Any]:
-    """A hook's instance attributes that a run changes (not its visualizer, which each host owns)."""
-    return {k: v for k, v in vars(hook).items() if k not in {"_visualizer"}}
+def hook_state(hook: Hook, work_dir: Path) -> dict[str, Any]:
+    """A hook's instance attributes that a run changes (not its visualizer, which each host owns); paths under
+    ``work_dir`` as ``{work_dir}/...`` with run timestamps as ``{ts}``."""
+    state = {k: v for k, v in vars(hook).items() if k not in {"_visualizer"}}
+    return {k: STAMP.sub("{ts}", v.replace(os.fspath(work_dir), "{work_dir}")) if isinstance(v, str) else v
+            for k, v in state.items()}  # fmt: skip
 
 
 def assert_same_state(mm: Any, lt: Any, where: str) -> None:

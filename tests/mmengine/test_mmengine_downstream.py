@@ -13,7 +13,15 @@ from types import SimpleNamespace
 import pytest
 import lightning.pytorch as pl
 from downstream_kit import Images, LitWrapper, loaders, make_model, run_both
-from mmdet.engine.hooks import CheckInvalidLossHook, MeanTeacherHook, PipelineSwitchHook, SetEpochInfoHook, SyncNormHook
+from mmdet.engine.hooks import (
+    CheckInvalidLossHook,
+    GroundingVisualizationHook,
+    MeanTeacherHook,
+    PipelineSwitchHook,
+    SetEpochInfoHook,
+    SyncNormHook,
+    TrackVisualizationHook,
+)
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmpretrain.engine.hooks import DenseCLHook, EMAHook, PreciseBNHook, VisualizationHook, WarmupParamHook
@@ -248,3 +256,39 @@ def test_mmengine_downstream_loop_facades_refuse_what_lightning_owns_by_name(tmp
     with pytest.raises(error, match=message) as raised:
         trainer.fit(module, *loaders())
     assert "raised by mmengine hook ReadLoopHook in mount point 'before_train'" in str(raised.value.__notes__)
+
+
+#: mmdet's tracking and grounding visualization hooks with their visualizers. TrackVisualizationHook without
+#: test_out_dir (with one, it writes validation frames to that path relative to the working directory too);
+#: GroundingVisualizationHook with one (without, its grounding branch calls a method hooks do not have: mmdet's bug)
+TRACK = (dict(type="TrackVisualizationHook", draw=True, frame_interval=2), "TrackLocalVisualizer")
+GROUNDING = (dict(type="GroundingVisualizationHook", draw=True, interval=2, test_out_dir="grounding"),
+             "DetLocalVisualizer")  # fmt: skip
+
+
+@pytest.mark.parametrize("task", ["track", "grounding"])
+@pytest.mark.parametrize("train_cfg", [None, ITER_CFG], ids=["epoch_based", "iter_based"])
+def test_mmengine_downstream_track_grounding_visualization_hooks_draw_the_runners_pixels(
+    tmp_path, task, train_cfg, no_restart_sleep
+):
+    # validation images stepped by runner.iter (+ the frames TrackVisualizationHook counted so far), test images
+    # by that count or, for grounding, written to {work_dir}/{timestamp}/{test_out_dir}/ with numpy-random colours
+    hook, visualizer = TRACK if task == "track" else GROUNDING
+    options = dict(default_scope="mmdet", visualizer=dict(type=visualizer, vis_backends=[dict(type="LocalVisBackend")]))
+    train, val = loaders(n_val=4, val_batch_size=1)  # the tracking hook takes one video per batch
+    pair = run_both(tmp_path, custom_hooks=[hook], task=task, train=train, val=val, test=val, train_cfg=train_cfg,
+                    **options)  # fmt: skip
+    pair.assert_same(TrackVisualizationHook if task == "track" else GroundingVisualizationHook)
+    run_dir = tmp_path / "lt" / pair.adapter.runner.timestamp
+    images = sorted(p.name for p in (run_dir / "vis_data" / "vis_image").glob("*.png"))
+    val_iters = [4, 8] if train_cfg is None else [4, 8, 10]  # runner.iter at each validation
+    if task == "track":  # 4 videos of 3 frames per validation, frames 0 and 2 drawn; image_idx runs on into test
+        seen = [3 * 4 * n for n in range(len(val_iters) + 1)]
+        steps = [it + seen[n] + 3 * v + f for n, it in enumerate(val_iters) for v in range(4) for f in (0, 2)]
+        steps += [seen[-1] + 3 * v + f for v in range(4) for f in (0, 2)]
+        assert images == sorted({f"test_img_{s}.png" for s in steps})
+    else:  # validation batches whose runner.iter + batch_idx is even; every test sample, grounding (label 0) or
+        # detection (label 1) alike
+        assert images == sorted({f"val_img_{it + b}.png" for it in val_iters for b in range(4) if (it + b) % 2 == 0})
+        tests = sorted(p.relative_to(run_dir).as_posix() for p in (run_dir / "grounding").rglob("*.png"))
+        assert tests == [f"grounding/{i}.png" for i in range(4)]

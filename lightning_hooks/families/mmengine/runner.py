@@ -117,7 +117,7 @@ class Runner(Facade):
         self.trainer = trainer
         self._resume = False
         self.train_loop = train_loop(self, self.by_epoch)
-        self.epoch = trainer.current_epoch
+        self.epoch = 0 if self._iter_based else trainer.current_epoch  # IterBasedTrainLoop's epoch stays 0
         if self._logger is None:
             self._share_timestamp()
             self._dump_config()
