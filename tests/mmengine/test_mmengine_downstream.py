@@ -3,6 +3,7 @@ the real MMEngine ``Runner`` with the same model, data, seed and hooks (harness:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -12,6 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 import lightning.pytorch as pl
+import torch
+import torch.distributed as dist
 from downstream_kit import Images, LitWrapper, loaders, make_model, run_both
 from mmdet.engine.hooks import (
     CheckInvalidLossHook,
@@ -292,3 +295,38 @@ def test_mmengine_downstream_track_grounding_visualization_hooks_draw_the_runner
         assert images == sorted({f"val_img_{it + b}.png" for it in val_iters for b in range(4) if (it + b) % 2 == 0})
         tests = sorted(p.relative_to(run_dir).as_posix() for p in (run_dir / "grounding").rglob("*.png"))
         assert tests == [f"grounding/{i}.png" for i in range(4)]
+
+
+@pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()), reason="needs torch.distributed with gloo")
+def test_mmengine_downstream_sync_norm_hook_under_ddp_matches_runner(tmp_path):
+    # SyncNormHook is a no-op at world size 1: here 2 CPU processes (torchrun, gloo) run the Runner with
+    # launcher="pytorch", then Lightning's DDP + adapter; each rank trains on its own data, so the BN running stats
+    # differ per rank until the hook averages them in before_val_epoch
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "mmengine")])}
+    for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    script = Path(__file__).with_name("sync_norm_ddp.py")
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+                           str(script), str(tmp_path)], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=240)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["world_size"] for r in ranks] == [2, 2]
+    for r in ranks:  # Lightning + adapter as the Runner on each rank: events, weights, the norm buffers throughout
+        assert r["lightning"]["events"] == r["runner"]["events"]
+        for name, values in r["runner"]["weights"].items():
+            torch.testing.assert_close(torch.tensor(r["lightning"]["weights"][name]), torch.tensor(values))
+        assert sorted(r["lightning"]["norms"]) == sorted(r["runner"]["norms"]) == ["after_val", "synced", "unsynced"]
+        for tag, epochs in r["runner"]["norms"].items():
+            for epoch, buffers in enumerate(epochs):
+                for name, values in buffers.items():
+                    lt = r["lightning"]["norms"][tag][epoch][name]
+                    torch.testing.assert_close(torch.tensor(lt), torch.tensor(values), msg=f"{tag} {epoch} {name}")
+    norms = [r["lightning"]["norms"] for r in ranks]
+    for epoch in range(2):  # the ranks' own statistics before the hook, their mean on both ranks after it
+        for name in ("1.running_mean", "1.running_var"):
+            unsynced = [torch.tensor(n["unsynced"][epoch][name]) for n in norms]
+            assert not torch.allclose(*unsynced)
+            for n in norms:
+                torch.testing.assert_close(torch.tensor(n["synced"][epoch][name]), (unsynced[0] + unsynced[1]) / 2)
+                assert n["after_val"][epoch][name] == n["synced"][epoch][name]  # validation leaves them alone
