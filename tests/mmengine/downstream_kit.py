@@ -39,6 +39,7 @@ from lightning_hooks.families.mmengine import MMEngineAdapter
 import_openmmlab()
 
 from mmdet.registry import TRANSFORMS as DET_TRANSFORMS  # noqa: E402  (after the stubs)
+from mmdet.datasets import BaseVideoDataset  # noqa: E402
 from mmpretrain.registry import TRANSFORMS as PRETRAIN_TRANSFORMS  # noqa: E402
 from mmdet.structures import DetDataSample, TrackDataSample  # noqa: E402
 from mmengine.structures import InstanceData, PixelData  # noqa: E402
@@ -76,6 +77,22 @@ class Images(Dataset):
     def __getitem__(self, i: int) -> dict[str, Any]:
         sample = {"inputs": self.images[i], "labels": self.labels[i], "img_path": self.img_paths[i]}
         return self.pipeline(sample) if self.pipeline is not None else sample
+
+
+class Videos(BaseVideoDataset):
+    """``n`` 3-frame videos of :class:`Images` frames, in test mode: what mmdet's ``TrackImgSampler`` samples
+    ``(video, frame)`` indices from."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.frames = Images(3 * n, seed)
+        super().__init__(ann_file="", test_mode=True, serialize_data=False, metainfo=self.frames.metainfo)
+
+    def load_data_list(self) -> list[dict]:
+        return [dict(video_id=v, images=[dict(frame_id=f) for f in range(3)]) for v in range(len(self.frames) // 3)]
+
+    def __getitem__(self, index: tuple[int, int]) -> dict[str, Any]:
+        video, frame = index
+        return self.frames[3 * video + frame]
 
 
 def _image_file(image: torch.Tensor, path: str) -> str:

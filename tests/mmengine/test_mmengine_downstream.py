@@ -15,7 +15,7 @@ import pytest
 import lightning.pytorch as pl
 import torch
 import torch.distributed as dist
-from downstream_kit import Images, LitWrapper, loaders, make_model, run_both
+from downstream_kit import Images, LitWrapper, Videos, loaders, make_model, run_both
 from mmdet.engine.hooks import (
     CheckInvalidLossHook,
     GroundingVisualizationHook,
@@ -25,6 +25,7 @@ from mmdet.engine.hooks import (
     SyncNormHook,
     TrackVisualizationHook,
 )
+from mmdet.datasets.samplers import TrackImgSampler
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmpretrain.engine.hooks import DenseCLHook, EMAHook, PreciseBNHook, VisualizationHook, WarmupParamHook
@@ -269,23 +270,30 @@ GROUNDING = (dict(type="GroundingVisualizationHook", draw=True, interval=2, test
              "DetLocalVisualizer")  # fmt: skip
 
 
-@pytest.mark.parametrize("task", ["track", "grounding"])
+@pytest.mark.parametrize("task", ["track", "track_frames", "grounding"])
 @pytest.mark.parametrize("train_cfg", [None, ITER_CFG], ids=["epoch_based", "iter_based"])
 def test_mmengine_downstream_track_grounding_visualization_hooks_draw_the_runners_pixels(
     tmp_path, task, train_cfg, no_restart_sleep
 ):
     # validation images stepped by runner.iter (+ the frames TrackVisualizationHook counted so far), test images
-    # by that count or, for grounding, written to {work_dir}/{timestamp}/{test_out_dir}/ with numpy-random colours
-    hook, visualizer = TRACK if task == "track" else GROUNDING
+    # by that count or, for grounding, written to {work_dir}/{timestamp}/{test_out_dir}/ with numpy-random colours.
+    # track: one video per batch; track_frames: one frame per batch from mmdet's TrackImgSampler, the hook's other
+    # branch (isinstance(runner.val_dataloader.sampler, TrackImgSampler))
+    hook, visualizer = GROUNDING if task == "grounding" else TRACK
     options = dict(default_scope="mmdet", visualizer=dict(type=visualizer, vis_backends=[dict(type="LocalVisBackend")]))
-    train, val = loaders(n_val=4, val_batch_size=1)  # the tracking hook takes one video per batch
-    pair = run_both(tmp_path, custom_hooks=[hook], task=task, train=train, val=val, test=val, train_cfg=train_cfg,
-                    **options)  # fmt: skip
-    pair.assert_same(TrackVisualizationHook if task == "track" else GroundingVisualizationHook)
+    train, val = loaders(n_val=4, val_batch_size=1)
+    if task == "track_frames":
+        videos = Videos(2, 2)
+        val = DataLoader(videos, batch_size=1, sampler=TrackImgSampler(videos, seed=0))
+    pair = run_both(tmp_path, custom_hooks=[hook], task=task.split("_")[0], train=train, val=val, test=val,
+                    train_cfg=train_cfg, **options)  # fmt: skip
+    pair.assert_same(GroundingVisualizationHook if task == "grounding" else TrackVisualizationHook)
     run_dir = tmp_path / "lt" / pair.adapter.runner.timestamp
     images = sorted(p.name for p in (run_dir / "vis_data" / "vis_image").glob("*.png"))
     val_iters = [4, 8] if train_cfg is None else [4, 8, 10]  # runner.iter at each validation
-    if task == "track":  # 4 videos of 3 frames per validation, frames 0 and 2 drawn; image_idx runs on into test
+    if task == "track_frames":  # 6 frames per validation, every 2nd batch drawn; test steps are batch indices
+        assert images == sorted({f"test_img_{s}.png" for s in [it + b for it in val_iters for b in (1, 3, 5)] + [1, 3, 5]})
+    elif task == "track":  # 4 videos of 3 frames per validation, frames 0 and 2 drawn; image_idx runs on into test
         seen = [3 * 4 * n for n in range(len(val_iters) + 1)]
         steps = [it + seen[n] + 3 * v + f for n, it in enumerate(val_iters) for v in range(4) for f in (0, 2)]
         steps += [seen[-1] + 3 * v + f for v in range(4) for f in (0, 2)]
