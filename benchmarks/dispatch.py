@@ -5,6 +5,9 @@ N legacy hooks that each override both per-iteration mount points with a no-op. 
 overhead of (b) and (c) over (a), their ratio, and the target: (c) <= one Lightning callback + 0.5 us per hook per
 mount point fired.
 
+Times are process CPU time (``time.process_time``) with single-threaded torch and no loader workers: all the work runs
+in this thread, and CPU time is not inflated by other processes sharing the machine as wall time is.
+
     python benchmarks/dispatch.py [--hooks 20] [--steps 400] [--rounds 7]
 """
 
@@ -39,10 +42,10 @@ class Tiny(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.01)
 
     def on_train_start(self) -> None:
-        self.elapsed = time.perf_counter()
+        self.elapsed = time.process_time()
 
     def on_train_end(self) -> None:
-        self.elapsed = time.perf_counter() - self.elapsed
+        self.elapsed = time.process_time() - self.elapsed
 
 
 class NoOpCallback(pl.Callback):
@@ -62,7 +65,7 @@ class NoOpHook(Hook):
 
 
 def run(callbacks: list[pl.Callback], steps: int, data: DataLoader) -> float:
-    """Seconds per step between on_train_start and on_train_end."""
+    """CPU seconds per step between on_train_start and on_train_end."""
     model = Tiny()
     trainer = pl.Trainer(
         max_steps=steps, callbacks=callbacks, accelerator="cpu", logger=False, enable_checkpointing=False,

@@ -1,6 +1,6 @@
 """Train speed of MMEngine's Runner vs lightning.Trainer + MMEngineAdapter on the same models, data and hooks.
 
-Two models, each under four hosts plus a plain PyTorch loop, run round-robin in one process with single-threaded torch
+Three cases, each under four hosts plus a plain PyTorch loop, run round-robin in one process with single-threaded torch
 (``torch.set_num_threads(1)``):
 
 * ``tiny``: an MLP on 32 features, batch 8. A step takes well under 1 ms, so each loop's fixed per-step cost dominates.
@@ -39,15 +39,18 @@ sanity check. ``Trainer(barebones=True)`` applies these settings plus ``log_ever
 The report gives, per model:
 
 * it/s of the Runner and of Lightning + adapter (medians over repeats);
-* the lightning/runner ratio: the median, over repeats, of that repeat's ratio (the two runs sit next to each other,
-  so load from other processes affects both alike);
+* the lightning/runner ratio: the median, over repeats, of that repeat's ratio (the runs of a repeat sit close in
+  time, so load from other processes affects them alike);
 * a per-step breakdown, each line again the median of per-repeat values:
   * the plain loop (model, loss, backward, SGD step);
   * each host's own loop cost over the plain loop (bare host minus plain loop);
-  * the hooks' cost on each host (hooked minus bare). Under Lightning this includes the adapter and Lightning's
-    dispatch of it.
+  * the hooks' cost on each host (hooked minus bare, run one after the other). Under Lightning this includes the
+    adapter and Lightning's dispatch of it;
+  * the ratio of those two medians, the hooks' cost under Lightning + adapter over their cost under the Runner
+    (target: at most 1.1). The cnn step varies by about 5% (~500 us) between runs, as much as the hooks cost:
+    give it more repeats (``--repeats 15``) before reading its ratio.
 
-    python benchmarks/mmengine_vs_lightning.py [--repeats 7] [--models tiny cnn]
+    python benchmarks/mmengine_vs_lightning.py [--repeats 7] [--models tiny cnn tiny-iter]
 """
 
 from __future__ import annotations
@@ -254,10 +257,12 @@ def run_plain(case: Case, work_dir: str, epochs: int) -> float:
     return (time.process_time() - start) / (epochs * case.batches)
 
 
+#: in the order of a repeat: each host with hooks next to itself without them, so their difference (the hooks' cost)
+#: compares two runs close in time; odd repeats run the order backwards, so no host always runs after the same one
 HOSTS = {
     "runner": run_runner,
-    "lightning": run_lightning,
     "bare runner": lambda *a: run_runner(*a, hooks=False),
+    "lightning": run_lightning,
     "bare lightning": lambda *a: run_lightning(*a, hooks=False),
     "plain loop": run_plain,
 }
@@ -288,8 +293,9 @@ def main() -> None:
             for host, run in HOSTS.items():
                 run(case, f"{tmp}/warm-{host}", 1)
         for i in range(args.repeats):
+            order = list(HOSTS.items()) if i % 2 == 0 else list(HOSTS.items())[::-1]
             for case in cases:
-                for host, run in HOSTS.items():
+                for host, run in order:
                     us[case.name, host].append(1e6 * run(case, f"{tmp}/{host}{i}", case.epochs))
 
     print(
@@ -307,9 +313,13 @@ def main() -> None:
         for label, host, minus in BREAKDOWN:
             value = statistics.median(a - b for a, b in zip(t[host], t[minus] if minus else [0.0] * args.repeats))
             rows.setdefault(label, []).append(f"{value:.0f}")
-    print("per-step breakdown, us/it:" + " " * 25 + "".join(f"{name:>8s}" for name in args.models))
+    hooks = rows["hooks under Lightning + adapter"], rows["hooks under the Runner"]
+    rows["hooks: Lightning + adapter / Runner (target <= 1.1)"] = [
+        f"{float(lit) / float(runner):.2f}" for lit, runner in zip(*hooks)
+    ]
+    print("per-step breakdown, us/it:" + " " * 25 + "".join(f"{name:>10s}" for name in args.models))
     for label, values in rows.items():
-        print(f"  {label:49s}" + "".join(f"{v:>8s}" for v in values))
+        print(f"  {label:49s}" + "".join(f"{v:>10s}" for v in values))
 
 
 if __name__ == "__main__":

@@ -83,13 +83,13 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         self.host: Facade
         self._fired = [0] * len(self.events.rows)  # how often each table row fired, by row index
         # what fire() accepts: the table's triggers, and every Lightning event (the shared methods fire them all)
-        self._triggers = frozenset(self.events.events()) | frozenset(ON.values())
+        self._triggers: frozenset[Trigger] = frozenset(self.events.events()) | frozenset(ON.values())
         self._host_args: tuple[Any, ...] = ()
         self._trainer: pl.Trainer | None = None
-        # the plan, keyed by the id of the table's trigger objects (a fast lookup on every step), and by value for an
-        # equal trigger built elsewhere
-        self._plan: dict[int, tuple[Step, ...]] = {}
-        self._plan_by_value: dict[Trigger, tuple[Step, ...]] = {}
+        # the plan: the steps each accepted trigger fires (none until the host exists), keyed by the id of the trigger
+        # objects (a fast lookup on every step), and by value for an equal trigger built elsewhere
+        self._plan_by_value: dict[Trigger, tuple[Step, ...]] = dict.fromkeys(self._triggers, ())
+        self._plan: dict[int, tuple[Step, ...]] = {id(t): () for t in self._triggers}
         self._patches: list[Callable[[], None]] = []
         self._train_epoch: int | None = None  # the train epoch whose start was fired
         self._train_epoch_open = False
@@ -170,8 +170,8 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
             if calls:
                 when = getattr(self, row.when) if row.when else None
                 plan.setdefault(row.event, []).append((index, row, when, calls))
-        self._plan_by_value = {event: tuple(steps) for event, steps in plan.items()}
-        self._plan = {id(event): steps for event, steps in self._plan_by_value.items()}
+        self._plan_by_value = {trigger: tuple(plan.get(trigger, ())) for trigger in self._triggers}
+        self._plan = {id(trigger): steps for trigger, steps in self._plan_by_value.items()}
 
     def fire(self, trigger: Trigger, *, errors: str = "raise", **context: Any) -> None:
         """Call, in table order, every mount point ``trigger`` fires, with the arguments its row names.
@@ -183,9 +183,7 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         if steps is None:
             steps = self._plan_by_value.get(trigger)
             if steps is None:
-                if trigger not in self._triggers:
-                    raise ValueError(f"{type(self).__name__}: {trigger!r} is not a trigger of the {self.family} event table")
-                return
+                raise ValueError(f"{type(self).__name__}: {trigger!r} is not a trigger of the {self.family} event table")
         host = self._host_args
         for index, row, when, calls in steps:
             if when is not None and not when():

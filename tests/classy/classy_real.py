@@ -33,24 +33,10 @@ from classy_vision.hooks import ClassyHook
 from classy_vision.models import ClassyModel
 from classy_vision.optim.param_scheduler import build_param_scheduler
 from torch import nn
-from torch.utils.data import Dataset
+
+from classy_data import DictData
 
 HERE = Path(__file__).resolve().parent
-
-
-class DictData(Dataset):
-    """Classy-style samples ``{"input", "target", "id"}`` (as classy_testkit.DictData)."""
-
-    def __init__(self, n: int = 16, seed: int = 0) -> None:
-        g = torch.Generator().manual_seed(seed)
-        self.x = torch.randn(n, 4, generator=g)
-        self.y = torch.randint(0, 3, (n,), generator=g)
-
-    def __len__(self) -> int:
-        return len(self.x)
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        return {"input": self.x[i], "target": self.y[i], "id": 100 + i}
 
 
 class TinyClassy(ClassyModel):

@@ -11,30 +11,34 @@ import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
-
-class DictData(Dataset):
-    """Classy-style samples: ``{"input", "target", "id"}``."""
-
-    def __init__(self, n: int = 16, seed: int = 0) -> None:
-        g = torch.Generator().manual_seed(seed)
-        self.x = torch.randn(n, 4, generator=g)
-        self.y = torch.randint(0, 3, (n,), generator=g)
-
-    def __len__(self) -> int:
-        return len(self.x)
-
-    def __getitem__(self, i: int) -> dict[str, Any]:
-        return {"input": self.x[i], "target": self.y[i], "id": 100 + i}
+from classy_data import DictData
 
 
 def loader(n: int = 16, seed: int = 0, batch_size: int = 4) -> DataLoader:
     return DataLoader(DictData(n, seed), batch_size=batch_size, shuffle=False)
 
 
-class Net(pl.LightningModule):
-    """Linear-BN-ReLU-Linear on 4 features, 3 classes; records the weights every validation/test step sees."""
+class DictSteps(pl.LightningModule):
+    """Cross-entropy steps on :class:`DictData` batches; the subclass's ``forward`` is the model."""
+
+    def _step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        out = self(batch["input"])
+        return {"loss": F.cross_entropy(out, batch["target"]), "output": out}
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> dict[str, torch.Tensor]:
+        return self._step(batch)
+
+    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> dict[str, torch.Tensor]:
+        return self._step(batch)
+
+    def test_step(self, batch: dict[str, Any], batch_idx: int) -> dict[str, torch.Tensor]:
+        return self._step(batch)
+
+
+class Net(DictSteps):
+    """Linear-BN-ReLU-Linear on 4 features, 3 classes; records the weights every validation step sees."""
 
     def __init__(self, lr: float = 0.1, bn: bool = True) -> None:
         super().__init__()
@@ -48,19 +52,9 @@ class Net(pl.LightningModule):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
 
-    def _step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        out = self(batch["input"])
-        return {"loss": F.cross_entropy(out, batch["target"]), "output": out}
-
-    def training_step(self, batch: dict[str, Any], batch_idx: int) -> dict[str, torch.Tensor]:
-        return self._step(batch)
-
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> dict[str, torch.Tensor]:
         self.seen.append({k: v.clone() for k, v in self.net.state_dict().items()})
-        return self._step(batch)
-
-    def test_step(self, batch: dict[str, Any], batch_idx: int) -> dict[str, torch.Tensor]:
-        return self._step(batch)
+        return super().validation_step(batch, batch_idx)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
@@ -81,7 +75,7 @@ def make_trainer(tmp_path: Any, callbacks: Sequence[Any], max_epochs: int = 2, *
     return pl.Trainer(callbacks=list(callbacks), **options)
 
 
-class ClassyNet(pl.LightningModule):
+class ClassyNet(DictSteps):
     """A LightningModule holding a real ``ClassyModel`` (``classy_real.TinyClassy``) as a Classy user would, with
     Classy's optimizer layout (SGD, momentum 0.9, non-BatchNorm parameters then BatchNorm ones, as
     ``ClassificationTask.prepare_optimizer``) and the spec's Classy LR schedule, per step or per epoch."""
@@ -96,16 +90,6 @@ class ClassyNet(pl.LightningModule):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)
-
-    def _step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
-        out = self(batch["input"])
-        return {"loss": F.cross_entropy(out, batch["target"]), "output": out}
-
-    def training_step(self, batch: dict[str, Any], batch_idx: int) -> dict[str, torch.Tensor]:
-        return self._step(batch)
-
-    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> dict[str, torch.Tensor]:
-        return self._step(batch)
 
     def configure_optimizers(self) -> dict[str, Any]:
         from classy_real import lr_scheduler, total_steps
@@ -130,7 +114,7 @@ def lightning_run(spec: dict[str, Any], folder: Any, ckpt_path: Any = None, **tr
     configs); return what the same ``classy_real.Recorder`` saw, the log lines, the hooks and the adapter."""
     import logging
 
-    from classy_real import DictData, Recorder
+    from classy_real import Recorder
 
     from lightning_hooks import ClassyAdapter
 
