@@ -22,6 +22,7 @@ from mmdet.engine.hooks import (
     SetEpochInfoHook,
     SyncNormHook,
 )
+from mmengine.dist import get_rank, is_distributed
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 from mmpretrain.engine.hooks import (
@@ -155,29 +156,35 @@ SWAV = dict(type="mmpretrain.SwAVHook", batch_size=4, crops_for_assign=[0, 1], f
             frozen_layers_cfg={"student.2": 3})  # fmt: skip
 
 
+def queue_file(work_dir: Path) -> Path:
+    """Where SwAVHook keeps its queue: ``queue{rank}.pth`` in a process group (an in-process DDP fit leaves one),
+    else ``queue.pth``."""
+    return work_dir / (f"queue{get_rank()}.pth" if is_distributed() else "queue.pth")
+
+
 @pytest.mark.parametrize("train_cfg", [None, ITER_CFG], ids=["epoch", "iter"])
 def test_mmengine_downstream_swav_hook_matches_runner(tmp_path, train_cfg, no_restart_sleep):
     # the queue starts at epoch_queue_starts (iteration-based: epoch 0, the only one), SwAVLoss fills it, the hook
-    # hands it to the loss in before_train_epoch and saves it to {work_dir}/queue.pth in after_train_epoch
+    # hands it to the loss in before_train_epoch and saves it to work_dir in after_train_epoch
     hook = dict(SWAV, epoch_queue_starts=0 if train_cfg else 1)
     pair = run_both(tmp_path, custom_hooks=[hook], train_cfg=train_cfg, model=TinySwAV)
-    pair.assert_same(SwAVHook)  # incl. queue.pth and the queue the hook holds
-    queue = torch.load(tmp_path / "lt" / "queue.pth")["queue"]
+    pair.assert_same(SwAVHook)  # incl. the queue file and the queue the hook holds
+    queue = torch.load(queue_file(pair.lt_dir))["queue"]
     assert queue.shape == (2, 8, 2) and bool(queue.norm(dim=-1).gt(0).all())  # every slot filled by the loss
     assert pair.module.model.head.loss_module.queue is pair.hook(SwAVHook)[1].queue
 
 
 @pytest.mark.parametrize("train_cfg", [None, ITER_CFG], ids=["epoch", "iter"])
 def test_mmengine_downstream_swav_hook_loads_the_queue_file_in_work_dir(tmp_path, train_cfg, no_restart_sleep):
-    # before_run loads {work_dir}/queue.pth, as left by an earlier run: the loss draws on it from the first iteration
+    # before_run loads the queue file an earlier run left in work_dir: the loss draws on it from the first iteration
     queue = torch.nn.functional.normalize(torch.rand(2, 8, 2, generator=torch.Generator().manual_seed(3)), dim=-1)
     for work_dir in (tmp_path / "mm", tmp_path / "lt"):
         work_dir.mkdir()
-        torch.save({"queue": queue}, work_dir / "queue.pth")
+        torch.save({"queue": queue}, queue_file(work_dir))
     pair = run_both(tmp_path, custom_hooks=[dict(SWAV, epoch_queue_starts=5)], train_cfg=train_cfg, model=TinySwAV)
     pair.assert_same(SwAVHook)
     for work_dir in (pair.mm_dir, pair.lt_dir):
-        assert log_of(work_dir, ("Load queue",)) == [f"INFO - Load queue from file: {work_dir / 'queue.pth'}"]
+        assert log_of(work_dir, ("Load queue",)) == [f"INFO - Load queue from file: {queue_file(work_dir)}"]
     assert pair.module.model.head.loss_module.use_queue  # the loaded queue was used
 
 
