@@ -229,33 +229,14 @@ class TinyAccuracy(BaseMetric):
 
 
 class LitWrapper(MMEngineSteps):
-    """A LightningModule around an OpenMMLab model, as a port keeps it: steps as MMEngine's loops run them, and the
-    model's attributes (``data_preprocessor``, ``set_epoch``, ``teacher``...) read and set through it, so hooks that
-    use ``runner.model`` (the LightningModule) reach the model."""
+    """A LightningModule around an OpenMMLab model, as a port keeps it: steps as MMEngine's loops run them. Hooks get
+    the model itself as ``runner.model``."""
 
     def __init__(self, model: BaseModel, optim_wrapper: dict) -> None:
         super().__init__()
         self.model = model
         self.optim_wrapper_cfg = optim_wrapper
         self.evaluator = Evaluator([TinyAccuracy()])
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            if name == "model":
-                raise
-            return getattr(self._modules["model"], name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        model = self.__dict__.get("_modules", {}).get("model")
-        if model is not None and name not in self.__dict__ and not hasattr(type(self), name) and hasattr(model, name):
-            setattr(model, name, value)
-        else:
-            super().__setattr__(name, value)
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.model(*args, **kwargs)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         """The Runner's optimizer: param groups from the same ``optim_wrapper`` config (``paramwise_cfg``)."""

@@ -285,18 +285,48 @@ def test_mmengine_downstream_visualization_hook_builds_from_config_in_a_fresh_pr
     assert re.fullmatch(r"(.*/)?work/\d{8}_\d{6}/vis_data", save_dir)
 
 
-def test_mmengine_downstream_prepare_proto_hook_is_refused_not_skipped(tmp_path):
-    # PrepareProtoBeforeValLoopHook checks isinstance(runner.model, BaseRetriever): the LightningModule never is one,
-    # so the hook would only warn; the adapter refuses it, naming the way out
+def _prepare_proto_fit(tmp_path, module: pl.LightningModule) -> MMEngineAdapter:
     adapter = MMEngineAdapter.from_config(custom_hooks=[dict(type="mmpretrain.PrepareProtoBeforeValLoopHook")],
-                                          work_dir=tmp_path)
-    module = LitWrapper(make_model(), dict(optimizer=dict(type="SGD", lr=0.1)))
-    trainer = pl.Trainer(callbacks=[adapter], max_epochs=1, logger=False, enable_progress_bar=False,
-                         enable_checkpointing=False, enable_model_summary=False)
-    train, val = loaders()
-    with pytest.raises(TypeError, match=r"PrepareProtoBeforeValLoopHook.*BaseRetriever.*prepare_prototype\(\)"):
-        trainer.fit(module, train, val)
-    assert adapter.runner.iter == 0
+                                          work_dir=tmp_path)  # fmt: skip
+    trainer = pl.Trainer(callbacks=[adapter], max_epochs=2, logger=False, enable_progress_bar=False,
+                         enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0)  # fmt: skip
+    trainer.fit(module, *loaders())
+    return adapter
+
+
+def test_mmengine_downstream_prepare_proto_hook_prepares_the_retriever_the_lightning_module_holds(tmp_path):
+    # PrepareProtoBeforeValLoopHook checks isinstance(runner.model, BaseRetriever): runner.model is the retriever
+    from mmpretrain.models.retrievers import BaseRetriever
+
+    class TinyRetriever(type(make_model()), BaseRetriever):
+        prepared = 0
+
+        def prepare_prototype(self) -> None:
+            self.prepared += 1
+
+    torch.manual_seed(0)
+    module = LitWrapper(TinyRetriever(), dict(optimizer=dict(type="SGD", lr=0.1)))
+    _prepare_proto_fit(tmp_path, module)
+    assert module.model.prepared == 2  # before each validation, as under the Runner
+
+
+def test_mmengine_downstream_prepare_proto_hook_is_refused_not_skipped(tmp_path):
+    # a LightningModule that holds no MMEngine model is runner.model: the hook would only warn; the adapter refuses
+    # it, naming the way out
+    class Plain(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(48, 2)
+
+        def training_step(self, batch, batch_idx):
+            return self.layer(batch["inputs"].flatten(1)).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    with pytest.raises(TypeError, match=r"PrepareProtoBeforeValLoopHook.*BaseRetriever.*runner.model is the "
+                                        r"LightningModule \(Plain\).*prepare_prototype\(\)"):
+        _prepare_proto_fit(tmp_path, Plain())
 
 
 @HOOKS.register_module(force=True)
