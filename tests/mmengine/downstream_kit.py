@@ -43,6 +43,8 @@ from mmdet.datasets import BaseVideoDataset  # noqa: E402
 from mmpretrain.registry import TRANSFORMS as PRETRAIN_TRANSFORMS  # noqa: E402
 from mmdet.structures import DetDataSample, TrackDataSample  # noqa: E402
 from mmengine.structures import InstanceData, PixelData  # noqa: E402
+from mmpretrain.models.heads import ArcFaceClsHead  # noqa: E402
+from mmpretrain.models.losses import SwAVLoss  # noqa: E402
 from mmpretrain.structures import DataSample  # noqa: E402
 from mmseg.structures import SegDataSample  # noqa: E402
 
@@ -66,6 +68,10 @@ class Images(Dataset):
         self.CLASSES = CLASSES
         self.pipeline: Any = None
         self.skip_type_keys: tuple[str, ...] = ()
+
+    def get_gt_labels(self) -> np.ndarray:
+        """What mmpretrain's ``BaseDataset`` offers ``SetAdaptiveMarginsHook`` (class counts 10 and 6 here)."""
+        return self.labels.numpy()
 
     def update_skip_type_keys(self, keys: tuple[str, ...]) -> None:
         """What mmdet's ``MultiImageMixDataset`` offers ``YOLOXModeSwitchHook``."""
@@ -149,20 +155,59 @@ class TinyClassifier(BaseModel):
     def set_epoch(self, epoch: int) -> None:
         self.epoch_info = epoch
 
+    def logits(self, inputs: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        """Class scores of ``inputs``; ``labels`` are given in training (for margin heads)."""
+        return self.student(inputs / 255) * self.head.scale
+
+    def losses(self, inputs: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Cross-entropy, ``loss_lambda`` x the logits' square and, when the head's ``use_l1`` is on, their L1."""
+        losses = {
+            "loss_cls": torch.nn.functional.cross_entropy(logits, labels),
+            "loss_reg": self.loss_lambda * logits.pow(2).mean(),
+        }
+        if getattr(self.head, "use_l1", False):
+            losses["loss_l1"] = 0.1 * logits.abs().mean()
+        return losses
+
     def forward(self, inputs: torch.Tensor, labels: torch.Tensor, img_path: Any = None, mode: str = "tensor") -> Any:
-        logits = self.student(inputs / 255) * self.head.scale
+        logits = self.logits(inputs, labels if mode == "loss" else None)
         if mode == "loss":
-            loss = torch.nn.functional.cross_entropy(logits, labels)
-            losses = {"loss_cls": loss, "loss_reg": self.loss_lambda * logits.pow(2).mean()}
-            if self.head.use_l1:
-                losses["loss_l1"] = 0.1 * logits.abs().mean()
-            return losses
+            return self.losses(inputs, logits, labels)
         if mode == "predict":
             scores = logits.softmax(-1)
             make = {"cls": _cls_sample, "det": _det_sample, "seg": _seg_sample, "track": _track_sample,
                     "grounding": _grounding_sample}[self.task]
             return [make(s, t, p) for s, t, p in zip(scores, labels, img_path)]
         return logits
+
+
+@MODELS.register_module(force=True)
+class TinySwAV(TinyClassifier):
+    """:class:`TinyClassifier` plus mmpretrain's real ``SwAVLoss`` as ``head.loss_module`` (what ``SwAVHook`` reads):
+    the swapped assignment of the images' and their mirror images' normalized logits (2 crops, 3 prototypes), which
+    draws on and fills the queue the hook builds, saves and loads."""
+
+    def __init__(self, task: str = "cls") -> None:
+        super().__init__(task)
+        self.head.loss_module = SwAVLoss(feat_dim=len(CLASSES), num_prototypes=3, epsilon=0.5)
+
+    def losses(self, inputs: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        crops = torch.cat([logits, self.logits(inputs.flip(-1))])
+        return {**super().losses(inputs, logits, labels), "loss_swav": self.head.loss_module(torch.nn.functional.normalize(crops))}
+
+
+@MODELS.register_module(force=True)
+class TinyArcFace(TinyClassifier):
+    """:class:`TinyClassifier` whose head is mmpretrain's real ``ArcFaceClsHead`` (on the 2 features of the
+    student), as ``SetAdaptiveMarginsHook`` requires: training logits carry the per-class margins the hook sets."""
+
+    def __init__(self, task: str = "cls") -> None:
+        super().__init__(task)
+        with DefaultScope.overwrite_default_scope("mmpretrain"):  # it builds its loss through mmpretrain's MODELS
+            self.head = ArcFaceClsHead(num_classes=len(CLASSES), in_channels=len(CLASSES), scale=4.0, margins=0.1)
+
+    def logits(self, inputs: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        return self.head((self.student(inputs / 255),), labels)
 
 
 def _cls_sample(score: torch.Tensor, label: torch.Tensor, img_path: str) -> DataSample:
@@ -251,9 +296,9 @@ class LitWrapper(MMEngineSteps):
         return build_optim_wrapper(self.model, copy.deepcopy(self.optim_wrapper_cfg)).optimizer
 
 
-def make_model(seed: int = 0, task: str = "cls") -> TinyClassifier:
+def make_model(seed: int = 0, task: str = "cls", model: type[TinyClassifier] = TinyClassifier) -> TinyClassifier:
     torch.manual_seed(seed)
-    return TinyClassifier(task)
+    return model(task)
 
 
 def loaders(
@@ -307,12 +352,13 @@ def run_both(
     paramwise_cfg: dict | None = None,
     test: DataLoader | None = None,
     seed: int = 0,
+    model: type[TinyClassifier] = TinyClassifier,
     **options: Any,
 ) -> Pair:
-    """Train :class:`TinyClassifier` under the Runner (``tmp_path/mm``) and under Lightning (``tmp_path/lt``) with
-    the same hooks (plus a :class:`RecorderHook`), optimizer (``paramwise_cfg``) and global seed (Python, numpy,
-    torch: the Runner's ``randomness``, Lightning's ``seed_everything``); then test on ``test`` if given
-    (``runner.test()``, ``trainer.test``). ``options`` go to both (``default_scope``, ``visualizer``)."""
+    """Train ``model`` (:class:`TinyClassifier` or a subclass) under the Runner (``tmp_path/mm``) and under Lightning
+    (``tmp_path/lt``) with the same hooks (plus a :class:`RecorderHook`), optimizer (``paramwise_cfg``) and global
+    seed (Python, numpy, torch: the Runner's ``randomness``, Lightning's ``seed_everything``); then test on ``test``
+    if given (``runner.test()``, ``trainer.test``). ``options`` go to both (``default_scope``, ``visualizer``)."""
     train_cfg = train_cfg or dict(by_epoch=True, max_epochs=2, val_interval=1)
     hooks = [dict(type="RecorderHook"), *(custom_hooks or [])]
     default_train, default_val = loaders()
@@ -321,7 +367,7 @@ def run_both(
     optim_wrapper = dict(optimizer=dict(type="SGD", lr=0.1), **({"paramwise_cfg": paramwise_cfg} if paramwise_cfg else {}))
     name = f"downstream-{next(_runs)}"
     runner = Runner(
-        model=make_model(task=task),
+        model=make_model(task=task, model=model),
         work_dir=os.fspath(mm_dir),
         train_dataloader=copy.deepcopy(train),
         val_dataloader=copy.deepcopy(val),
@@ -346,7 +392,7 @@ def run_both(
     )  # fmt: skip
     # another scope is current now, as after a Runner built later in the process: the fit must set the adapter's
     DefaultScope.get_instance(f"after-{name}", scope_name="mmengine")
-    module = LitWrapper(make_model(task=task), optim_wrapper)
+    module = LitWrapper(make_model(task=task, model=model), optim_wrapper)
     trainer = pl.Trainer(
         callbacks=[adapter], default_root_dir=lt_dir, enable_checkpointing=False, logger=False,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, **adapter.trainer_kwargs(),
@@ -387,6 +433,9 @@ def assert_same_files(mm_dir: Path, lt_dir: Path) -> None:
         elif name.endswith(".pth"):
             mm_ckpt = torch.load(mm_path, weights_only=False)
             lt_ckpt = torch.load(lt_path, weights_only=False)
+            if "state_dict" not in mm_ckpt:  # a hook's own file (SwAVHook's queue.pth)
+                assert_same_state(mm_ckpt, lt_ckpt, name)
+                continue
             assert_same_tensors(_unprefixed(lt_ckpt["state_dict"]), mm_ckpt["state_dict"])
             assert {k: lt_ckpt["meta"][k] for k in ("epoch", "iter")} == {k: mm_ckpt["meta"][k] for k in ("epoch", "iter")}
         elif name.endswith("scalars.json") or (name.endswith(".json") and "{ts}" in name):
@@ -419,14 +468,17 @@ def assert_same_hub(mm_hub: Any, lt_hub: Any) -> None:
 
 
 def model_settings(model: TinyClassifier) -> dict[str, Any]:
-    """The model attributes downstream hooks set."""
+    """The model attributes downstream hooks set (head settings the model's head has)."""
     head = model.head
-    return dict(epoch_info=model.epoch_info, loss_lambda=model.loss_lambda, scale=head.scale, use_l1=head.use_l1)
+    settings = dict(epoch_info=model.epoch_info, loss_lambda=model.loss_lambda, scale=head.scale)
+    settings["use_l1"] = getattr(head, "use_l1", None)
+    settings["margins"] = head.margins.tolist() if isinstance(head, ArcFaceClsHead) else None
+    return settings
 
 
 def hook_state(hook: Hook, work_dir: Path) -> dict[str, Any]:
     """A hook's instance attributes that a run changes (not its visualizer, which each host owns); paths under
-    ``work_dir`` as ``{work_dir}/...`` with run timestamps as ``{ts}``."""
+    ``work_dir`` as ``{work_dir}/...`` (SwAVHook's ``queue_path``) with run timestamps as ``{ts}``."""
     state = {k: v for k, v in vars(hook).items() if k not in {"_visualizer"}}
     return {k: STAMP.sub("{ts}", v.replace(os.fspath(work_dir), "{work_dir}")) if isinstance(v, str) else v
             for k, v in state.items()}  # fmt: skip

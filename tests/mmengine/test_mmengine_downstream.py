@@ -15,20 +15,40 @@ import pytest
 import lightning.pytorch as pl
 import torch
 import torch.distributed as dist
-from downstream_kit import Images, LitWrapper, Videos, loaders, make_model, run_both
+from downstream_kit import (
+    Images,
+    LitWrapper,
+    TinyArcFace,
+    TinySwAV,
+    Videos,
+    loaders,
+    log_of,
+    make_model,
+    run_both,
+)
+from mmdet.datasets.samplers import TrackImgSampler
 from mmdet.engine.hooks import (
     CheckInvalidLossHook,
     GroundingVisualizationHook,
     MeanTeacherHook,
+    MemoryProfilerHook,
     PipelineSwitchHook,
     SetEpochInfoHook,
     SyncNormHook,
     TrackVisualizationHook,
 )
-from mmdet.datasets.samplers import TrackImgSampler
+from mmengine.dist import get_rank, is_distributed
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
-from mmpretrain.engine.hooks import DenseCLHook, EMAHook, PreciseBNHook, VisualizationHook, WarmupParamHook
+from mmpretrain.engine.hooks import (
+    DenseCLHook,
+    EMAHook,
+    PreciseBNHook,
+    SetAdaptiveMarginsHook,
+    SwAVHook,
+    VisualizationHook,
+    WarmupParamHook,
+)
 from torch.utils.data import DataLoader
 
 from lightning_hooks.families.mmengine import MMEngineAdapter
@@ -143,6 +163,73 @@ def test_mmengine_downstream_pretrain_visualization_hook_iter_based_names_images
     pair.assert_same(VisualizationHook)
     images = sorted(p.name for p in (tmp_path / "lt").rglob("*.png"))
     assert images and all(p.endswith(("_4.png", "_8.png", "_10.png")) for p in images)
+
+
+#: SwAVHook as mmpretrain's SwAV configs use it, scaled to TinySwAV: 2 crops of 2 features, a queue of 2 batches,
+#: the classifier layer frozen for the first 3 iterations
+SWAV = dict(type="mmpretrain.SwAVHook", batch_size=4, crops_for_assign=[0, 1], feat_dim=2, queue_length=8,
+            frozen_layers_cfg={"student.2": 3})  # fmt: skip
+
+
+def queue_file(work_dir: Path) -> Path:
+    """Where SwAVHook keeps its queue: ``queue{rank}.pth`` in a process group (an in-process DDP fit leaves one),
+    else ``queue.pth``."""
+    return work_dir / (f"queue{get_rank()}.pth" if is_distributed() else "queue.pth")
+
+
+@pytest.mark.parametrize("train_cfg", [None, ITER_CFG], ids=["epoch", "iter"])
+def test_mmengine_downstream_swav_hook_matches_runner(tmp_path, train_cfg, no_restart_sleep):
+    # the queue starts at epoch_queue_starts (iteration-based: epoch 0, the only one), SwAVLoss fills it, the hook
+    # hands it to the loss in before_train_epoch and saves it to work_dir in after_train_epoch
+    hook = dict(SWAV, epoch_queue_starts=0 if train_cfg else 1)
+    pair = run_both(tmp_path, custom_hooks=[hook], train_cfg=train_cfg, model=TinySwAV)
+    pair.assert_same(SwAVHook)  # incl. the queue file and the queue the hook holds
+    queue = torch.load(queue_file(pair.lt_dir))["queue"]
+    assert queue.shape == (2, 8, 2) and bool(queue.norm(dim=-1).gt(0).all())  # every slot filled by the loss
+    assert pair.module.model.head.loss_module.queue is pair.hook(SwAVHook)[1].queue
+
+
+@pytest.mark.parametrize("train_cfg", [None, ITER_CFG], ids=["epoch", "iter"])
+def test_mmengine_downstream_swav_hook_loads_the_queue_file_in_work_dir(tmp_path, train_cfg, no_restart_sleep):
+    # before_run loads the queue file an earlier run left in work_dir: the loss draws on it from the first iteration
+    queue = torch.nn.functional.normalize(torch.rand(2, 8, 2, generator=torch.Generator().manual_seed(3)), dim=-1)
+    for work_dir in (tmp_path / "mm", tmp_path / "lt"):
+        work_dir.mkdir()
+        torch.save({"queue": queue}, queue_file(work_dir))
+    pair = run_both(tmp_path, custom_hooks=[dict(SWAV, epoch_queue_starts=5)], train_cfg=train_cfg, model=TinySwAV)
+    pair.assert_same(SwAVHook)
+    for work_dir in (pair.mm_dir, pair.lt_dir):
+        assert log_of(work_dir, ("Load queue",)) == [f"INFO - Load queue from file: {queue_file(work_dir)}"]
+    assert pair.module.model.head.loss_module.use_queue  # the loaded queue was used
+
+
+@pytest.mark.parametrize("train_cfg", [None, ITER_CFG], ids=["epoch", "iter"])
+def test_mmengine_downstream_set_adaptive_margins_hook_matches_runner(tmp_path, train_cfg, no_restart_sleep):
+    # before_train sets the ArcFaceClsHead's margins from the train set's class counts (10 cats, 6 dogs): the rarer
+    # class gets margin_max; the margins shape the training logits, so the weights differ if they do
+    hook = dict(type="mmpretrain.SetAdaptiveMarginsHook", margin_min=0.05, margin_max=0.4)
+    pair = run_both(tmp_path, custom_hooks=[hook], train_cfg=train_cfg, model=TinyArcFace)
+    pair.assert_same(SetAdaptiveMarginsHook)  # incl. the head's margins
+    assert pair.module.model.head.margins.tolist() == pytest.approx([0.05, 0.4])
+
+
+def memory_log(work_dir: Path) -> list[str]:
+    """The run log's MemoryProfilerHook lines (figures as N) among the LoggerHook lines that name the iteration."""
+    lines = log_of(work_dir, ("Memory information", "(train)", "(val)"))
+    return [re.sub(r"\d+(\.\d+)?", "N", line) if "Memory" in line else line.split("  ")[0] for line in lines]
+
+
+@pytest.mark.parametrize("train_cfg", [None, ITER_CFG], ids=["epoch", "iter"])
+def test_mmengine_downstream_memory_profiler_hook_logs_at_the_runners_iterations(tmp_path, train_cfg, no_restart_sleep):
+    # every 2nd train and val iteration (batch_idx), a line of memory figures: the figures differ run to run, the
+    # lines and where they fall among LoggerHook's per-iteration lines do not
+    logger = dict(logger=dict(type="LoggerHook", interval=1))
+    hook = dict(type="mmdet.MemoryProfilerHook", interval=2)
+    pair = run_both(tmp_path, custom_hooks=[hook], default_hooks=logger, train_cfg=train_cfg)
+    pair.assert_same(MemoryProfilerHook)
+    mm_log, lt_log = memory_log(pair.mm_dir), memory_log(pair.lt_dir)
+    assert lt_log == mm_log
+    assert sum("Memory information" in line for line in lt_log) == (2 * (2 + 1) if train_cfg is None else 5 + 3)
 
 
 @HOOKS.register_module(force=True)
