@@ -79,6 +79,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         model: str | None = None,
         load_from: str | os.PathLike | None = None,
     ) -> None:
+        from mmengine.dist import get_world_size
+
         from lightning_hooks.families.mmengine.runner import Runner
 
         # as MMEngine's Runner: default scope and visualizer first, then the hooks (which may take the visualizer)
@@ -97,6 +99,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         )
         if isinstance(hooks, _HookConfig):
             hooks = hooks.build(default_scope)
+        #: the processes ``mmengine.dist`` counted when the hooks were built (before Lightning's process group)
+        self._hooks_world_size = get_world_size()
         super().__init__(hooks)
         self.runner = self.host = runner
         self.runner._adapter = self
@@ -222,7 +226,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._enter_default_scope()
         self.runner.attach(trainer)
         _refuse_model_type_checks(self.hooks, self.runner._model or pl_module)
-        _init_dist_flags(self.hooks)
+        self._hooks_world_size = _init_dist_flags(self.hooks, self._hooks_world_size)
         self.fire(ON["setup"])
         if self._load_from is not None:
             self.runner.load_checkpoint(self._load_from)
@@ -491,7 +495,7 @@ def _refuse_model_type_checks(hooks: list[Any], model: torch.nn.Module) -> None:
     if isinstance(model, BaseModel):  # the user's OpenMMLab model: the hook decides as under the Runner
         return
     for hook in hooks:
-        check = _MODEL_TYPE_CHECKS.get(f"{type(hook).__module__}.{type(hook).__qualname__}")
+        check = _MODEL_TYPE_CHECKS.get(_qualname(hook))
         if check is None:
             continue
         module, _, name = check[0].rpartition(".")
@@ -505,15 +509,26 @@ def _refuse_model_type_checks(hooks: list[Any], model: torch.nn.Module) -> None:
             )
 
 
-def _init_dist_flags(hooks: list[Any]) -> None:
-    """Flags MMEngine hooks compute from ``mmengine.dist`` in ``__init__``: the Runner builds hooks after
-    ``init_dist``, Lightning starts the process group after the hooks exist, so compute them again now."""
-    from mmengine.dist import is_distributed
+def _init_dist_flags(hooks: list[Any], built_world_size: int) -> int:
+    """Values MMEngine hooks compute from ``mmengine.dist`` in ``__init__``: the Runner builds hooks after
+    ``init_dist``, Lightning starts the process group after the hooks exist (``built_world_size`` processes then),
+    so compute them again now. Returns the world size they hold now."""
+    from mmengine.dist import get_world_size, is_distributed
     from mmengine.hooks import SyncBuffersHook
 
+    world_size = get_world_size()
     for hook in hooks:
         if isinstance(hook, SyncBuffersHook):
             hook.distributed = hook.distributed or is_distributed()  # a process group never goes away in between
+        elif _qualname(hook) == "mmpretrain.engine.hooks.swav_hook.SwAVHook" and world_size != built_world_size:
+            # SwAVHook takes the global batch, batch_size * get_world_size(), and cuts its queue to a multiple of it
+            hook.batch_size = hook.batch_size // built_world_size * world_size
+    return world_size
+
+
+def _qualname(hook: Any) -> str:
+    """``module.Class`` of ``hook``, to recognise classes of libraries that may not be installed."""
+    return f"{type(hook).__module__}.{type(hook).__qualname__}"
 
 
 def _agree_on_stop(trainer: pl.Trainer, loop: Any) -> None:

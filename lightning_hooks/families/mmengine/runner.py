@@ -124,7 +124,7 @@ class Runner(Facade):
         self._resume = False
         self._model, self._model_prefix = find_model(trainer.lightning_module, self._model_path)
         self.train_loop = train_loop(self, self.by_epoch)
-        self.epoch = trainer.current_epoch
+        self.epoch = 0 if self._iter_based else trainer.current_epoch  # IterBasedTrainLoop's epoch stays 0
         if self._logger is None:
             self._share_timestamp()
             self._dump_config()
