@@ -195,6 +195,32 @@ class ClassyAdapter(LegacyHookAdapter):
         state = self._adapter_state(legacy, vissl, source)
         return checkpoint.lightning_checkpoint(task, trainer, pl_module, epochs, (self.state_key, state), source)
 
+    def _set_loss_state_aside(self, lightning: dict[str, Any]) -> dict[str, Any]:
+        """A Lightning checkpoint whose loss module holds state the live one lacks yet (MoCo's key encoder, which
+        MoCoHook builds at ``on_start``, after Lightning loads the weights): those entries leave ``state_dict``, and
+        the loss's whole state is restored with the adapter's, by the loss's own ``load_state_dict``, as VISSL's
+        trainer restores it (MoCo keeps it for its hook)."""
+        loss, pl_module = self.task._loss_object(), self._trainer.lightning_module
+        prefix = next((f"{name}." for name, module in pl_module.named_modules() if module is loss), None)
+        if prefix is None or "state_dict" not in lightning:
+            return lightning
+        weights = lightning["state_dict"]
+        state = {key[len(prefix):]: value for key, value in weights.items() if key.startswith(prefix)}
+        later = set(state) - set(loss.state_dict())
+        if not later:
+            return lightning
+        mine = [s for s in lightning.get("callbacks", {}).values() if isinstance(s, dict) and s.get("family") == self.family]
+        if len(mine) != 1:
+            raise ValueError(
+                f"ClassyAdapter: the checkpoint holds the loss module's state ({prefix}{sorted(later)[0]}, ...) that "
+                f"only its hooks build, and {len(mine)} ClassyAdapter states to restore it with; resume with the one "
+                "ClassyAdapter the checkpoint was written with."
+            )
+        for key in later:
+            del weights[prefix + key]
+        mine[0]["host"]["loss"] = state
+        return lightning
+
     def _adapter_state(self, legacy: dict[str, Any], vissl: bool, source: str) -> dict[str, Any]:
         """This adapter's checkpoint state from a Classy / VISSL checkpoint: hook states by ``name()``, counters,
         losses, meters and the loss module's state.
@@ -441,7 +467,7 @@ class ClassyAdapter(LegacyHookAdapter):
             if self.task.has_loss() and not isinstance(self.task._loss, str):
                 vissl_host.check_loss_device(self.task.loss, trainer.strategy.root_device)
         self._resume = None
-        checkpoint.install_loader(trainer, self._from_legacy_checkpoint)
+        checkpoint.install_loader(trainer, self._from_legacy_checkpoint, self._set_loss_state_aside)
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
