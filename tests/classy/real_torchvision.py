@@ -24,9 +24,12 @@ Example::
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
 
 #: Where ``scripts/setup.sh test`` installs torchvision, fairscale, setuptools<81 and VISSL's packages.
@@ -67,3 +70,24 @@ def activate() -> Path:
     if str(SITE) not in sys.path:
         sys.path.append(str(SITE))
     return SITE
+
+
+def run_child(module: str, out: Path, timeout: int) -> dict[str, Any]:
+    """Run ``<module>.child_main(out)`` (a test module in this folder) in a subprocess, where it may activate the real
+    torchvision, and return what it saved to ``out/results.pt``: one entry per scenario."""
+    here = Path(__file__).resolve().parent
+    code = f"import sys; sys.path[:0] = sys.argv[1:3]; import {module} as t; t.child_main(sys.argv[3])"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(here), str(here.parent), str(out)],
+        capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    return torch.load(out / "results.pt", weights_only=False)
+
+
+def scenario_result(results: dict[str, Any], name: str) -> dict[str, Any]:
+    """One scenario's results; a scenario that raised in the subprocess fails the test with its traceback."""
+    result = results[name]
+    if "failed" in result:
+        pytest.fail(f"scenario {name} failed in the subprocess:\n{result['failed']}")
+    return result

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import subprocess
 import sys
 import traceback
 from collections.abc import Callable
@@ -31,8 +30,6 @@ pytestmark = pytest.mark.skipif(
     not real_torchvision.available(), reason=f"{real_torchvision.SITE} missing: run `bash scripts/setup.sh test`"
 )
 
-HERE = Path(__file__).resolve().parent
-CHILD = "import sys; sys.path[:0] = sys.argv[1:3]; import test_classy_vissl_real as t; t.child_main(sys.argv[3])"
 
 
 # ------------------------------------------------------------------------------------- run in the subprocess
@@ -195,23 +192,12 @@ def child_main(out: str) -> None:
 # ------------------------------------------------------------------------------------------- the tests
 @pytest.fixture(scope="module")
 def vissl(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("vissl_real")
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(HERE), str(HERE.parent), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-6000:]
-    return torch.load(out / "results.pt", weights_only=False)
+    return real_torchvision.run_child("test_classy_vissl_real", tmp_path_factory.mktemp("vissl_real"), timeout=300)
 
 
 def scenario(vissl: dict[str, Any], name: str) -> dict[str, Any]:
     """A scenario's results, after checking it ran VISSL's own hook module."""
-    result = vissl[name]
-    if "failed" in result:
-        pytest.fail(f"scenario {name} failed in the subprocess:\n{result['failed']}")
+    result = real_torchvision.scenario_result(vissl, name)
     assert Path(result["origin"]).is_relative_to(real_torchvision.SITE / "vissl" / "hooks"), result["origin"]
     return result
 

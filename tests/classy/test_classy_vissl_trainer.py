@@ -12,8 +12,6 @@ scenarios use a ViT trunk (no BatchNorm) and no SwAV queue.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import traceback
 from pathlib import Path
 from typing import Any
@@ -27,7 +25,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 HERE = Path(__file__).resolve().parent
-CHILD = "import sys; sys.path[:0] = sys.argv[1:3]; import test_classy_vissl_trainer as t; t.child_main(sys.argv[3])"
 #: stdout.json fields that hold times, which differ between any two runs.
 TIMES = ("btime", "eta", "rolling_eta", "peak_mem")
 
@@ -154,23 +151,10 @@ def docs_snippet(out: Path) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------- the tests
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("vissl_trainer")
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(HERE), str(HERE.parent), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-6000:]
-    return torch.load(out / "results.pt", weights_only=False)
+    return real_torchvision.run_child("test_classy_vissl_trainer", tmp_path_factory.mktemp("vissl_trainer"), timeout=600)
 
 
-def scenario(runs: dict[str, Any], name: str) -> dict[str, Any]:
-    result = runs[name]
-    if "failed" in result:
-        pytest.fail(f"scenario {name} failed in the subprocess:\n{result['failed']}")
-    return result
+scenario = real_torchvision.scenario_result
 
 
 def assert_same_tensors(ours: Any, theirs: Any, what: str) -> None:
