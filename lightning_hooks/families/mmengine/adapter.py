@@ -415,9 +415,11 @@ class MMEngineAdapter(LegacyHookAdapter):
     # ------------------------------------------------------------------------------------------- checkpoints
     @override
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
-        """Give hooks MMEngine's checkpoint layout on Lightning's own dict, so what they write reaches the file."""
+        """Give hooks MMEngine's checkpoint layout on Lightning's own dict, so what they write reaches the file. The
+        message hub and scheduler states are the objects this adapter's own state holds: the file stores them once."""
         if self.writes_checkpoint():
-            self.fire(ON["on_save_checkpoint"], checkpoint=self.runner.mmengine_checkpoint(checkpoint))
+            saved = checkpoint.get("callbacks", {}).get(self.state_key, {}).get("host")
+            self.fire(ON["on_save_checkpoint"], checkpoint=self.runner.mmengine_checkpoint(checkpoint, saved))
 
     def host_state(self) -> dict[str, Any]:
         from lightning_hooks.families.mmengine.runner import hub_state

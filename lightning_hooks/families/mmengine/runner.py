@@ -410,8 +410,10 @@ class Runner(Facade):
         model = self.model.module if hasattr(self.model, "module") else self.model
         return _load_checkpoint_to_model(model, checkpoint, strict)
 
-    def mmengine_checkpoint(self, checkpoint: dict[str, Any]) -> dict[str, Any]:
-        """Add MMEngine's checkpoint layout to Lightning's ``checkpoint`` dict, in place, sharing its tensors."""
+    def mmengine_checkpoint(self, checkpoint: dict[str, Any], saved: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Add MMEngine's checkpoint layout to Lightning's ``checkpoint`` dict, in place, sharing its tensors, and the
+        ``message_hub`` / ``param_schedulers`` states ``saved`` already holds (the adapter's, written once)."""
+        saved = saved or {}
         import mmengine
 
         pending = self._pending_save or {"meta": {"epoch": self.epoch, "iter": self.iter}, "optimizer": True,
@@ -425,7 +427,7 @@ class Runner(Facade):
             mmengine_version=mmengine.__version__,
         )
         checkpoint["meta"] = meta
-        checkpoint["message_hub"] = hub_state(self.message_hub)
+        checkpoint["message_hub"] = saved.get("message_hub") or hub_state(self.message_hub)
         self._to_model_keys(checkpoint)
         states = checkpoint.get("optimizer_states")
         if pending["optimizer"] and states:
@@ -433,7 +435,9 @@ class Runner(Facade):
         elif not pending["optimizer"]:
             checkpoint.pop("optimizer_states", None)
         if pending["param_schedulers"] and self._built_schedulers():
-            checkpoint["param_schedulers"] = [plain(s.state_dict()) for s in self._built_schedulers()]
+            checkpoint["param_schedulers"] = saved.get("param_schedulers") or [
+                plain(s.state_dict()) for s in self._built_schedulers()
+            ]
         return checkpoint
 
     def _to_model_keys(self, checkpoint: dict[str, Any]) -> None:
