@@ -1,4 +1,5 @@
-"""Import mmdet, mmpretrain and mmsegmentation in the test venv: stubs for what mmcv-lite and the CPU torch lack.
+"""Import mmdet, mmpretrain, mmsegmentation, mmyolo and mmpose in the test venv: stubs for what mmcv-lite and the CPU
+torch lack.
 
 - ``mmcv._ext`` (mmcv's compiled ops; ``mmcv.ops`` checks its functions exist when imported): a module whose every
   function raises when called. No hook under test calls an mmcv op.
