@@ -49,7 +49,8 @@ class PipelineImages(Images):
         self.pipeline = Compose(pipeline) if pipeline else None
 
 
-#: ``train_dataloader`` as an OpenMMLab config writes it; the Runner builds it, the mode switch hooks rebuild it
+#: ``train_dataloader`` as an OpenMMLab config writes it (``runner.cfg``): the mode switch hooks rebuild it through
+#: ``Runner.build_dataloader``; both hosts start on the equal loader of ``_train_loader()``
 TRAIN_DATALOADER = dict(
     batch_size=4,
     dataset=dict(type="PipelineImages", n=16, seed=1),
