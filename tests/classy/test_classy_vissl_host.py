@@ -1,16 +1,18 @@
-"""What ClassyAdapter sets up around VISSL hooks (model lookup, process group, Classy's device, starting from a VISSL
-checkpoint), and the errors that name the way out. Runs without VISSL: a hook counts as VISSL's by its module, as
-``vissl.hooks.*`` classes do. test_classy_vissl_trainer.py checks the same against VISSL's real trainer."""
+"""What ClassyAdapter sets up around VISSL hooks (model lookup, process group, Classy's device), starting from a
+Classy or a VISSL checkpoint with trainer.fit(ckpt_path=...), and the errors that name the way out. Runs without
+VISSL: a hook counts as VISSL's by its module, as ``vissl.hooks.*`` classes do. test_classy_vissl_trainer.py checks
+the same against VISSL's real trainer."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import classy_vision.generic.distributed_util as classy_dist
 import pytest
 import torch
 from classy_testkit import Net, loader, make_trainer
-from classy_vision.hooks import ClassyHook
+from classy_vision.hooks import CheckpointHook, ClassyHook
 
 from lightning_hooks import ClassyAdapter
 
@@ -134,33 +136,145 @@ def test_classy_vissl_host_loss_by_attribute_name(tmp_path):
         fit(tmp_path / "missing", ClassyAdapter([Reads()], loss="criterion"))
 
 
-def _vissl_checkpoint(path: Any) -> str:
-    """The keys of a checkpoint VISSL's LogLossMetricsCheckpointHook writes (content irrelevant: it is refused)."""
-    state = {"train": True, "base_model": {"model": {"trunk": {}, "heads": {}}}, "phase_idx": 0, "train_phase_idx": 0,
-             "num_updates": 16, "losses": [], "hooks": {}, "meters": [], "optimizer": {}}  # fmt: skip
-    checkpoint = {"phase_idx": 0, "iteration": 4, "loss": {}, "iteration_num": 4, "train_phase_idx": 0,
-                  "classy_state_dict": state, "type": "consolidated"}  # fmt: skip
-    torch.save(checkpoint, path)
-    return str(path)
+class VisslCheckpointWriter(ClassyHook):
+    """Writes what VISSL's LogLossMetricsCheckpointHook writes: ``model_phase{N}.torch`` at each train phase end and,
+    after train step ``iteration``, ``model_iteration{N}.torch`` with the counters of the phase before."""
+
+    on_start = on_phase_start = on_forward = on_loss_and_meter = on_backward = on_update = on_end = ClassyHook._noop
+
+    def __init__(self, folder: Path, iteration: int) -> None:
+        super().__init__()
+        self.folder, self.iteration = folder, iteration
+
+    def on_step(self, task: Any) -> None:
+        if task.train and task.iteration == self.iteration:
+            self._write(task, f"model_iteration{task.iteration}.torch", before=1)
+
+    def on_phase_end(self, task: Any) -> None:
+        if task.train:
+            self._write(task, f"model_phase{task.train_phase_idx}.torch", before=0)
+
+    def _write(self, task: Any, name: str, before: int) -> None:
+        state = task.get_classy_state(deep_copy=True)
+        state["phase_idx"] -= before
+        state["train_phase_idx"] -= before
+        checkpoint = {"phase_idx": state["phase_idx"], "iteration": task.iteration, "loss": task.loss.state_dict(),
+                      "iteration_num": task.local_iteration_num, "train_phase_idx": state["train_phase_idx"],
+                      "classy_state_dict": state, "type": "consolidated"}  # fmt: skip
+        torch.save(checkpoint, self.folder / name)
+
+
+VisslCheckpointWriter.__module__ = "vissl.hooks.test"
+
+
+class SeenLoss(torch.nn.Module):
+    """A loss with state (as MoCo's queue): how many samples it has trained on. Classy saves a loss's state through
+    ``get_classy_state`` (a ``ClassyLoss``'s is its ``state_dict``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("seen", torch.zeros((), dtype=torch.long))
+
+    def get_classy_state(self) -> dict[str, Any]:
+        return self.state_dict()
+
+    def set_classy_state(self, state: dict[str, Any]) -> None:
+        self.load_state_dict(state)
+
+    def forward(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.seen += len(target)
+        return torch.nn.functional.cross_entropy(output, target)
+
+
+class LossNet(VisslNet):
+    """VisslNet with its loss module in ``self.criterion`` (``ClassyAdapter(loss="criterion")``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.criterion = SeenLoss()
+
+    def _step(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        output = self.model(batch["input"])[0]
+        return {"loss": self.criterion(output, batch["target"]), "output": output}
+
+
+def legacy_run(folder: Path, kind: str, ckpt_path: Any = None, **trainer: Any) -> dict[str, Any]:
+    """A 3-epoch fit of 4 batches an epoch (validating after each) whose Classy CheckpointHook or VISSL-style writer
+    saves every train phase into ``folder`` (VISSL's also step 6, inside the second); from ``ckpt_path`` when given.
+    What it ran and ended with."""
+    folder.mkdir()
+    classy = kind == "classy"
+    writer = CheckpointHook(str(folder), phase_types=["train"]) if classy else VisslCheckpointWriter(folder, 6)
+    adapter, model = ClassyAdapter([writer], loss="criterion"), LossNet()
+    epochs: list[int] = []
+    model.on_train_epoch_start = lambda: epochs.append(model.current_epoch)
+    trainer = make_trainer(folder, [adapter], max_epochs=3, **trainer)
+    trainer.fit(model, loader(), loader(n=4), ckpt_path=ckpt_path)
+    task = adapter.task
+    return {
+        "epochs": epochs, "global_step": trainer.global_step, "weights": model.state_dict(),
+        "counters": (task.phase_idx, task.train_phase_idx, task.num_updates, task.iteration, task.num_train_phases),
+        "optimizer": trainer.optimizers[0].state_dict()["state"],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "file"), [("classy", "model_phase-0_end.torch"), ("vissl", "model_phase0.torch")])
+def test_classy_vissl_host_fit_ckpt_path_continues_a_classy_or_a_vissl_run(tmp_path, kind, file):
+    """One way for both: trainer.fit(ckpt_path=<the legacy file>), max_epochs counting every train phase (the legacy
+    num_epochs), continues the run as if uninterrupted: epochs, global_step, weights, optimizer, the loss module's
+    state and the task's counters."""
+    full = legacy_run(tmp_path / "full", kind)
+    with pytest.warns(UserWarning, match=r"end of train phase 0; Lightning resumes at the next train epoch, without"):
+        resumed = legacy_run(tmp_path / "resumed", kind, ckpt_path=tmp_path / "full" / file)
+    assert (full["epochs"], resumed["epochs"]) == ([0, 1, 2], [1, 2])
+    assert resumed["global_step"] == full["global_step"] == 12
+    assert resumed["counters"] == full["counters"] == (5, 2, 48, 12, 3)
+    assert_same_tensors(resumed["weights"], full["weights"])  # criterion.seen included: 48 samples
+    assert_same_tensors(resumed["optimizer"], full["optimizer"])
+
+
+def test_classy_vissl_host_vissl_checkpoint_inside_a_phase_warns(tmp_path):
+    legacy_run(tmp_path / "full", "vissl", limit_val_batches=0)
+    with pytest.warns(UserWarning, match=r"model_iteration6.torch was written at iteration 6, inside train phase 1; "
+                                         r"Lightning starts that phase from its first batch"):  # fmt: skip
+        resumed = legacy_run(tmp_path / "resumed", "vissl", ckpt_path=tmp_path / "full" / "model_iteration6.torch",
+                             limit_val_batches=0)  # fmt: skip
+    assert resumed["epochs"] == [1, 2] and resumed["counters"][1:4] == (2, 48 + 8, 14)
+
+
+def test_classy_vissl_host_validate_ckpt_path_loads_only_the_weights(tmp_path):
+    legacy_run(tmp_path / "full", "vissl")
+    model, adapter = LossNet(), ClassyAdapter([VisslSeen()], loss="criterion")
+    make_trainer(tmp_path, [adapter]).validate(model, loader(n=4), ckpt_path=tmp_path / "full" / "model_phase1.torch")
+    saved = torch.load(tmp_path / "full" / "model_phase1.torch", weights_only=True)["classy_state_dict"]
+    assert_same_tensors(model.model.state_dict(), {f"{part}.{k}": v for part in ("trunk", "heads")
+                                                   for k, v in saved["base_model"]["model"][part].items()})  # fmt: skip
+    assert int(model.criterion.seen) == 0 and adapter.task.phase_idx == 0  # no loss state, a test-only task
 
 
 def test_classy_vissl_host_vissl_checkpoint_errors(tmp_path):
-    lightning = tmp_path / "lightning.ckpt"
-    torch.save({"pytorch-lightning_version": "2.6.6", "state_dict": {}}, lightning)
-    with pytest.raises(ValueError, match=r"lightning.ckpt'\): not a VISSL checkpoint .* trainer.fit\(ckpt_path=...\)"):
-        fit(tmp_path, ClassyAdapter([VisslSeen()], vissl_checkpoint=lightning))
+    sharded = tmp_path / "model_phase0.torch"
+    torch.save({"type": "shard_list", "shards": ["model_phase0_shard0.torch"]}, sharded)
     trainer = make_trainer(tmp_path, [ClassyAdapter([VisslSeen()])], max_epochs=1, limit_val_batches=0)
-    trainer.fit(VisslNet(), loader())
-    trainer.save_checkpoint(tmp_path / "epoch.ckpt")
-    vissl = _vissl_checkpoint(tmp_path / "model_phase0.torch")
-    adapter = ClassyAdapter([VisslSeen()], vissl_checkpoint=vissl)
-    trainer = make_trainer(tmp_path, [adapter], max_epochs=2, limit_val_batches=0)
-    with pytest.raises(ValueError, match=r"vissl_checkpoint=.*model_phase0.torch.* and trainer.fit\(ckpt_path="):
-        trainer.fit(VisslNet(), loader(), ckpt_path=tmp_path / "epoch.ckpt")
+    with pytest.raises(ValueError, match=r"model_phase0.torch is a sharded VISSL checkpoint .* Resume it with VISSL's"):
+        trainer.fit(VisslNet(), loader(), ckpt_path=sharded)
+    broken = tmp_path / "vissl_ckpt"  # VISSL's link with a relative CHECKPOINT.DIR: vissl_ckpt/vissl_ckpt/...
+    broken.mkdir()
+    (broken / "checkpoint.torch").symlink_to("vissl_ckpt/model_phase0.torch")
+    with pytest.raises(FileNotFoundError, match=r"checkpoint.torch links to 'vissl_ckpt/model_phase0.torch', which "
+                                                r"does not exist.* Pass the checkpoint file itself"):  # fmt: skip
+        trainer.fit(VisslNet(), loader(), ckpt_path=broken)
+    legacy_run(tmp_path / "full", "vissl")
+    with pytest.warns(UserWarning, match=r"holds the loss module's state \(seen\), .* ClassyAdapter\(\.\.\., loss="):
+        make_trainer(tmp_path, [ClassyAdapter([VisslSeen()])], max_epochs=3, limit_val_batches=0).fit(
+            VisslNet(), loader(), ckpt_path=tmp_path / "full" / "model_phase0.torch")  # fmt: skip
 
 
-def test_classy_vissl_host_fit_ckpt_path_refuses_a_vissl_checkpoint(tmp_path):
-    vissl = _vissl_checkpoint(tmp_path / "checkpoint.torch")
-    trainer = make_trainer(tmp_path, [ClassyAdapter([VisslSeen()])], max_epochs=1, limit_val_batches=0)
-    with pytest.raises(ValueError, match=r"is a VISSL checkpoint .* ClassyAdapter\(\.\.\., vissl_checkpoint="):
-        trainer.fit(VisslNet(), loader(), ckpt_path=vissl)
+def assert_same_tensors(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
+    assert ours.keys() == theirs.keys()
+    for key, value in theirs.items():
+        if isinstance(value, dict):
+            assert_same_tensors(ours[key], value)
+        else:
+            torch.testing.assert_close(ours[key], value, rtol=0, atol=0, msg=key)

@@ -64,8 +64,7 @@ def child_main(out: str) -> None:
     scenario("to_vissl", lambda: runs.run_vissl(
         runs.compose(root / "to_vissl", moco), checkpoint=str(root / "moco/lightning/model_phase0.torch")))
     scenario("to_lightning", lambda: runs.run_lightning(
-        runs.compose(root / "to_lightning", moco), epochs=1,
-        vissl_checkpoint=str(root / "moco/vissl/model_phase0.torch")))  # fmt: skip
+        runs.compose(root / "to_lightning", moco), ckpt_path=str(root / "moco/vissl/model_phase0.torch")))
     scenario("config", lambda: config_layer(root / "config"))
     scenario("cli", lambda: cli(root / "cli"))
     scenario("docs", lambda: docs_snippet(root / "docs"))
@@ -251,10 +250,12 @@ def test_classy_vissl_trainer_lightning_checkpoint_resumes_in_vissl(runs):
     assert_same_resume(scenario(runs, "to_vissl"), resumed)
 
 
-def test_classy_vissl_trainer_vissl_checkpoint_starts_a_lightning_run(runs):
-    """ClassyAdapter(vissl_checkpoint=...) starts from VISSL's phase checkpoint as VISSL's trainer resumes from it."""
+def test_classy_vissl_trainer_fit_ckpt_path_resumes_a_vissl_checkpoint(runs):
+    """trainer.fit(ckpt_path=<VISSL's model_phase0.torch>), max_epochs = VISSL's num_epochs: the run continues as
+    VISSL's trainer resumes from that file (weights, MoCo's queue and key encoder, counters, logs, checkpoints)."""
     started = scenario(runs, "to_lightning")
     assert_same_resume(started, scenario(runs, "vissl_resume"))
+    assert started["epochs"] == [1] and started["global_step"] == 4  # Lightning's epochs count VISSL's phases
 
 
 def test_classy_vissl_trainer_cpu_test_config_as_a_whole(runs):

@@ -217,19 +217,23 @@ class Poison(ClassyHook):
             tensor.view(-1)[0] = float("nan")
 
 
-def run_lightning(config: Any, epochs: int | None = None, extra: list[Any] = (), **adapter: Any) -> dict[str, Any]:
-    """Fit :class:`VisslModule` with VISSL's hooks for ``config`` (and a Recorder) under Lightning."""
+def run_lightning(config: Any, extra: list[Any] = (), ckpt_path: str | None = None, **adapter: Any) -> dict[str, Any]:
+    """Fit :class:`VisslModule` with VISSL's hooks for ``config`` (and a Recorder) under Lightning, from ``ckpt_path``
+    when given; the result also has the Lightning epochs that ran and the final ``global_step``."""
     from vissl.utils.misc import set_seeds
 
     set_seeds(config, 0)
     recorder, module = Recorder(), VisslModule(config)
     callback = ClassyAdapter([*extra, recorder], vissl=config, loss="criterion", **adapter)
     trainer = L.Trainer(
-        max_epochs=epochs or config.OPTIMIZER.num_epochs, callbacks=[callback], accelerator="cpu", logger=False,
+        max_epochs=config.OPTIMIZER.num_epochs, callbacks=[callback], accelerator="cpu", logger=False,
         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
     )  # fmt: skip
-    error = _run(lambda: trainer.fit(module))
-    return _result(config, recorder, callback.hooks, module.model, module.criterion, error)
+    epochs_run: list[int] = []
+    module.on_train_epoch_start = lambda: epochs_run.append(module.current_epoch)
+    error = _run(lambda: trainer.fit(module, ckpt_path=ckpt_path))
+    result = _result(config, recorder, callback.hooks, module.model, module.criterion, error)
+    return {**result, "epochs": epochs_run, "global_step": trainer.global_step}
 
 
 def run_vissl(config: Any, checkpoint: str | None = None, extra: list[Any] = ()) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import lightning.pytorch as pl
@@ -160,6 +161,52 @@ def mmengine_run() -> None:
     dump("mmengine", resume, seen)
 
 
+# ------------------------------------------------------------------------------------------- mmpretrain SwAVHook
+#: 4 samples per rank and batch: the global batch is 8, so the queue is cut to 8 rows, 4 per rank
+SWAV = dict(type="mmpretrain.SwAVHook", batch_size=BATCH, crops_for_assign=[0, 1], feat_dim=3, queue_length=12,
+            epoch_queue_starts=0)  # fmt: skip
+
+
+def swav_adapter() -> Any:
+    """An adapter with SwAVHook, built before any fit starts the process group (as a script builds its callbacks):
+    the hook reads the world size in ``__init__``."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "mmengine"))  # mmpretrain imports with the test stubs
+    from openmmlab_stubs import import_openmmlab
+
+    import_openmmlab(["mmpretrain"])
+    from lightning_hooks.families.mmengine import MMEngineAdapter
+
+    return MMEngineAdapter.from_config(custom_hooks=[dict(SWAV)], work_dir=OUT / "swav")
+
+
+def swav_run(adapter: Any) -> None:
+    from mmengine.registry import HOOKS
+    from mmpretrain.models.losses import SwAVLoss
+
+    class SwAVNet(Net):
+        """``Net`` plus mmpretrain's ``SwAVLoss`` as ``head.loss_module``, where SwAVHook puts its queue: the
+        swapped assignment of the outputs for a batch and for its inputs reversed."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = nn.Module()
+            self.head.loss_module = SwAVLoss(feat_dim=3, num_prototypes=3, epsilon=0.5)
+
+        def training_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
+            crops = torch.cat([self(batch["input"]), self(batch["input"].flip(-1))])
+            return {"loss": self._step(batch)["loss"] + self.head.loss_module(F.normalize(crops))}
+
+    fit = trainer(OUT / "swav", [adapter], max_epochs=1)
+    model = SwAVNet()
+    fit.fit(model, loader())
+    (hook,) = [h for h in adapter.hooks if type(h).__name__ == "SwAVHook"]
+    reference = HOOKS.build(dict(SWAV))  # built in the process group, as the Runner builds hooks after init_dist
+    reference.before_run(SimpleNamespace(work_dir=str(OUT / "swav" / f"reference{fit.global_rank}")))
+    seen = {name: [getattr(hook, name), getattr(reference, name)] for name in ("batch_size", "queue_length")}
+    seen.update(queue=list(model.head.loss_module.queue.shape), queue_file=Path(hook.queue_path).name)
+    dump("swav", fit, seen)
+
+
 # -------------------------------------------------------------------------------------------------------- Classy
 def classy_run() -> None:
     from classy_vision.generic import distributed_util
@@ -289,5 +336,7 @@ def native_run() -> None:
 
 
 if __name__ == "__main__":
-    for run in sys.argv[2:] or ["mmengine", "classy", "imix", "native"]:
-        globals()[f"{run}_run"]()
+    runs = sys.argv[2:] or ["mmengine", "swav", "classy", "imix", "native"]
+    swav = swav_adapter() if "swav" in runs else None
+    for run in runs:
+        globals()[f"{run}_run"](*([swav] if run == "swav" else []))

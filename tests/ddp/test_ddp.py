@@ -72,6 +72,16 @@ def test_ddp_mmengine(runs: Path) -> None:
     assert r0["val_metrics"] == r1["val_metrics"] == [{"rank_metric": 0.5}]
 
 
+def test_ddp_mmpretrain_swav_hook(runs: Path) -> None:
+    # SwAVHook takes the global batch (batch_size x world size) in __init__, before Lightning's process group exists:
+    # [adapter's hook, the hook built in the process group as the Runner builds it]; the queue (cut to a multiple of
+    # the global batch, split over the ranks) and one queue file per rank follow
+    for rank, seen in enumerate(ranks(runs, "swav")):
+        assert seen["batch_size"] == [8, 8] and seen["queue_length"] == [8, 8]
+        assert seen["queue"] == [2, 4, 3] and seen["queue_file"] == f"queue{rank}.pth"
+        assert (runs / "swav" / f"queue{rank}.pth").is_file()
+
+
 def test_ddp_classy(runs: Path) -> None:
     r0, r1 = ranks(runs, "classy")
     # VISSL reads RANK / LOCAL_RANK / WORLD_SIZE from the environment; Classy's distributed_util the process group

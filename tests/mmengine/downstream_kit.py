@@ -14,6 +14,7 @@ import itertools
 import json
 import math
 import os
+import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,9 +39,12 @@ from lightning_hooks.families.mmengine import MMEngineAdapter
 import_openmmlab()
 
 from mmdet.registry import TRANSFORMS as DET_TRANSFORMS  # noqa: E402  (after the stubs)
+from mmdet.datasets import BaseVideoDataset  # noqa: E402
 from mmpretrain.registry import TRANSFORMS as PRETRAIN_TRANSFORMS  # noqa: E402
-from mmdet.structures import DetDataSample  # noqa: E402
+from mmdet.structures import DetDataSample, TrackDataSample  # noqa: E402
 from mmengine.structures import InstanceData, PixelData  # noqa: E402
+from mmpretrain.models.heads import ArcFaceClsHead  # noqa: E402
+from mmpretrain.models.losses import SwAVLoss  # noqa: E402
 from mmpretrain.structures import DataSample  # noqa: E402
 from mmseg.structures import SegDataSample  # noqa: E402
 
@@ -65,6 +69,10 @@ class Images(Dataset):
         self.pipeline: Any = None
         self.skip_type_keys: tuple[str, ...] = ()
 
+    def get_gt_labels(self) -> np.ndarray:
+        """What mmpretrain's ``BaseDataset`` offers ``SetAdaptiveMarginsHook`` (class counts 10 and 6 here)."""
+        return self.labels.numpy()
+
     def update_skip_type_keys(self, keys: tuple[str, ...]) -> None:
         """What mmdet's ``MultiImageMixDataset`` offers ``YOLOXModeSwitchHook``."""
         self.skip_type_keys = tuple(keys)
@@ -75,6 +83,22 @@ class Images(Dataset):
     def __getitem__(self, i: int) -> dict[str, Any]:
         sample = {"inputs": self.images[i], "labels": self.labels[i], "img_path": self.img_paths[i]}
         return self.pipeline(sample) if self.pipeline is not None else sample
+
+
+class Videos(BaseVideoDataset):
+    """``n`` 3-frame videos of :class:`Images` frames, in test mode: what mmdet's ``TrackImgSampler`` samples
+    ``(video, frame)`` indices from."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.frames = Images(3 * n, seed)
+        super().__init__(ann_file="", test_mode=True, serialize_data=False, metainfo=self.frames.metainfo)
+
+    def load_data_list(self) -> list[dict]:
+        return [dict(video_id=v, images=[dict(frame_id=f) for f in range(3)]) for v in range(len(self.frames) // 3)]
+
+    def __getitem__(self, index: tuple[int, int]) -> dict[str, Any]:
+        video, frame = index
+        return self.frames[3 * video + frame]
 
 
 def _image_file(image: torch.Tensor, path: str) -> str:
@@ -115,8 +139,9 @@ class Head(torch.nn.Module):
 @MODELS.register_module(force=True)
 class TinyClassifier(BaseModel):
     """Flatten, BatchNorm, linear: a classifier with what downstream hooks touch (``set_epoch``, ``loss_lambda``,
-    ``teacher``/``student``, ``head``/``bbox_head``, a BN layer, ``data_preprocessor``); ``predict`` returns
-    mmpretrain ``DataSample``s."""
+    ``teacher``/``student``, ``head``/``bbox_head``, a BN layer, ``data_preprocessor``); ``predict`` returns the
+    data samples of ``task``: mmpretrain's (cls), mmdet's detection (det), tracking (track: a 3-frame video per
+    image) or grounding (grounding) samples, mmseg's (seg)."""
 
     def __init__(self, task: str = "cls") -> None:
         super().__init__()
@@ -130,19 +155,59 @@ class TinyClassifier(BaseModel):
     def set_epoch(self, epoch: int) -> None:
         self.epoch_info = epoch
 
+    def logits(self, inputs: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        """Class scores of ``inputs``; ``labels`` are given in training (for margin heads)."""
+        return self.student(inputs / 255) * self.head.scale
+
+    def losses(self, inputs: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Cross-entropy, ``loss_lambda`` x the logits' square and, when the head's ``use_l1`` is on, their L1."""
+        losses = {
+            "loss_cls": torch.nn.functional.cross_entropy(logits, labels),
+            "loss_reg": self.loss_lambda * logits.pow(2).mean(),
+        }
+        if getattr(self.head, "use_l1", False):
+            losses["loss_l1"] = 0.1 * logits.abs().mean()
+        return losses
+
     def forward(self, inputs: torch.Tensor, labels: torch.Tensor, img_path: Any = None, mode: str = "tensor") -> Any:
-        logits = self.student(inputs / 255) * self.head.scale
+        logits = self.logits(inputs, labels if mode == "loss" else None)
         if mode == "loss":
-            loss = torch.nn.functional.cross_entropy(logits, labels)
-            losses = {"loss_cls": loss, "loss_reg": self.loss_lambda * logits.pow(2).mean()}
-            if self.head.use_l1:
-                losses["loss_l1"] = 0.1 * logits.abs().mean()
-            return losses
+            return self.losses(inputs, logits, labels)
         if mode == "predict":
             scores = logits.softmax(-1)
-            make = {"cls": _cls_sample, "det": _det_sample, "seg": _seg_sample}[self.task]
+            make = {"cls": _cls_sample, "det": _det_sample, "seg": _seg_sample, "track": _track_sample,
+                    "grounding": _grounding_sample}[self.task]
             return [make(s, t, p) for s, t, p in zip(scores, labels, img_path)]
         return logits
+
+
+@MODELS.register_module(force=True)
+class TinySwAV(TinyClassifier):
+    """:class:`TinyClassifier` plus mmpretrain's real ``SwAVLoss`` as ``head.loss_module`` (what ``SwAVHook`` reads):
+    the swapped assignment of the images' and their mirror images' normalized logits (2 crops, 3 prototypes), which
+    draws on and fills the queue the hook builds, saves and loads."""
+
+    def __init__(self, task: str = "cls") -> None:
+        super().__init__(task)
+        self.head.loss_module = SwAVLoss(feat_dim=len(CLASSES), num_prototypes=3, epsilon=0.5)
+
+    def losses(self, inputs: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        crops = torch.cat([logits, self.logits(inputs.flip(-1))])
+        return {**super().losses(inputs, logits, labels), "loss_swav": self.head.loss_module(torch.nn.functional.normalize(crops))}
+
+
+@MODELS.register_module(force=True)
+class TinyArcFace(TinyClassifier):
+    """:class:`TinyClassifier` whose head is mmpretrain's real ``ArcFaceClsHead`` (on the 2 features of the
+    student), as ``SetAdaptiveMarginsHook`` requires: training logits carry the per-class margins the hook sets."""
+
+    def __init__(self, task: str = "cls") -> None:
+        super().__init__(task)
+        with DefaultScope.overwrite_default_scope("mmpretrain"):  # it builds its loss through mmpretrain's MODELS
+            self.head = ArcFaceClsHead(num_classes=len(CLASSES), in_channels=len(CLASSES), scale=4.0, margins=0.1)
+
+    def logits(self, inputs: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        return self.head((self.student(inputs / 255),), labels)
 
 
 def _cls_sample(score: torch.Tensor, label: torch.Tensor, img_path: str) -> DataSample:
@@ -157,6 +222,39 @@ def _det_sample(score: torch.Tensor, label: torch.Tensor, img_path: str) -> DetD
     sample.pred_instances = InstanceData(bboxes=boxes, scores=score.detach(), labels=torch.arange(len(score)))
     sample.gt_label = label
     sample.pred_score = score
+    return sample
+
+
+def _track_sample(score: torch.Tensor, label: torch.Tensor, img_path: str) -> TrackDataSample:
+    """A 3-frame "video" of the image: in frame ``f`` the boxes of :func:`_det_sample` move ``2f`` pixels right; the
+    track ids are the classes (2 and 3), so the colours TrackLocalVisualizer derives from them are fixed."""
+    frames = []
+    for f in range(3):
+        det = _det_sample(score, label, img_path)
+        det.set_metainfo(dict(frame_id=f))
+        boxes = det.pred_instances.bboxes + torch.tensor([2.0 * f, 0, 2.0 * f, 0])
+        ids = torch.arange(len(score)) + 2
+        det.gt_instances = InstanceData(bboxes=boxes[:1] + 1, labels=label.view(1), instances_id=ids[:1])
+        det.pred_track_instances = InstanceData(bboxes=boxes, scores=score.detach(), labels=torch.arange(len(score)),
+                                                instances_id=ids)
+        frames.append(det)
+    sample = TrackDataSample()
+    sample.video_data_samples = frames
+    sample.gt_label = label
+    sample.pred_score = score
+    return sample
+
+
+def _grounding_sample(score: torch.Tensor, label: torch.Tensor, img_path: str) -> DetDataSample:
+    """:func:`_det_sample` with a caption: a phrase-grounding sample (``text`` a string whose ``tokens_positive``
+    spans name the classes) when the label is 0, else an open-detection one (``text`` the class names)."""
+    sample = _det_sample(score, label, img_path)
+    sample.gt_instances = InstanceData(bboxes=sample.pred_instances.bboxes + 1, labels=torch.arange(len(score)))
+    if int(label) == 0:
+        sample.text = "a cat next to a dog"
+        sample.tokens_positive = [[[2, 5]], [[16, 19]]]
+    else:
+        sample.text = CLASSES
     return sample
 
 
@@ -184,9 +282,8 @@ class TinyAccuracy(BaseMetric):
 
 
 class LitWrapper(MMEngineSteps):
-    """A LightningModule around an OpenMMLab model, as a port keeps it: steps as MMEngine's loops run them, and the
-    model's attributes (``data_preprocessor``, ``set_epoch``, ``teacher``...) read and set through it, so hooks that
-    use ``runner.model`` (the LightningModule) reach the model."""
+    """A LightningModule around an OpenMMLab model, as a port keeps it: steps as MMEngine's loops run them. Hooks get
+    the model itself as ``runner.model``."""
 
     def __init__(self, model: BaseModel, optim_wrapper: dict) -> None:
         super().__init__()
@@ -194,36 +291,21 @@ class LitWrapper(MMEngineSteps):
         self.optim_wrapper_cfg = optim_wrapper
         self.evaluator = Evaluator([TinyAccuracy()])
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            if name == "model":
-                raise
-            return getattr(self._modules["model"], name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        model = self.__dict__.get("_modules", {}).get("model")
-        if model is not None and name not in self.__dict__ and not hasattr(type(self), name) and hasattr(model, name):
-            setattr(model, name, value)
-        else:
-            super().__setattr__(name, value)
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.model(*args, **kwargs)
-
     def configure_optimizers(self) -> torch.optim.Optimizer:
         """The Runner's optimizer: param groups from the same ``optim_wrapper`` config (``paramwise_cfg``)."""
         return build_optim_wrapper(self.model, copy.deepcopy(self.optim_wrapper_cfg)).optimizer
 
 
-def make_model(seed: int = 0, task: str = "cls") -> TinyClassifier:
+def make_model(seed: int = 0, task: str = "cls", model: type[TinyClassifier] = TinyClassifier) -> TinyClassifier:
     torch.manual_seed(seed)
-    return TinyClassifier(task)
+    return model(task)
 
 
-def loaders(n_train: int = 16, n_val: int = 8, batch_size: int = 4) -> tuple[DataLoader, DataLoader]:
-    return (DataLoader(Images(n_train, 1), batch_size=batch_size), DataLoader(Images(n_val, 2), batch_size=batch_size))
+def loaders(
+    n_train: int = 16, n_val: int = 8, batch_size: int = 4, val_batch_size: int | None = None
+) -> tuple[DataLoader, DataLoader]:
+    val_batch = val_batch_size or batch_size
+    return (DataLoader(Images(n_train, 1), batch_size=batch_size), DataLoader(Images(n_val, 2), batch_size=val_batch))
 
 
 @dataclass
@@ -253,7 +335,8 @@ class Pair:
         assert_same_hub(self.runner.message_hub, self.adapter.runner.message_hub)
         for cls in hook_classes:
             mm_hook, lt_hook = self.hook(cls)
-            assert_same_state(hook_state(mm_hook), hook_state(lt_hook), type(mm_hook).__name__)
+            mm_state, lt_state = hook_state(mm_hook, self.mm_dir), hook_state(lt_hook, self.lt_dir)
+            assert_same_state(mm_state, lt_state, type(mm_hook).__name__)
         if log_lines:
             assert log_of(self.lt_dir, log_lines) == log_of(self.mm_dir, log_lines)
 
@@ -267,11 +350,15 @@ def run_both(
     val: DataLoader | None = None,
     task: str = "cls",
     paramwise_cfg: dict | None = None,
+    test: DataLoader | None = None,
+    seed: int = 0,
+    model: type[TinyClassifier] = TinyClassifier,
     **options: Any,
 ) -> Pair:
-    """Train :class:`TinyClassifier` under the Runner (``tmp_path/mm``) and under Lightning (``tmp_path/lt``) with
-    the same hooks (plus a :class:`RecorderHook`) and optimizer (``paramwise_cfg``). ``options`` go to both
-    (``default_scope``, ``visualizer``)."""
+    """Train ``model`` (:class:`TinyClassifier` or a subclass) under the Runner (``tmp_path/mm``) and under Lightning
+    (``tmp_path/lt``) with the same hooks (plus a :class:`RecorderHook`), optimizer (``paramwise_cfg``) and global
+    seed (Python, numpy, torch: the Runner's ``randomness``, Lightning's ``seed_everything``); then test on ``test``
+    if given (``runner.test()``, ``trainer.test``). ``options`` go to both (``default_scope``, ``visualizer``)."""
     train_cfg = train_cfg or dict(by_epoch=True, max_epochs=2, val_interval=1)
     hooks = [dict(type="RecorderHook"), *(custom_hooks or [])]
     default_train, default_val = loaders()
@@ -280,13 +367,16 @@ def run_both(
     optim_wrapper = dict(optimizer=dict(type="SGD", lr=0.1), **({"paramwise_cfg": paramwise_cfg} if paramwise_cfg else {}))
     name = f"downstream-{next(_runs)}"
     runner = Runner(
-        model=make_model(task=task),
+        model=make_model(task=task, model=model),
         work_dir=os.fspath(mm_dir),
         train_dataloader=copy.deepcopy(train),
         val_dataloader=copy.deepcopy(val),
         val_cfg=dict(),
         val_evaluator=dict(type="TinyAccuracy"),
+        **(dict(test_dataloader=copy.deepcopy(test), test_cfg=dict(), test_evaluator=dict(type="TinyAccuracy"))
+           if test is not None else {}),
         train_cfg=train_cfg,
+        randomness=dict(seed=seed),
         optim_wrapper=copy.deepcopy(optim_wrapper),
         default_hooks=copy.deepcopy(default_hooks),
         custom_hooks=copy.deepcopy(hooks),
@@ -294,19 +384,31 @@ def run_both(
         **copy.deepcopy(options),
     )
     runner.train()
+    if test is not None:
+        runner.test()
     adapter = MMEngineAdapter.from_config(
         default_hooks=copy.deepcopy(default_hooks), custom_hooks=copy.deepcopy(hooks), work_dir=lt_dir,
         experiment_name=f"lt-{name}", train_cfg=train_cfg, **copy.deepcopy(options),
     )  # fmt: skip
     # another scope is current now, as after a Runner built later in the process: the fit must set the adapter's
     DefaultScope.get_instance(f"after-{name}", scope_name="mmengine")
-    module = LitWrapper(make_model(task=task), optim_wrapper)
+    module = LitWrapper(make_model(task=task, model=model), optim_wrapper)
     trainer = pl.Trainer(
         callbacks=[adapter], default_root_dir=lt_dir, enable_checkpointing=False, logger=False,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0, **adapter.trainer_kwargs(),
     )  # fmt: skip
+    _seed_everything(seed)
     trainer.fit(module, copy.deepcopy(train), copy.deepcopy(val))
+    if test is not None:
+        trainer.test(module, copy.deepcopy(test), verbose=False)
     return Pair(runner, trainer, adapter, module, mm_dir, lt_dir)
+
+
+def _seed_everything(seed: int) -> None:
+    """What ``lightning.seed_everything`` seeds, without the ``PL_GLOBAL_SEED`` it leaves to later tests."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 
 def _unprefixed(state: dict[str, Any]) -> dict[str, Any]:
@@ -331,6 +433,9 @@ def assert_same_files(mm_dir: Path, lt_dir: Path) -> None:
         elif name.endswith(".pth"):
             mm_ckpt = torch.load(mm_path, weights_only=False)
             lt_ckpt = torch.load(lt_path, weights_only=False)
+            if "state_dict" not in mm_ckpt:  # a hook's own file (SwAVHook's queue.pth)
+                assert_same_state(mm_ckpt, lt_ckpt, name)
+                continue
             assert_same_tensors(_unprefixed(lt_ckpt["state_dict"]), mm_ckpt["state_dict"])
             assert {k: lt_ckpt["meta"][k] for k in ("epoch", "iter")} == {k: mm_ckpt["meta"][k] for k in ("epoch", "iter")}
         elif name.endswith("scalars.json") or (name.endswith(".json") and "{ts}" in name):
@@ -363,14 +468,20 @@ def assert_same_hub(mm_hub: Any, lt_hub: Any) -> None:
 
 
 def model_settings(model: TinyClassifier) -> dict[str, Any]:
-    """The model attributes downstream hooks set."""
+    """The model attributes downstream hooks set (head settings the model's head has)."""
     head = model.head
-    return dict(epoch_info=model.epoch_info, loss_lambda=model.loss_lambda, scale=head.scale, use_l1=head.use_l1)
+    settings = dict(epoch_info=model.epoch_info, loss_lambda=model.loss_lambda, scale=head.scale)
+    settings["use_l1"] = getattr(head, "use_l1", None)
+    settings["margins"] = head.margins.tolist() if isinstance(head, ArcFaceClsHead) else None
+    return settings
 
 
-def hook_state(hook: Hook) -> dict[str, Any]:
-    """A hook's instance attributes that a run changes (not its visualizer, which each host owns)."""
-    return {k: v for k, v in vars(hook).items() if k not in {"_visualizer"}}
+def hook_state(hook: Hook, work_dir: Path) -> dict[str, Any]:
+    """A hook's instance attributes that a run changes (not its visualizer, which each host owns); paths under
+    ``work_dir`` as ``{work_dir}/...`` (SwAVHook's ``queue_path``) with run timestamps as ``{ts}``."""
+    state = {k: v for k, v in vars(hook).items() if k not in {"_visualizer"}}
+    return {k: STAMP.sub("{ts}", v.replace(os.fspath(work_dir), "{work_dir}")) if isinstance(v, str) else v
+            for k, v in state.items()}  # fmt: skip
 
 
 def assert_same_state(mm: Any, lt: Any, where: str) -> None:

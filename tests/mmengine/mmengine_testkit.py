@@ -162,9 +162,11 @@ def run_mmengine(
     train: DataLoader | None = None,
     train_cfg: dict | None = None,
     log_processor: dict | None = None,
+    load_from: str | None = None,
 ) -> Runner:
     """Train ``Toy`` with MMEngine's own Runner and return it (hooks in ``runner.hooks``); ``train`` replaces the
-    train loader of :func:`loaders`, ``train_cfg`` the epoch-based loop of ``max_epochs``."""
+    train loader of :func:`loaders`, ``train_cfg`` the epoch-based loop of ``max_epochs``; ``load_from`` loads
+    weights only, ``resume_from`` resumes."""
     default_train, val_loader = loaders()
     train = train or default_train
     runner = Runner(
@@ -179,7 +181,7 @@ def run_mmengine(
         param_scheduler=param_scheduler,
         default_hooks=copy.deepcopy(default_hooks),
         custom_hooks=copy.deepcopy(custom_hooks),
-        load_from=resume_from,
+        load_from=resume_from or load_from,
         resume=resume_from is not None,
         experiment_name=f"mm-{next(_runs)}",
         log_processor=log_processor,
@@ -200,6 +202,7 @@ def run_lightning(
     train: DataLoader | None = None,
     train_cfg: dict | None = None,
     log_processor: dict | None = None,
+    load_from: str | None = None,
     **trainer_kwargs: Any,
 ) -> tuple[pl.Trainer, MMEngineAdapter, LitToy]:
     """Train the same ``Toy`` with Lightning + adapter, built from the same hook config; with ``train_cfg`` the
@@ -212,6 +215,7 @@ def run_lightning(
         param_schedulers=param_schedulers,
         train_cfg=train_cfg,
         log_processor=log_processor,
+        load_from=load_from,
     )
     if train_cfg is not None:
         trainer_kwargs = {**adapter.trainer_kwargs(), **trainer_kwargs}

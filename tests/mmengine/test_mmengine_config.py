@@ -129,7 +129,7 @@ def test_mmengine_facade_surface_during_training(tmp_path):
             runner.train_loop.stop_training = True
 
     trainer, adapter, module = run_lightning(tmp_path, default_hooks=dict(checkpoint=None), custom_hooks=[Probe()])
-    assert seen["model"] is module
+    assert seen["model"] is module.model  # the MMEngine model the LightningModule holds
     assert seen["lr"] == {"lr": [0.1]} and seen["momentum"] == {"momentum": [0.0]}
     assert seen["groups"] is trainer.optimizers[0].param_groups
     assert seen["loop"] == (4, 3, 12) and seen["val"] == 2 and seen["dist"] == (0, 1, False)
@@ -181,6 +181,61 @@ def test_mmengine_runner_load_checkpoint_fires_after_load_checkpoint_and_loads_w
     ema = hook_of(adapter.hooks, EMAHook)
     adapter.runner.load_checkpoint(str(tmp_path / "epoch_1.pth"))
     # not a resume: EMAHook copies the file's (EMA-swapped) state_dict into its EMA model, as under the Runner
-    for key, value in ckpt["state_dict"].items():
-        torch.testing.assert_close(module.state_dict()[key], value)
+    for key, value in ckpt["state_dict"].items():  # the Runner's keys: those of the Toy the LightningModule holds
+        torch.testing.assert_close(module.model.state_dict()[key], value)
         torch.testing.assert_close(ema.ema_model.state_dict()["module." + key], value)
+
+
+class ModelSeen(Hook):
+    def before_run(self, runner) -> None:
+        self.model = runner.model
+
+
+class TwoToys(LitToy):
+    """A LightningModule holding two MMEngine models, and a parameter of its own outside both."""
+
+    def __init__(self) -> None:
+        super().__init__(make_model())
+        self.teacher = make_model(seed=1)
+        self.scale = torch.nn.Parameter(torch.tensor(3.0))
+
+
+def _fit(module: pl.LightningModule, tmp_path, hooks: list, ckpt_path: str | None = None, **options) -> MMEngineAdapter:
+    adapter = MMEngineAdapter(hooks, work_dir=tmp_path, **options)
+    trainer = pl.Trainer(callbacks=[adapter], max_epochs=2, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    trainer.fit(module, *loaders(), ckpt_path=ckpt_path)
+    return adapter
+
+
+@pytest.mark.parametrize("option, expected", [("model", "model"), ("teacher", "teacher"), ("", None)])
+def test_mmengine_runner_model_is_the_named_module(tmp_path, option, expected):
+    seen, module = ModelSeen(), TwoToys()
+    _fit(module, tmp_path, [seen], model=option)
+    assert seen.model is (getattr(module, expected) if expected else module)
+
+
+def test_mmengine_runner_model_refuses_ambiguity_and_unknown_names(tmp_path):
+    with pytest.raises(ValueError, match=r"holds several MMEngine models \('model', 'teacher'\); name the one .*"
+                                         r"MMEngineAdapter\(\.\.\., model='model'\)"):
+        _fit(TwoToys(), tmp_path, [ModelSeen()])
+    with pytest.raises(AttributeError, match=r"MMEngineAdapter\(model='student'\): TwoToys has no submodule 'student'"):
+        _fit(TwoToys(), tmp_path, [ModelSeen()], model="student")
+
+
+def test_mmengine_checkpoint_keeps_the_lightning_module_state_outside_the_model(tmp_path):
+    # the file's state_dict is the model's (the Runner's keys); teacher and scale travel beside it and come back on
+    # a Lightning resume, so fit(ckpt_path=...) restores the whole LightningModule strictly
+    first = TwoToys()
+    _fit(first, tmp_path / "a", [CheckpointHook(interval=1)], model="model")
+    ckpt = torch.load(tmp_path / "a" / "epoch_1.pth")
+    assert ckpt["state_dict"].keys() == make_model().state_dict().keys()
+    assert ckpt["lightning_hooks_outside_model"]["model_prefix"] == "model."
+    assert {"scale", "teacher.linear.weight"} <= ckpt["lightning_hooks_outside_model"]["state_dict"].keys()
+
+    resumed = TwoToys()
+    with torch.no_grad():
+        resumed.scale.fill_(-1.0)
+    _fit(resumed, tmp_path / "b", [CheckpointHook(interval=1)], model="model", ckpt_path=str(tmp_path / "a" / "epoch_1.pth"))
+    for key, value in first.state_dict().items():
+        torch.testing.assert_close(resumed.state_dict()[key], value, msg=key)

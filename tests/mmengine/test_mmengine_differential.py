@@ -274,6 +274,23 @@ def test_mmengine_resume_from_adapter_checkpoint_matches_runner_resume(tmp_path,
     assert files(tmp_path / "lt2") == files(tmp_path / "mm2")
 
 
+def test_mmengine_runner_resumes_from_a_checkpoint_written_under_lightning(tmp_path, monkeypatch):
+    # CheckpointHook under Lightning writes the Runner's layout (state_dict keyed as the Toy the LightningModule
+    # holds): MMEngine's own Runner resumes from it exactly as from the checkpoint it wrote itself
+    run_mmengine(tmp_path / "mm", **RESUME)
+    run_lightning(tmp_path / "lt", **RESUME)
+    assert torch.load(tmp_path / "lt" / "epoch_1.pth")["state_dict"].keys() == make_model().state_dict().keys()
+
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # the upstream bug above, for the Runner's loads
+    own = run_mmengine(tmp_path / "mm2", resume_from=str(tmp_path / "mm" / "epoch_1.pth"), **RESUME)
+    ours = run_mmengine(tmp_path / "mm3", resume_from=str(tmp_path / "lt" / "epoch_1.pth"), **RESUME)
+    assert hook_of(ours.hooks, RecorderHook).events == hook_of(own.hooks, RecorderHook).events
+    assert_same_tensors(ours.model.state_dict(), own.model.state_dict())
+    assert_same_tensors(hook_of(ours.hooks, EMAHook).ema_model.state_dict(),
+                        hook_of(own.hooks, EMAHook).ema_model.state_dict())  # fmt: skip
+    assert files(tmp_path / "mm3") == files(tmp_path / "mm2")
+
+
 class Resumable(DataLoader):
     """A loader Lightning restores mid-epoch (``state_dict`` / ``load_state_dict``): it skips the batches consumed."""
 
@@ -311,7 +328,8 @@ def test_mmengine_param_schedulers_keep_the_loader_position_of_a_mid_epoch_resum
 
 
 def test_mmengine_ema_checkpoint_under_ddp_strategy_match_runner(tmp_path):
-    # single-process DDP on CPU (gloo): runner.model is the DDP wrapper, EMAHook unwraps it with is_model_wrapper.
+    # single-process DDP on CPU (gloo): the Runner's runner.model is its DDP wrapper, which EMAHook unwraps with
+    # is_model_wrapper; Lightning's DDP wraps the LightningModule, so runner.model is the Toy it holds, unwrapped.
     # Lightning's DistributedSampler would reorder the data, so keep the loader's own order like the Runner.
     class Probe(Hook):
         def before_train(self, runner) -> None:
@@ -323,11 +341,11 @@ def test_mmengine_ema_checkpoint_under_ddp_strategy_match_runner(tmp_path):
         tmp_path / "lt", strategy="ddp", accelerator="cpu", devices=1, use_distributed_sampler=False,
         default_hooks=EMA_CKPT["default_hooks"], custom_hooks=[*EMA_CKPT["custom_hooks"], probe],
     )
-    assert isinstance(probe.model, torch.nn.parallel.DistributedDataParallel) and probe.model.module is module
+    assert probe.model is module.model
     assert hook_of(adapter.hooks, RecorderHook).events == hook_of(runner.hooks, RecorderHook).events
     mm_ema, lt_ema = hook_of(runner.hooks, EMAHook), hook_of(adapter.hooks, EMAHook)
-    assert lt_ema.src_model is module
-    assert_same_tensors(unprefixed(lt_ema.ema_model.state_dict()), mm_ema.ema_model.state_dict())
+    assert lt_ema.src_model is module.model
+    assert_same_tensors(lt_ema.ema_model.state_dict(), mm_ema.ema_model.state_dict())
     mm_ckpt = torch.load(tmp_path / "mm" / "epoch_3.pth", weights_only=False)
     lt_ckpt = torch.load(tmp_path / "lt" / "epoch_3.pth", weights_only=False)
-    assert_same_tensors(unprefixed(lt_ckpt["state_dict"]), mm_ckpt["state_dict"])
+    assert_same_tensors(lt_ckpt["state_dict"], mm_ckpt["state_dict"])  # the Runner's keys

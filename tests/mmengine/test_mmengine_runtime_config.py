@@ -17,7 +17,16 @@ import torch
 from mmengine.config import Config
 from mmengine.hooks import EMAHook
 from mmengine.runner import Runner, get_priority
-from mmengine_testkit import LitToy, assert_same_tensors, hook_of, make_model, unprefixed
+from mmengine_testkit import (
+    LitToy,
+    RecorderHook,
+    assert_same_tensors,
+    hook_of,
+    make_model,
+    run_lightning,
+    run_mmengine,
+    unprefixed,
+)
 
 from lightning_hooks.families.mmengine import MMEngineAdapter
 
@@ -58,7 +67,8 @@ def test_mmengine_runtime_config_file_runs_like_runner_from_cfg(tmp_path, name):
     runner.train()
 
     with pytest.warns(UserWarning, match=re.escape(
-        "MMEngineAdapter.from_config ignores keys that Lightning objects own: model (the LightningModule); "
+        "MMEngineAdapter.from_config ignores keys that Lightning objects own: model (the LightningModule; runner.model is "
+        "the MMEngine model it holds); "
         "train_dataloader (trainer.fit(module, train_dataloaders) or a LightningDataModule); ")) as caught:
         adapter = MMEngineAdapter.from_file(path, work_dir=str(tmp_path / "lt"), **{"visualizer.name": f"vis-lt-{name}"})
     note = str(caught[0].message)
@@ -112,19 +122,32 @@ def test_mmengine_default_runtime_loads_with_from_config_of_its_keys(tmp_path):
     assert adapter.runner.log_processor.window_size == 10 and adapter.trainer_kwargs() == {}
 
 
+def test_mmengine_load_from_loads_weights_into_runner_model_after_before_run_like_runner(tmp_path):
+    # a checkpoint written under Lightning (torch.load(weights_only=True) reads it, unlike the Runner's own, see
+    # test_mmengine_runner_cannot_resume_its_own_checkpoint_on_torch_2_6_plus) as pretrained weights on both hosts
+    hooks = dict(custom_hooks=[dict(type="RecorderHook")], default_hooks=dict(checkpoint=None))
+    run_lightning(tmp_path / "src", max_epochs=1)  # MMEngine's default hooks: CheckpointHook(interval=1)
+    pretrained = str(tmp_path / "src" / "epoch_1.pth")
+    runner = run_mmengine(tmp_path / "mm", load_from=pretrained, **hooks)
+    _, adapter, module = run_lightning(tmp_path / "lt", load_from=pretrained, **hooks)
+    assert hook_of(adapter.hooks, RecorderHook).events == hook_of(runner.hooks, RecorderHook).events
+    assert_same_tensors(module.model.state_dict(), runner.model.state_dict())
+    _, _, fresh = run_lightning(tmp_path / "fresh", **hooks)
+    assert not torch.equal(fresh.model.linear.weight, module.model.linear.weight)  # the weights did load
+
+
 def test_mmengine_resume_config_gives_the_checkpoint_to_resume_from(tmp_path):
     (tmp_path / "last_checkpoint").write_text(str(tmp_path / "iter_6.pth"))
     runtime = dict(work_dir=str(tmp_path), default_hooks=dict(checkpoint=None), param_scheduler=[])
     assert MMEngineAdapter.from_config(**runtime, resume=True).ckpt_path == str(tmp_path / "iter_6.pth")
     assert MMEngineAdapter.from_config(**runtime, resume=True, load_from="a.pth").ckpt_path == "a.pth"
     assert MMEngineAdapter.from_config(**runtime, resume=False).ckpt_path is None
+    assert MMEngineAdapter.from_config(**runtime, load_from="a.pth")._load_from == "a.pth"
 
 
 @pytest.mark.parametrize(("keys", "message"), [
     (dict(defualt_hooks=dict()), "unknown config key 'defualt_hooks'. Did you mean 'default_hooks'?"),
     (dict(param_scheduler=[], param_schedulers=[]), "both 'param_scheduler' (MMEngine's key) and 'param_schedulers'"),
-    (dict(load_from="pretrained.pth"), "load_from='pretrained.pth' with resume=False loads pretrained weights into "
-                                       "MMEngine's model, which under Lightning is inside your LightningModule"),
     (dict(val_cfg=dict(type="ValLoop", fp16=True)), "val_cfg=dict(fp16=True): set Lightning's precision instead"),
     (dict(test_cfg=dict(type="MyTestLoop")), "test_cfg=dict(type='MyTestLoop') is not MMEngine's TestLoop"),
     (dict(log_processor=dict(type="LoggerHook")), "LoggerHook is not in the mmengine::log_processor registry"),

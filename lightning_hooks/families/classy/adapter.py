@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import sys
 import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -54,13 +56,14 @@ class ClassyAdapter(LegacyHookAdapter):
             composed with VISSL's hydra plugin) or a composed ``AttrDict``. Its hooks come from VISSL's own
             ``default_hook_generator(cfg)`` (before ``hooks``); it becomes ``task.config`` and its checkpoint folder
             ``task.checkpoint_folder`` unless those are given.
-        vissl_checkpoint: a VISSL checkpoint file to start the run from: weights, optimizer, loss and hook states,
-            phase counters and losses (the task continues VISSL's counters; ``max_epochs`` counts the phases still
-            to train).
 
     With VISSL hooks or ``vissl``, the adapter does what VISSL's ``SelfSupervisionTrainer`` does around them: a
     single-process gloo group when there is no process group, Classy's device index set to the run's device (both
     undone at teardown), ``task.perf_stats`` filled with the step's timings, and VISSL's checkpoint layout.
+
+    ``trainer.fit(ckpt_path=...)`` also takes Classy's or VISSL's own ``checkpoint.torch`` (or ``model_phase{N}.torch``,
+    or their folder): it resumes where that run left off, ``max_epochs`` counting every train phase as the legacy run's
+    ``num_epochs`` did (see :meth:`_from_legacy_checkpoint`).
 
     Example::
 
@@ -82,7 +85,6 @@ class ClassyAdapter(LegacyHookAdapter):
         loss: Any = None,
         model: str | None = None,
         vissl: Any = None,
-        vissl_checkpoint: str | os.PathLike | None = None,
     ) -> None:
         if vissl is not None:
             hooks, config, checkpoint_folder = _vissl_hooks(hooks, vissl, config, checkpoint_folder)
@@ -99,7 +101,6 @@ class ClassyAdapter(LegacyHookAdapter):
             meters=meters, config=config, checkpoint_folder=checkpoint_folder, loss=loss, model=model, vissl=self.vissl
         )
         self.task.hooks = self.hooks
-        self.vissl_checkpoint = None if vissl_checkpoint is None else os.fspath(vissl_checkpoint)
         self._clock = vissl_host.StepClock(self.task)
         self._runtime = vissl_host.Runtime()
         self._batch_clock = time.perf_counter()
@@ -108,8 +109,8 @@ class ClassyAdapter(LegacyHookAdapter):
         self._forwarded = False
         self._step_started = time.perf_counter()
         self._step_ended = self._step_started
-        #: ``(num_updates, train epochs done)`` of a Classy checkpoint ``fit`` resumes from, until ``on_train_start``
-        self._classy_resume: tuple[int, int] | None = None
+        #: where the Classy / VISSL checkpoint ``fit`` started from left off, until ``on_train_start`` applies it
+        self._resume: _Resume | None = None
 
     @classmethod
     def base_classes(cls) -> tuple[type, ...]:
@@ -154,61 +155,117 @@ class ClassyAdapter(LegacyHookAdapter):
         return self.task.phase_state()
 
     def load_host_state(self, state: dict[str, Any]) -> None:
+        """The task's phase state; and the loss module's, in a state converted from a Classy / VISSL checkpoint
+        (loaded with the loss's own ``load_state_dict``, as VISSL's trainer does: MoCo's keeps it for its hook)."""
         self.task.load_phase_state(state)
+        if state.get("loss"):
+            self.task.loss.load_state_dict(state["loss"])
 
-    # ----------------------------------------------------------------------------------- Classy's checkpoint.torch
-    def _from_classy_checkpoint(self, classy: dict[str, Any], source: str) -> dict[str, Any]:
-        """Classy's ``checkpoint.torch`` as the Lightning checkpoint ``fit(ckpt_path=...)`` resumes from."""
-        trainer = self._trainer
-        if vissl_host.is_vissl_checkpoint(classy):
-            raise ValueError(
-                f"ClassyAdapter: {source} is a VISSL checkpoint (its loss state and VISSL's iteration counters would be "
-                f"lost here): start from it with ClassyAdapter(..., vissl_checkpoint={source!r}) and no ckpt_path"
-            )
+    # ------------------------------------------------------------------------ Classy's and VISSL's checkpoint files
+    def _from_legacy_checkpoint(self, legacy: dict[str, Any], source: str) -> dict[str, Any]:
+        """Classy's or VISSL's checkpoint as the Lightning checkpoint ``trainer.fit(ckpt_path=...)`` resumes from.
+
+        It carries what the legacy trainer restores: the weights (loaded now, in the file's layout, so heads attach
+        as there), the optimizer state, and as this adapter's state the hook states, meters, counters (VISSL's
+        ``iteration`` and ``iteration_num`` too), losses and the loss module's state (MoCo's queue and key encoder).
+        Lightning's loops have ``train_phase_idx + 1`` epochs done, so ``max_epochs`` counts every train phase, as
+        the legacy ``num_epochs``; ``on_train_start`` sets ``global_step`` and the LR schedulers (:class:`_Resume`).
+        Outside ``fit``, only the weights, as Classy's test-only task loads them.
+        """
+        trainer, pl_module = self._trainer, self._trainer.lightning_module
+        vissl = vissl_host.is_vissl_checkpoint(legacy)
+        if vissl:
+            vissl_host.check_checkpoint(legacy, source)
+        task = legacy["classy_state_dict"]
+        if trainer.state.fn == "fit":
+            checkpoint.check_task_state(task, source)
+        if vissl:
+            vissl_host.load_model_state(self.task.base_model, task["base_model"], source)
+        else:
+            checkpoint.load_model_state(checkpoint.classy_model(self.task.base_model), task["base_model"], source)
         if trainer.state.fn != "fit":
-            task = classy["classy_state_dict"]
-            checkpoint.load_model_state(checkpoint.classy_model(trainer.lightning_module), task["base_model"], source)
             return {"pytorch-lightning_version": pl.__version__,
-                    "state_dict": {k: v.detach().clone() for k, v in trainer.lightning_module.state_dict().items()}}
-        self._classy_resume = (classy["classy_state_dict"]["num_updates"], classy["classy_state_dict"]["train_phase_idx"] + 1)
-        return checkpoint.lightning_checkpoint(classy, trainer, trainer.lightning_module, self._adapter_state, source)
+                    "state_dict": {k: v.detach().clone() for k, v in pl_module.state_dict().items()}}
+        epochs = task["train_phase_idx"] + 1
+        self._resume = _Resume(source, epochs, task["num_updates"], legacy["iteration"] if vissl else None)
+        state = self._adapter_state(legacy, vissl, source)
+        return checkpoint.lightning_checkpoint(task, trainer, pl_module, epochs, (self.state_key, state), source)
 
-    def _adapter_state(self, task: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """This adapter's checkpoint state from Classy's task state: hook states by ``name()``, counters, meters.
+    def _adapter_state(self, legacy: dict[str, Any], vissl: bool, source: str) -> dict[str, Any]:
+        """This adapter's checkpoint state from a Classy / VISSL checkpoint: hook states by ``name()``, counters,
+        losses, meters and the loss module's state.
 
-        A checkpoint written at a train phase's end resumes at the next train epoch (Lightning has no way back into
-        the test phase Classy would run next): ``phase_idx`` counts that test phase as done."""
-        if task["train"]:
+        Lightning resumes at a train epoch: a test phase the legacy run would run next is counted as done."""
+        task = legacy["classy_state_dict"]
+        skipped = self._test_phase_skipped(task, vissl)
+        if skipped:
             warnings.warn(
-                f"ClassyAdapter: the Classy checkpoint was written at the end of train phase {task['train_phase_idx']}; "
-                "Lightning resumes at the next train epoch, without the test phase Classy would run first. Run "
-                "trainer.validate() first if you need it."
+                f"ClassyAdapter: {source} was written at the end of train phase {task['train_phase_idx']}; Lightning "
+                f"resumes at the next train epoch, without the test phase {'VISSL' if vissl else 'Classy'} would run "
+                "first. Run trainer.validate() first if you need it."
             )
         missing = [hook.name() for hook in self.hooks if hook.name() not in task["hooks"]]
         if missing:
-            warnings.warn(f"ClassyAdapter: the Classy checkpoint holds no state for hooks {missing}; they start fresh")
+            warnings.warn(f"ClassyAdapter: {source} holds no state for hooks {missing}; they start fresh")
         host = {
-            "phase_idx": task["phase_idx"] + int(task["train"]),
+            "phase_idx": task["phase_idx"] + int(skipped),
             "train_phase_idx": task["train_phase_idx"],
             "num_updates": task["num_updates"],
-            "iteration": task.get("iteration", 0),
+            "iteration": legacy["iteration"] if vissl else task.get("iteration", 0),
+            "local_iteration_num": legacy["iteration_num"] if vissl else -1,
+            "batches": -1,
             "losses": list(task["losses"]),
             "meters": list(task["meters"]),
         }
+        loss = legacy.get("loss") if vissl else task.get("loss")
+        if loss and self.task.has_loss():
+            host["loss"] = loss
+        elif loss:
+            keys = ", ".join(sorted(loss)[:4]) + ", ..." * (len(loss) > 4)
+            warnings.warn(
+                f"ClassyAdapter: {source} holds the loss module's state ({keys}), but the adapter has no loss, so it "
+                "is not restored. Pass ClassyAdapter(..., loss='<LightningModule attribute>')."
+            )
         hooks = {name: state for name, state in task["hooks"].items() if name in self.hook_keys()}
-        return self.state_key, {"family": self.family, "hooks": hooks, "host": host}
+        return {"family": self.family, "hooks": hooks, "host": host}
 
-    def _resume_schedule(self, trainer: pl.Trainer, num_updates: int, epochs: int) -> None:
-        """After a Classy checkpoint: ``global_step`` from Classy's ``num_updates`` (samples) and every scheduler
-        stepped from its start as far as an uninterrupted Lightning run would have (a Classy checkpoint holds none)."""
-        steps = num_updates // max(self.task.get_global_batchsize(), 1)
+    def _test_phase_skipped(self, task: Mapping[str, Any], vissl: bool) -> bool:
+        """Whether the legacy run would run a test phase next (Lightning skips it). Classy follows every train phase
+        with one. VISSL only when it tests (here: when the Lightning run validates), and not after a checkpoint
+        written inside a train phase, whose counters are those of the phase before (fewer train than test phases)."""
+        if not task["train"]:
+            return False
+        if not vissl:
+            return True
+        tests_done = task["phase_idx"] - task["train_phase_idx"]
+        return bool(self._trainer.enable_validation) and tests_done <= task["train_phase_idx"]
+
+    def _apply_resume(self, trainer: pl.Trainer, resume: _Resume) -> None:
+        """``global_step`` from VISSL's ``iteration`` (Classy: ``num_updates`` / global batch size), the schedulers
+        advanced to it, and the warning for a VISSL checkpoint written inside a train phase."""
+        batches = trainer.num_training_batches
+        if resume.iteration is None:
+            steps = resume.num_updates // max(self.task.get_global_batchsize(), 1)
+        else:
+            steps = resume.iteration
+            if math.isfinite(batches) and steps != resume.epochs * int(batches):
+                rank_zero_warn(
+                    f"ClassyAdapter: {resume.source} was written at iteration {steps}, inside train phase "
+                    f"{resume.epochs}; Lightning starts that phase from its first batch (VISSL would skip the batches "
+                    "already trained). Start from a phase checkpoint (model_phase<N>.torch) to avoid it."
+                )
+        self._resume_schedule(trainer, steps, resume.epochs)
+
+    def _resume_schedule(self, trainer: pl.Trainer, steps: int, epochs: int) -> None:
+        """``global_step`` set to ``steps`` and every scheduler stepped from its start as far as an uninterrupted
+        Lightning run would have (a Classy or VISSL checkpoint holds none)."""
         lightning_api.set_optimizer_steps(trainer, steps)
         for config in trainer.lr_scheduler_configs:
             scheduler = config.scheduler
             if not hasattr(scheduler, "base_lrs") or config.reduce_on_plateau:
                 warnings.warn(
-                    f"ClassyAdapter: {type(scheduler).__name__} cannot be advanced to where the Classy checkpoint left "
-                    "off (it depends on monitored values); it starts from its initial state."
+                    f"ClassyAdapter: {type(scheduler).__name__} cannot be advanced to where the checkpoint left off (it "
+                    "depends on monitored values); it starts from its initial state."
                 )
                 continue
             with warnings.catch_warnings():
@@ -370,7 +427,8 @@ class ClassyAdapter(LegacyHookAdapter):
             self._runtime.start(trainer.strategy.root_device, trainer.world_size)
             if self.task.has_loss() and not isinstance(self.task._loss, str):
                 vissl_host.check_loss_device(self.task.loss, trainer.strategy.root_device)
-        checkpoint.install_loader(trainer, self._from_classy_checkpoint)
+        self._resume = None
+        checkpoint.install_loader(trainer, self._from_legacy_checkpoint)
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -393,31 +451,6 @@ class ClassyAdapter(LegacyHookAdapter):
         super().on_after_backward(trainer, pl_module)
         self._clock.mark("optimizer")
 
-    def _start_from_vissl(self, trainer: pl.Trainer) -> None:
-        """Start from a VISSL checkpoint as VISSL's trainer resumes from one: the task's state (model, optimizer,
-        meters, hooks, counters, losses), the loss module's state and VISSL's iteration counters."""
-        path = self.vissl_checkpoint
-        if trainer.ckpt_path is not None:
-            raise ValueError(
-                f"ClassyAdapter(vissl_checkpoint={path!r}) and trainer.fit(ckpt_path={trainer.ckpt_path!r}): start "
-                "from one of them (a Lightning checkpoint already holds the task's state)"
-            )
-        checkpoint = vissl_host.read_checkpoint(path)
-        task = self.task
-        vissl_host.load_classy_state(task, checkpoint["classy_state_dict"])
-        if checkpoint.get("loss") and task.has_loss():
-            task.loss.load_state_dict(checkpoint["loss"])
-        task.iteration = checkpoint["iteration"]
-        task.local_iteration_num = checkpoint["iteration_num"]
-        task.train_phase_idx = checkpoint["train_phase_idx"]
-        task.train_phases_done = task.train_phase_idx + 1
-        if checkpoint["iteration"] != task.train_phases_done * int(trainer.num_training_batches):
-            rank_zero_warn(
-                f"ClassyAdapter(vissl_checkpoint={path!r}): written at iteration {checkpoint['iteration']}, inside "
-                f"train phase {task.train_phases_done}; Lightning starts that phase from its first batch (VISSL would "
-                "skip the batches already trained). Start from a phase checkpoint (model_phase<N>.torch) to avoid it."
-            )
-
     @classmethod
     def weight_swap_classes(cls) -> tuple[type, ...]:
         ema = getattr(sys.modules.get("classy_vision.hooks"), "ExponentialMovingAverageModelHook", None)
@@ -434,12 +467,10 @@ class ClassyAdapter(LegacyHookAdapter):
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self._classy_resume is not None:
-            self._resume_schedule(trainer, *self._classy_resume)
-            self._classy_resume = None
+        if self._resume is not None:
+            self._apply_resume(trainer, self._resume)
+            self._resume = None
         _warn_if_no_final_test_phase(trainer)
-        if self.vissl_checkpoint is not None:
-            self._start_from_vissl(trainer)
         self._batch_clock = time.perf_counter()  # VISSL's task.start_time, set before on_start
         self.fire(ON["on_train_start"])
 
@@ -519,6 +550,16 @@ class ClassyAdapter(LegacyHookAdapter):
     @override
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._end_phase(ON["on_test_epoch_end"])
+
+
+@dataclass(frozen=True)
+class _Resume:
+    """Where the Classy / VISSL checkpoint that ``fit`` started from left off (``source``: the file)."""
+
+    source: str
+    epochs: int  # train phases done: train_phase_idx + 1
+    num_updates: int  # samples trained on
+    iteration: int | None  # VISSL's train steps; None for Classy (its global_step is num_updates / batch size)
 
 
 def _vissl_hooks(hooks: Any, config: Any, given_config: Any, folder: str | None) -> tuple[list[Any], Any, str]:

@@ -1,9 +1,11 @@
-"""Classy's checkpoint layout under Lightning: the model state as a ``ClassyModel`` gives it, and Classy's own
-``checkpoint.torch`` as a Lightning checkpoint (so ``trainer.fit(ckpt_path="ckpt/checkpoint.torch")`` resumes it).
+"""Classy's checkpoint layout under Lightning: the model state as a ``ClassyModel`` gives it, and Classy's (or
+VISSL's) own ``checkpoint.torch`` as a Lightning checkpoint, so ``trainer.fit(ckpt_path="ckpt/checkpoint.torch")``
+resumes it.
 
 Classy's task state (``ClassificationTask.get_classy_state``) holds ``base_model`` = ``{"model": {"trunk", "heads"}}``,
 ``optimizer`` = ``{"optim": <torch optimizer state>}``, ``meters``, ``hooks`` (each hook's state under its ``name()``),
-the phase counters and ``losses``. ``CheckpointHook`` writes ``{"input_args", "classy_state_dict": <that>}``.
+the phase counters and ``losses``. ``CheckpointHook`` writes ``{"input_args", "classy_state_dict": <that>}``; VISSL's
+``LogLossMetricsCheckpointHook`` writes ``classy_state_dict`` next to its own counters and the loss module's state.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.families.classy.vissl import is_vissl_checkpoint
 
 #: The file Classy's ``CheckpointHook`` writes in its folder (``classy_vision.generic.util.CHECKPOINT_FILE``).
 CHECKPOINT_FILE = "checkpoint.torch"
@@ -63,13 +66,22 @@ def _has_classy_state(module: Any) -> bool:
 
 
 def classy_file(path: str | os.PathLike[str]) -> str:
-    """``path``, or ``path/checkpoint.torch`` when ``path`` is a folder (Classy's ``load_checkpoint`` takes both)."""
+    """``path``, or ``path/checkpoint.torch`` when ``path`` is a folder (Classy's and VISSL's loaders take both)."""
     path = os.fspath(path)
-    return os.path.join(path, CHECKPOINT_FILE) if os.path.isdir(path) else path
+    if not os.path.isdir(path):
+        return path
+    file = os.path.join(path, CHECKPOINT_FILE)
+    if os.path.islink(file) and not os.path.exists(file):
+        raise FileNotFoundError(
+            f"{file} links to {os.readlink(file)!r}, which does not exist: VISSL links checkpoint.torch to "
+            "<CHECKPOINT.DIR>/<file> as written, which breaks with a relative CHECKPOINT.DIR. Pass the checkpoint "
+            "file itself as ckpt_path (e.g. model_phase<N>.torch)."
+        )
+    return file
 
 
 def is_classy_checkpoint(checkpoint: Any) -> bool:
-    """Whether a loaded file is Classy's ``checkpoint.torch`` (not a Lightning checkpoint)."""
+    """Whether a loaded file is Classy's or VISSL's checkpoint (a task state; not a Lightning checkpoint)."""
     return (
         isinstance(checkpoint, Mapping)
         and "classy_state_dict" in checkpoint
@@ -78,11 +90,11 @@ def is_classy_checkpoint(checkpoint: Any) -> bool:
 
 
 def install_loader(trainer: pl.Trainer, convert: Callable[[dict[str, Any], str], dict[str, Any]]) -> None:
-    """Let ``trainer``'s checkpoint IO load Classy's ``checkpoint.torch`` (or its folder) as a Lightning checkpoint.
+    """Let ``trainer``'s checkpoint IO load Classy's or VISSL's checkpoint (or its folder) as a Lightning checkpoint.
 
     The IO's ``load_checkpoint`` is wrapped on the instance (its class, e.g. ``AtomicCheckpointIO``, stays): the file
-    is first read with ``weights_only=True``; a Classy checkpoint goes through ``convert(checkpoint, path)``; a Lightning
-    checkpoint that needs full unpickling is read again as the caller asked.
+    is first read with ``weights_only=True``, and read again as the caller asked if that fails (a checkpoint with
+    pickled objects); a Classy or VISSL checkpoint goes through ``convert(checkpoint, path)``.
     """
     io = trainer.strategy.checkpoint_io
     if getattr(io.load_checkpoint, "_classy_loader", False):
@@ -94,9 +106,10 @@ def install_loader(trainer: pl.Trainer, convert: Callable[[dict[str, Any], str],
         map_location = kwargs.get("map_location", args[0] if args else None)
         try:
             checkpoint = load(file, map_location, weights_only=True)
-        except Exception:  # not loadable with weights_only: a Lightning checkpoint with pickled objects
-            return load(path, *args, **kwargs)
-        return convert(checkpoint, str(file)) if is_classy_checkpoint(checkpoint) else checkpoint
+        except Exception:  # not loadable with weights_only: a checkpoint with pickled objects
+            checkpoint = load(file, *args, **kwargs)
+        legacy = is_classy_checkpoint(checkpoint) or is_vissl_checkpoint(checkpoint)
+        return convert(checkpoint, str(file)) if legacy else checkpoint
 
     load_checkpoint._classy_loader = True  # type: ignore[attr-defined]
     io.load_checkpoint = load_checkpoint
@@ -109,36 +122,40 @@ def uninstall_loader(trainer: pl.Trainer) -> None:
         del io.load_checkpoint
 
 
+def check_task_state(task: Any, source: str) -> None:
+    """A ``classy_state_dict`` that a training run can resume from (``source`` names the file in the error)."""
+    for key in ("base_model", "train", "train_phase_idx", "phase_idx", "num_updates", "losses", "meters", "hooks"):
+        if not isinstance(task, Mapping) or key not in task:
+            raise KeyError(
+                f"{source}: classy_state_dict has no {key!r}; it is not a checkpoint of a Classy or VISSL training task"
+            )
+
+
 def lightning_checkpoint(
-    classy: dict[str, Any],
+    task: Mapping[str, Any],
     trainer: pl.Trainer,
     pl_module: pl.LightningModule,
-    adapter_state: Callable[[dict[str, Any]], tuple[str, dict[str, Any]]],
+    epochs: int,
+    callback: tuple[str, dict[str, Any]],
     source: str,
 ) -> dict[str, Any]:
-    """A Lightning checkpoint that resumes where Classy's ``checkpoint.torch`` left off.
+    """A Lightning checkpoint that resumes where a Classy / VISSL task state (``task``) left off.
 
-    The model is loaded now (Classy's layout, so heads attach as in Classy) and its ``state_dict`` becomes the
-    checkpoint's; the optimizer state is Classy's ``optim``; the loops have ``train_phase_idx + 1`` epochs done;
-    ``adapter_state(task_state)`` gives the adapter's ``(state_key, state)`` (hook states, counters, meters).
+    The model is already loaded (in the file's layout) and its ``state_dict`` becomes the checkpoint's; the optimizer
+    state is the task's ``optim``; the loops have ``epochs`` train epochs done; ``callback`` is the adapter's
+    ``(state_key, state)`` (hook states, counters, meters, the loss module's state).
     """
-    task = classy["classy_state_dict"]
-    for key in ("base_model", "train_phase_idx", "phase_idx", "num_updates", "hooks"):
-        if key not in task:
-            raise KeyError(f"{source}: classy_state_dict has no {key!r}; it is not a checkpoint of a Classy training task")
-    load_model_state(classy_model(pl_module), task["base_model"], source)
-    epochs = task["train_phase_idx"] + 1
     loops = lightning_api.fit_loop_state(trainer)
     for progress in (loops["epoch_progress"]["total"], loops["epoch_progress"]["current"]):
         progress.update(ready=epochs, started=epochs, processed=epochs, completed=epochs)
     optimizer = task.get("optimizer") or {}
     if task.get("amp"):
         warnings.warn(f"{source}: the checkpoint's AMP grad-scaler state is not restored; the scaler starts afresh")
-    key, state = adapter_state(task)
+    key, state = callback
     return {
         "pytorch-lightning_version": lightning_api.namespace_of(trainer).__version__,
         "epoch": epochs - 1,
-        "global_step": 0,  # set from num_updates once the train loader is known (ClassyAdapter.on_train_start)
+        "global_step": 0,  # set once the train loader is known (ClassyAdapter.on_train_start)
         "state_dict": {k: v.detach().clone() for k, v in pl_module.state_dict().items()},
         "loops": {"fit_loop": loops},
         "optimizer_states": [optimizer["optim"]] if "optim" in optimizer else [],

@@ -158,7 +158,6 @@ class Task(Facade):
         self.local_iteration_num = -1
         self.phase_batches = 0  # batches of the current phase (num_batches_per_phase of a loader without a length)
         self.phase_ended = False
-        self.train_phases_done = 0
         self.batches = -1
         self.batch_time: list[float] = []
         self.perf_stats: Any = None
@@ -250,11 +249,12 @@ class Task(Facade):
 
     @property
     def num_train_phases(self) -> int:
-        """``max_epochs`` (plus the train phases a VISSL checkpoint the run started from had done)."""
+        """``max_epochs`` (every train phase, also those of a checkpoint the fit resumed from), else the epochs
+        ``max_steps`` spans."""
         trainer = self._lightning_trainer()
         if trainer.max_epochs is not None and trainer.max_epochs >= 0:
-            return self.train_phases_done + trainer.max_epochs
-        return self.train_phases_done + math.ceil(trainer.max_steps / max(trainer.num_training_batches, 1))
+            return trainer.max_epochs
+        return math.ceil(trainer.max_steps / max(trainer.num_training_batches, 1))
 
     @property
     def test_only(self) -> bool:

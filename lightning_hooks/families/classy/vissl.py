@@ -4,7 +4,7 @@
 - :func:`find_model`: the VISSL model (``trunk`` + ``heads``) wherever the LightningModule keeps it.
 - :class:`Runtime`: the process group and Classy's device index VISSL's trainer sets before it builds anything.
 - :func:`classy_state` / :func:`load_classy_state`: VISSL's checkpoint layout of ``task.get_classy_state()``.
-- :func:`read_checkpoint`: a VISSL ``checkpoint.torch`` to start a Lightning run from.
+- :func:`is_vissl_checkpoint` / :func:`check_checkpoint`: a VISSL checkpoint that ``fit(ckpt_path=...)`` starts from.
 - :func:`hooks_from_config`: VISSL's own ``default_hook_generator(cfg)`` for a VISSL config.
 
 VISSL is imported lazily: nothing here needs it unless a VISSL config is composed.
@@ -12,10 +12,8 @@ VISSL is imported lazily: nothing here needs it unless a VISSL config is compose
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -185,10 +183,11 @@ def model_state(model: torch.nn.Module) -> dict[str, Any]:
     return {"model": parts, "meta": {"trunk": {}}}
 
 
-def load_model_state(model: torch.nn.Module, state: Mapping[str, Any]) -> None:
+def load_model_state(model: torch.nn.Module, state: Mapping[str, Any], source: str) -> None:
+    """Load :func:`model_state`'s layout into ``model`` (strictly); ``source`` names the file in errors."""
     if "model" not in state or not {"trunk", "heads"} <= set(state["model"]):
         raise KeyError(
-            f"ClassyAdapter: base_model state has keys {sorted(state)}, not VISSL's {{model: {{trunk, heads}}}}: it "
+            f"{source}: base_model state has keys {sorted(state)}, not VISSL's {{model: {{trunk, heads}}}}: it "
             "was not written by VISSL or by a ClassyAdapter driving VISSL hooks"
         )
     if hasattr(model, "set_classy_state"):
@@ -225,7 +224,7 @@ def load_classy_state(task: Task, state: Mapping[str, Any]) -> None:
     """Restore :func:`classy_state` (as VISSL's ``_set_classy_state`` does, and the hooks' states)."""
     trainer = task._lightning_trainer()
     task.train = state["train"]
-    load_model_state(task.base_model, state["base_model"])
+    load_model_state(task.base_model, state["base_model"], "task.set_classy_state")
     for meter, meter_state in zip(task.meters, state.get("meters", [])):
         meter.set_classy_state(meter_state)
     if state.get("optimizer") and trainer.optimizers:
@@ -237,25 +236,32 @@ def load_classy_state(task: Task, state: Mapping[str, Any]) -> None:
             hook.set_classy_state(state["hooks"][hook.name()])
 
 
+#: ``type`` of the VISSL checkpoints that hold a part of the model (``vissl.utils.checkpoint.CheckpointItemType``).
+PARTIAL_TYPES = ("shard", "shard_list", "slice", "slice_list")
+
+
 def is_vissl_checkpoint(checkpoint: Any) -> bool:
-    """Whether a loaded file is a checkpoint VISSL's ``LogLossMetricsCheckpointHook`` wrote (not Classy's)."""
-    return isinstance(checkpoint, Mapping) and {"classy_state_dict", "iteration_num", "train_phase_idx"} <= set(checkpoint)
+    """Whether a loaded file is a checkpoint VISSL's ``LogLossMetricsCheckpointHook`` wrote (not Classy's), or one of
+    VISSL's sharded checkpoint files."""
+    if not isinstance(checkpoint, Mapping) or "pytorch-lightning_version" in checkpoint:
+        return False
+    return checkpoint.get("type") in PARTIAL_TYPES or {"classy_state_dict", "iteration_num", "train_phase_idx"} <= set(
+        checkpoint
+    )
 
 
-def read_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """A VISSL checkpoint (``checkpoint.torch``, ``model_phase{N}.torch``, ...), checked for what a run starts from."""
-    checkpoint = torch.load(Path(path), map_location="cpu", weights_only=False)
-    missing = [k for k in ("classy_state_dict", "iteration", "iteration_num", "train_phase_idx") if k not in checkpoint]
-    if not isinstance(checkpoint, Mapping) or missing:
-        keys = sorted(checkpoint) if isinstance(checkpoint, Mapping) else type(checkpoint).__name__
+def check_checkpoint(checkpoint: Mapping[str, Any], source: str) -> None:
+    """A VISSL checkpoint a Lightning run can start from: consolidated, with VISSL's counters."""
+    if checkpoint.get("type") in PARTIAL_TYPES:
         raise ValueError(
-            f"ClassyAdapter(vissl_checkpoint={os.fspath(path)!r}): not a VISSL checkpoint (it lacks {missing}; it has "
-            f"{keys}). A Lightning checkpoint resumes with trainer.fit(ckpt_path=...)."
+            f"ClassyAdapter: {source} is a sharded VISSL checkpoint (type {checkpoint['type']!r}, written under "
+            "FSDP): a Lightning run starts only from a consolidated one (LogLossMetricsCheckpointHook without "
+            "FSDP). Resume it with VISSL's trainer, or start a new run from its trunk weights "
+            "(CheckpointFormatConverter.sharded_to_consolidated_checkpoint)"
         )
-    if checkpoint.get("type") == "sharded":
-        raise ValueError(f"ClassyAdapter(vissl_checkpoint={os.fspath(path)!r}): a sharded (FSDP) VISSL checkpoint; "
-                         "consolidate it with VISSL first")
-    return checkpoint
+    missing = [key for key in ("iteration", "phase_idx", "loss") if key not in checkpoint]
+    if missing:
+        raise KeyError(f"ClassyAdapter: {source} is a VISSL checkpoint without {missing}; it cannot be resumed")
 
 
 # ------------------------------------------------------------------------------------------------------------ config

@@ -39,6 +39,11 @@ class MMEngineAdapter(LegacyHookAdapter):
     ``runner.epoch`` 0, ``batch_idx`` the global iteration, validation by iteration and at ``max_iters``, the train
     loader restarted when it runs out. Build the Trainer with :meth:`trainer_kwargs`.
 
+    ``runner.model`` is the OpenMMLab model: the ``mmengine.model.BaseModel`` the LightningModule holds, or the
+    submodule ``model`` names (``"model"``, ``"detector.model"``; ``""`` for the LightningModule itself). Checkpoints
+    then hold its ``state_dict`` under the Runner's keys, so MMEngine and OpenMMLab's tools load them, and
+    ``load_from`` (a file or URL of its weights) is loaded into it after ``before_run``, as the Runner does.
+
     Example::
 
         from mmengine.hooks import CheckpointHook, EMAHook
@@ -71,7 +76,11 @@ class MMEngineAdapter(LegacyHookAdapter):
         train_cfg: dict | None = None,
         visualizer: Any = None,
         default_scope: str | None = None,
+        model: str | None = None,
+        load_from: str | os.PathLike | None = None,
     ) -> None:
+        from mmengine.dist import get_world_size
+
         from lightning_hooks.families.mmengine.runner import Runner
 
         # as MMEngine's Runner: default scope and visualizer first, then the hooks (which may take the visualizer)
@@ -86,15 +95,20 @@ class MMEngineAdapter(LegacyHookAdapter):
             train_cfg=train_cfg,
             visualizer=visualizer,
             default_scope=default_scope,
+            model=model,
         )
         if isinstance(hooks, _HookConfig):
             hooks = hooks.build(default_scope)
+        #: the processes ``mmengine.dist`` counted when the hooks were built (before Lightning's process group)
+        self._hooks_world_size = get_world_size()
         super().__init__(hooks)
         self.runner = self.host = runner
         self.runner._adapter = self
         self._scope: contextlib.ExitStack | None = None
         #: the checkpoint a ``from_config(resume=True)`` config resumes from: ``trainer.fit(..., ckpt_path=...)``
         self.ckpt_path: str | None = None
+        #: weights loaded into ``runner.model`` once, after ``before_run`` of the first run (``Runner.load_or_resume``)
+        self._load_from = None if load_from is None else os.fspath(load_from)
         self._done = 0  # finished train iterations, MMEngine's ``train_loop.iter``
         self._scheduler_states: list[dict] | None = None
         self._ema_swapped = False  # between before_{val,test}_epoch and after_{val,test}_epoch
@@ -110,9 +124,9 @@ class MMEngineAdapter(LegacyHookAdapter):
         ``options`` are adapter options or any other key of a whole MMEngine config, so an OpenMMLab config loads
         as it is: ``MMEngineAdapter.from_config(**Config.fromfile("configs/my_config.py"))`` (see :meth:`from_file`).
         ``param_scheduler``, ``train_cfg``, ``default_scope``, ``log_processor``, ``visualizer``, ``log_level`` and
-        ``work_dir`` configure the adapter; ``val_cfg`` / ``test_cfg`` are checked; ``resume=True`` sets
-        :attr:`ckpt_path` (``load_from``, else the latest checkpoint in ``work_dir``) for ``trainer.fit(...,
-        ckpt_path=adapter.ckpt_path)``. Keys the LightningModule, data or Trainer own (``model``, ``*_dataloader``,
+        ``work_dir`` configure the adapter, and so does ``load_from`` without ``resume``; ``val_cfg`` / ``test_cfg`` are
+        checked; ``resume=True`` sets :attr:`ckpt_path` (``load_from``, else the latest checkpoint in ``work_dir``) for
+        ``trainer.fit(..., ckpt_path=adapter.ckpt_path)``. Keys the LightningModule, data or Trainer own (``model``, ``*_dataloader``,
         ``optim_wrapper``, ``env_cfg``, ...) and the config's own variables are ignored with a warning that lists them;
         a misspelled key raises a ``ValueError`` with a "did you mean".
         """
@@ -209,11 +223,14 @@ class MMEngineAdapter(LegacyHookAdapter):
             self._check_trainer(trainer)
             if self.runner._iter_based:
                 serve_endless(trainer, skip=lambda: self._done)
-        _refuse_model_type_checks(self.hooks, pl_module)
         self._enter_default_scope()
         self.runner.attach(trainer)
-        _init_dist_flags(self.hooks)
+        _refuse_model_type_checks(self.hooks, self.runner._model or pl_module)
+        self._hooks_world_size = _init_dist_flags(self.hooks, self._hooks_world_size)
         self.fire(ON["setup"])
+        if self._load_from is not None:
+            self.runner.load_checkpoint(self._load_from)
+            self._load_from = None
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -268,9 +285,14 @@ class MMEngineAdapter(LegacyHookAdapter):
             self._scope = None
 
     def trigger(self, trigger: Trigger, **context: Any) -> None:
-        if trigger == LOAD_CHECKPOINT:
-            self.runner._resume = self._trainer.state.fn == "fit"  # a checkpoint loaded by fit() is a resume
-        self.fire(trigger, **context)
+        if trigger != LOAD_CHECKPOINT:
+            self.fire(trigger, **context)
+            return
+        from lightning_hooks.families.mmengine.runner import to_lightning_keys
+
+        self.runner._resume = self._trainer.state.fn == "fit"  # a checkpoint loaded by fit() is a resume
+        self.fire(trigger, **context)  # hooks see MMEngine's layout; Lightning then loads the LightningModule's keys
+        to_lightning_keys(context["checkpoint"])
 
     # ------------------------------------------------------------------------------------------------ train
     @override
@@ -463,32 +485,50 @@ _MODEL_TYPE_CHECKS = {
 }
 
 
-def _refuse_model_type_checks(hooks: list[Any], pl_module: pl.LightningModule) -> None:
-    """Refuse a hook that would silently skip its work because ``runner.model`` is not its model class."""
+def _refuse_model_type_checks(hooks: list[Any], model: torch.nn.Module) -> None:
+    """Refuse a hook that checks ``runner.model``'s class when ``runner.model`` (``model``) is not an MMEngine model
+    but the LightningModule: the hook would silently skip its work where the Runner's model would pass the check."""
     import importlib
 
+    from mmengine.model import BaseModel
+
+    if isinstance(model, BaseModel):  # the user's OpenMMLab model: the hook decides as under the Runner
+        return
     for hook in hooks:
-        check = _MODEL_TYPE_CHECKS.get(f"{type(hook).__module__}.{type(hook).__qualname__}")
+        check = _MODEL_TYPE_CHECKS.get(_qualname(hook))
         if check is None:
             continue
         module, _, name = check[0].rpartition(".")
-        if not isinstance(pl_module, getattr(importlib.import_module(module), name)):
+        if not isinstance(model, getattr(importlib.import_module(module), name)):
             raise TypeError(
                 f"MMEngineAdapter cannot run {type(hook).__qualname__}: it works only when runner.model is a "
-                f"{check[0]}, and runner.model is the LightningModule ({type(pl_module).__qualname__}), so it would "
-                f"skip its work with a warning. Remove the hook and {check[1]}."
+                f"{check[0]}, and runner.model is the LightningModule ({type(model).__name__}), which holds no "
+                f"MMEngine model, so it would skip its work with a warning. Keep your {name} in the LightningModule "
+                f"(runner.model is then that model; name it with MMEngineAdapter(model=...)), or remove the hook and "
+                f"{check[1]}."
             )
 
 
-def _init_dist_flags(hooks: list[Any]) -> None:
-    """Flags MMEngine hooks compute from ``mmengine.dist`` in ``__init__``: the Runner builds hooks after
-    ``init_dist``, Lightning starts the process group after the hooks exist, so compute them again now."""
-    from mmengine.dist import is_distributed
+def _init_dist_flags(hooks: list[Any], built_world_size: int) -> int:
+    """Values MMEngine hooks compute from ``mmengine.dist`` in ``__init__``: the Runner builds hooks after
+    ``init_dist``, Lightning starts the process group after the hooks exist (``built_world_size`` processes then),
+    so compute them again now. Returns the world size they hold now."""
+    from mmengine.dist import get_world_size, is_distributed
     from mmengine.hooks import SyncBuffersHook
 
+    world_size = get_world_size()
     for hook in hooks:
         if isinstance(hook, SyncBuffersHook):
             hook.distributed = hook.distributed or is_distributed()  # a process group never goes away in between
+        elif _qualname(hook) == "mmpretrain.engine.hooks.swav_hook.SwAVHook" and world_size != built_world_size:
+            # SwAVHook takes the global batch, batch_size * get_world_size(), and cuts its queue to a multiple of it
+            hook.batch_size = hook.batch_size // built_world_size * world_size
+    return world_size
+
+
+def _qualname(hook: Any) -> str:
+    """``module.Class`` of ``hook``, to recognise classes of libraries that may not be installed."""
+    return f"{type(hook).__module__}.{type(hook).__qualname__}"
 
 
 def _agree_on_stop(trainer: pl.Trainer, loop: Any) -> None:

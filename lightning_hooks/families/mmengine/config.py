@@ -122,7 +122,7 @@ def registered_names(registry: Registry = HOOKS) -> list[str]:
 #: keys of an MMEngine config that MMEngine's Runner reads but that, under Lightning, the LightningModule, the
 #: LightningDataModule or the Trainer own: ``MMEngineAdapter.from_config`` ignores them and says where each goes.
 OWNED_ELSEWHERE = {
-    "model": "the LightningModule",
+    "model": "the LightningModule; runner.model is the MMEngine model it holds",
     "data_preprocessor": "the LightningModule",
     "train_dataloader": "trainer.fit(module, train_dataloaders) or a LightningDataModule",
     "val_dataloader": "trainer.fit(module, val_dataloaders=...) or a LightningDataModule",
@@ -141,20 +141,22 @@ OWNED_ELSEWHERE = {
     "custom_imports": "Config.fromfile, which already imported them",
 }
 #: config keys ``from_config`` maps to something other than an adapter option of the same name.
-MAPPED = ("param_scheduler", "load_from", "resume", "val_cfg", "test_cfg", "default_hooks", "custom_hooks")
+MAPPED = ("param_scheduler", "resume", "val_cfg", "test_cfg", "default_hooks", "custom_hooks")
 _EVAL_LOOPS = {"val_cfg": "ValLoop", "test_cfg": "TestLoop"}
 
 
 def runtime_options(config: dict[str, Any], accepted: list[str]) -> tuple[dict[str, Any], str | None, list[str]]:
     """Split a whole MMEngine config (``default_runtime.py`` + schedule + model/data keys) for ``from_config``.
 
-    Returns the adapter options (``param_scheduler`` becomes ``param_schedulers``), the checkpoint a ``resume=True``
-    config resumes from (``load_from``, else the ``last_checkpoint`` in ``work_dir``, as the Runner finds it; None to
-    start fresh) and notes on the keys ignored. A key close to a known one raises a ``ValueError`` with a "did you
+    Returns the adapter options (``param_scheduler`` becomes ``param_schedulers``; ``load_from`` without ``resume``
+    stays ``load_from``), the checkpoint a ``resume=True`` config resumes from (``load_from``, else the
+    ``last_checkpoint`` in ``work_dir``, as the Runner finds it; None to start fresh) and notes on the keys ignored. A key close to a known one raises a ``ValueError`` with a "did you
     mean"; other unknown keys are the config's own variables (``vis_backends``, ``train_pipeline``, ...).
     """
     from mmengine.runner import find_latest_checkpoint
 
+    if not isinstance(config.get("model"), (str, type(None))):  # the config's model, not the adapter's model= path
+        accepted = [k for k in accepted if k != "model"]
     options = {k: v for k, v in config.items() if k in accepted}
     if "param_scheduler" in config:
         if "param_schedulers" in config:
@@ -171,13 +173,7 @@ def runtime_options(config: dict[str, Any], accepted: list[str]) -> tuple[dict[s
         work_dir = config.get("work_dir")
         ckpt_path = load_from or (find_latest_checkpoint(str(work_dir)) if work_dir else None)
     elif load_from:
-        raise ValueError(
-            f"MMEngineAdapter.from_config: load_from={load_from!r} with resume=False loads pretrained weights into "
-            "MMEngine's model, which under Lightning is inside your LightningModule (other state_dict keys): load "
-            "them there, e.g. mmengine.runner.load_checkpoint(module.model, path) before trainer.fit. To resume "
-            "training from that file instead, set resume=True (trainer.fit(..., ckpt_path=adapter.ckpt_path)). "
-            "Then set load_from=None in the config."
-        )
+        options["load_from"] = load_from  # weights into runner.model after before_run, as Runner.load_or_resume
     known = [*accepted, *MAPPED, *OWNED_ELSEWHERE]
     notes, variables = [], []
     for key in config:

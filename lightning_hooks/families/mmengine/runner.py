@@ -77,8 +77,14 @@ class Runner(Facade):
         train_cfg: dict | None = None,
         visualizer: dict | Visualizer | None = None,
         default_scope: str | None = None,
+        model: str | None = None,
     ) -> None:
         self.trainer: pl.Trainer | None = None
+        self._model_path = model
+        #: the OpenMMLab model hooks see as ``runner.model``, and its key prefix in the LightningModule's state_dict;
+        #: None: the LightningModule itself is the model
+        self._model: torch.nn.Module | None = None
+        self._model_prefix = ""
         #: the ``train_cfg`` loop settings; an ``IterLoopConfig`` runs ``IterBasedTrainLoop``'s semantics
         self._loop_cfg = parse_train_cfg(train_cfg) if train_cfg is not None else None
         self._iter_based = isinstance(self._loop_cfg, IterLoopConfig)
@@ -117,8 +123,9 @@ class Runner(Facade):
         """Serve ``trainer``'s run; build the logger and visualizer before ``before_run``, as the Runner does."""
         self.trainer = trainer
         self._resume = False
+        self._model, self._model_prefix = find_model(trainer.lightning_module, self._model_path)
         self.train_loop = train_loop(self, self.by_epoch)
-        self.epoch = trainer.current_epoch
+        self.epoch = 0 if self._iter_based else trainer.current_epoch  # IterBasedTrainLoop's epoch stays 0
         if self._logger is None:
             self._share_timestamp()
             self._dump_config()
@@ -250,7 +257,10 @@ class Runner(Facade):
     # ------------------------------------------------------------------------------------------------ model
     @property
     def model(self) -> Any:
-        """The LightningModule, or the DDP wrapper around it when the strategy wrapped it."""
+        """The OpenMMLab model the LightningModule holds (see :func:`find_model`); else the LightningModule, or the
+        DDP wrapper around it when the strategy wrapped it."""
+        if self._model is not None:
+            return self._model
         return self.trainer.strategy.model if self.trainer is not None else None
 
     @property
@@ -440,6 +450,7 @@ class Runner(Facade):
         )
         checkpoint["meta"] = meta
         checkpoint["message_hub"] = hub_state(self.message_hub)
+        self._to_model_keys(checkpoint)
         states = checkpoint.get("optimizer_states")
         if pending["optimizer"] and states:
             checkpoint["optimizer"] = states[0] if len(states) == 1 else {f"optimizer{i}": s for i, s in enumerate(states)}
@@ -448,6 +459,17 @@ class Runner(Facade):
         if pending["param_schedulers"] and self._built_schedulers():
             checkpoint["param_schedulers"] = [plain(s.state_dict()) for s in self._built_schedulers()]
         return checkpoint
+
+    def _to_model_keys(self, checkpoint: dict[str, Any]) -> None:
+        """``state_dict`` keyed as the Runner writes it, the model's own keys (so MMEngine, ``load_from`` and
+        OpenMMLab's tools load the file); the LightningModule's other entries go to :data:`OUTSIDE_MODEL`."""
+        prefix = self._model_prefix
+        if not prefix:
+            return
+        state = checkpoint["state_dict"]
+        checkpoint["state_dict"] = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+        outside = {k: v for k, v in state.items() if not k.startswith(prefix)}
+        checkpoint[OUTSIDE_MODEL] = {"model_prefix": prefix, "state_dict": outside}
 
     def _built_schedulers(self) -> list[Any]:
         schedulers = self.param_schedulers
@@ -496,6 +518,52 @@ class Runner(Facade):
         if isinstance(wrapper, OptimWrapper) and hasattr(wrapper, "_global_step"):
             # schedulers count OptimWrapper.step calls to check the step order; Lightning steps the torch optimizer
             wrapper.optimizer.register_step_post_hook(lambda *_: setattr(wrapper, "_global_step", wrapper._global_step + 1))
+
+
+#: checkpoint key of what :meth:`Runner.mmengine_checkpoint` moved out of ``state_dict``: the model's prefix in the
+#: LightningModule and the LightningModule's entries outside the model
+OUTSIDE_MODEL = "lightning_hooks_outside_model"
+
+
+def to_lightning_keys(checkpoint: dict[str, Any]) -> None:
+    """Undo :meth:`Runner._to_model_keys` in a checkpoint Lightning is about to load into the LightningModule."""
+    layout = checkpoint.pop(OUTSIDE_MODEL, None)
+    if layout is not None:
+        prefix = layout["model_prefix"]
+        checkpoint["state_dict"] = {**{prefix + k: v for k, v in checkpoint["state_dict"].items()}, **layout["state_dict"]}
+
+
+def find_model(pl_module: torch.nn.Module, path: str | None) -> tuple[torch.nn.Module | None, str]:
+    """The model hooks see as ``runner.model`` and its key prefix in ``pl_module.state_dict()``.
+
+    ``path`` names it (``"model"``, ``"detector.model"``; ``""``: the LightningModule). Without one, it is the
+    LightningModule when that is an ``mmengine.model.BaseModel``, else the one outermost ``BaseModel`` it holds; with
+    none, the LightningModule (None here). Several outermost ones are ambiguous and raise."""
+    from mmengine.model import BaseModel
+
+    if path is not None:
+        try:
+            module = pl_module.get_submodule(path)
+        except AttributeError as err:
+            raise AttributeError(
+                f"MMEngineAdapter(model={path!r}): {type(pl_module).__qualname__} has no submodule {path!r} ({err}). "
+                "Name the attribute that holds your OpenMMLab model, e.g. model='model'."
+            ) from None
+        return (None, "") if module is pl_module else (module, path + ".")
+    if isinstance(pl_module, BaseModel):
+        return None, ""
+    outermost: list[tuple[str, torch.nn.Module]] = []
+    for name, module in pl_module.named_modules():  # parents come before their children
+        if isinstance(module, BaseModel) and not any(name.startswith(outer + ".") for outer, _ in outermost):
+            outermost.append((name, module))
+    if len(outermost) > 1:
+        names = ", ".join(repr(name) for name, _ in outermost)
+        raise ValueError(
+            f"MMEngineAdapter: {type(pl_module).__qualname__} holds several MMEngine models ({names}); name the one "
+            f"hooks see as runner.model with MMEngineAdapter(..., model={outermost[0][0]!r}), or model='' for the "
+            "LightningModule itself."
+        )
+    return (outermost[0][1], outermost[0][0] + ".") if outermost else (None, "")
 
 
 def hub_state(hub: MessageHub) -> dict[str, Any]:
