@@ -141,11 +141,6 @@ class PoseClassifier(TinyClassifier):
         return [_pose_sample(s, t, p) for s, t, p in zip(scores, labels, img_path)]
 
 
-def make_pose_model(seed: int = 0, task: str = "cls") -> PoseClassifier:
-    torch.manual_seed(seed)
-    return PoseClassifier()
-
-
 def _pose_sample(score: torch.Tensor, label: torch.Tensor, img_path: str) -> PoseDataSample:
     sample = PoseDataSample(metainfo=dict(img_path=img_path, ori_shape=(16, 16)))
     keypoints = (score.detach() * 14 + 1).reshape(1, 2, 1).expand(1, 2, 2).numpy()
@@ -176,14 +171,13 @@ class KeypointVisualizer(Visualizer):
         self.add_image(name, self.get_image(), step)
 
 
-def test_mmengine_openmmlab_pose_visualization_hook_draws_with_the_val_evaluators_metainfo(tmp_path, monkeypatch):
+def test_mmengine_openmmlab_pose_visualization_hook_draws_with_the_val_evaluators_metainfo(tmp_path):
     # PoseVisualizationHook sets its visualizer's dataset_meta from runner.val_evaluator.dataset_meta at every val
     # iteration: the evaluator gets the val dataset's metainfo as MMEngine's ValLoop hands it
-    monkeypatch.setattr("downstream_kit.make_model", make_pose_model)
     train, val = (DataLoader(PoseImages(n, seed), batch_size=4, collate_fn=default_collate) for n, seed in ((16, 1), (8, 2)))
     options = dict(visualizer=dict(type="KeypointVisualizer", vis_backends=[dict(type="LocalVisBackend")]))
     hook = dict(type="mmpose.PoseVisualizationHook", enable=True, interval=1)
-    pair = run_both(tmp_path, custom_hooks=[hook], train=train, val=val, **options)
+    pair = run_both(tmp_path, custom_hooks=[hook], train=train, val=val, model=PoseClassifier, **options)
     pair.assert_same()
     assert pair.adapter.runner.val_evaluator.dataset_meta["skeleton_links"] == [(0, 1)]
     images = list((tmp_path / "lt" / pair.adapter.runner.timestamp / "vis_data" / "vis_image").glob("val_img_*.png"))
