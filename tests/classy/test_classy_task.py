@@ -117,6 +117,29 @@ def test_classy_task_optimizer_options_view_lr(tmp_path):
     assert lrs == [[0.1, 0.5]] * 4 + [[0.05, 0.25]] + [[0.05, 0.25]] * 4 + [[0.05, 0.25]]
 
 
+def test_classy_adapter_refuses_a_classy_optimizers_schedule_without_vissl(tmp_path):
+    """Classy hooks only: a ClassyOptimizer kept on the module with a non-constant schedule would silently not be
+    applied (the adapter applies param schedulers with VISSL only), so fit refuses it; constant options pass."""
+    from classy_vision.optim import SGD
+    from classy_vision.optim.param_scheduler import CosineParamScheduler
+
+    class Kept(Net):
+        def __init__(self, lr):
+            super().__init__()
+            self.schedule = lr
+
+        def configure_optimizers(self):
+            self.classy_optimizer = SGD(momentum=0.9)
+            self.classy_optimizer.set_param_groups(self.parameters(), lr=self.schedule)
+            return self.classy_optimizer.optimizer
+
+    hook = Probe(lambda task, mount: None)
+    with pytest.raises(ValueError, match=r"Kept.classy_optimizer is a ClassyOptimizer with param schedulers for "
+                                         r"\['lr'\].*ClassyAdapter\(vissl=...\).*Lightning LR scheduler"):
+        make_trainer(tmp_path, [ClassyAdapter(hook)]).fit(Kept(CosineParamScheduler(0.1, 0.0)), loader(), loader(8))
+    make_trainer(tmp_path, [ClassyAdapter(hook)], max_epochs=1).fit(Kept(0.1), loader(), loader(8))
+
+
 def test_classy_task_options_view_at_on_step_is_the_lr_the_step_used(tmp_path):
     class PerStep(Net):
         def configure_optimizers(self):

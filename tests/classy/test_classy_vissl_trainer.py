@@ -65,11 +65,34 @@ def child_main(out: str) -> None:
         runs.compose(root / "to_vissl", moco), checkpoint=str(root / "moco/lightning/model_phase0.torch")))
     scenario("to_lightning", lambda: runs.run_lightning(
         runs.compose(root / "to_lightning", moco), ckpt_path=str(root / "moco/vissl/model_phase0.torch")))
+    scheduled = runs.SCHEDULED + runs.LOSSES["moco"]  # MoCoHook builds the loss's key encoder after a resume loads
+    scenario("schedule", lambda: schedule(root / "schedule", scheduled))
+    scenario("schedule_resume", lambda: runs.run_lightning(
+        runs.compose(root / "schedule_resume", scheduled), ckpt_path=str(root / "schedule/ckpt/epoch=0-step=2.ckpt")))
+    phase0 = str(root / "schedule/vissl/model_phase0.torch")
+    scenario("schedule_vissl_resume", lambda: runs.run_vissl(runs.compose(root / "schedule_vissl_resume", scheduled),
+                                                             checkpoint=phase0))
+    scenario("schedule_from_vissl", lambda: runs.run_lightning(runs.compose(root / "schedule_from_vissl", scheduled),
+                                                               ckpt_path=phase0))
+    for name, module in (("forgetful", runs.ForgetfulModule), ("two_schedules", runs.TwoSchedulesModule)):
+        scenario(name, lambda: runs.run_lightning(runs.compose(root / name, scheduled), module=module))
     scenario("config", lambda: config_layer(root / "config"))
     scenario("cli", lambda: cli(root / "cli"))
     scenario("docs", lambda: docs_snippet(root / "docs"))
     scenario("regnet", lambda: both("regnet", ["config.OPTIMIZER.num_epochs=1", "config.DISTRIBUTED.INIT_METHOD=file"]))
     torch.save(results, root / "results.pt")
+
+
+def schedule(out: Path, overrides: list[str]) -> dict[str, Any]:
+    """VISSL's param schedulers under Lightning (saving a Lightning checkpoint per epoch) and under VISSL."""
+    import lightning as L
+    import vissl_runs as runs
+
+    saver = L.pytorch.callbacks.ModelCheckpoint(out / "ckpt", save_top_k=-1, save_on_train_epoch_end=True)
+    return {
+        "lightning": runs.run_lightning(runs.compose(out / "lightning", overrides), callbacks=[saver]),
+        "vissl": runs.run_vissl(runs.compose(out / "vissl", overrides)),
+    }
 
 
 def config_layer(out: Path) -> dict[str, Any]:
@@ -263,6 +286,67 @@ def test_classy_vissl_trainer_cpu_test_config_as_a_whole(runs):
     result = scenario(runs, "regnet")
     assert_same_run(result["lightning"], result["vissl"])
     assert result["lightning"]["error"] is None and result["lightning"]["hooks"][0] == "LogPerfTimeMetricsHook"
+
+
+def updates(seen: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The train phase starts' options and the updates' (iteration, num_updates, where, options)."""
+    return [entry if entry[0] == "on_update" else (entry[0], entry[-1]) for entry in seen
+            if entry[0] in ("on_phase_start", "on_update")]  # fmt: skip
+
+
+def test_classy_vissl_trainer_param_schedulers_as_vissls(runs):
+    """VISSL's OPTIMIZER.param_schedulers (step warmup + cosine LR, an epoch LR for the head's groups, a step weight
+    decay schedule) set every group's options per step as VISSL's trainer does: the options and task.where each hook
+    sees, stdout.json's lr, the checkpoints and the final weights agree bitwise."""
+    result = scenario(runs, "schedule")
+    lightning, vissl = result["lightning"], result["vissl"]
+    assert lightning["error"] is None and vissl["error"] is None
+    assert_same_run(lightning, vissl)
+    seen = updates(lightning["seen"])  # groups: trunk (regularized, not), head (same), other
+    trunk_lrs = [entry[-1][0][0][0] for entry in seen if entry[0] == "on_update"]
+    head_lrs = [entry[-1][0][2][0] for entry in seen if entry[0] == "on_update"]
+    decays = [entry[-1][0][0][1] for entry in seen if entry[0] == "on_update"]
+    assert len(set(trunk_lrs)) == 4 and len(set(decays)) == 4  # a new value every step
+    assert head_lrs == [0.2, 0.2, 0.02, 0.02]  # the epoch schedule, set at the phase start
+    assert [entry[-1] for entry in seen if entry[0] == "on_phase_start"][1][0][2][0] == 0.02
+    assert [row["lr"] for row in lightning["stdout"]] == [row["lr"] for row in vissl["stdout"]]
+
+
+def test_classy_vissl_trainer_param_schedulers_resume_from_a_lightning_checkpoint(runs):
+    """fit(ckpt_path=...) from Lightning's checkpoint at the end of the first epoch continues VISSL's schedule at its
+    where (the second epoch's options are those of VISSL's uninterrupted run) and MoCo's loss state: MoCoHook builds
+    the key encoder from it at the first forward, which skips that step's momentum update in VISSL too, so the weights
+    are those of VISSL resuming from its own checkpoint of the same epoch."""
+    whole, resumed = scenario(runs, "schedule")["vissl"], scenario(runs, "schedule_resume")
+    reference = scenario(runs, "schedule_vissl_resume")
+    assert resumed["error"] is None
+    assert updates(resumed["seen"]) == updates(whole["seen"])[-3:]  # phase 1's start and its two updates
+    assert_same_tensors(resumed["model"], reference["model"], "model")
+    assert_same_tensors(resumed["loss"], reference["loss"], "loss")
+
+
+def test_classy_vissl_trainer_param_schedulers_continue_from_a_vissl_checkpoint(runs):
+    """fit(ckpt_path=<VISSL checkpoint>) continues VISSL's schedule at VISSL's where, as VISSL's trainer resuming
+    from the same phase checkpoint does."""
+    reference, started = scenario(runs, "schedule_vissl_resume"), scenario(runs, "schedule_from_vissl")
+    assert started["error"] is None and reference["error"] is None
+    whole = scenario(runs, "schedule")["vissl"]
+    assert updates(started["seen"]) == updates(reference["seen"]) == updates(whole["seen"])[-3:]
+    assert_same_tensors(started["model"], reference["model"], "model")
+
+
+def test_classy_vissl_trainer_param_schedulers_refused_without_a_classy_optimizer(runs):
+    error = scenario(runs, "forgetful")["error"]
+    assert error.startswith("ValueError: ClassyAdapter(vissl=...): the config's OPTIMIZER.param_schedulers")
+    assert "['lr', 'lr_head', 'weight_decay']" in error and "ForgetfulModule holds no ClassyOptimizer" in error
+    assert "self.classy_optimizer = build_optimizer(config.OPTIMIZER)" in error
+
+
+def test_classy_vissl_trainer_param_schedulers_refused_with_a_lightning_scheduler(runs):
+    error = scenario(runs, "two_schedules")["error"]
+    assert error.startswith("ValueError: ClassyAdapter: configure_optimizers returned a Lightning LR scheduler")
+    assert "(StepLR)" in error
+    assert "the two schedules would fight" in error
 
 
 def test_classy_vissl_trainer_config_layer_builds_vissls_hooks(runs):

@@ -50,6 +50,24 @@ TINY = [
     "config.LOG_FREQUENCY=1",
     "config.DISTRIBUTED.INIT_METHOD=file",
 ]
+#: TINY with VISSL's schedules instead of its constant LR: the trunk's LR a linear warmup then a cosine, per step; the
+#: head's its own multistep LR per epoch (``use_different_lr``); the weight decay a cosine per step.
+SCHEDULED = [x for x in TINY if not x.startswith(("config.OPTIMIZER.param_schedulers.lr.name",
+                                                  "config.OPTIMIZER.param_schedulers.lr.value"))] + [
+    "config.OPTIMIZER.param_schedulers.lr.name=composite",
+    "config.OPTIMIZER.param_schedulers.lr.schedulers=[{name: linear, start_value: 0.01, end_value: 0.1},"
+    " {name: cosine, start_value: 0.1, end_value: 0.001}]",
+    "config.OPTIMIZER.param_schedulers.lr.interval_scaling=[rescaled, fixed]",
+    "config.OPTIMIZER.param_schedulers.lr.lengths=[0.25, 0.75]",
+    "config.OPTIMIZER.param_schedulers.lr.update_interval=step",
+    "config.OPTIMIZER.head_optimizer_params.use_different_lr=true",
+    "config.OPTIMIZER.param_schedulers.lr_head.name=multistep",
+    "config.OPTIMIZER.param_schedulers.lr_head.values=[0.2, 0.02]",
+    "config.OPTIMIZER.param_schedulers.lr_head.milestones=[1]",
+    "config.OPTIMIZER.param_schedulers.lr_head.update_interval=epoch",
+    "+config.OPTIMIZER.param_schedulers.weight_decay={name: cosine, start_value: 0.0001, end_value: 0.001,"
+    " update_interval: step}",
+]  # fmt: skip
 SWAV_HEAD = "config.MODEL.HEAD.PARAMS=[[swav_head, {dims: [32, 32, 16], use_bn: false, num_clusters: [10]}]]"
 LOSSES: dict[str, list[str]] = {
     "moco": [
@@ -116,7 +134,7 @@ class Recorder(ClassyHook):
 
     def on_phase_start(self, task: Any) -> None:
         self.seen.append(("on_phase_start", task.phase_idx, task.train_phase_idx, task.batches,
-                          task.local_iteration_num, task.train, len(task.batch_time)))  # fmt: skip
+                          task.local_iteration_num, task.train, len(task.batch_time), options(task)))  # fmt: skip
 
     def on_forward(self, task: Any) -> None:
         output = task.last_batch.model_output
@@ -131,7 +149,7 @@ class Recorder(ClassyHook):
         self.seen.append(("on_backward", len(grads), sum(grads)))
 
     def on_update(self, task: Any) -> None:
-        self.seen.append(("on_update", task.iteration, task.num_updates))
+        self.seen.append(("on_update", task.iteration, task.num_updates, task.where, options(task)))
 
     def on_step(self, task: Any) -> None:
         self.seen.append(("on_step", task.iteration, task.batches, task.local_iteration_num, len(task.batch_time),
@@ -144,6 +162,12 @@ class Recorder(ClassyHook):
 
     def on_end(self, task: Any) -> None:
         self.seen.append(("on_end", task.iteration, task.phase_idx, task.train_phase_idx))
+
+
+def options(task: Any) -> tuple[Any, ...]:
+    """Every param group's scheduled options (exact floats) and ``options_view.lr``, as hooks read them."""
+    groups = [(group["lr"], group["weight_decay"]) for group in task.optimizer.param_groups]
+    return (groups, task.optimizer.options_view.lr)
 
 
 class VisslModule(L.LightningModule):
@@ -194,10 +218,29 @@ class VisslModule(L.LightningModule):
         from classy_vision.optim import build_optimizer, build_optimizer_schedulers
         from vissl.optimizers import get_optimizer_param_groups
 
-        optimizer = build_optimizer(self.config.OPTIMIZER)
+        # the adapter finds the ClassyOptimizer here and applies VISSL's param schedulers as VISSL's trainer does
+        self.classy_optimizer = build_optimizer(self.config.OPTIMIZER)
         schedulers = build_optimizer_schedulers(self.config.OPTIMIZER)
-        optimizer.set_param_groups(get_optimizer_param_groups(self.model, self.config.MODEL, self.config.OPTIMIZER, schedulers))
-        return optimizer.optimizer
+        groups = get_optimizer_param_groups(self.model, self.config.MODEL, self.config.OPTIMIZER, schedulers)
+        self.classy_optimizer.set_param_groups(groups)
+        return self.classy_optimizer.optimizer
+
+
+class ForgetfulModule(VisslModule):
+    """Returns the ClassyOptimizer's torch optimizer but keeps no ClassyOptimizer (the docs' example before)."""
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        optimizer = super().configure_optimizers()
+        del self.classy_optimizer
+        return optimizer
+
+
+class TwoSchedulesModule(VisslModule):
+    """Adds a Lightning LR scheduler to VISSL's param schedulers."""
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        optimizer = super().configure_optimizers()
+        return {"optimizer": optimizer, "lr_scheduler": torch.optim.lr_scheduler.StepLR(optimizer, 1)}
 
 
 class Poison(ClassyHook):
@@ -217,17 +260,22 @@ class Poison(ClassyHook):
             tensor.view(-1)[0] = float("nan")
 
 
-def run_lightning(config: Any, extra: list[Any] = (), ckpt_path: str | None = None, **adapter: Any) -> dict[str, Any]:
-    """Fit :class:`VisslModule` with VISSL's hooks for ``config`` (and a Recorder) under Lightning, from ``ckpt_path``
-    when given; the result also has the Lightning epochs that ran and the final ``global_step``."""
+def run_lightning(
+    config: Any, extra: list[Any] = (), module: type[VisslModule] = VisslModule, callbacks: list[Any] = (),
+    ckpt_path: str | None = None, **adapter: Any,
+) -> dict[str, Any]:
+    """Fit ``module`` (:class:`VisslModule`) with VISSL's hooks for ``config`` (and a Recorder) under Lightning, from
+    ``ckpt_path`` when given; ``callbacks`` go to the Trainer. The result also has the Lightning epochs that ran and the
+    final ``global_step``."""
     from vissl.utils.misc import set_seeds
 
     set_seeds(config, 0)
-    recorder, module = Recorder(), VisslModule(config)
+    recorder, module = Recorder(), module(config)
     callback = ClassyAdapter([*extra, recorder], vissl=config, loss="criterion", **adapter)
     trainer = L.Trainer(
-        max_epochs=config.OPTIMIZER.num_epochs, callbacks=[callback], accelerator="cpu", logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+        max_epochs=config.OPTIMIZER.num_epochs, callbacks=[callback, *callbacks], accelerator="cpu", logger=False,
+        enable_checkpointing=bool(callbacks), enable_progress_bar=False, enable_model_summary=False,
+        num_sanity_val_steps=0,
     )  # fmt: skip
     epochs_run: list[int] = []
     module.on_train_epoch_start = lambda: epochs_run.append(module.current_epoch)

@@ -27,6 +27,7 @@ from lightning_hooks.families.classy import vissl as vissl_host
 from lightning_hooks.families.classy.config import check_config
 from lightning_hooks.families.classy.events import EVENTS, FORWARD, OPTIMIZER_STEP, STEPS
 from lightning_hooks.families.classy.meters import MetricMeter
+from lightning_hooks.families.classy.schedule import VisslSchedule
 from lightning_hooks.families.classy.task import LastBatch, Task, param_options
 
 
@@ -55,7 +56,9 @@ class ClassyAdapter(LegacyHookAdapter):
         vissl: a VISSL config: VISSL's command-line overrides (``["config=test/cpu_test/test_cpu_regnet_moco"]``,
             composed with VISSL's hydra plugin) or a composed ``AttrDict``. Its hooks come from VISSL's own
             ``default_hook_generator(cfg)`` (before ``hooks``); it becomes ``task.config`` and its checkpoint folder
-            ``task.checkpoint_folder`` unless those are given.
+            ``task.checkpoint_folder`` unless those are given. Its ``OPTIMIZER.param_schedulers`` are applied as
+            VISSL's trainer does through the ``ClassyOptimizer`` the LightningModule keeps as an attribute (its
+            ``.optimizer`` returned by ``configure_optimizers``); without one, a non-constant schedule is refused.
 
     With VISSL hooks or ``vissl``, the adapter does what VISSL's ``SelfSupervisionTrainer`` does around them: a
     single-process gloo group when there is no process group, Classy's device index set to the run's device (both
@@ -103,6 +106,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self.task.hooks = self.hooks
         self._clock = vissl_host.StepClock(self.task)
         self._runtime = vissl_host.Runtime()
+        self._schedule = VisslSchedule(config if vissl is not None else None)
         self._batch_clock = time.perf_counter()
         self._build_plan((self.task,))
         self._in_step = False
@@ -190,6 +194,32 @@ class ClassyAdapter(LegacyHookAdapter):
         self._resume = _Resume(source, epochs, task["num_updates"], legacy["iteration"] if vissl else None)
         state = self._adapter_state(legacy, vissl, source)
         return checkpoint.lightning_checkpoint(task, trainer, pl_module, epochs, (self.state_key, state), source)
+
+    def _set_loss_state_aside(self, lightning: dict[str, Any]) -> dict[str, Any]:
+        """A Lightning checkpoint whose loss module holds state the live one lacks yet (MoCo's key encoder, which
+        MoCoHook builds at ``on_start``, after Lightning loads the weights): those entries leave ``state_dict``, and
+        the loss's whole state is restored with the adapter's, by the loss's own ``load_state_dict``, as VISSL's
+        trainer restores it (MoCo keeps it for its hook)."""
+        loss, pl_module = self.task._loss_object(), self._trainer.lightning_module
+        prefix = next((f"{name}." for name, module in pl_module.named_modules() if module is loss), None)
+        if prefix is None or "state_dict" not in lightning:
+            return lightning
+        weights = lightning["state_dict"]
+        state = {key[len(prefix):]: value for key, value in weights.items() if key.startswith(prefix)}
+        later = set(state) - set(loss.state_dict())
+        if not later:
+            return lightning
+        mine = [s for s in lightning.get("callbacks", {}).values() if isinstance(s, dict) and s.get("family") == self.family]
+        if len(mine) != 1:
+            raise ValueError(
+                f"ClassyAdapter: the checkpoint holds the loss module's state ({prefix}{sorted(later)[0]}, ...) that "
+                f"only its hooks build, and {len(mine)} ClassyAdapter states to restore it with; resume with the one "
+                "ClassyAdapter the checkpoint was written with."
+            )
+        for key in later:
+            del weights[prefix + key]
+        mine[0]["host"]["loss"] = state
+        return lightning
 
     def _adapter_state(self, legacy: dict[str, Any], vissl: bool, source: str) -> dict[str, Any]:
         """This adapter's checkpoint state from a Classy / VISSL checkpoint: hook states by ``name()``, counters,
@@ -328,7 +358,10 @@ class ClassyAdapter(LegacyHookAdapter):
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer
     ) -> None:
-        """Keep the options the step uses: ``options_view`` reports them until the next step, as Classy's does."""
+        """With VISSL, ``ClassyOptimizer.step(where=task.where)``'s schedule update first (VISSL's param schedulers).
+        Keep the options the step uses: ``options_view`` reports them until the next step, as Classy's does."""
+        if optimizer in self._schedule.classy:
+            self._schedule.before_step(optimizer, self.task.where)
         self.task.used_options[optimizer] = param_options(optimizer)
 
     def _record(self, result: Any) -> None:
@@ -386,7 +419,13 @@ class ClassyAdapter(LegacyHookAdapter):
         self._step_ended = self._batch_clock = now
 
     def _start_phase(self, event: Trigger, train: bool, resumed: bool = False) -> None:
+        """Classy's phase start; with VISSL, a train phase first gets VISSL's ``optimizer.on_epoch(where)`` (its epoch
+        param schedulers, also when a resumed phase reopens), which the ``on_phase_start`` hooks see."""
         self.task.start_phase(train, resumed)
+        if train and self._schedule.classy and not self.task.test_only:
+            self._schedule.at_phase_start(self.task.where)
+            for optimizer in self._schedule.classy:
+                self.task.used_options[optimizer] = param_options(optimizer)
         self.fire(event)
         self.task.phase_start_time_train = self._step_ended = time.perf_counter()
         self._clock.mark("fetch")
@@ -428,7 +467,7 @@ class ClassyAdapter(LegacyHookAdapter):
             if self.task.has_loss() and not isinstance(self.task._loss, str):
                 vissl_host.check_loss_device(self.task.loss, trainer.strategy.root_device)
         self._resume = None
-        checkpoint.install_loader(trainer, self._from_legacy_checkpoint)
+        checkpoint.install_loader(trainer, self._from_legacy_checkpoint, self._set_loss_state_aside)
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -471,6 +510,7 @@ class ClassyAdapter(LegacyHookAdapter):
             self._apply_resume(trainer, self._resume)
             self._resume = None
         _warn_if_no_final_test_phase(trainer)
+        self._schedule.attach(trainer, vissl=self.vissl)
         self._batch_clock = time.perf_counter()  # VISSL's task.start_time, set before on_start
         self.fire(ON["on_train_start"])
 

@@ -89,12 +89,17 @@ def is_classy_checkpoint(checkpoint: Any) -> bool:
     )
 
 
-def install_loader(trainer: pl.Trainer, convert: Callable[[dict[str, Any], str], dict[str, Any]]) -> None:
+def install_loader(
+    trainer: pl.Trainer,
+    convert: Callable[[dict[str, Any], str], dict[str, Any]],
+    prepare: Callable[[dict[str, Any]], dict[str, Any]],
+) -> None:
     """Let ``trainer``'s checkpoint IO load Classy's or VISSL's checkpoint (or its folder) as a Lightning checkpoint.
 
     The IO's ``load_checkpoint`` is wrapped on the instance (its class, e.g. ``AtomicCheckpointIO``, stays): the file
     is first read with ``weights_only=True``, and read again as the caller asked if that fails (a checkpoint with
-    pickled objects); a Classy or VISSL checkpoint goes through ``convert(checkpoint, path)``.
+    pickled objects); a Classy or VISSL checkpoint goes through ``convert(checkpoint, path)``, a Lightning one
+    through ``prepare(checkpoint)``.
     """
     io = trainer.strategy.checkpoint_io
     if getattr(io.load_checkpoint, "_classy_loader", False):
@@ -109,7 +114,7 @@ def install_loader(trainer: pl.Trainer, convert: Callable[[dict[str, Any], str],
         except Exception:  # not loadable with weights_only: a checkpoint with pickled objects
             checkpoint = load(file, *args, **kwargs)
         legacy = is_classy_checkpoint(checkpoint) or is_vissl_checkpoint(checkpoint)
-        return convert(checkpoint, str(file)) if legacy else checkpoint
+        return convert(checkpoint, str(file)) if legacy else prepare(checkpoint)
 
     load_checkpoint._classy_loader = True  # type: ignore[attr-defined]
     io.load_checkpoint = load_checkpoint

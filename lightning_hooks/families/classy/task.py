@@ -291,10 +291,17 @@ class Task(Facade):
 
     @property
     def where(self) -> float:
-        """Fraction of training done, as Classy's ``task.where``; 0.0 outside ``fit``, as in Classy's test-only mode."""
+        """Fraction of training done, as Classy's ``task.where``; 0.0 outside ``fit``, as in Classy's test-only mode.
+
+        With VISSL, VISSL's own formula (the one its param schedulers read): ``num_updates`` over the global batch
+        size, over ``num_train_phases`` x ``num_batches_per_phase``, so that a run started from a VISSL checkpoint
+        continues VISSL's schedule."""
         trainer = self._lightning_trainer()
         if self.test_only:
             return 0.0
+        if self.vissl:
+            current_step = self.num_updates / self.get_global_batchsize()
+            return current_step / (self.num_train_phases * self.num_batches_per_phase)
         total = trainer.estimated_stepping_batches
         return min(trainer.global_step / total, 1.0) if total and math.isfinite(total) else 0.0
 
