@@ -16,6 +16,8 @@ MODULES = {
     "mmdet": ["mmdet.engine.hooks"],
     "mmpretrain": ["mmpretrain.engine.hooks"],
     "mmseg": ["mmseg.engine.hooks"],
+    "mmyolo": ["mmyolo.engine.hooks"],
+    "mmpose": ["mmpose.engine.hooks"],
 }
 
 
@@ -24,7 +26,8 @@ def _import_openmmlab() -> None:
     spec = importlib.util.spec_from_file_location("openmmlab_stubs", ROOT / "tests" / "mmengine" / "openmmlab_stubs.py")
     stubs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(stubs)
-    stubs.import_openmmlab()
+    stubs.import_openmmlab([*stubs.LIBRARIES, "mmyolo"])
+    stubs.import_modules(["mmpose.engine.hooks"])  # mmpose's register_all_modules needs the compiled xtcocotools
 
 
 def test_ci_runs_the_readme_test_command_verbatim():

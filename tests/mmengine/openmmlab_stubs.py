@@ -1,4 +1,5 @@
-"""Import mmdet, mmpretrain and mmsegmentation in the test venv: stubs for what mmcv-lite and the CPU torch lack.
+"""Import mmdet, mmpretrain, mmsegmentation, mmyolo and mmpose in the test venv: stubs for what mmcv-lite and the CPU
+torch lack.
 
 - ``mmcv._ext`` (mmcv's compiled ops; ``mmcv.ops`` checks its functions exist when imported): a module whose every
   function raises when called. No hook under test calls an mmcv op.
@@ -11,13 +12,14 @@ with mmcv-lite) and tests that stub torchvision their own way (tests/classy) are
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import importlib
 import importlib.machinery
 import importlib.util
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 LIBRARIES = ("mmdet", "mmpretrain", "mmseg")
@@ -70,8 +72,9 @@ def _torchvision() -> dict[str, types.ModuleType]:
     return {m.__name__: m for m in (root, transforms, transforms_transforms, functional, ops, boxes)}
 
 
-def import_openmmlab(libraries: Sequence[str] = LIBRARIES) -> None:
-    """Import ``libraries`` and register all their modules (what a Runner with their default scope finds)."""
+@contextlib.contextmanager
+def stubs() -> Iterator[None]:
+    """The stubs in ``sys.modules`` for the ``with`` block (for what is missing only), then the modules as they were."""
     stubbed = {} if importlib.util.find_spec("torchvision") is not None else _torchvision()
     if importlib.util.find_spec("mmcv._ext") is None:
         stubbed["mmcv._ext"] = ext = _module("mmcv._ext")
@@ -79,11 +82,25 @@ def import_openmmlab(libraries: Sequence[str] = LIBRARIES) -> None:
     saved = {name: sys.modules.get(name) for name in stubbed}
     sys.modules.update(stubbed)
     try:
-        for library in libraries:
-            importlib.import_module(f"{library}.utils").register_all_modules(init_default_scope=False)
+        yield
     finally:
         for name, module in saved.items():
             if module is None:
                 sys.modules.pop(name, None)
             else:
                 sys.modules[name] = module
+
+
+def import_openmmlab(libraries: Sequence[str] = LIBRARIES) -> None:
+    """Import ``libraries`` and register all their modules (what a Runner with their default scope finds)."""
+    with stubs():
+        for library in libraries:
+            importlib.import_module(f"{library}.utils").register_all_modules(init_default_scope=False)
+
+
+def import_modules(modules: Sequence[str]) -> None:
+    """Import only ``modules`` (e.g. ``mmpose.engine.hooks``), for libraries whose ``register_all_modules`` imports
+    compiled packages that the test venv lacks (mmpose's datasets need xtcocotools)."""
+    with stubs():
+        for module in modules:
+            importlib.import_module(module)

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 from mmengine.config import Config
+from mmengine.evaluator import Evaluator
 from mmengine.logging import HistoryBuffer, MessageHub, MMLogger
 from mmengine.optim import OptimWrapper, OptimWrapperDict
 from mmengine.runner import LogProcessor
@@ -222,13 +223,36 @@ class Runner(Facade):
         return VISUALIZERS.build(config)
 
     def _hand_metainfo(self, trainer: pl.Trainer) -> None:
-        """Give the visualizer each dataset's ``metainfo``, in the order MMEngine builds the run's loops."""
+        """Give the visualizer each dataset's ``metainfo``, in the order MMEngine builds the run's loops, and the
+        val/test evaluator (the LightningModule's, see ``val_evaluator``) its dataset's, as ``ValLoop`` and
+        ``TestLoop`` do when they are built."""
         stages = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",)}.get(trainer.state.fn, ())
         for stage in stages:
             loader = getattr(self, f"{stage}_dataloader")
             metainfo = getattr(getattr(loader, "dataset", None), "metainfo", None)
-            if metainfo is not None:
-                self._visualizer.dataset_meta = metainfo
+            if metainfo is None:
+                continue
+            self._visualizer.dataset_meta = metainfo
+            if stage != "train" and self._has_evaluator(stage):
+                getattr(self, f"{stage}_loop").evaluator.dataset_meta = metainfo
+
+    def _has_evaluator(self, stage: str) -> bool:
+        """Whether the LightningModule keeps an mmengine ``Evaluator`` for ``stage`` (val or test)."""
+        try:
+            getattr(self, f"{stage}_loop").evaluator
+        except AttributeError:
+            return False
+        return True
+
+    @property
+    def val_evaluator(self) -> Evaluator:
+        """``runner.val_loop.evaluator``, as ``Runner.val_evaluator``: the LightningModule's mmengine ``Evaluator``."""
+        return self.val_loop.evaluator
+
+    @property
+    def test_evaluator(self) -> Evaluator:
+        """``runner.test_loop.evaluator``, as ``Runner.test_evaluator``."""
+        return self.test_loop.evaluator
 
     # ------------------------------------------------------------------------------------------------ model
     @property
