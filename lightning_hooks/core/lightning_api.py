@@ -355,6 +355,18 @@ def default_checkpoint_io(checkpoint_io: Any) -> bool:
     return type(checkpoint_io) in _each("plugins.io", "TorchCheckpointIO")
 
 
+#: Lightning's ``DistributedSamplerWrapper`` of each namespace: what ``Trainer(use_distributed_sampler=True)`` puts
+#: around a loader's own sampler under DDP.
+_SAMPLER_WRAPPERS: tuple[type, ...] = tuple(
+    importlib.import_module(f"{f.__name__}.utilities.distributed").DistributedSamplerWrapper for f in FABRICS
+)
+
+
+def sampler_inside_wrapper(sampler: Any) -> Any | None:
+    """The loader's own sampler when Lightning wrapped ``sampler`` in its ``DistributedSamplerWrapper``, else None.
+    Checked on :data:`CHECKED_ON`."""
+    return sampler.dataset._sampler if isinstance(sampler, _SAMPLER_WRAPPERS) else None
+
 
 _progress = importlib.import_module(f"{pl.__name__}.callbacks.progress")
 #: :data:`pl`'s tqdm progress bar, for the package's own entry points.

@@ -398,6 +398,14 @@ def test_call_before_backward_runs_callbacks_then_module(ns, tmp_path):
     assert calls == ["callback", "module", "|", "callback", "module"]
 
 
+def test_sampler_inside_wrapper_finds_the_loaders_own_sampler_in_either_namespace():
+    sampler = torch.utils.data.SequentialSampler(range(4))
+    for fabric in lightning_api.FABRICS:
+        wrapper = importlib.import_module(f"{fabric.__name__}.utilities.distributed").DistributedSamplerWrapper
+        assert lightning_api.sampler_inside_wrapper(wrapper(sampler, num_replicas=1, rank=0)) is sampler
+    assert lightning_api.sampler_inside_wrapper(sampler) is None
+
+
 def test_default_checkpoint_io_is_a_plain_torch_checkpoint_io_of_either_namespace(ns, tmp_path):
     trainer = _trainer(ns, tmp_path)
     assert lightning_api.default_checkpoint_io(trainer.strategy.checkpoint_io)

@@ -422,6 +422,27 @@ def test_mmengine_downstream_track_grounding_visualization_hooks_draw_the_runner
         assert tests == [f"grounding/{i}.png" for i in range(4)]
 
 
+def test_mmengine_downstream_track_visualization_hook_refuses_a_sampler_lightning_wrapped(tmp_path):
+    # under DDP, Trainer(use_distributed_sampler=True) wraps the loader's TrackImgSampler in Lightning's
+    # DistributedSamplerWrapper: the hook's isinstance check would fail and it would draw videos instead of frames.
+    # One process with the loader Lightning would build shows it.
+    from lightning.fabric.utilities.distributed import DistributedSamplerWrapper
+
+    videos = Videos(2, 2)
+    wrapped = DistributedSamplerWrapper(TrackImgSampler(videos, seed=0), num_replicas=1, rank=0)
+    hook, visualizer = TRACK
+    adapter = MMEngineAdapter.from_config(
+        custom_hooks=[hook], default_scope="mmdet", work_dir=tmp_path,
+        visualizer=dict(type=visualizer, vis_backends=[dict(type="LocalVisBackend")]),
+    )  # fmt: skip
+    trainer = pl.Trainer(callbacks=[adapter], max_epochs=1, logger=False, enable_progress_bar=False,
+                         enable_checkpointing=False, enable_model_summary=False, use_distributed_sampler=False)  # fmt: skip
+    module = LitWrapper(make_model(task="track"), dict(optimizer=dict(type="SGD", lr=0.1)))
+    with pytest.raises(TypeError, match=r"cannot run TrackVisualizationHook: it checks isinstance\(runner.val_dataloader"
+                                        r".sampler, TrackImgSampler\).*use_distributed_sampler=False"):
+        trainer.validate(module, DataLoader(videos, batch_size=1, sampler=wrapped))
+
+
 @pytest.mark.skipif(not (dist.is_available() and dist.is_gloo_available()), reason="needs torch.distributed with gloo")
 def test_mmengine_downstream_sync_norm_hook_under_ddp_matches_runner(tmp_path):
     # SyncNormHook is a no-op at world size 1: here 2 CPU processes (torchrun, gloo) run the Runner with

@@ -368,6 +368,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     # -------------------------------------------------------------------------------------- validation, test
     @override
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        _refuse_wrapped_samplers(self.hooks, self.runner.val_dataloader, "val")
         self._ema_swapped = self.real_validation()  # EMAHook.before_val_epoch swaps the EMA weights in
         self.fire(ON["on_validation_epoch_start"])
 
@@ -381,6 +382,7 @@ class MMEngineAdapter(LegacyHookAdapter):
 
     @override
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        _refuse_wrapped_samplers(self.hooks, self.runner.test_dataloader, "test")
         self._ema_swapped = True
         self.fire(ON["on_test_epoch_start"])
 
@@ -508,6 +510,34 @@ def _refuse_model_type_checks(hooks: list[Any], model: torch.nn.Module) -> None:
                 f"MMEngine model, so it would skip its work with a warning. Keep your {name} in the LightningModule "
                 f"(runner.model is then that model; name it with MMEngineAdapter(model=...)), or remove the hook and "
                 f"{check[1]}."
+            )
+
+
+#: hooks that branch on ``isinstance(runner.<stage>_dataloader.sampler, <class>)``
+_SAMPLER_CHECKS = {
+    "mmdet.engine.hooks.visualization_hook.TrackVisualizationHook": "mmdet.datasets.samplers.TrackImgSampler",
+}
+
+
+def _refuse_wrapped_samplers(hooks: list[Any], loader: Any, stage: str) -> None:
+    """Refuse a hook that checks the loader's sampler class when Lightning wrapped that sampler for DDP: the hook would
+    silently take its other branch."""
+    import importlib
+
+    inner = lightning_api.sampler_inside_wrapper(getattr(loader, "sampler", None))
+    if inner is None:
+        return
+    for hook in hooks:
+        checked = _SAMPLER_CHECKS.get(_qualname(hook))
+        if checked is None:
+            continue
+        module, _, name = checked.rpartition(".")
+        if isinstance(inner, getattr(importlib.import_module(module), name)):
+            raise TypeError(
+                f"MMEngineAdapter cannot run {type(hook).__qualname__}: it checks isinstance(runner.{stage}_dataloader."
+                f"sampler, {name}), and Lightning wrapped the loader's {name} in its DistributedSamplerWrapper "
+                f"(Trainer(use_distributed_sampler=True) under DDP), so the hook would take its other branch. "
+                f"Build the Trainer with use_distributed_sampler=False: {name} splits the data by rank itself."
             )
 
 
