@@ -65,6 +65,7 @@ def main() -> None:
         size = os.path.getsize(paths["plain"])
         samples = round_robin(variants, rounds)
     finally:
+        atomic.teardown()  # waits for its background removal of the replaced file
         if not args.dir:
             shutil.rmtree(root)
     print(f"checkpoint {size / 1e6:.1f} MB in {root}, {rounds} rounds")
