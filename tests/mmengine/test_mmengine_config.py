@@ -239,3 +239,16 @@ def test_mmengine_checkpoint_keeps_the_lightning_module_state_outside_the_model(
     _fit(resumed, tmp_path / "b", [CheckpointHook(interval=1)], model="model", ckpt_path=str(tmp_path / "a" / "epoch_1.pth"))
     for key, value in first.state_dict().items():
         torch.testing.assert_close(resumed.state_dict()[key], value, msg=key)
+
+
+def test_mmengine_lightnings_own_checkpoints_keep_the_lightning_module_keys(tmp_path):
+    # only runner.save_checkpoint (CheckpointHook) writes MMEngine's keys; ModelCheckpoint's file stays Lightning's,
+    # so LightningModule.load_from_checkpoint reads it without the adapter
+    adapter = MMEngineAdapter([CheckpointHook(interval=1)], work_dir=tmp_path)
+    saver = pl.callbacks.ModelCheckpoint(tmp_path / "lightning", save_top_k=-1)
+    trainer = pl.Trainer(callbacks=[adapter, saver], max_epochs=1, logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, default_root_dir=tmp_path)  # fmt: skip
+    trainer.fit(LitToy(make_model()), *loaders())
+    (ckpt,) = (tmp_path / "lightning").glob("*.ckpt")
+    assert torch.load(ckpt)["state_dict"].keys() == LitToy(make_model()).state_dict().keys()
+    assert torch.load(tmp_path / "epoch_1.pth")["state_dict"].keys() == make_model().state_dict().keys()

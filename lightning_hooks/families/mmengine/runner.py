@@ -452,7 +452,8 @@ class Runner(Facade):
         )
         checkpoint["meta"] = meta
         checkpoint["message_hub"] = saved.get("message_hub") or hub_state(self.message_hub)
-        self._to_model_keys(checkpoint)
+        if self._pending_save is not None:  # a file of runner.save_checkpoint (CheckpointHook): MMEngine's keys
+            self._to_model_keys(checkpoint)
         states = checkpoint.get("optimizer_states")
         if pending["optimizer"] and states:
             checkpoint["optimizer"] = states[0] if len(states) == 1 else {f"optimizer{i}": s for i, s in enumerate(states)}
