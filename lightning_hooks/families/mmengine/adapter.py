@@ -480,7 +480,7 @@ def _warn_loop_differences(trainer: pl.Trainer, runner: Any) -> None:
 
 
 #: hooks that do their work only when ``runner.model`` is an instance of a model class, and otherwise skip it with a
-#: warning: hook class -> (model class, what to do instead). ``runner.model`` is the LightningModule.
+#: warning: hook class -> (model class, what to do instead), checked when ``runner.model`` is the LightningModule.
 _MODEL_TYPE_CHECKS = {
     "mmpretrain.engine.hooks.retriever_hooks.PrepareProtoBeforeValLoopHook": (
         "mmpretrain.models.retrievers.BaseRetriever",
