@@ -45,7 +45,7 @@ def test_ddp_mmengine(runs: Path) -> None:
     # mmengine.dist on Lightning's process group, and the runner's own view
     assert r0["dist"] == [0, 2, True] and r1["dist"] == [1, 2, False]
     assert r0["runner"] == [0, 2, True] and r1["runner"] == [1, 2, True]
-    # runner.model is the DDP wrapper around the LightningModule
+    # the LightningModule holds no MMEngine model: runner.model is the DDP wrapper around it
     assert {tuple(m) for m in r0["model"] + r1["model"]} == {("DistributedDataParallel", True)}
     # SyncBuffersHook (built before the process group existed) all-reduces the BN buffers to their mean
     for before0, before1, after0, after1 in zip(r0["buffers"]["before"], r1["buffers"]["before"],
