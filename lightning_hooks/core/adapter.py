@@ -405,13 +405,8 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         states = checkpoint.get("callbacks") or {}
         if self.state_key in states:
             return
-        taken = {c.state_key for c in trainer.callbacks}
         prefix = type(self).__qualname__
-        found = {
-            k: v for k, v in states.items()
-            if isinstance(k, str) and k.startswith(prefix + "{") and k not in taken
-            and isinstance(v, Mapping) and v.get("family") == self.family
-        }  # fmt: skip
+        found = self._unclaimed_states(trainer, states)
         name = f"{prefix} ({', '.join(self.hook_keys())})"
         if len(found) > 1:
             warnings.warn(
@@ -429,6 +424,26 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
                 f"the host. Hooks {', '.join(changes) or 'reordered'}."
             )
             self.load_state_dict(copy.deepcopy(state))
+
+    def _unclaimed_states(self, trainer: pl.Trainer, states: Mapping[Any, Any]) -> dict[str, Mapping[str, Any]]:
+        """The checkpoint's states of an adapter of this class and family whose key no callback of ``trainer`` has
+        (written with another hook list)."""
+        taken = {c.state_key for c in trainer.callbacks}
+        prefix = type(self).__qualname__ + "{"
+        return {
+            k: v for k, v in states.items()
+            if isinstance(k, str) and k.startswith(prefix) and k not in taken
+            and isinstance(v, Mapping) and v.get("family") == self.family
+        }  # fmt: skip
+
+    def checkpoint_state(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The state of ``checkpoint`` this adapter loads: its own key's, else the one unclaimed state of its class
+        (see :meth:`on_load_checkpoint`); None when there is none, or several it cannot tell apart."""
+        states = checkpoint.get("callbacks") or {}
+        if self.state_key in states:
+            return states[self.state_key]
+        found = self._unclaimed_states(trainer, states)
+        return next(iter(found.values())) if len(found) == 1 else None
 
     def hook_keys(self) -> list[str]:
         """Stable per-hook keys: the class name, suffixed with ``#n`` when a class repeats."""

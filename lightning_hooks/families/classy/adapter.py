@@ -209,16 +209,16 @@ class ClassyAdapter(LegacyHookAdapter):
         later = set(state) - set(loss.state_dict())
         if not later:
             return lightning
-        mine = [s for s in lightning.get("callbacks", {}).values() if isinstance(s, dict) and s.get("family") == self.family]
-        if len(mine) != 1:
+        mine = self.checkpoint_state(self._trainer, lightning)
+        if mine is None:
             raise ValueError(
                 f"ClassyAdapter: the checkpoint holds the loss module's state ({prefix}{sorted(later)[0]}, ...) that "
-                f"only its hooks build, and {len(mine)} ClassyAdapter states to restore it with; resume with the one "
+                "only its hooks build, and no ClassyAdapter state of its own to restore it with; resume with the "
                 "ClassyAdapter the checkpoint was written with."
             )
         for key in later:
             del weights[prefix + key]
-        mine[0]["host"]["loss"] = state
+        mine["host"]["loss"] = state
         return lightning
 
     def _adapter_state(self, legacy: dict[str, Any], vissl: bool, source: str) -> dict[str, Any]:

@@ -492,8 +492,6 @@ _MODEL_TYPE_CHECKS = {
 def _refuse_model_type_checks(hooks: list[Any], model: torch.nn.Module) -> None:
     """Refuse a hook that checks ``runner.model``'s class when ``runner.model`` (``model``) is not an MMEngine model
     but the LightningModule: the hook would silently skip its work where the Runner's model would pass the check."""
-    import importlib
-
     from mmengine.model import BaseModel
 
     if isinstance(model, BaseModel):  # the user's OpenMMLab model: the hook decides as under the Runner
@@ -502,8 +500,8 @@ def _refuse_model_type_checks(hooks: list[Any], model: torch.nn.Module) -> None:
         check = _MODEL_TYPE_CHECKS.get(_qualname(hook))
         if check is None:
             continue
-        module, _, name = check[0].rpartition(".")
-        if not isinstance(model, getattr(importlib.import_module(module), name)):
+        name = check[0].rpartition(".")[2]
+        if not isinstance(model, _class_at(check[0])):
             raise TypeError(
                 f"MMEngineAdapter cannot run {type(hook).__qualname__}: it works only when runner.model is a "
                 f"{check[0]}, and runner.model is the LightningModule ({type(model).__name__}), which holds no "
@@ -522,8 +520,6 @@ _SAMPLER_CHECKS = {
 def _refuse_wrapped_samplers(hooks: list[Any], loader: Any, stage: str) -> None:
     """Refuse a hook that checks the loader's sampler class when Lightning wrapped that sampler for DDP: the hook would
     silently take its other branch."""
-    import importlib
-
     inner = lightning_api.sampler_inside_wrapper(getattr(loader, "sampler", None))
     if inner is None:
         return
@@ -531,8 +527,8 @@ def _refuse_wrapped_samplers(hooks: list[Any], loader: Any, stage: str) -> None:
         checked = _SAMPLER_CHECKS.get(_qualname(hook))
         if checked is None:
             continue
-        module, _, name = checked.rpartition(".")
-        if isinstance(inner, getattr(importlib.import_module(module), name)):
+        name = checked.rpartition(".")[2]
+        if isinstance(inner, _class_at(checked)):
             raise TypeError(
                 f"MMEngineAdapter cannot run {type(hook).__qualname__}: it checks isinstance(runner.{stage}_dataloader."
                 f"sampler, {name}), and Lightning wrapped the loader's {name} in its DistributedSamplerWrapper "
@@ -561,6 +557,14 @@ def _init_dist_flags(hooks: list[Any], built_world_size: int) -> int:
 def _qualname(hook: Any) -> str:
     """``module.Class`` of ``hook``, to recognise classes of libraries that may not be installed."""
     return f"{type(hook).__module__}.{type(hook).__qualname__}"
+
+
+def _class_at(path: str) -> type:
+    """The class at ``module.Class``, imported now (a hook of that library runs, so the library is installed)."""
+    import importlib
+
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
 
 
 def _agree_on_stop(trainer: pl.Trainer, loop: Any) -> None:

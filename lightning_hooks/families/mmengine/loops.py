@@ -159,14 +159,23 @@ class _EvalLoop:
     def dataloader(self) -> Any:
         return getattr(self._runner, f"{self.stage}_dataloader")
 
-    @property
-    def evaluator(self) -> Evaluator:
-        """The LightningModule's ``{stage}_evaluator`` or ``evaluator`` attribute (an ``mmengine.evaluator.Evaluator``)."""
+    def found_evaluator(self) -> Evaluator | None:
+        """The LightningModule's ``{stage}_evaluator`` or ``evaluator`` attribute (an ``mmengine.evaluator.Evaluator``),
+        if it has one."""
         module = self._module()
         for name in (f"{self.stage}_evaluator", "evaluator"):
             found = getattr(module, name, None)
             if isinstance(found, Evaluator):
                 return found
+        return None
+
+    @property
+    def evaluator(self) -> Evaluator:
+        """:meth:`found_evaluator`; without one, an error naming what to keep on the LightningModule."""
+        found = self.found_evaluator()
+        if found is not None:
+            return found
+        module = self._module()
         raise AttributeError(
             f"runner.{self.stage}_loop.evaluator: {type(module).__name__} has no mmengine Evaluator. MMEngine's "
             f"{type(self).__mro__[2].__name__} holds the evaluator its hooks read; under Lightning, keep it on the "

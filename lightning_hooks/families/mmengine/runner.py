@@ -233,16 +233,9 @@ class Runner(Facade):
             if metainfo is None:
                 continue
             self._visualizer.dataset_meta = metainfo
-            if stage != "train" and self._has_evaluator(stage):
-                getattr(self, f"{stage}_loop").evaluator.dataset_meta = metainfo
-
-    def _has_evaluator(self, stage: str) -> bool:
-        """Whether the LightningModule keeps an mmengine ``Evaluator`` for ``stage`` (val or test)."""
-        try:
-            getattr(self, f"{stage}_loop").evaluator
-        except AttributeError:
-            return False
-        return True
+            evaluator = getattr(self, f"{stage}_loop").found_evaluator() if stage != "train" else None
+            if evaluator is not None:
+                evaluator.dataset_meta = metainfo
 
     @property
     def val_evaluator(self) -> Evaluator:
