@@ -20,7 +20,7 @@ from lightning_hooks.core.facade import Facade
 from lightning_hooks.core.lightning_api import Callback, pl, rank_zero_warn
 from lightning_hooks.core.state_keys import UniqueStateKey
 from lightning_hooks.core.weight_swaps import check_one_weight_swap
-from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, Trigger
+from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, LightningEvent, Trigger
 
 Call = tuple[Any, Callable[..., Any]]
 Step = tuple[int, Mount, Callable[[], bool] | None, tuple[Call, ...]]  # row index, row, condition, hook calls
@@ -91,9 +91,24 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         self._plan_by_value: dict[Trigger, tuple[Step, ...]] = dict.fromkeys(self._triggers, ())
         self._plan: dict[int, tuple[Step, ...]] = {id(t): () for t in self._triggers}
         self._patches: list[Callable[[], None]] = []
-        self._train_epoch: int | None = None  # the train epoch whose start was fired
-        self._train_epoch_open = False
+        self._train_epoch_open = False  # a train epoch started in the host and has not ended
         self._failed_at: tuple[str, Any] | None = None  # (mount point, hook) of the last hook error
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A family adapter overrides the ``Callback`` method of every Lightning event its table fires rows from.
+        This class overrides the events most tables name; per-step events (``on_after_backward``, ...) that only
+        some families use are left to them, so other families pay no call per step for them."""
+        super().__init_subclass__(**kwargs)
+        table = cls.__dict__.get("events")
+        if table is None:
+            return
+        for event in table.events():
+            if isinstance(event, LightningEvent) and getattr(cls, event.name) is getattr(Callback, event.name):
+                raise TypeError(
+                    f"{cls.__qualname__}: the {table.family} event table fires rows at Lightning's {event.name}, "
+                    f"which {cls.__qualname__} does not override. Define {event.name}(...) and call "
+                    f'self.fire(ON["{event.name}"], ...) in it.'
+                )
 
     # ----------------------------------------------------------------------------------------- family contract
     @classmethod
@@ -243,7 +258,6 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         self._key_by_position(trainer)
         check_one_weight_swap(trainer)
         self._trainer = trainer
-        self._train_epoch = None
         self._train_epoch_open = False
         self._install_patches(trainer, pl_module)
 
@@ -289,14 +303,13 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
 
     @override
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        if self._train_epoch != trainer.current_epoch:
+        if not self._train_epoch_open:
             # Lightning 2.6 does not call on_train_epoch_start for the epoch a fit resumes into from a checkpoint
             # written during it or at the previous epoch's last batch; every legacy host starts each epoch it runs.
             self._start_train_epoch(trainer, pl_module, mid_epoch=batch_idx > 0)
         self.start_train_batch(trainer, pl_module, batch, batch_idx)
 
     def _start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
-        self._train_epoch = trainer.current_epoch
         self._train_epoch_open = True
         self.start_train_epoch(trainer, pl_module, mid_epoch=mid_epoch)
 
@@ -305,7 +318,7 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self.end_train_batch(trainer, pl_module, outputs, batch, batch_idx)
-        if self.ends_train_epoch_at_last_batch and trainer.is_last_batch:
+        if trainer.is_last_batch and self.ends_train_epoch_at_last_batch:
             self._end_train_epoch(trainer, LAST_TRAIN_BATCH)
 
     @override
@@ -318,10 +331,6 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
             self.end_train_epoch(trainer, trigger)  # rows read train_epoch_open(): still True here
         finally:
             self._train_epoch_open = False
-
-    @override
-    def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire(ON["on_after_backward"])
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

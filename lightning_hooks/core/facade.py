@@ -23,6 +23,9 @@ class Facade:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
+        attribute = getattr(type(self), name, None)
+        if hasattr(attribute, "__get__"):  # a property of the facade raised AttributeError: raise its own message
+            return attribute.__get__(self, type(self))
         raise AttributeError(
             f"lightning-hooks' {self.host} facade has no attribute {name!r}. It provides: {', '.join(self.provides())}. "
             f"If your hook needs {name!r}, set it on the facade before training (adapter.{self.host}.{name} = ...) "

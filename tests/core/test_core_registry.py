@@ -9,6 +9,8 @@ from toy_family import FAMILY, Counter, ToyAdapter
 
 from lightning_hooks import adapt, build_callbacks, families
 from lightning_hooks.config import ConfigError
+from lightning_hooks.core.events import EventTable, Mount
+from lightning_hooks.core.triggers import ON
 from lightning_hooks.lifecycle import render
 
 
@@ -50,3 +52,17 @@ def test_the_familys_hooks_run_under_lightning(toy_registered, trainer_kwargs):
     pl.Trainer(max_epochs=2, max_steps=7, callbacks=adapt([counter]), **trainer_kwargs).fit(TinyModule(), tiny_loader())
     # the shared train-epoch end: at the last batch of epoch 0, at on_train_epoch_end for epoch 1 (cut at step 7)
     assert [s for s in counter.seen if s[0] == "epoch_done"] == [("epoch_done", 4), ("epoch_done", 7)]
+
+
+def test_a_family_table_row_at_an_event_its_adapter_does_not_override_is_refused():
+    # the shared adapter leaves per-step events (on_after_backward, ...) to the families whose tables name them;
+    # a table that names one its adapter does not override would never fire: the class is refused when defined
+    table = EventTable("toy", [Mount(ON["on_train_start"], "begin"), Mount(ON["on_after_backward"], "batch")])
+    with pytest.raises(TypeError, match=r"ToyWithBackward: the toy event table fires rows at Lightning's "
+                                        r"on_after_backward, which ToyWithBackward does not override"):
+        type("ToyWithBackward", (ToyAdapter,), {"events": table})
+
+    def on_after_backward(self, trainer, pl_module):
+        self.fire(ON["on_after_backward"])
+
+    assert type("ToyWithBackward", (ToyAdapter,), {"events": table, "on_after_backward": on_after_backward})

@@ -132,6 +132,35 @@ def test_mmengine_max_iters_is_the_limit_that_ends_the_run_first(tmp_path):
     assert files(tmp_path / "lt") == files(tmp_path / "mm") == {"iter_5.pth", "iter_8.pth"}
 
 
+def test_mmengine_per_iteration_reads_follow_the_loader_lightning_reloads_each_epoch(tmp_path):
+    # what hooks read every iteration (train_dataloader, max_iters, optim_wrapper) is computed once per train epoch:
+    # with Trainer(reload_dataloaders_every_n_epochs=1) each epoch's reads see the loader Lightning reloaded for it
+    class Probe(Hook):
+        def __init__(self) -> None:
+            self.seen: list[tuple[int, int, int]] = []
+
+        def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+            assert runner.optim_wrapper.optimizer is runner.trainer.optimizers[0]
+            self.seen.append((runner.epoch, len(runner.train_dataloader), runner.max_iters))
+
+    class Shrinking(LitToy):
+        def train_dataloader(self) -> DataLoader:
+            return loaders(n_train=16 if self.current_epoch == 0 else 8)[0]  # 4 batches, then 2
+
+    probe = Probe()
+    adapter = MMEngineAdapter([probe], work_dir=tmp_path)
+    with pytest.raises(AttributeError, match=r"runner.optim_wrapper: the Lightning trainer has no optimizer \(yet\)"):
+        adapter.runner.optim_wrapper  # the attribute's own reason, not "the facade has no attribute"
+    trainer = pl.Trainer(callbacks=[adapter], max_epochs=3, reload_dataloaders_every_n_epochs=1, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         default_root_dir=tmp_path)  # fmt: skip
+    trainer.fit(Shrinking(make_model()))
+    # max_iters: the Trainer's max_epochs times the current loader's batches, as Lightning estimates the run
+    assert probe.seen == [(0, 4, 12)] * 4 + [(1, 2, 6)] * 2 + [(2, 2, 6)] * 2
+    with pytest.raises(AttributeError, match="runner.max_iters is read-only under lightning-hooks"):
+        adapter.runner.max_iters = 6
+
+
 def test_mmengine_second_fit_with_the_same_adapter_runs_like_a_new_runner(tmp_path):
     # a two-stage recipe: each stage is a new Runner in MMEngine, a new fit of the same adapter under Lightning
     hooks = dict(default_hooks=dict(checkpoint=None), custom_hooks=[dict(type="RecorderHook")])

@@ -235,14 +235,20 @@ def test_mmengine_downstream_memory_profiler_hook_logs_at_the_runners_iterations
 @HOOKS.register_module(force=True)
 class SwapTrainLoaderHook(Hook):
     """Assigns ``runner.train_loop.dataloader`` as mmpose's ``YOLOXPoseModeSwitchHook`` and mmagic's
-    ``PGGANFetchDataHook`` do, in ``before_train_epoch`` or ``after_train_epoch`` of ``epoch``."""
+    ``PGGANFetchDataHook`` do, in ``before_train_epoch`` or ``after_train_epoch`` of ``epoch``; records the size of
+    ``runner.train_dataloader``'s dataset at every iteration."""
 
     def __init__(self, epoch: int, mount: str) -> None:
         self.epoch, self.mount = epoch, mount
+        self.seen: list[tuple[int, int]] = []
+
+    def before_train_iter(self, runner, batch_idx, data_batch=None) -> None:
+        self.seen.append((runner.epoch, len(runner.train_dataloader.dataset)))
 
     def _swap(self, runner, mount: str) -> None:
         if mount == self.mount and runner.epoch == self.epoch:
-            runner.train_loop.dataloader = DataLoader(Images(16, 3), batch_size=4)
+            # built like the current one, as YOLOXPoseModeSwitchHook copies the loader's settings
+            runner.train_loop.dataloader = DataLoader(Images(24, 3), batch_size=runner.train_loop.dataloader.batch_size)
 
     def before_train_epoch(self, runner) -> None:
         self._swap(runner, "before_train_epoch")
@@ -257,7 +263,10 @@ def test_mmengine_downstream_train_dataloader_assignment_takes_effect_where_the_
     pair = run_both(tmp_path, custom_hooks=[dict(type="SwapTrainLoaderHook", epoch=epoch, mount=mount)],
                     train_cfg=dict(by_epoch=True, max_epochs=3, val_interval=1))
     pair.assert_same()
-    assert pair.adapter.runner.train_dataloader.dataset.images.shape == (16, 3, 4, 4)
+    mm_hook, lt_hook = pair.hook(SwapTrainLoaderHook)
+    assert lt_hook.seen == mm_hook.seen  # hooks read the new loader from the iteration the Runner trains on it
+    assert (epoch + (mount == "after_train_epoch"), 24) in lt_hook.seen  # 16 images before the swap, 24 after
+    assert pair.adapter.runner.train_dataloader.dataset.images.shape == (24, 3, 4, 4)
     assert pair.trainer.train_dataloader.dataset is pair.adapter.runner.train_loop.dataloader.dataset
 
 

@@ -487,7 +487,7 @@ class ClassyAdapter(LegacyHookAdapter):
     @override
     def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._clock.section("backward", "backward")
-        super().on_after_backward(trainer, pl_module)
+        self.fire(ON["on_after_backward"])
         self._clock.mark("optimizer")
 
     @classmethod

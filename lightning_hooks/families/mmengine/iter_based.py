@@ -34,6 +34,8 @@ class IterLoopConfig:
 
     def interval_at(self, it: int) -> int:
         """The validation interval once ``it`` iterations are done (``_decide_current_val_interval``)."""
+        if not self.dynamic_intervals:  # read at every iteration
+            return self.val_interval
         milestones = [0, *(m for m, _ in self.dynamic_intervals)]
         intervals = [self.val_interval, *(i for _, i in self.dynamic_intervals)]
         return intervals[bisect.bisect(milestones, it + 1) - 1]

@@ -7,7 +7,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -31,6 +31,41 @@ from lightning_hooks.families.mmengine.iter_based import EndlessSource, IterLoop
 from lightning_hooks.families.mmengine.loops import EvalTestLoop, EvalValLoop, train_loop
 
 _instances = itertools.count()
+
+
+class _PerTrainEpoch:
+    """A read-only ``runner`` attribute that hooks read every iteration (IterTimerHook ``max_iters``, LoggerHook
+    ``train_dataloader``, RuntimeInfoHook ``optim_wrapper``), computed by the decorated method once per train epoch.
+
+    Lightning sets up an epoch's train data and optimizers before the epoch starts, so the value holds until the epoch
+    ends (:meth:`Runner.start_train_epoch`, :meth:`Runner.end_train_epoch`) or a hook assigns
+    ``train_loop.dataloader``. Outside a train epoch it is computed on every read.
+    """
+
+    def __init__(self, compute: Callable[[Runner], Any]) -> None:
+        self.compute = compute
+        self.__doc__ = compute.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, runner: Runner | None, owner: type | None = None) -> Any:
+        if runner is None:
+            return self
+        values = runner._epoch_values
+        if values is None:
+            return self.compute(runner)
+        try:
+            return values[self.name]
+        except KeyError:
+            value = values[self.name] = self.compute(runner)
+            return value
+
+    def __set__(self, runner: Runner, value: Any) -> None:
+        raise AttributeError(
+            f"runner.{self.name} is read-only under lightning-hooks: it is computed from the Lightning trainer "
+            "(the train loader, Trainer limits and the optimizers configure_optimizers() returns)"
+        )
 
 
 # MMEngine's own CheckpointHook and LoggerHook build a FileClient on every run ("kept until MMEngine 1.0"), which
@@ -118,11 +153,15 @@ class Runner(Facade):
         self.val_loop = EvalValLoop(self)
         self.test_loop = EvalTestLoop(self)
         self._pending_save: dict[str, Any] | None = None
+        self._optim_wrappers: tuple[list[Any], list[OptimWrapper]] = ([], [])  # Lightning's optimizers, their views
+        #: the :class:`_PerTrainEpoch` values of the current train epoch; None outside one
+        self._epoch_values: dict[str, Any] | None = None
 
     def attach(self, trainer: pl.Trainer) -> None:
         """Serve ``trainer``'s run; build the logger and visualizer before ``before_run``, as the Runner does."""
         self.trainer = trainer
         self._resume = False
+        self._epoch_values = None
         self._model, self._model_prefix = find_model(trainer.lightning_module, self._model_path)
         self.train_loop = train_loop(self, self.by_epoch)
         self.epoch = 0 if self._iter_based else trainer.current_epoch  # IterBasedTrainLoop's epoch stays 0
@@ -256,19 +295,31 @@ class Runner(Facade):
             return self._model
         return self.trainer.strategy.model if self.trainer is not None else None
 
-    @property
+    @_PerTrainEpoch
     def optim_wrapper(self) -> OptimWrapper | OptimWrapperDict:
         """An ``OptimWrapper`` view of Lightning's optimizer (``OptimWrapperDict`` when there are several)."""
         optimizers = self.trainer.optimizers if self.trainer is not None else []
         if not optimizers:
             raise AttributeError("runner.optim_wrapper: the Lightning trainer has no optimizer (yet)")
-        # read every iteration (RuntimeInfoHook): compare the optimizers to the cached wrappers' without new lists
-        source, cached = getattr(self, "_optim_wrappers", ((), ()))
+        # the wrappers stay the same objects while Lightning's optimizers do (hooks may keep them)
+        source, cached = self._optim_wrappers
         if source != optimizers:
             source, cached = self._optim_wrappers = (list(optimizers), [OptimWrapper(o) for o in optimizers])
         if len(cached) == 1:
             return cached[0]
         return OptimWrapperDict(**{f"optimizer{i}": w for i, w in enumerate(cached)})
+
+    def start_train_epoch(self) -> None:
+        """A train epoch starts (Lightning has set up its data): ``train_loop.in_epoch``; :class:`_PerTrainEpoch`
+        values are computed anew."""
+        self.train_loop.in_epoch = True
+        self._epoch_values = {}
+
+    def end_train_epoch(self) -> None:
+        """The train epoch ended (:meth:`_TrainLoop.end_epoch`); :class:`_PerTrainEpoch` values are computed on
+        each read until the next one starts."""
+        self._epoch_values = None
+        self.train_loop.end_epoch()
 
     # ------------------------------------------------------------------------------------------------ limits
     @property
@@ -287,7 +338,7 @@ class Runner(Facade):
             return trainer.max_epochs if trainer.max_epochs > 0 else 1
         return math.ceil(self.max_iters / batches)
 
-    @property
+    @_PerTrainEpoch
     def max_iters(self) -> int:
         """Train iterations (batches) of the whole run, as MMEngine counts them: ``max_epochs`` or ``max_steps``,
         whichever ends the run first; ``train_cfg``'s ``max_iters`` when iteration-based."""
@@ -312,8 +363,9 @@ class Runner(Facade):
         return trainer.num_training_batches
 
     # ------------------------------------------------------------------------------------------ dataloaders
-    @property
+    @_PerTrainEpoch
     def train_dataloader(self) -> Any:
+        """The loader Lightning trains on (iteration-based: the loader, not the endless view Lightning iterates)."""
         trainer = self.trainer
         source = lightning_api.train_data_source(trainer)
         if isinstance(source, EndlessSource):  # iteration-based: the loader, not the endless view Lightning iterates
@@ -338,6 +390,8 @@ class Runner(Facade):
                 "outside fit, pass the loader to trainer.fit(...)"
             )
         # inside before_train_epoch this epoch's batches are still to come; elsewhere the next epoch takes it
+        if self._epoch_values is not None:
+            self._epoch_values.clear()  # the new loader's length
         lightning_api.replace_train_loader(trainer, loader, now=lightning_api.train_epoch_pending(trainer))
 
     @property
