@@ -324,7 +324,7 @@ class MMEngineAdapter(LegacyHookAdapter):
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         self.runner.epoch = self._epoch_of(trainer)
-        self.runner.start_train_epoch()
+        self.runner.train_loop.start_epoch()
         self.fire(ON["on_train_epoch_start"])
 
     def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
@@ -358,7 +358,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.fire(trigger)
         _agree_on_stop(trainer, self.runner.train_loop)
         self.runner.epoch = self._epoch_of(trainer, ended=True)
-        self.runner.end_train_epoch()
+        self.runner.train_loop.end_epoch()
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

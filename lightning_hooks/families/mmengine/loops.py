@@ -28,7 +28,8 @@ class _TrainLoop:
 
     def __init__(self, runner: Runner) -> None:
         self._runner = runner
-        self.in_epoch = False  # a train epoch started and has not ended yet
+        #: the runner's values that hold for the running train epoch (``runner._PerTrainEpoch``); None outside one
+        self.epoch_values: dict[str, Any] | None = None
         self._stop = False
 
     @property
@@ -78,12 +79,16 @@ class _TrainLoop:
     @stop_training.setter
     def stop_training(self, value: bool) -> None:
         self._stop = bool(value)
-        if not self.in_epoch:
+        if self.epoch_values is None:  # between train epochs
             self._apply_stop()
+
+    def start_epoch(self) -> None:
+        """A train epoch starts (Lightning has set up its data): the runner's per-epoch values are computed anew."""
+        self.epoch_values = {}
 
     def end_epoch(self) -> None:
         """The train epoch ended: a stop requested during it stops Lightning now (after the epoch's validation)."""
-        self.in_epoch = False
+        self.epoch_values = None
         self._apply_stop()
 
     def _apply_stop(self) -> None:

@@ -38,8 +38,8 @@ class _PerTrainEpoch:
     ``train_dataloader``, RuntimeInfoHook ``optim_wrapper``), computed by the decorated method once per train epoch.
 
     Lightning sets up an epoch's train data and optimizers before the epoch starts, so the value holds until the epoch
-    ends (:meth:`Runner.start_train_epoch`, :meth:`Runner.end_train_epoch`) or a hook assigns
-    ``train_loop.dataloader``. Outside a train epoch it is computed on every read.
+    ends (the train loop's ``start_epoch`` / ``end_epoch``, which keep the values in ``train_loop.epoch_values``) or a
+    hook assigns ``train_loop.dataloader``. Outside a train epoch it is computed on every read.
     """
 
     def __init__(self, compute: Callable[[Runner], Any]) -> None:
@@ -52,7 +52,7 @@ class _PerTrainEpoch:
     def __get__(self, runner: Runner | None, owner: type | None = None) -> Any:
         if runner is None:
             return self
-        values = runner._epoch_values
+        values = runner.train_loop.epoch_values
         if values is None:
             return self.compute(runner)
         try:
@@ -154,14 +154,11 @@ class Runner(Facade):
         self.test_loop = EvalTestLoop(self)
         self._pending_save: dict[str, Any] | None = None
         self._optim_wrappers: tuple[list[Any], list[OptimWrapper]] = ([], [])  # Lightning's optimizers, their views
-        #: the :class:`_PerTrainEpoch` values of the current train epoch; None outside one
-        self._epoch_values: dict[str, Any] | None = None
 
     def attach(self, trainer: pl.Trainer) -> None:
         """Serve ``trainer``'s run; build the logger and visualizer before ``before_run``, as the Runner does."""
         self.trainer = trainer
         self._resume = False
-        self._epoch_values = None
         self._model, self._model_prefix = find_model(trainer.lightning_module, self._model_path)
         self.train_loop = train_loop(self, self.by_epoch)
         self.epoch = 0 if self._iter_based else trainer.current_epoch  # IterBasedTrainLoop's epoch stays 0
@@ -309,18 +306,6 @@ class Runner(Facade):
             return cached[0]
         return OptimWrapperDict(**{f"optimizer{i}": w for i, w in enumerate(cached)})
 
-    def start_train_epoch(self) -> None:
-        """A train epoch starts (Lightning has set up its data): ``train_loop.in_epoch``; :class:`_PerTrainEpoch`
-        values are computed anew."""
-        self.train_loop.in_epoch = True
-        self._epoch_values = {}
-
-    def end_train_epoch(self) -> None:
-        """The train epoch ended (:meth:`_TrainLoop.end_epoch`); :class:`_PerTrainEpoch` values are computed on
-        each read until the next one starts."""
-        self._epoch_values = None
-        self.train_loop.end_epoch()
-
     # ------------------------------------------------------------------------------------------------ limits
     @property
     def max_epochs(self) -> int:
@@ -390,8 +375,8 @@ class Runner(Facade):
                 "outside fit, pass the loader to trainer.fit(...)"
             )
         # inside before_train_epoch this epoch's batches are still to come; elsewhere the next epoch takes it
-        if self._epoch_values is not None:
-            self._epoch_values.clear()  # the new loader's length
+        if self.train_loop.epoch_values is not None:
+            self.train_loop.epoch_values.clear()  # the new loader's length
         lightning_api.replace_train_loader(trainer, loader, now=lightning_api.train_epoch_pending(trainer))
 
     @property
