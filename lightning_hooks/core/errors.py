@@ -1,4 +1,4 @@
-"""Error messages shared by the families' config builders."""
+"""Error messages shared by the adapters and the config builders: one "did you mean" for the whole package."""
 
 from __future__ import annotations
 
@@ -6,12 +6,35 @@ import difflib
 from collections.abc import Iterable
 
 
-def unknown_name(what: str, name: str, known: Iterable[str]) -> str:
-    """``"unknown {what} 'EMAHok'; did you mean: EMAHook? Registered: ..."``."""
+def close_names(name: str, known: Iterable[str], *, n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """The names in ``known`` closest to ``name`` (difflib), best first."""
+    return difflib.get_close_matches(name, sorted(set(known)), n=n, cutoff=cutoff)
+
+
+def unknown_name(
+    what: str,
+    name: str,
+    known: Iterable[str],
+    *,
+    listed: str = "Registered",
+    context: str = "",
+    n: int = 3,
+    cutoff: float = 0.6,
+) -> str:
+    """``"unknown {what} 'EMAHok'{context}. Did you mean: EMAHook? {listed}: ..."``.
+
+    ``context`` follows the name as it is (e.g. ``" for meter 'acc' (AccuracyMeter)"``); ``listed`` heads the list of
+    known names (``"Registered"`` for registries, ``"Accepted"`` for keys and options).
+
+    Example::
+
+        >>> unknown_name("hook type", "EMAHok", ["EMAHook", "CheckpointHook"])
+        "unknown hook type 'EMAHok'. Did you mean: EMAHook? Registered: CheckpointHook, EMAHook."
+    """
     known = sorted(set(known))
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    close = close_names(name, known, n=n, cutoff=cutoff)
     hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    return f"unknown {what} {name!r}.{hint} Registered: {', '.join(known)}."
+    return f"unknown {what} {name!r}{context}.{hint} {listed}: {', '.join(known)}."
 
 
 class ConfigError(ValueError):
