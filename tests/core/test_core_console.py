@@ -13,7 +13,8 @@ from imix.engine.hooks import OptimizerHook
 from tqdm import tqdm
 
 from lightning_hooks import IMIXAdapter
-from lightning_hooks.console import ProgressBar, RichBar, TQDMBar, route_console
+from lightning_hooks.console import ProgressBar, RichBar, TQDMBar
+from lightning_hooks.core.console import route_console
 from lightning_hooks.demo import DemoNet, SyntheticData
 
 

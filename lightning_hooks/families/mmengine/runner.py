@@ -19,7 +19,7 @@ from mmengine.runner import LogProcessor
 from mmengine.registry import VISUALIZERS, DefaultScope
 from mmengine.visualization import Visualizer
 
-from lightning_hooks.console import DropMessages, route_console
+from lightning_hooks.core.console import DropMessages, route_console
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.checkpoint_files import durable_checkpoint_io, load_checkpoint_file
 from lightning_hooks.core.errors import unknown_name
