@@ -9,10 +9,12 @@ import argparse
 import sys
 from typing import NoReturn
 
-USAGE = """usage: lightning-hooks {demo,lifecycle,fit,validate,test} ...
+USAGE = """usage: lightning-hooks {demo,lifecycle,train,fit,validate,test} ...
 
   demo       train a small BatchNorm CNN on synthetic data with legacy hooks and report what each did
   lifecycle  print which Lightning event fires which legacy mount point, per family
+  train      train a whole legacy config under Lightning, as the legacy entry point did
+             (lightning-hooks train --help lists the config kinds)
   fit, validate, test
              LightningCLI: lightning-hooks fit --config configs/mmengine.yaml
              (adapters and native callbacks go in trainer.callbacks as class_path/init_args;
@@ -40,6 +42,10 @@ def main(argv: list[str] | None = None) -> None:
         description = "Print which Lightning event fires which legacy mount point, per family, as Markdown."
         argparse.ArgumentParser(prog="lightning-hooks lifecycle", description=description).parse_args(rest)
         print(render(), end="")
+    elif command == "train":
+        from lightning_hooks.train import main as train
+
+        train(rest)
     elif command in ("fit", "validate", "test"):
         from lightning_hooks.console import quiet_upstream_notices
         from lightning_hooks.lightning_cli import LightningHooksCLI

@@ -23,6 +23,24 @@ from lightning_hooks.core.errors import ConfigError, unknown_name
 
 
 @dataclass(frozen=True)
+class TrainCommand:
+    """One legacy training entry point that ``lightning-hooks train`` stands in for (``tools/train.py``, ...).
+
+    Args:
+        legacy: the entry point it replaces, for the usage text (``"OpenMMLab tools/train.py"``).
+        usage: its argument synopsis (``"CONFIG.py [--work-dir DIR] ..."``).
+        claims: ``(first argument) -> bool``: whether a command line starting so is this entry point's (a config
+            file it reads, a Hydra ``config=...``); must not import the legacy library unless the file needs it.
+        main: ``(argv) -> None``: parse the whole command line (its first argument included) and train.
+    """
+
+    legacy: str
+    usage: str
+    claims: Callable[[str], bool]
+    main: Callable[[list[str]], None]
+
+
+@dataclass(frozen=True)
 class Family:
     """One legacy hook family.
 
@@ -33,6 +51,7 @@ class Family:
         section_example: what a section looks like, for errors about its structure.
         accepts: the hook base classes, in words, for ``adapt``'s error on an unknown hook.
         demo_hooks: ``(out_dir) -> [(hook, probe)]`` for ``lightning-hooks demo``; ``None`` keeps it out of the demo.
+        train: the legacy entry points ``lightning-hooks train`` runs for this family's configs.
     """
 
     name: str
@@ -41,6 +60,7 @@ class Family:
     section_example: str
     accepts: str
     demo_hooks: Callable[[Path], list[tuple[Any, Callable[..., str]]]] | None = None
+    train: tuple[TrainCommand, ...] = ()
 
     def __post_init__(self) -> None:
         if self.adapter.family != self.name:
