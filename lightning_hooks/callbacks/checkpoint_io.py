@@ -88,9 +88,8 @@ class AtomicCheckpointIO(TorchCheckpointIO, Callback):
             ) from err
         old = None
         try:
-            # through a Python file, so a failed write raises the OS error (ENOSPC) and not torch's stream error
             with open(tmp, "wb") as f:
-                torch.save(checkpoint, f)
+                _save(checkpoint, f)
                 f.flush()
                 os.fsync(f.fileno())
             old = _keep_alive(path)
@@ -147,6 +146,36 @@ class AtomicCheckpointIO(TorchCheckpointIO, Callback):
         if self._cleanup is not None:
             self._cleanup.join()
             self._cleanup = None
+
+
+class _KeepWriteError:
+    """The file ``torch.save`` writes to, keeping the first ``OSError`` a write raised: torch's zip writer reports a
+    failed write as ``RuntimeError: ... unexpected pos`` and drops the cause (ENOSPC on a disk that fills mid-write)."""
+
+    def __init__(self, file: Any) -> None:
+        self.file = file
+        self.error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.file.write(data)
+        except OSError as err:
+            self.error = self.error or err
+            raise
+
+    def flush(self) -> None:
+        self.file.flush()
+
+
+def _save(checkpoint: dict[str, Any], file: Any) -> None:
+    """``torch.save(checkpoint, file)``, raising the ``OSError`` of a failed write rather than torch's stream error."""
+    writer = _KeepWriteError(file)
+    try:
+        torch.save(checkpoint, writer)
+    except RuntimeError as err:
+        if writer.error is not None:
+            raise writer.error from err
+        raise
 
 
 def _fsync(path: str, flags: int) -> None:
