@@ -15,6 +15,7 @@ from typing_extensions import override
 
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.checks import check_hook
+from lightning_hooks.core.checkpoint_files import note_unreadable_checkpoint
 from lightning_hooks.core.events import EventTable, Mount
 from lightning_hooks.core.facade import Facade
 from lightning_hooks.core.lightning_api import Callback, pl, rank_zero_warn
@@ -271,6 +272,7 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         errors only warn), then put the live weights back if hooks had EMA weights swapped in (an error or Ctrl-C
         during evaluation)."""
         self._remove_patches()
+        note_unreadable_checkpoint(trainer, exception)
         try:
             self.fire(ON["on_exception"], errors="warn", exception=exception)
         finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import zipfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -49,6 +50,37 @@ def load_checkpoint_file(
         ) from err
     except (RuntimeError, EOFError, OSError, ValueError) as err:
         raise _unreadable(owner, path, size, err) from err
+
+
+def note_unreadable_checkpoint(trainer: pl.Trainer, exception: BaseException) -> None:
+    """When a fit given ``ckpt_path`` fails and that file cannot be a checkpoint (empty, not torch.save's format, a
+    zip cut short), add a note to ``exception`` that names the file and says so: Lightning's default checkpoint IO
+    then fails with an error that names neither (``OSError: [Errno 22] Invalid argument``, ``PytorchStreamReader
+    failed reading zip archive``)."""
+    path = getattr(trainer, "ckpt_path", None)
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
+        return
+    problem = _not_a_checkpoint(os.fspath(path))
+    if problem and not any(os.fspath(path) in note for note in getattr(exception, "__notes__", [])):
+        exception.add_note(
+            f"[lightning-hooks] the checkpoint given as ckpt_path, {os.fspath(path)!r}, {problem}: it cannot be "
+            "restored. Resume from an earlier complete checkpoint (write them with "
+            "lightning_hooks.callbacks.AtomicCheckpointIO so a crash cannot leave a partial file)."
+        )
+
+
+def _not_a_checkpoint(path: str) -> str | None:
+    """Why ``path`` is not a complete ``torch.save`` file, or None when it may be one."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+        size = os.fstat(f.fileno()).st_size
+    if size == 0:
+        return "is empty"
+    if head.startswith(_ZIP):
+        return None if zipfile.is_zipfile(path) else f"is truncated ({size} bytes; its zip directory is missing)"
+    if head.startswith(_PICKLE):
+        return None
+    return f"is not a PyTorch checkpoint (it starts with bytes {head!r})"
 
 
 def _unreadable(owner: str, path: str, size: int, err: BaseException) -> ValueError:
