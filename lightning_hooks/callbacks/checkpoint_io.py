@@ -166,6 +166,9 @@ class _KeepWriteError:
     def flush(self) -> None:
         self.file.flush()
 
+    def fileno(self) -> int:
+        return self.file.fileno()
+
 
 def _save(checkpoint: dict[str, Any], file: Any) -> None:
     """``torch.save(checkpoint, file)``, raising the ``OSError`` of a failed write rather than torch's stream error."""
