@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import textwrap
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
@@ -23,7 +21,7 @@ from typing_extensions import override
 
 from lightning_hooks import adapt, families
 from lightning_hooks.console import ProgressBar, configure_logging, quiet_upstream_notices
-from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.demo import Probe, Run
 from lightning_hooks.core.lightning_api import pl, submodule
 
 CSVLogger, TensorBoardLogger = submodule("loggers").CSVLogger, submodule("loggers").TensorBoardLogger
@@ -161,34 +159,6 @@ def plot_curves(history: list[dict[str, float]], path: Path) -> None:
         ax.legend()
     figure.suptitle("lightning-hooks demo: raw vs EMA weights on the validation set")
     figure.savefig(path, dpi=100)
-
-
-Probe = Callable[[Any, "Run"], str]
-
-
-class Run:
-    """What the demo knows after training: the model, the loaders, the output folder and the adapters."""
-
-    def __init__(self, model: DemoNet, val: DataLoader, out: Path, adapters: list[LegacyHookAdapter]) -> None:
-        self.model, self.val, self.out, self.adapters = model, val, out, adapters
-
-    def val_loss(self, state_dict: dict[str, torch.Tensor] | None = None) -> float:
-        """Validation loss of the trained model, or of the same architecture holding ``state_dict``."""
-        model = self.model
-        if state_dict is not None:
-            model = DemoNet()
-            model.load_state_dict(state_dict)
-        return model.evaluate(self.val)["loss"]
-
-    def adapter(self, family: str) -> LegacyHookAdapter:
-        return next(a for a in self.adapters if a.family == family)
-
-    def files(self, folder: str | os.PathLike, pattern: str = "*") -> str:
-        paths = sorted(p for p in Path(folder).rglob(pattern) if p.is_file())
-        if not paths:
-            return "no files"
-        shown = ", ".join(p.name for p in paths[:4]) + (f", ... ({len(paths)} files)" if len(paths) > 4 else "")
-        return f"{shown} in {os.path.relpath(folder)}"
 
 
 def run(out: Path, max_epochs: int = 5) -> tuple[list[list[str]], ValidationCurves]:

@@ -1,17 +1,14 @@
-"""Checkpoint files the package reads and writes: one safe loader, and durable writes for facade saves."""
+"""Checkpoint files the package reads: one safe loader that names the file in its errors (durable writes are
+:mod:`lightning_hooks.callbacks.checkpoint_io`)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from lightning_hooks.core import lightning_api
-from lightning_hooks.core.lightning_api import pl
 
 _ZIP, _PICKLE = b"PK", b"\x80"  # torch.save's zip format; the legacy format starts with a pickle protocol byte
 
@@ -57,27 +54,3 @@ def _unreadable(owner: str, path: str, size: int, err: BaseException) -> ValueEr
         f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}). Use an earlier checkpoint, or "
         "write checkpoints with lightning_hooks.callbacks.AtomicCheckpointIO so a crash cannot leave a partial file."
     )
-
-
-@contextlib.contextmanager
-def durable_checkpoint_io(trainer: pl.Trainer) -> Iterator[None]:
-    """Within the block, ``trainer.save_checkpoint`` writes local files atomically and durably.
-
-    When the strategy uses Lightning's default ``TorchCheckpointIO``, it is replaced by ``AtomicCheckpointIO`` for
-    the block (a temp file in the target directory, fsync, rename, directory fsync); a ``CheckpointIO`` the user
-    chose is kept.
-    """
-    from lightning_hooks.callbacks.checkpoint_io import AtomicCheckpointIO
-
-    strategy = trainer.strategy
-    current = strategy.checkpoint_io
-    if not lightning_api.default_checkpoint_io(current):
-        yield
-        return
-    atomic = AtomicCheckpointIO()
-    strategy.checkpoint_io = atomic
-    try:
-        yield
-    finally:
-        strategy.checkpoint_io = current
-        atomic.teardown()

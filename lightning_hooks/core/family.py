@@ -15,10 +15,10 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.demo import DemoHooks
 from lightning_hooks.core.errors import ConfigError, unknown_name
 
 
@@ -59,7 +59,7 @@ class Family:
     build_section: Callable[[Any, str], LegacyHookAdapter]
     section_example: str
     accepts: str
-    demo_hooks: Callable[[Path], list[tuple[Any, Callable[..., str]]]] | None = None
+    demo_hooks: DemoHooks | None = None
     train: tuple[TrainCommand, ...] = ()
 
     def __post_init__(self) -> None:
