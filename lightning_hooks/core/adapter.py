@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from typing_extensions import override
@@ -136,7 +136,9 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
 
     # ------------------------------------------------------------------------------------------- conditions
     def real_validation(self) -> bool:
-        return not self._trainer.sanity_checking
+        trainer = self._trainer
+        assert trainer is not None, "conditions are read once setup() has run"
+        return not trainer.sanity_checking
 
     def train_epoch_open(self) -> bool:
         return self._train_epoch_open
@@ -319,7 +321,7 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
 
 
 def _container(config: Mapping[str, Any]) -> dict[str, Any]:
-    return OmegaConf.to_container(config, resolve=True) if isinstance(config, DictConfig) else dict(config)
+    return cast(dict[str, Any], OmegaConf.to_container(config, resolve=True)) if isinstance(config, DictConfig) else dict(config)
 
 
 def _names(classes: Iterable[type]) -> str:

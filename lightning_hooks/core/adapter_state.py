@@ -113,7 +113,7 @@ class AdapterState(Callback):
     def _unclaimed_states(self, trainer: pl.Trainer, states: Mapping[Any, Any]) -> dict[str, Any]:
         """The checkpoint's states of an adapter of this class and family whose key no callback of ``trainer`` has
         (written with another hook list)."""
-        taken = {c.state_key for c in trainer.callbacks}
+        taken = {c.state_key for c in trainer.callbacks}  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
         prefix = type(self).__qualname__ + "{"
         return {
             k: v for k, v in states.items()

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from lightning_hooks.core.errors import add_note
 from lightning_hooks.core.events import EventTable, Mount
 from lightning_hooks.core.triggers import ON, Trigger
 
@@ -112,7 +113,7 @@ class HookDispatch:
                 except Exception as err:
                     if errors == "raise":
                         self._failed_at = (row.mount, hook)
-                        err.add_note(self._where(hook, row))
+                        add_note(err, self._where(hook, row))
                         raise
                     warnings.warn(f"{self._where(hook, row)} while handling {context.get('exception')!r}: {err!r}", stacklevel=2)
 
