@@ -79,7 +79,7 @@ class _Counts:
 
     @override
     def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, Any]:
-        metrics = super().get_metrics(trainer, pl_module)  # type: ignore[misc]
+        metrics = super().get_metrics(trainer, pl_module)  # type: ignore[misc]  # a mixin: super() is the Lightning bar it is mixed into
         if "v_num" in metrics:
             metrics["v_num"] = str(metrics["v_num"])
         return metrics

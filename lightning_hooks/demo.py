@@ -42,7 +42,7 @@ class DemoNet(pl.LightningModule):
             nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
             nn.Conv2d(8, 16, 3, padding=1, stride=2), nn.BatchNorm2d(16), nn.ReLU(),
             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 4),
-        )  # fmt: skip
+        )  # fmt: skip  # one block a line
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -178,7 +178,7 @@ def run(out: Path, max_epochs: int = 5) -> tuple[list[list[str]], ValidationCurv
     trainer = pl.Trainer(
         max_epochs=max_epochs, callbacks=[*adapters, curves, ProgressBar()], default_root_dir=out, accelerator="cpu",
         devices=1, logger=loggers, log_every_n_steps=8, enable_checkpointing=False, enable_model_summary=False,
-    )  # fmt: skip
+    )  # fmt: skip  # the Trainer's options on two lines, not one a line
     configure_logging(trainer)
     trainer.fit(model, data)
     result = Run(model, data.val_dataloader(), out, adapters)

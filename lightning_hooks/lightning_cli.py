@@ -83,7 +83,7 @@ class LightningHooksCLI(LightningCLI):
         super().__init__(
             args=args, save_config_kwargs={"overwrite": True}, parser_class=ShortErrorParser,
             parser_kwargs={"prog": "lightning-hooks"},
-        )  # fmt: skip
+        )  # fmt: skip  # options two a line
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.set_defaults({"model": {"class_path": DEMO_MODEL}})

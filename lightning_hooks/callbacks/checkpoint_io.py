@@ -127,7 +127,7 @@ class AtomicCheckpointIO(TorchCheckpointIO, Callback):
         if not os.path.exists(path):
             raise FileNotFoundError(f"AtomicCheckpointIO: checkpoint file not found: {path!r}")
         return load_checkpoint_file(path, owner="AtomicCheckpointIO.load_checkpoint", map_location=map_location,
-                                    weights_only=weights_only is not False)  # fmt: skip
+                                    weights_only=weights_only is not False)  # fmt: skip  # arguments aligned under the call
 
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:

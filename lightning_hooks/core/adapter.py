@@ -259,7 +259,7 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
     def on_validation_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:  # fmt: skip  # Lightning's signature, dataloader_idx on its own line
         self.fire(ON["on_validation_batch_end"], batch_idx=batch_idx, data_batch=batch, outputs=outputs)
 
     @override
@@ -288,7 +288,7 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
     def on_test_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:  # fmt: skip  # Lightning's signature, dataloader_idx on its own line
         self.fire(ON["on_test_batch_end"], batch_idx=batch_idx, data_batch=batch, outputs=outputs)
 
     @override

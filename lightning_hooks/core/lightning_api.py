@@ -81,17 +81,17 @@ def _each(module: str, name: str) -> tuple[type, ...]:
 
 
 # --------------------------------------------------------------------------------------------- namespace bases
-class Callback(*_each("callbacks", "Callback")):  # type: ignore[misc]
+class Callback(*_each("callbacks", "Callback")):  # type: ignore[misc]  # its bases: one class per installed namespace, found at run time
     """Base of every lightning-hooks callback: a ``Callback`` of each installed namespace, so that a
     ``lightning.Trainer`` and a ``pytorch_lightning.Trainer`` both accept it (each checks ``isinstance`` against its
     own class). Both bases are the same code under two names; the first one in the MRO answers every method."""
 
 
-class Logger(*_each("loggers", "Logger")):  # type: ignore[misc]
+class Logger(*_each("loggers", "Logger")):  # type: ignore[misc]  # its bases: one class per installed namespace, found at run time
     """Base of lightning-hooks loggers: a ``Logger`` of each installed namespace."""
 
 
-class TorchCheckpointIO(*_each("plugins.io", "TorchCheckpointIO")):  # type: ignore[misc]
+class TorchCheckpointIO(*_each("plugins.io", "TorchCheckpointIO")):  # type: ignore[misc]  # its bases: one class per installed namespace, found at run time
     """Base of lightning-hooks checkpoint IO plugins: a ``TorchCheckpointIO`` (hence ``CheckpointIO``) of each
     installed namespace, which each Trainer's ``plugins=[...]`` check requires."""
 

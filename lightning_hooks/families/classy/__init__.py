@@ -24,4 +24,4 @@ def build_section(section: Any, path: str) -> ClassyAdapter:
 FAMILY = Family("classy", ClassyAdapter, build_section, demo_hooks=demo_hooks,
                 section_example="[{name: precise_bn}, ...]", hook_example="PreciseBatchNormHook(num_samples=64)",
                 config_example="ClassyAdapter([dict(name=...)])", configure_logging=classy_logging,
-                accepts="classy_vision.hooks.ClassyHook or lightning_hooks.compat.classy.ClassyHook (VISSL hooks derive from it)")  # fmt: skip
+                accepts="classy_vision.hooks.ClassyHook or lightning_hooks.compat.classy.ClassyHook (VISSL hooks derive from it)")  # fmt: skip  # the registry line, options aligned

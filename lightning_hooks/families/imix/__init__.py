@@ -28,4 +28,4 @@ FAMILY = Family("imix", IMIXAdapter, build_section, demo_hooks=demo_hooks,
                 section_example="{custom_hooks: [{type: ...}]}", hook_example="IterationTimerHook()",
                 config_example="IMIXAdapter([dict(type=...)])", configure_logging=imix_logging.configure_logging,
                 batches_per_step=imix_logging.batches_per_step,
-                accepts="imix.engine.hooks.HookBase or lightning_hooks.compat.imix.HookBase")  # fmt: skip
+                accepts="imix.engine.hooks.HookBase or lightning_hooks.compat.imix.HookBase")  # fmt: skip  # the registry line, options aligned
