@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import re
@@ -13,6 +12,7 @@ from typing import NoReturn
 from jsonargparse import Namespace
 
 from lightning_hooks.console import ProgressBar, configure_logging
+from lightning_hooks.core.errors import close_names
 from lightning_hooks.core.lightning_api import submodule
 
 LightningArgumentParser = submodule("cli").LightningArgumentParser
@@ -40,7 +40,7 @@ def short_error(message: str, options: Sequence[str] = ()) -> str:
     if key:
         return where + (key.group(2) or (lines[1] if len(lines) > 1 else ""))
     unknown = re.search(r"does not accept option '([^']+)'|unrecognized arguments: --(\S+)", lines[0])
-    close = difflib.get_close_matches(unknown.group(1) or unknown.group(2), options, n=1) if unknown else []
+    close = close_names(unknown.group(1) or unknown.group(2), options, n=1) if unknown else []
     return lines[0] + (f". Did you mean '{close[0]}'?" if close else "")
 
 
@@ -53,7 +53,7 @@ def _did_you_mean(class_path: str, reason: str) -> str:
         params = list(inspect.signature(getattr(importlib.import_module(module), name)).parameters)
     except (ImportError, AttributeError, TypeError, ValueError):
         return ""
-    close = difflib.get_close_matches(unknown.group(1) or unknown.group(2), params, n=1, cutoff=0.6)
+    close = close_names(unknown.group(1) or unknown.group(2), params, n=1)
     return f". Did you mean '{close[0]}'?" if close else f". {name} accepts: {', '.join(params)}"
 
 
@@ -108,7 +108,7 @@ class LightningHooksCLI(LightningCLI):
         super().__init__(
             args=args, save_config_kwargs={"overwrite": True}, parser_class=ShortErrorParser,
             parser_kwargs={"prog": "lightning-hooks"},
-        )  # fmt: skip
+        )  # fmt: skip  # options two a line
 
     def instantiate_classes(self) -> None:
         """Build the config's objects; an object that refuses its arguments (an unknown hook type, a bad option)

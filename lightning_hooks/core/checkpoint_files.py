@@ -1,18 +1,17 @@
-"""Checkpoint files the package reads and writes: one safe loader, and durable writes for facade saves."""
+"""Checkpoint files the package reads: one safe loader that names the file in its errors (durable writes are
+:mod:`lightning_hooks.callbacks.checkpoint_io`)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
 import zipfile
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from lightning_hooks.core import lightning_api
-from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.errors import add_note
+
 
 _ZIP, _PICKLE = b"PK", b"\x80"  # torch.save's zip format; the legacy format starts with a pickle protocol byte
 
@@ -52,7 +51,7 @@ def load_checkpoint_file(
         raise _unreadable(owner, path, size, err) from err
 
 
-def note_unreadable_checkpoint(trainer: pl.Trainer, exception: BaseException) -> None:
+def note_unreadable_checkpoint(trainer: Any, exception: BaseException) -> None:
     """When a fit given ``ckpt_path`` fails and that file cannot be a checkpoint (empty, not torch.save's format, a
     zip cut short), add a note to ``exception`` that names the file and says so: Lightning's default checkpoint IO
     then fails with an error that names neither (``OSError: [Errno 22] Invalid argument``, ``PytorchStreamReader
@@ -62,7 +61,8 @@ def note_unreadable_checkpoint(trainer: pl.Trainer, exception: BaseException) ->
         return
     problem = _not_a_checkpoint(os.fspath(path))
     if problem and not any(os.fspath(path) in note for note in getattr(exception, "__notes__", [])):
-        exception.add_note(
+        add_note(
+            exception,
             f"[lightning-hooks] the checkpoint given as ckpt_path, {os.fspath(path)!r}, {problem}: it cannot be "
             "restored. Resume from an earlier complete checkpoint (write them with "
             "lightning_hooks.callbacks.AtomicCheckpointIO so a crash cannot leave a partial file)."
@@ -89,27 +89,3 @@ def _unreadable(owner: str, path: str, size: int, err: BaseException) -> ValueEr
         f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}). Use an earlier checkpoint, or "
         "write checkpoints with lightning_hooks.callbacks.AtomicCheckpointIO so a crash cannot leave a partial file."
     )
-
-
-@contextlib.contextmanager
-def durable_checkpoint_io(trainer: pl.Trainer) -> Iterator[None]:
-    """Within the block, ``trainer.save_checkpoint`` writes local files atomically and durably.
-
-    When the strategy uses Lightning's default ``TorchCheckpointIO``, it is replaced by ``AtomicCheckpointIO`` for
-    the block (a temp file in the target directory, fsync, rename, directory fsync); a ``CheckpointIO`` the user
-    chose is kept.
-    """
-    from lightning_hooks.callbacks.checkpoint_io import AtomicCheckpointIO
-
-    strategy = trainer.strategy
-    current = strategy.checkpoint_io
-    if not lightning_api.default_checkpoint_io(current):
-        yield
-        return
-    atomic = AtomicCheckpointIO()
-    strategy.checkpoint_io = atomic
-    try:
-        yield
-    finally:
-        strategy.checkpoint_io = current
-        atomic.teardown()

@@ -39,7 +39,8 @@ class UniqueStateKey:
 
         An instance unpickled in another process (``ddp_spawn``'s ranks, a ``multiprocessing`` worker) never claimed
         an index there: it has nothing to give up."""
-        equal = [c for c in trainer.callbacks if getattr(c, "_base_state_key", None) == self._base_state_key]
+        callbacks = trainer.callbacks  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
+        equal = [c for c in callbacks if getattr(c, "_base_state_key", None) == self._base_state_key]
         self._state_key_index = next(i for i, c in enumerate(equal) if c is self)
         live = _live.get(self._base_state_key)
         if live is not None:
@@ -47,6 +48,6 @@ class UniqueStateKey:
 
     @property
     @override
-    def state_key(self) -> str:
+    def state_key(self) -> str:  # type: ignore[misc]  # a mixin: it overrides Callback.state_key where mixed in
         index = self._state_key_index
         return self._base_state_key if index == 0 else f"{self._base_state_key}#{index}"
