@@ -59,7 +59,8 @@ def _assert_refused_and_no_code_ran(load, marker: Path, match: str) -> None:
     assert re.search(match, str(error), re.DOTALL), str(error)
 
 
-_REFUSED = r"AtomicCheckpointIO\.load_checkpoint: '.*crafted\.ckpt' holds pickled objects that weights_only=True refuses"
+_REFUSED = (r"AtomicCheckpointIO\.load_checkpoint: '.*crafted\.ckpt' holds pickled objects that weights_only=True "
+            r"refuses")
 
 
 @pytest.mark.parametrize("weights_only", ["default", None], ids=["default", "None"])
@@ -75,7 +76,7 @@ def test_fit_from_a_crafted_checkpoint_is_refused_and_runs_no_code(make_trainer,
 def test_load_checkpoint_of_a_crafted_file_is_refused_and_runs_no_code(crafted, weights_only):
     path, marker = crafted
     kwargs = {} if weights_only == "default" else {"weights_only": weights_only}
-    load = lambda: AtomicCheckpointIO().load_checkpoint(path, **kwargs)  # noqa: E731
+    load = lambda: AtomicCheckpointIO().load_checkpoint(path, **kwargs)
     _assert_refused_and_no_code_ran(load, marker, _REFUSED + r".*_write_marker.*weights_only=False\)")
 
 

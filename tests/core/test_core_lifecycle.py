@@ -237,7 +237,7 @@ def _places(trace: list[tuple]) -> list[dict[str, str | None]]:
 
 _VALID = {
     "batch_idx": lambda v: isinstance(v, int) and v >= 0,
-    "data_batch": lambda v: isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(t, torch.Tensor) for t in v),
+    "data_batch": lambda v: isinstance(v, (list, tuple)) and [type(t) for t in v] == [torch.Tensor] * 2,  # (x, y)
     "outputs": lambda v: v is not None,
     "checkpoint": lambda v: isinstance(v, dict) and "state_dict" in v,
     "metrics": lambda v: isinstance(v, dict),
@@ -247,7 +247,8 @@ _VALID = {
 
 def _receives(row: Mount, adapter: Any, args: tuple, kwargs: dict[str, Any]) -> bool:
     """Whether a call received the host object (positional) and exactly the row's arguments, with plausible values."""
-    host = {"mmengine": lambda: (adapter.runner,), "classy": lambda: (adapter.task,), "imix": lambda: ()}[adapter.family]()
+    hosts = {"mmengine": lambda: (adapter.runner,), "classy": lambda: (adapter.task,), "imix": lambda: ()}
+    host = hosts[adapter.family]()
     return (len(args) == len(host) and all(a is h for a, h in zip(args, host)) and set(kwargs) == set(row.args)
             and all(_VALID[name](kwargs[name]) for name in row.args))  # fmt: skip
 

@@ -92,7 +92,8 @@ def test_equal_callbacks_resume_their_own_state_in_a_new_process(tmp_path):
     assert stale[0].hooks[0].state.tag == "stale"  # alive until the checkpoint is written
 
     out = tmp_path / "resumed.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+    path = os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
     proc = subprocess.run([sys.executable, __file__, str(checkpoint), str(out)], env=env, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]

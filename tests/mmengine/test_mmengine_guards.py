@@ -74,7 +74,8 @@ def test_a_hook_failing_next_to_ema_hook_in_validation_leaves_the_live_weights(t
                          num_sanity_val_steps=0)  # fmt: skip
     with pytest.raises(RuntimeError, match=f"boom in {mount}") as err:
         trainer.fit(module, *loaders())
-    assert f"raised by mmengine hook {type(boom).__qualname__} in mount point '{mount}'" in "\n".join(err.value.__notes__)
+    note = f"raised by mmengine hook {type(boom).__qualname__} in mount point '{mount}'"
+    assert note in "\n".join(err.value.__notes__)
     assert trainer.current_epoch == 0
     assert any(not torch.equal(weights.live[k], weights.averaged[k]) for k in weights.live)  # the swap is visible
     _assert_equal(module.model.state_dict(), weights.live, "the model (must hold the live weights)")
