@@ -359,14 +359,19 @@ class ClassyAdapter(LegacyHookAdapter):
 
     @override
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """A test phase; a train phase still open ends first when Lightning validates because the fit stops early."""
         if trainer.sanity_checking:
             return
         if self.train_epoch_open():
-            raise ValueError(
-                "ClassyAdapter: validation started in the middle of a train epoch (val_check_interval < 1.0 or "
-                "check_val_every_n_epoch with a step count). Classy runs a test phase only after a whole train phase: "
-                "use Trainer(val_check_interval=1.0)."
-            )
+            if not trainer.should_stop:
+                raise ValueError(
+                    "ClassyAdapter: validation started in the middle of a train epoch (val_check_interval < 1.0 or "
+                    "check_val_every_n_epoch with a step count). Classy runs a test phase only after a whole train "
+                    "phase: use Trainer(val_check_interval=1.0)."
+                )
+            # should_stop (max_time, EarlyStopping, a callback) inside the epoch: Lightning validates before it stops.
+            # The train phase ends here, cut short, so its on_phase_end hooks (CheckpointHook) see the steps trained.
+            self._end_train_epoch(trainer, ON["on_train_epoch_end"])
         self._start_phase(ON["on_validation_epoch_start"], train=False)
 
     @override
