@@ -249,13 +249,22 @@ def test_classy_vissl_host_fit_ckpt_path_continues_a_classy_or_a_vissl_run(tmp_p
     num_epochs), continues the run as if uninterrupted: epochs, global_step, weights, optimizer, the loss module's
     state and the task's counters."""
     full = legacy_run(tmp_path / "full", kind)
-    with pytest.warns(UserWarning, match=r"end of train phase 0; Lightning resumes at the next train epoch, without"):
-        resumed = legacy_run(tmp_path / "resumed", kind, ckpt_path=tmp_path / "full" / file)
+    resumed = legacy_run(tmp_path / "resumed", kind, ckpt_path=tmp_path / "full" / file)
     assert (full["epochs"], resumed["epochs"]) == ([0, 1, 2], [1, 2])
     assert resumed["global_step"] == full["global_step"] == 12
+    # the file was written at the end of train phase 0: epoch 0's test phase runs first (phase_idx counts it)
     assert resumed["counters"] == full["counters"] == (5, 2, 48, 12, 3)
     assert_same_tensors(resumed["weights"], full["weights"])  # criterion.seen included: 48 samples
     assert_same_tensors(resumed["optimizer"], full["optimizer"])
+
+
+def test_classy_vissl_host_classy_checkpoint_at_a_train_phase_end_without_validation_warns(tmp_path):
+    legacy_run(tmp_path / "full", "classy")
+    with pytest.warns(UserWarning, match=r"end of train phase 0, and Classy would run that epoch's test phase first, "
+                                         r"but this fit does not validate"):  # fmt: skip
+        resumed = legacy_run(tmp_path / "resumed", "classy", ckpt_path=tmp_path / "full" / "model_phase-0_end.torch",
+                             limit_val_batches=0)  # fmt: skip
+    assert resumed["counters"][:2] == (3, 2)  # epoch 0's test phase counted as done: 2 train phases after it
 
 
 def test_classy_vissl_host_vissl_checkpoint_inside_a_phase_warns(tmp_path):

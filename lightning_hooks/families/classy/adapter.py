@@ -62,7 +62,8 @@ class ClassyAdapter(LegacyHookAdapter):
 
     ``trainer.fit(ckpt_path=...)`` also takes Classy's or VISSL's own ``checkpoint.torch`` (or ``model_phase{N}.torch``,
     or their folder): it resumes where that run left off, ``max_epochs`` counting every train phase as the legacy run's
-    ``num_epochs`` did (see :class:`~lightning_hooks.families.classy.resume.LegacyStart`).
+    ``num_epochs`` did; a file written at the end of a train phase first runs that epoch's test phase (a validation
+    run after the ``on_start`` hooks), as Classy does (see :class:`~lightning_hooks.families.classy.resume.LegacyStart`).
 
     Example::
 
@@ -326,6 +327,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self._schedule.attach(trainer, vissl=self.vissl)
         self._clock.start_run()
         self.fire(ON["on_train_start"])
+        self._legacy_start.run_pending_test_phase(trainer)
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         """Start a train phase, or reopen the one a mid-epoch checkpoint was in (``mid_epoch``).

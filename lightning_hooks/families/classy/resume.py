@@ -74,12 +74,14 @@ class Position:
     epochs: int  # train phases done: train_phase_idx + 1
     num_updates: int  # samples trained on
     iteration: int | None  # VISSL's train steps; None for Classy (its global_step is num_updates / batch size)
+    test_phase_pending: bool = False  # the legacy run would run a test phase first: run_pending_test_phase runs it
 
 
 class LegacyStart:
     """A ``ClassyAdapter``'s start from a Classy / VISSL checkpoint: :meth:`convert` makes the Lightning checkpoint
     (at load time), :meth:`apply` sets ``global_step`` and the schedulers (at ``on_train_start``, once the train loader
-    is known). :meth:`prepare` handles a Lightning checkpoint whose loss module holds state only hooks build."""
+    is known), :meth:`run_pending_test_phase` runs the test phase the legacy run would run first (after the
+    ``on_start`` hooks). :meth:`prepare` handles a Lightning checkpoint whose loss module holds state only hooks build."""
 
     def __init__(self, adapter: Any) -> None:
         self.adapter = adapter
@@ -93,7 +95,8 @@ class LegacyStart:
         as there), the optimizer state, and as the adapter's state the hook states, meters, counters (VISSL's
         ``iteration`` and ``iteration_num`` too), losses and the loss module's state (MoCo's queue and key encoder).
         Lightning's loops have ``train_phase_idx + 1`` epochs done, so ``max_epochs`` counts every train phase, as
-        the legacy ``num_epochs``; :meth:`apply` sets ``global_step`` and the LR schedulers.
+        the legacy ``num_epochs``; :meth:`apply` sets ``global_step`` and the LR schedulers. A file written at the
+        end of a train phase is followed by that epoch's test phase first, as in Classy (and VISSL when it tests).
         Outside ``fit``, only the weights, as Classy's test-only task loads them.
         """
         adapter = self.adapter
@@ -112,8 +115,10 @@ class LegacyStart:
             return {"pytorch-lightning_version": pl.__version__,
                     "state_dict": {k: v.detach().clone() for k, v in pl_module.state_dict().items()}}
         epochs = task["train_phase_idx"] + 1
-        self.position = Position(source, epochs, task["num_updates"], legacy["iteration"] if vissl else None)
-        mine = self._adapter_state(legacy, vissl, source)
+        pending = self._test_phase_pending(task, vissl)
+        runs = pending and bool(trainer.enable_validation)
+        self.position = Position(source, epochs, task["num_updates"], legacy["iteration"] if vissl else None, runs)
+        mine = self._adapter_state(legacy, vissl, source, skipped=pending and not runs)
         return state.lightning_checkpoint(task, trainer, pl_module, epochs, (adapter.state_key, mine), source)
 
     def prepare(self, lightning: dict[str, Any]) -> dict[str, Any]:
@@ -143,18 +148,19 @@ class LegacyStart:
         mine["host"]["loss"] = loss_state
         return lightning
 
-    def _adapter_state(self, legacy: dict[str, Any], vissl: bool, source: str) -> dict[str, Any]:
+    def _adapter_state(self, legacy: dict[str, Any], vissl: bool, source: str, skipped: bool) -> dict[str, Any]:
         """The adapter's checkpoint state from a Classy / VISSL checkpoint: hook states by ``name()``, counters,
         losses, meters and the loss module's state.
 
-        Lightning resumes at a train epoch: a test phase the legacy run would run next is counted as done."""
+        ``skipped``: the test phase the legacy run would run next cannot run (the fit does not validate); it is
+        counted as done, with a warning."""
         hooks, task = self.adapter.hooks, legacy["classy_state_dict"]
-        skipped = self._test_phase_skipped(task, vissl)
         if skipped:
             warnings.warn(
-                f"ClassyAdapter: {source} was written at the end of train phase {task['train_phase_idx']}; Lightning "
-                f"resumes at the next train epoch, without the test phase {'VISSL' if vissl else 'Classy'} would run "
-                "first. Run trainer.validate() first if you need it."
+                f"ClassyAdapter: {source} was written at the end of train phase {task['train_phase_idx']}, and "
+                f"{'VISSL' if vissl else 'Classy'} would run that epoch's test phase first, but this fit does not "
+                "validate (no val_dataloaders, or limit_val_batches=0): it resumes at the next train epoch without "
+                "it. Pass val_dataloaders to fit, or run trainer.validate() first if you need it."
             )
         missing = [hook.name() for hook in hooks if hook.name() not in task["hooks"]]
         if missing:
@@ -182,10 +188,10 @@ class LegacyStart:
         return {"family": self.adapter.family, "hooks": {n: s for n, s in task["hooks"].items() if n in names},
                 "host": host}  # fmt: skip
 
-    def _test_phase_skipped(self, task: dict[str, Any], vissl: bool) -> bool:
-        """Whether the legacy run would run a test phase next (Lightning skips it). Classy follows every train phase
-        with one. VISSL only when it tests (here: when the Lightning run validates), and not after a checkpoint
-        written inside a train phase, whose counters are those of the phase before (fewer train than test phases)."""
+    def _test_phase_pending(self, task: dict[str, Any], vissl: bool) -> bool:
+        """Whether the legacy run would run a test phase next. Classy follows every train phase with one. VISSL only
+        when it tests (here: when the Lightning run validates), and not after a checkpoint written inside a train
+        phase, whose counters are those of the phase before (fewer train than test phases)."""
         if not task["train"]:
             return False
         if not vissl:
@@ -212,6 +218,28 @@ class LegacyStart:
                     "already trained). Start from a phase checkpoint (model_phase<N>.torch) to avoid it."
                 )
         _resume_schedule(trainer, steps, position.epochs)
+        self.position = position if position.test_phase_pending else None
+
+    def run_pending_test_phase(self, trainer: pl.Trainer) -> None:
+        """After the ``on_start`` hooks of a fit started from a checkpoint written at the end of a train phase: the
+        test phase the legacy run would run before training on, as a validation run of the fit (its test-phase
+        hooks fire; the counters go on from the checkpoint's, as Classy's)."""
+        position, self.position = self.position, None
+        if position is not None and position.test_phase_pending:
+            _validate_now(trainer)
+
+
+def _validate_now(trainer: pl.Trainer) -> None:
+    """Run the fit's validation loop now, as Lightning's epoch loop runs it between train batches (callbacks see a
+    validation inside ``fit``; the model is back in train mode after it).
+
+    Lightning private API (``fit_loop.epoch_loop.val_loop``): to move into ``core/lightning_api.py`` with the others.
+    """
+    trainer.validating = True
+    try:
+        trainer.fit_loop.epoch_loop.val_loop.run()
+    finally:
+        trainer.training = True
 
 
 def _resume_schedule(trainer: pl.Trainer, steps: int, epochs: int) -> None:
