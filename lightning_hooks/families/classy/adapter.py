@@ -15,7 +15,6 @@ from lightning_hooks.compat import classy as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.core.triggers import ON, Trigger
-from lightning_hooks.families.classy.state import is_classy_checkpoint, is_vissl_checkpoint
 from lightning_hooks.families.classy import vissl as vissl_host
 from lightning_hooks.families.classy.config import build_hook
 from lightning_hooks.families.classy.events import EVENTS, FORWARD, OPTIMIZER_STEP, STEPS
@@ -23,7 +22,7 @@ from lightning_hooks.families.classy.optimizer import param_options
 from lightning_hooks.families.classy.resume import LOAD_CHECKPOINT, LegacyStart
 from lightning_hooks.families.classy.schedule import VisslSchedule
 from lightning_hooks.families.classy.task import LastBatch, Task
-from lightning_hooks.families.classy.timing import StepClock
+from lightning_hooks.families.classy.timing import StepClock, count_batch, record_step
 from lightning_hooks.families.classy.vissl_task import VisslTask
 
 
@@ -109,7 +108,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self._build_plan((self.task,))
         self._in_step = False
         self._forwarded = False
-        self._legacy_start = LegacyStart(self)
+        self.legacy_start = LegacyStart(self)
 
     @classmethod
     def base_classes(cls) -> tuple[type, ...]:
@@ -149,14 +148,6 @@ class ClassyAdapter(LegacyHookAdapter):
         if state.get("loss"):
             self.task.loss.load_state_dict(state["loss"])
 
-    # ------------------------------------------------------------------------ Classy's and VISSL's checkpoint files
-    def checkpoint_loaded(self, checkpoint: dict[str, Any], source: str) -> dict[str, Any]:
-        """What :data:`LOAD_CHECKPOINT` read from ``source``, as the Lightning checkpoint to restore: a Classy or VISSL
-        checkpoint converted (:meth:`LegacyStart.convert`), a Lightning one prepared (:meth:`LegacyStart.prepare`)."""
-        if is_classy_checkpoint(checkpoint) or is_vissl_checkpoint(checkpoint):
-            return self._legacy_start.convert(checkpoint, source)
-        return self._legacy_start.prepare(checkpoint)
-
     # ------------------------------------------------------------------------------------------- conditions
     def in_train_loop(self) -> bool:
         return bool(self._trainer is not None and self._trainer.training)
@@ -177,7 +168,7 @@ class ClassyAdapter(LegacyHookAdapter):
         finally:
             self._in_step = False
         self._clock.section("loss_compute", "forward.fired" if self._forwarded else "step")
-        self._record(result)
+        record_step(self.task, self._clock, result, type(self._trainer.lightning_module).__name__)
         self.fire(STEPS[method])
         return result
 
@@ -207,38 +198,6 @@ class ClassyAdapter(LegacyHookAdapter):
         if optimizer in self._schedule.classy:
             self._schedule.before_step(optimizer, self.task.where)
         self.task.used_options[optimizer] = param_options(optimizer)
-
-    def _record(self, result: Any) -> None:
-        """Fill ``last_batch``, ``losses`` and the meters from a step's return value (the step convention)."""
-        task, last = self.task, self.task.last_batch
-        sample = last.sample
-        if isinstance(result, Mapping):
-            loss, output, target = result.get("loss"), result.get("output"), result.get("target")
-        elif isinstance(result, torch.Tensor) or result is None:
-            loss, output, target = result, None, None
-        else:
-            raise TypeError(
-                f"ClassyAdapter: {type(self._trainer.lightning_module).__name__}'s step returned {type(result).__name__}; Classy hooks "
-                "need a loss tensor or a dict with 'loss' and optional 'output' and 'target'."
-            )
-        if target is None and isinstance(sample, Mapping):
-            target = sample.get("target")
-        last.output = output if output is not None else last.model_output
-        last.target = target
-        if loss is not None:
-            task.record_loss(loss, target)
-            self._clock.section("loss_all_reduce", "loss_compute.end")
-        if last.output is not None and target is not None and task.meters and task.meters_on():
-            task.update_meters(last.output, target)
-            self._clock.section("meters_update", "loss_compute.end" if loss is None else "loss_all_reduce.end")
-
-    def _batch_done(self) -> None:
-        """VISSL's bookkeeping after a step: counters, and the batch's time since the previous one ended."""
-        task = self.task
-        task.local_iteration_num += 1
-        task.batches += 1
-        task.phase_batches += 1
-        task.batch_time.append(self._clock.end_batch())
 
     def _start_phase(self, event: Trigger, train: bool, resumed: bool = False) -> None:
         """Classy's phase start; with VISSL, a train phase first gets VISSL's ``optimizer.on_epoch(where)`` (its epoch
@@ -281,7 +240,7 @@ class ClassyAdapter(LegacyHookAdapter):
             self._runtime.start(trainer.strategy.root_device, trainer.world_size)
             if self.task.has_loss() and not isinstance(self.task._loss, str):
                 vissl_host.check_loss_device(self.task.loss, trainer.strategy.root_device)
-        self._legacy_start.position = None
+        self.legacy_start.position = None
         self._patches.append(LOAD_CHECKPOINT.install(self, trainer, pl_module))  # removed with the table's patches
 
     @override
@@ -322,12 +281,12 @@ class ClassyAdapter(LegacyHookAdapter):
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._legacy_start.apply(trainer)
+        self.legacy_start.apply(trainer)
         _warn_if_no_final_test_phase(trainer)
         self._schedule.attach(trainer, vissl=self.vissl)
         self._clock.start_run()
         self.fire(ON["on_train_start"])
-        self._legacy_start.run_pending_test_phase(trainer)
+        self.legacy_start.run_pending_test_phase(trainer)
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         """Start a train phase, or reopen the one a mid-epoch checkpoint was in (``mid_epoch``).
@@ -347,7 +306,7 @@ class ClassyAdapter(LegacyHookAdapter):
     ) -> None:
         self.task.iteration += 1
         self.task.num_updates += self.task.get_global_batchsize()  # VISSL and Classy: after the update, before on_step
-        self._batch_done()
+        count_batch(self.task, self._clock)
         self.fire(ON["on_train_batch_end"])
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
@@ -382,7 +341,7 @@ class ClassyAdapter(LegacyHookAdapter):
         dataloader_idx: int = 0,
     ) -> None:  # fmt: skip
         if not trainer.sanity_checking:
-            self._batch_done()
+            count_batch(self.task, self._clock)
             self.fire(ON["on_validation_batch_end"])
 
     @override
@@ -404,7 +363,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:  # fmt: skip
-        self._batch_done()
+        count_batch(self.task, self._clock)
         self.fire(ON["on_test_batch_end"])
 
     @override

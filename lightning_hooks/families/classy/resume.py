@@ -24,8 +24,8 @@ class LoadCheckpoint(Patch):
     ``AtomicCheckpointIO``, stays) so that it also reads Classy's or VISSL's checkpoint (or its folder).
 
     The file is read with ``weights_only=True`` first, and again as the caller asked only when that refuses pickled
-    objects (``pickle.UnpicklingError``); what was read goes to ``adapter.checkpoint_loaded(checkpoint, path)``, which
-    returns the Lightning checkpoint to restore. Not an event-table trigger: no hook fires from it.
+    objects (``pickle.UnpicklingError``); what was read goes to ``adapter.legacy_start.loaded(checkpoint, path)``,
+    which returns the Lightning checkpoint to restore. Not an event-table trigger: no hook fires from it.
     """
 
     def __str__(self) -> str:
@@ -46,7 +46,7 @@ class LoadCheckpoint(Patch):
                 checkpoint = load(file, map_location, **safe)
             except pickle.UnpicklingError:  # weights_only refused pickled objects: read it as the caller asked
                 checkpoint = load(file, *args, **kwargs)
-            return adapter.checkpoint_loaded(checkpoint, str(file))
+            return adapter.legacy_start.loaded(checkpoint, str(file))
 
         load_checkpoint._classy_loader = True  # type: ignore[attr-defined]
         io.load_checkpoint = load_checkpoint
@@ -87,6 +87,13 @@ class LegacyStart:
         self.adapter = adapter
         #: where the checkpoint ``fit`` started from left off, until ``on_train_start`` applies it
         self.position: Position | None = None
+
+    def loaded(self, checkpoint: dict[str, Any], source: str) -> dict[str, Any]:
+        """What :class:`LoadCheckpoint` read from ``source``, as the Lightning checkpoint to restore: a Classy or VISSL
+        checkpoint converted (:meth:`convert`), a Lightning one prepared (:meth:`prepare`)."""
+        if state.is_classy_checkpoint(checkpoint) or state.is_vissl_checkpoint(checkpoint):
+            return self.convert(checkpoint, source)
+        return self.prepare(checkpoint)
 
     def convert(self, legacy: dict[str, Any], source: str) -> dict[str, Any]:
         """Classy's or VISSL's checkpoint as the Lightning checkpoint ``trainer.fit(ckpt_path=...)`` resumes from.

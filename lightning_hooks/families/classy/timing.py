@@ -1,11 +1,12 @@
 """Step timing: the time points of each step, the sections VISSL's train step records into ``task.perf_stats``
 (``read_sample``, ``forward``, ``loss_compute``, ``loss_all_reduce``, ``meters_update``, ``backward``,
-``optimizer_step``, ``train_step_total``), and the per-batch times VISSL's trainer keeps (``task.batch_time``)."""
+``optimizer_step``, ``train_step_total``), the per-batch times VISSL's trainer keeps (``task.batch_time``), and the
+step's result recorded into the task between those sections (:func:`record_step`, :func:`count_batch`)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -81,3 +82,37 @@ class StepClock:
         elapsed = now - self.batch_clock
         self.step_ended = self.batch_clock = now
         return elapsed
+
+
+def record_step(task: Any, clock: StepClock, result: Any, owner: str) -> None:
+    """Fill ``task.last_batch``, ``task.losses`` and the meters from a step's return value (the step convention: a
+    loss tensor, or a dict with ``loss`` and optional ``output`` and ``target``; ``owner`` names the module)."""
+    last = task.last_batch
+    sample = last.sample
+    if isinstance(result, Mapping):
+        loss, output, target = result.get("loss"), result.get("output"), result.get("target")
+    elif isinstance(result, torch.Tensor) or result is None:
+        loss, output, target = result, None, None
+    else:
+        raise TypeError(
+            f"ClassyAdapter: {owner}'s step returned {type(result).__name__}; Classy hooks need a loss tensor or a "
+            "dict with 'loss' and optional 'output' and 'target'."
+        )
+    if target is None and isinstance(sample, Mapping):
+        target = sample.get("target")
+    last.output = output if output is not None else last.model_output
+    last.target = target
+    if loss is not None:
+        task.record_loss(loss, target)
+        clock.section("loss_all_reduce", "loss_compute.end")
+    if last.output is not None and target is not None and task.meters and task.meters_on():
+        task.update_meters(last.output, target)
+        clock.section("meters_update", "loss_compute.end" if loss is None else "loss_all_reduce.end")
+
+
+def count_batch(task: Any, clock: StepClock) -> None:
+    """VISSL's bookkeeping after a step: counters, and the batch's time since the previous one ended."""
+    task.local_iteration_num += 1
+    task.batches += 1
+    task.phase_batches += 1
+    task.batch_time.append(clock.end_batch())
