@@ -233,20 +233,7 @@ class LegacyStart:
         hooks fire; the counters go on from the checkpoint's, as Classy's)."""
         position, self.position = self.position, None
         if position is not None and position.test_phase_pending:
-            _validate_now(trainer)
-
-
-def _validate_now(trainer: pl.Trainer) -> None:
-    """Run the fit's validation loop now, as Lightning's epoch loop runs it between train batches (callbacks see a
-    validation inside ``fit``; the model is back in train mode after it).
-
-    Lightning private API (``fit_loop.epoch_loop.val_loop``): to move into ``core/lightning_api.py`` with the others.
-    """
-    trainer.validating = True
-    try:
-        trainer.fit_loop.epoch_loop.val_loop.run()
-    finally:
-        trainer.training = True
+            lightning_api.validate_now(trainer)
 
 
 def _resume_schedule(trainer: pl.Trainer, steps: int, epochs: int) -> None:
