@@ -22,7 +22,7 @@ from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.checks import check_argument
 from lightning_hooks.core.triggers import ON, Trigger
 from lightning_hooks.families.imix.events import AFTER_STEP, BEFORE_STEP, EVENTS
-from lightning_hooks.families.imix.trainer import Trainer
+from lightning_hooks.families.imix.engine import Engine
 
 _SWITCHED = "_lightning_hooks_imix_manual"  # marks a module the adapter switched to manual optimisation
 
@@ -30,8 +30,8 @@ _SWITCHED = "_lightning_hooks_imix_manual"  # marks a module the adapter switche
 class IMIXAdapter(LegacyHookAdapter):
     """Run ``imix.engine.hooks.HookBase`` hooks inside ``lightning.Trainer``.
 
-    Hooks are ordered by level as iMIX's engine does; each reaches the :class:`Trainer` facade (``adapter.engine``) as ``self.trainer``,
-    a ``weakref.proxy`` as iMIX sets it. The LightningModule's ``training_step`` plays iMIX's forward plus loss: it
+    Hooks are ordered by level as iMIX's engine does; each reaches the :class:`Engine` facade (``adapter.engine``,
+    iMIX's ``imixEngine``) as ``self.trainer``, a ``weakref.proxy`` as iMIX sets it. The LightningModule's ``training_step`` plays iMIX's forward plus loss: it
     returns the loss tensor or iMIX's loss dict (``{"loss": tensor, "total_loss": float, ...}``).
 
     If a legacy hook owns the step, Lightning doesn't: with an OptimizerHook or Fp16OptimizerHook the adapter
@@ -75,7 +75,7 @@ class IMIXAdapter(LegacyHookAdapter):
         is_lr_accumulation = _setting("is_lr_accumulation", is_lr_accumulation, lr_accumulation, True)
         if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:
             raise ValueError(f"IMIXAdapter: gradient_accumulation_steps must be an int >= 1, got {gradient_accumulation_steps!r}")
-        self.engine = self.host = Trainer(
+        self.engine = self.host = Engine(
             self.hooks,
             by_epoch=by_epoch,
             gradient_accumulation_steps=gradient_accumulation_steps,
@@ -350,7 +350,7 @@ def _check_unowned(hook: Any) -> None:
     """A hook reaches its engine as ``hook.trainer``: one already driven by another live IMIXAdapter is refused."""
     owner = vars(hook).get("trainer")
     try:
-        owned = isinstance(owner, Trainer)
+        owned = isinstance(owner, Engine)
     except ReferenceError:  # that adapter is gone
         return
     if owned:

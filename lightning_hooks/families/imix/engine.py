@@ -1,4 +1,4 @@
-"""The ``self.trainer`` facade iMIX hooks reach."""
+"""The engine facade iMIX hooks reach as ``self.trainer`` (iMIX's ``imixEngine``, backed by a Lightning trainer)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ class Config(dict):
         return Config(value) if isinstance(value, Mapping) and not isinstance(value, Config) else value
 
 
-class Trainer(Facade):
-    """iMIX's engine as its hooks see it, backed by a Lightning trainer.
+class Engine(Facade):
+    """iMIX's engine (``imixEngine``) as its hooks see it as ``self.trainer``, backed by a Lightning trainer.
 
     ``iter`` is the 0-based index of the current iteration across epochs and ``inner_iter`` the index inside the
     epoch; in by-epoch mode ``iter`` advances after ``after_train_iter`` as in iMIX's engine. ``optimizer`` is
@@ -38,7 +38,7 @@ class Trainer(Facade):
         adapter.engine.cfg.log_config.period  # 10
     """
 
-    host = "trainer"
+    host = "trainer"  # the name hooks reach it by (self.trainer)
 
     def __init__(
         self,
@@ -71,7 +71,7 @@ class Trainer(Facade):
 
     def _need(self, name: str, value: Any, why: str) -> Any:
         if value is None:
-            raise AttributeError(f"lightning-hooks' iMIX trainer facade: {name!r} is not available {why}")
+            raise AttributeError(f"lightning-hooks' iMIX engine facade: {name!r} is not available {why}")
         return value
 
     @property
