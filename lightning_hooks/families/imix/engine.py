@@ -63,12 +63,6 @@ class Engine(Facade):
         self.output: dict[str, Any] = {}
         self._log_buffer: Any = None
 
-    def __getattr__(self, name: str) -> Any:
-        prop = getattr(type(self), name, None)
-        if isinstance(prop, property):  # a property that raised AttributeError: re-raise its own message
-            return prop.fget(self)
-        return super().__getattr__(name)
-
     def _need(self, name: str, value: Any, why: str) -> Any:
         if value is None:
             raise AttributeError(f"lightning-hooks' iMIX engine facade: {name!r} is not available {why}")
