@@ -169,7 +169,7 @@ class IMIXAdapter(LegacyHookAdapter):
         if stage != "fit":
             return
         self._check_trainer(trainer)
-        self.engine._epoch = None
+        self.engine._epoch = self.engine._inner_iter = None
         if self.steppers:
             if pl_module.automatic_optimization:
                 pl_module.automatic_optimization = False
@@ -201,7 +201,8 @@ class IMIXAdapter(LegacyHookAdapter):
     def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         self._data_time = time.perf_counter() - self._data_start
         self.engine.iter = lightning_api.train_batch_index(trainer)
-        self.engine.inner_iter = batch_idx
+        if self.engine.by_epoch:
+            self.engine.inner_iter = batch_idx
         self.fire(ON["on_train_batch_start"])
 
     def run_step(self, method: str, step: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -57,8 +57,8 @@ class Engine(Facade):
         self._work_dir = WorkDir(work_dir, "IMIXAdapter")
         self._cfg = Config(cfg) if isinstance(cfg, Mapping) else cfg
         self.iter = 0
-        self.inner_iter = 0
         self.start_iter = 0
+        self._inner_iter: int | None = None
         self._epoch: int | None = None
         self.output: dict[str, Any] = {}
         self._log_buffer: Any = None
@@ -95,8 +95,28 @@ class Engine(Facade):
 
     @property
     def epoch(self) -> int:
-        """The epoch of the current iteration; in ``after_train`` the last epoch run, as iMIX's loop variable."""
-        return self._epoch if self._epoch is not None else self._lightning("epoch").current_epoch
+        """The epoch of the current iteration; in ``after_train`` the last epoch run, as iMIX's loop variable (which
+        its engine sets from the first ``before_train_epoch`` on, and never by iteration)."""
+        return self._counter("epoch", self._epoch, "before the first epoch starts")
+
+    @property
+    def inner_iter(self) -> int:
+        """The iteration's index inside its epoch, set by iMIX's epoch loop from the first iteration on."""
+        return self._counter("inner_iter", self._inner_iter, "before the first iteration")
+
+    @inner_iter.setter
+    def inner_iter(self, value: int) -> None:
+        self._inner_iter = value
+
+    def _counter(self, name: str, value: int | None, when: str) -> int:
+        """An epoch-loop counter where iMIX's engine has set it; elsewhere the AttributeError iMIX raises, so that a
+        hook's ``getattr(trainer, name, default)`` takes the branch it takes under iMIX."""
+        if not self.by_epoch:
+            raise AttributeError(
+                f"lightning-hooks' iMIX engine facade: {name!r} is not available by iteration: iMIX's train_by_iter "
+                "never sets it (use trainer.iter)"
+            )
+        return self._need(name, value, f"{when}: iMIX's engine sets it in its epoch loop")
 
     @property
     def max_epoch(self) -> int:

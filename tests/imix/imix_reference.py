@@ -1,0 +1,283 @@
+"""iMIX's own engine, the reference of the iMIX differential tests.
+
+``imix/engine/imix_engine.py`` (``CommonEngine``, ``imixEngine``) and ``imix/engine/organizer.py`` (``Organizer``: the
+settings, the hook list, ``add_custom_hooks``, ``resume_or_load``) are loaded from the installed files and run as
+they are, on torch 2.x. The Organizer imports iMIX's model zoo, data, solver and loss packages, which need what the
+wheel lacks (allennlp, transformers, cytoolz, data files); only those builders are stood in for while it loads:
+
+- ``build_model(cfg)``: ``MODELS[cfg.model.type]``; ``Losser(cfg.loss)``: iMIX's ``Losser`` sums and logs the losses
+  ``LOSSES[cfg.loss.type]`` returns (``{name: value.item(), "total_loss": float, "loss": tensor}``);
+- ``build_imix_train_loader(cfg)``: ``DATASETS[cfg.dataset_type](cfg)``;
+- ``build_optimizer(cfg.optimizer, model)`` / ``build_lr_scheduler(cfg.lr_config, optimizer)``: the torch optimizer
+  and scheduler of that ``type`` name.
+
+The engine sleeps 2 s per epoch and 1 s at the end (``time.sleep``): patched out in this module's copy. The imix
+logger is kept at INFO while an Organizer is built, as iMIX's ``default_setup`` leaves it, so it adds no handler.
+
+:func:`train` runs ``imixEngine(cfg).train()``; :func:`fit` builds the same config with the real Organizer and hands
+its model, loader, optimizer and hooks to Lightning through ``IMIXAdapter``, as a user moving from iMIX would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import sys
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import imix.engine
+import lightning as L
+import torch
+from imix.engine.hooks import HookBase, PriorityStatus
+from imix.utils.config import Config
+from torch.utils.data import DataLoader, TensorDataset
+
+from lightning_hooks import IMIXAdapter
+
+BATCH = 4
+TIMINGS = ("data_time", "iter_time", "epoch_time")  # wall-clock values: differ between any two runs
+
+
+# ------------------------------------------------------------------------------------------ the config's zoo
+class TinyNet(torch.nn.Module):
+    """An iMIX model: ``forward(batch, cur_epoch, cur_iter, inner_iter)`` returns what the loss reads."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.net = torch.nn.Linear(4, 1)
+
+    def forward(self, batch: Any, cur_epoch: Any = None, cur_iter: Any = None, inner_iter: Any = None) -> dict:
+        x, y = batch
+        return {"scores": self.net(x), "target": y}
+
+
+class MSELoss(torch.nn.Module):
+    """An iMIX loss: ``forward(model_output)``, named by ``str()``."""
+
+    loss_name = "mse_loss"
+
+    def forward(self, output: dict) -> torch.Tensor:
+        return torch.nn.functional.mse_loss(output["scores"], output["target"])
+
+    def __str__(self) -> str:
+        return self.loss_name
+
+
+def tiny_data(cfg: Any) -> DataLoader:
+    """``cfg.train_data.batches`` batches of ``BATCH`` samples, in a fixed order."""
+    n = cfg.train_data.batches * BATCH
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(n, 4, generator=g) * 3, torch.randn(n, 1, generator=g) * 3
+    return DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=False)
+
+
+MODELS: dict[str, Callable[..., torch.nn.Module]] = {"TinyNet": TinyNet}
+LOSSES: dict[str, Callable[..., torch.nn.Module]] = {"MSELoss": MSELoss}
+DATASETS: dict[str, Callable[[Any], Any]] = {"TinyData": tiny_data}
+
+
+def config(work_dir: Path, **overrides: Any) -> Config:
+    """An iMIX config for the zoo above (iMIX's own ``Config``); ``overrides`` replace top-level keys, ``None``
+    removes one (``fp16``, ``by_iter`` and ``checkpoint_config`` act by their presence, as in iMIX)."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    cfg: dict[str, Any] = dict(
+        model=dict(type="TinyNet"),
+        dataset_type="TinyData",
+        train_data=dict(batches=6),
+        loss=dict(type="MSELoss"),
+        optimizer=dict(type="SGD", lr=0.1),
+        optimizer_config=dict(grad_clip=None),
+        lr_config=dict(type="StepLR", step_size=4, gamma=0.5),
+        total_epochs=2,
+        log_config=dict(period=1),
+        work_dir=str(work_dir),
+        custom_hooks=[dict(type=Recorder, level=PriorityStatus.LOWEST)],
+    )
+    cfg.update(overrides)
+    return Config({k: v for k, v in cfg.items() if v is not None})
+
+
+# ------------------------------------------------------------------------------------------ what a run showed
+class Recorder(HookBase):
+    """Records, at every mount point, the engine's counters and the log buffer's; after each iteration the scalars
+    the iteration put (but the timings) and the learning rate; in ``after_train`` the buffer's whole history.
+    Runs last (LOWEST), after every hook the Organizer built."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple] = []
+        self.scalars: list[dict[str, float]] = []
+        self.lrs: list[float] = []
+        self.history: dict[str, list[tuple[float, int]]] = {}
+
+    def _record(self, event: str) -> None:
+        trainer, buffer = self.trainer, self.trainer.log_buffer
+        self.events.append((
+            event, trainer.iter, getattr(trainer, "inner_iter", None), getattr(trainer, "epoch", None),
+            trainer.start_iter, trainer.max_iter, trainer.max_epoch,
+            buffer.iter, buffer.epoch, buffer.epoch_inner_iter,
+        ))  # fmt: skip
+
+    def before_train(self) -> None:
+        self._record("before_train")
+
+    def before_train_epoch(self) -> None:
+        self._record("before_train_epoch")
+
+    def before_train_iter(self) -> None:
+        self._record("before_train_iter")
+
+    def after_train_iter(self) -> None:
+        self._record("after_train_iter")
+        scalars = self.trainer.log_buffer.scalars
+        self.scalars.append({k: float(v) for k, v in scalars.items() if k not in TIMINGS})
+        self.lrs.append(self.trainer.optimizer.param_groups[0]["lr"])
+
+    def after_train_epoch(self) -> None:
+        self._record("after_train_epoch")
+
+    def after_train(self) -> None:
+        self._record("after_train")
+        history = self.trainer.log_buffer.histories()
+        self.history = {k: list(h.data) for k, h in history.items() if k not in TIMINGS}
+
+
+def recorder(hooks: list[Any]) -> Recorder:
+    return next(h for h in hooks if isinstance(h, Recorder))
+
+
+# ------------------------------------------------------------------------------------------ loading iMIX's files
+_ENGINE_DIR = Path(imix.engine.__path__[0])
+
+
+def _module(name: str, **attributes: Any) -> types.ModuleType:
+    module = types.ModuleType(name, "stand-in for a package iMIX's Organizer imports (see imix_reference)")
+    vars(module).update(attributes)
+    return module
+
+
+def _build_optimizer(cfg: Any, model: torch.nn.Module) -> torch.optim.Optimizer:
+    args = dict(cfg)
+    return getattr(torch.optim, args.pop("type"))(model.parameters(), **args)
+
+
+def _build_lr_scheduler(cfg: Any, optimizer: torch.optim.Optimizer) -> Any:
+    args = {k: v for k, v in cfg.items() if k not in ("use_warmup", "warmup_iterations")}
+    return getattr(torch.optim.lr_scheduler, args.pop("type"))(optimizer, **args)
+
+
+def _build_loss(cfg: Any) -> torch.nn.Module:
+    args = dict(cfg)
+    return LOSSES[args.pop("type")](**args)
+
+
+def _build_model(cfg: Any) -> torch.nn.Module:
+    args = dict(cfg.model)
+    return MODELS[args.pop("type")](**args)
+
+
+def _load(name: str, path: Path, stand_ins: dict[str, types.ModuleType]) -> types.ModuleType:
+    """Execute the installed ``path`` as module ``name`` with ``stand_ins`` importable meanwhile; sys.modules is left
+    as it was (the module keeps what it imported)."""
+    saved = {n: sys.modules.get(n) for n in (*stand_ins, name)}
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.update(stand_ins)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        for n, m in saved.items():
+            if m is None:
+                sys.modules.pop(n, None)
+            else:
+                sys.modules[n] = m
+    return module
+
+
+def _load_imix() -> tuple[types.ModuleType, types.ModuleType]:
+    builder = _module("imix.models.builder", build_loss=_build_loss)
+    base_loss = _load("imix.models.losses.base_loss", _ENGINE_DIR.parent / "models/losses/base_loss.py",
+                      {"imix.models.builder": builder})  # fmt: skip
+    zoo = {
+        "imix.models": _module("imix.models", build_loss=_build_loss, build_model=_build_model),
+        "imix.solver": _module("imix.solver", build_lr_scheduler=_build_lr_scheduler, build_optimizer=_build_optimizer),
+        "imix.data": _module("imix.data", build_imix_train_loader=lambda cfg: DATASETS[cfg.dataset_type](cfg),
+                             build_imix_test_loader=lambda cfg, name: DATASETS[name](cfg)),
+        "imix.models.losses.base_loss": base_loss,
+    }  # fmt: skip
+    organizer = _load("imix.engine.organizer", _ENGINE_DIR / "organizer.py", zoo)
+    engine = _load("imix.engine.imix_engine", _ENGINE_DIR / "imix_engine.py", {"imix.engine.organizer": organizer})
+    engine.time = _module("time", sleep=lambda seconds: None)  # the loop's sleeps, only
+    return organizer, engine
+
+
+ORGANIZER, ENGINE = _load_imix()
+
+
+@contextlib.contextmanager
+def _imix_logger_at_info() -> Iterator[None]:
+    logger = logging.getLogger("imix")
+    level = logger.level
+    if not logger.isEnabledFor(logging.INFO):
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def organize(cfg: Config) -> Any:
+    """iMIX's ``Organizer(cfg)``, as a fresh process builds it (mixed precision off until ``cfg.fp16`` sets it)."""
+    ORGANIZER._AUTOMATIC_imixED_PRECISION = False
+    with _imix_logger_at_info():
+        return ORGANIZER.Organizer(cfg)
+
+
+def train(cfg: Config) -> Any:
+    """``imixEngine(cfg).train()``, iMIX's ``tools/run.py`` minus its setup; returns the engine."""
+    ORGANIZER._AUTOMATIC_imixED_PRECISION = False
+    with _imix_logger_at_info():
+        engine = ENGINE.imixEngine(cfg)
+    engine.train()
+    return engine
+
+
+class IMIXModule(L.LightningModule):
+    """iMIX's ``run_train_iter`` as a LightningModule: the model's forward, then the Organizer's ``losses_fn``."""
+
+    def __init__(self, organizer: Any) -> None:
+        super().__init__()
+        self.model = organizer.model
+        self.losses_fn = organizer.losses_fn
+        self.optimizer = organizer.optimizer
+
+    def training_step(self, batch: Any, batch_idx: int) -> dict[str, Any]:
+        engine = next(c for c in self.trainer.callbacks if isinstance(c, IMIXAdapter)).engine
+        output = self.model(batch, cur_epoch=getattr(engine, "epoch", None), cur_iter=engine.iter,
+                            inner_iter=getattr(engine, "inner_iter", None))  # as iMIX's run_train_iter passes them
+        return self.losses_fn(output)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return self.optimizer
+
+
+def fit(cfg: Config, ckpt_path: str | None = None, **trainer_kwargs: Any) -> tuple[Any, IMIXModule, L.Trainer]:
+    """The same config under Lightning: the Organizer's model, loader, optimizer and hooks, driven by IMIXAdapter
+    (epochs from ``total_epochs``; by iteration one pass over the loader, as iMIX's ``train_by_iter``)."""
+    organizer = organize(cfg)
+    module = IMIXModule(organizer)
+    adapter = IMIXAdapter(organizer.hooks, cfg=cfg, work_dir=cfg.work_dir)
+    options = dict(
+        max_epochs=cfg.total_epochs if organizer.by_epoch else 1, logger=False, enable_progress_bar=False,
+        enable_model_summary=False, enable_checkpointing=False, default_root_dir=cfg.work_dir, accelerator="cpu",
+    )  # fmt: skip
+    options.update(trainer_kwargs)
+    trainer = L.Trainer(callbacks=[adapter], **options)
+    trainer.fit(module, organizer.train_data_loader, ckpt_path=ckpt_path)
+    return organizer, module, trainer
