@@ -278,6 +278,7 @@ def fit(cfg: Config, ckpt_path: str | None = None, **trainer_kwargs: Any) -> tup
         enable_model_summary=False, enable_checkpointing=False, default_root_dir=cfg.work_dir, accelerator="cpu",
     )  # fmt: skip
     options.update(trainer_kwargs)
-    trainer = L.Trainer(callbacks=[adapter], **options)
+    options["callbacks"] = [adapter, *options.get("callbacks", [])]
+    trainer = L.Trainer(**options)
     trainer.fit(module, organizer.train_data_loader, ckpt_path=ckpt_path)
     return organizer, module, trainer

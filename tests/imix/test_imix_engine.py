@@ -12,6 +12,7 @@ import re
 import pytest
 import torch
 from imix_reference import TIMINGS, config, fit, recorder, train
+from lightning.pytorch.callbacks import ModelCheckpoint
 
 CASES = {
     "by_epoch": dict(),
@@ -105,3 +106,25 @@ def test_lightning_runs_the_config_as_imix_engine(tmp_path, case):
     assert_same(lightning_files, imix_files)
     assert status_rows(lightning_dir) == status_rows(imix_dir)
     assert lightning_log == imix_log
+
+
+def test_resume_continues_as_imix_resumes_from_its_checkpoint_hook_files(tmp_path):
+    """iMIX trains one epoch, then resumes from CheckPointHook's file (Organizer.resume_or_load: model, optimizer,
+    scheduler, start_iter / start_epoch) for the second; Lightning trains one epoch, then resumes from its own
+    checkpoint. And iMIX resumes from the file CheckPointHook wrote under Lightning just as from its own."""
+    first = "TinyNet_TinyData_epoch0(6iters)_model.pth"
+    train(config(tmp_path / "imix-1", total_epochs=1))
+    engine = train(config(tmp_path / "imix-2", resume_from=str(tmp_path / "imix-1" / first)))
+    last = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)
+    fit(config(tmp_path / "lightning-1", total_epochs=1), callbacks=[last], enable_checkpointing=True)
+    organizer = fit(config(tmp_path / "lightning-2"), ckpt_path=str(tmp_path / "ckpt" / "last.ckpt"))[0]
+    crossed = train(config(tmp_path / "imix-from-lightning", resume_from=str(tmp_path / "lightning-1" / first)))
+
+    ref = recorder(engine._hooks)
+    assert ref.events[0][:5] == ("before_train", 6, None, None, 6)  # resumed at iteration 6, epoch 1
+    for hooks, model, work_dir in [(organizer.hooks, organizer.model, "lightning-2"),
+                                   (crossed._hooks, crossed.model, "imix-from-lightning")]:  # fmt: skip
+        mine = recorder(hooks)
+        assert (mine.events, mine.scalars, mine.lrs, mine.history) == (ref.events, ref.scalars, ref.lrs, ref.history)
+        assert_same(model.state_dict(), engine.model.state_dict(), "weights")
+        assert_same(checkpoints(tmp_path / work_dir), checkpoints(tmp_path / "imix-2"))

@@ -128,6 +128,14 @@ class IMIXAdapter(LegacyHookAdapter):
             ordered.insert(at, hook)
         return ordered
 
+    def hook_state(self, hook: Any) -> Any:
+        """LRSchedulerHook's scheduler: iMIX's checkpoints carry it (the Organizer's checkpointer saves it beside the
+        model and optimizer, and ``resume_or_load`` restores it), so a resumed fit goes on with its learning rates."""
+        return {"scheduler": hook._scheduler.state_dict()} if any(hook is h for h in self.schedulers) else None
+
+    def load_hook_state(self, hook: Any, state: Any) -> None:
+        hook._scheduler.load_state_dict(state["scheduler"])
+
     def active(self, hook: Any, mount: str) -> bool:
         return not any(hook is h for h in self._idle) and super().active(hook, mount)
 
