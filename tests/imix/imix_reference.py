@@ -147,6 +147,25 @@ class Recorder(HookBase):
         self.history = {k: list(h.data) for k, h in history.items() if k not in TIMINGS}
 
 
+class LightningStep(HookBase):
+    """Lightning's automatic optimisation, put in OptimizerHook's place (first of the HIGH hooks) in iMIX's engine:
+    the reference for a hook list without a step-owning hook, where the adapter leaves backward and step to Lightning
+    (which runs them right after the forward, before ``after_train_iter``). Transcribed from Lightning's automatic
+    loop, the only lines here that are: backward of ``loss / accumulate_grad_batches``; every that many iterations
+    ``step`` then ``zero_grad`` (epoch lengths are multiples of it: the adapter requires so)."""
+
+    def __init__(self, grad_clip: Any = None) -> None:
+        super().__init__()
+        self._level = PriorityStatus.HIGH
+
+    def after_train_iter(self) -> None:
+        accumulate = self.trainer.gradient_accumulation_steps
+        (self.trainer.output["loss"] / accumulate).backward()
+        if (self.trainer.iter + 1) % accumulate == 0:
+            self.trainer.optimizer.step()
+            self.trainer.optimizer.zero_grad()
+
+
 def recorder(hooks: list[Any]) -> Recorder:
     return next(h for h in hooks if isinstance(h, Recorder))
 
@@ -239,11 +258,18 @@ def organize(cfg: Config) -> Any:
         return ORGANIZER.Organizer(cfg)
 
 
-def train(cfg: Config) -> Any:
-    """``imixEngine(cfg).train()``, iMIX's ``tools/run.py`` minus its setup; returns the engine."""
+def train(cfg: Config, lightning_steps: bool = False) -> Any:
+    """``imixEngine(cfg).train()``, iMIX's ``tools/run.py`` minus its setup; returns the engine. ``lightning_steps``:
+    the Organizer builds :class:`LightningStep` where it builds OptimizerHook."""
     ORGANIZER._AUTOMATIC_imixED_PRECISION = False
-    with _imix_logger_at_info():
-        engine = ENGINE.imixEngine(cfg)
+    hooks = ORGANIZER.hooks
+    if lightning_steps:
+        ORGANIZER.hooks = types.SimpleNamespace(**{**vars(hooks), "OptimizerHook": LightningStep})
+    try:
+        with _imix_logger_at_info():
+            engine = ENGINE.imixEngine(cfg)
+    finally:
+        ORGANIZER.hooks = hooks
     engine.train()
     return engine
 
@@ -267,10 +293,15 @@ class IMIXModule(L.LightningModule):
         return self.optimizer
 
 
-def fit(cfg: Config, ckpt_path: str | None = None, **trainer_kwargs: Any) -> tuple[Any, IMIXModule, L.Trainer]:
+def fit(cfg: Config, ckpt_path: str | None = None, lightning_steps: bool = False,
+        **trainer_kwargs: Any) -> tuple[Any, IMIXModule, L.Trainer]:
     """The same config under Lightning: the Organizer's model, loader, optimizer and hooks, driven by IMIXAdapter
-    (epochs from ``total_epochs``; by iteration one pass over the loader, as iMIX's ``train_by_iter``)."""
+    (epochs from ``total_epochs``; by iteration one pass over the loader, as iMIX's ``train_by_iter``).
+    ``lightning_steps``: without the Organizer's OptimizerHook, Lightning accumulating as the config says."""
     organizer = organize(cfg)
+    if lightning_steps:
+        organizer.hooks = [h for h in organizer.hooks if type(h).__name__ != "OptimizerHook"]
+        trainer_kwargs.setdefault("accumulate_grad_batches", organizer.gradient_accumulation_steps)
     module = IMIXModule(organizer)
     adapter = IMIXAdapter(organizer.hooks, cfg=cfg, work_dir=cfg.work_dir)
     options = dict(
