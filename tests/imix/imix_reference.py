@@ -11,8 +11,10 @@ wheel lacks (allennlp, transformers, cytoolz, data files); only those builders a
 - ``build_optimizer(cfg.optimizer, model)`` / ``build_lr_scheduler(cfg.lr_config, optimizer)``: the torch optimizer
   and scheduler of that ``type`` name.
 
-The engine sleeps 2 s per epoch and 1 s at the end (``time.sleep``): patched out in this module's copy. The imix
-logger is kept at INFO while an Organizer is built, as iMIX's ``default_setup`` leaves it, so it adds no handler.
+The engine sleeps 2 s per epoch and 1 s at the end (``time.sleep``): patched out in this module's copy. While an
+Organizer is built, the imix logger is at INFO and iMIX's work dir is the config's, as iMIX's ``default_setup`` leaves
+them. iMIX's evaluation (``Organizer.test``: ``inference_on_dataset`` with its ``Evaluator``) runs as it is, with a
+metric and a dataset converter of this module (:data:`EVALUATION`).
 
 :func:`train` runs ``imixEngine(cfg).train()``; :func:`fit` builds the same config with the real Organizer and hands
 its model, loader, optimizer and hooks to Lightning through ``IMIXAdapter``, as a user moving from iMIX would.
@@ -32,7 +34,10 @@ from typing import Any
 import imix.engine
 import lightning as L
 import torch
+import imix.utils.config
 from imix.engine.hooks import HookBase, PriorityStatus
+from imix.evaluation.dataset_evaluator import BaseDatasetConverter
+from imix.evaluation.metric import BaseMetric
 from imix.utils.config import Config
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -75,6 +80,40 @@ def tiny_data(cfg: Any) -> DataLoader:
     x, y = torch.randn(n, 4, generator=g) * 3, torch.randn(n, 1, generator=g) * 3
     return DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=False)
 
+
+class TinyConverter(BaseDatasetConverter):
+    """iMIX's dataset converter for the evaluator: per sample, the prediction and its label."""
+
+    def evaluation(self, batch_data: Any, model_outputs: dict, *args: Any, **kwargs: Any) -> tuple[list, list]:
+        return list(model_outputs["scores"]), list(model_outputs["target"])
+
+    def submit(self, batch_data: Any, model_outputs: dict, *args: Any, **kwargs: Any) -> list:
+        return list(model_outputs["scores"])
+
+    predict = submit
+
+    def data_pre_process(self, model_outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        return model_outputs
+
+    def __str__(self) -> str:
+        return "tiny_converter"
+
+
+class NegativeMSE(BaseMetric):
+    """An iMIX metric, the higher the better (EvaluateHook keeps the highest)."""
+
+    metric_name = "negative_mse"
+
+    def calculate(self, predictions: torch.Tensor, labels: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        return -torch.nn.functional.mse_loss(predictions, labels)
+
+
+#: the config keys that make iMIX's Organizer add EvaluateHook (iMIX's evaluator on the train data, here)
+EVALUATION = dict(
+    test_data=dict(is_run_eval=True),
+    test_datasets=["TinyData"],
+    post_processor=dict(type="Evaluator", metrics=[dict(type=NegativeMSE)], dataset_converters=[dict(type=TinyConverter)]),
+)
 
 MODELS: dict[str, Callable[..., torch.nn.Module]] = {"TinyNet": TinyNet}
 LOSSES: dict[str, Callable[..., torch.nn.Module]] = {"MSELoss": MSELoss}
@@ -237,24 +276,30 @@ def _load_imix() -> tuple[types.ModuleType, types.ModuleType]:
 
 
 ORGANIZER, ENGINE = _load_imix()
+Losser = ORGANIZER.Losser  # iMIX's, importable from here: EvaluateHook pickles the LightningModule that holds one
+Losser.__module__ = __name__
 
 
 @contextlib.contextmanager
-def _imix_logger_at_info() -> Iterator[None]:
+def _set_up(cfg: Config) -> Iterator[None]:
+    """What iMIX's ``default_setup`` leaves for the Organizer: the imix logger at INFO (else the Organizer adds a
+    handler) and iMIX's work dir (EvaluateHook opens its ``eval_result.json`` there); both restored after."""
     logger = logging.getLogger("imix")
-    level = logger.level
+    level, work_dir = logger.level, imix.utils.config.get_imix_work_dir()
     if not logger.isEnabledFor(logging.INFO):
         logger.setLevel(logging.INFO)
+    imix.utils.config.set_imix_work_dir(cfg.work_dir)
     try:
         yield
     finally:
         logger.setLevel(level)
+        imix.utils.config.set_imix_work_dir(work_dir)
 
 
 def organize(cfg: Config) -> Any:
     """iMIX's ``Organizer(cfg)``, as a fresh process builds it (mixed precision off until ``cfg.fp16`` sets it)."""
     ORGANIZER._AUTOMATIC_imixED_PRECISION = False
-    with _imix_logger_at_info():
+    with _set_up(cfg):
         return ORGANIZER.Organizer(cfg)
 
 
@@ -266,7 +311,7 @@ def train(cfg: Config, lightning_steps: bool = False) -> Any:
     if lightning_steps:
         ORGANIZER.hooks = types.SimpleNamespace(**{**vars(hooks), "OptimizerHook": LightningStep})
     try:
-        with _imix_logger_at_info():
+        with _set_up(cfg):
             engine = ENGINE.imixEngine(cfg)
     finally:
         ORGANIZER.hooks = hooks

@@ -11,7 +11,7 @@ import re
 
 import pytest
 import torch
-from imix_reference import TIMINGS, config, fit, recorder, train
+from imix_reference import EVALUATION, TIMINGS, config, fit, recorder, train
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 CASES = {
@@ -72,7 +72,9 @@ def _hooks_and_model(engine_or_organizer):
 
 
 def checkpoints(work_dir):
-    return {p.name: torch.load(p, weights_only=False) for p in sorted(work_dir.glob("*.pth"))}
+    """The checkpoint files in ``work_dir`` (not EvaluateHook's pickled model_best.pth)."""
+    files = sorted(p for p in work_dir.glob("*.pth") if p.name != "model_best.pth")
+    return {p.name: torch.load(p, weights_only=False) for p in files}
 
 
 def status_rows(work_dir):
@@ -139,3 +141,32 @@ def test_resume_continues_as_imix_resumes_from_its_checkpoint_hook_files(tmp_pat
         assert (mine.events, mine.scalars, mine.lrs, mine.history) == (ref.events, ref.scalars, ref.lrs, ref.history)
         assert_same(model.state_dict(), engine.model.state_dict(), "weights")
         assert_same(checkpoints(tmp_path / work_dir), checkpoints(tmp_path / "imix-2"))
+
+
+EVALUATION_CASES = {
+    "by_epoch": dict(EVALUATION),
+    # every iteration: CheckPointHook must save every iteration (see CASES), and the Organizer makes eval_iter_period
+    # divide checkpoint_config.iter_period
+    "by_iter": dict(EVALUATION, by_iter=True, max_iter=6, eval_iter_period=1, checkpoint_config=dict(iter_period=1)),
+}
+
+
+@pytest.mark.parametrize("case", EVALUATION_CASES)
+def test_evaluation_runs_as_under_imix_engine(tmp_path, case):
+    """EvaluateHook as iMIX's Organizer builds it for ``cfg.test_data``: iMIX's inference_on_dataset and Evaluator
+    after each epoch (by iteration: every eval_iter_period iterations), its results in work_dir/eval_result.json and
+    the log buffer, the best CheckPointHook file copied to best_result.pth and the whole model pickled."""
+    engine = train(config(tmp_path / "imix", **EVALUATION_CASES[case]))
+    organizer, module, _ = fit(config(tmp_path / "lightning", **EVALUATION_CASES[case]))
+    ref, mine = recorder(engine._hooks), recorder(organizer.hooks)
+
+    assert mine.events == ref.events
+    assert mine.history == ref.history and "negative_mse" in ref.history
+    rows = [(tmp_path / d / "eval_result.json").read_text().splitlines() for d in ("imix", "lightning")]
+    assert rows[1] == rows[0] and len(rows[0]) == (2 if case == "by_epoch" else 6)
+    assert_same(checkpoints(tmp_path / "lightning"), checkpoints(tmp_path / "imix"))
+    # the whole model EvaluateHook pickles is the facade's trainer.model: iMIX's model under iMIX, the LightningModule
+    # (here wrapping it) under Lightning
+    whole = torch.load(tmp_path / "lightning" / "model_best.pth", weights_only=False)
+    assert type(whole) is type(module)
+    assert_same(whole.model.state_dict(), torch.load(tmp_path / "imix" / "model_best.pth", weights_only=False).state_dict())
