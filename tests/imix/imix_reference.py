@@ -60,6 +60,13 @@ class TinyNet(torch.nn.Module):
         x, y = batch
         return {"scores": self.net(x), "target": y}
 
+    def init_ema(self) -> None:  # the model API iMIX's EMAIterHook calls
+        self.ema = {k: v.detach().clone() for k, v in self.state_dict().items()}
+
+    def update_ema(self, decay: float = 0.5) -> None:
+        for k, v in self.state_dict().items():
+            self.ema[k].mul_(decay).add_(v.detach(), alpha=1 - decay)
+
 
 class MSELoss(torch.nn.Module):
     """An iMIX loss: ``forward(model_output)``, named by ``str()``."""
@@ -336,6 +343,12 @@ class IMIXModule(L.LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return self.optimizer
+
+    def init_ema(self) -> None:  # hooks reach the LightningModule as trainer.model: it offers the model's EMA API
+        self.model.init_ema()
+
+    def update_ema(self) -> None:
+        self.model.update_ema()
 
 
 def fit(cfg: Config, ckpt_path: str | None = None, lightning_steps: bool = False,

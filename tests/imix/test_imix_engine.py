@@ -11,7 +11,9 @@ import re
 
 import pytest
 import torch
-from imix_reference import EVALUATION, TIMINGS, config, fit, recorder, train
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from imix.engine.hooks import PriorityStatus
+from imix_reference import EVALUATION, TIMINGS, Recorder, config, fit, recorder, train
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 CASES = {
@@ -30,6 +32,9 @@ CASES = {
                                gradient_accumulation_steps=2),
     "by_iter-fp16-clip": dict(by_iter=True, max_iter=6, checkpoint_config=dict(iter_period=1), fp16=dict(),
                               optimizer_config=dict(grad_clip=dict(max_norm=0.5))),
+    # iMIX's custom_hooks after the Organizer's: EMAIterHook drives the model's EMA, TextLoggerHook logs
+    "by_epoch-custom_hooks": dict(custom_hooks=[dict(type=Recorder, level=PriorityStatus.LOWEST),
+                                                dict(type="EMAIterHook"), dict(type="TextLoggerHook", text="hi")]),
     # no hook owns the step: Lightning optimises (imix_reference.LightningStep in the engine)
     "lightning_steps-by_epoch": dict(lightning_steps=True),
     "lightning_steps-by_epoch-accumulate": dict(lightning_steps=True, gradient_accumulation_steps=2),
@@ -82,6 +87,13 @@ def status_rows(work_dir):
     return [{k: v for k, v in row.items() if k not in TIMINGS} for row in rows]
 
 
+def tensorboard(work_dir):
+    """TensorboardLoggerHook's scalars (but the timings): tag -> [(step, value)]."""
+    events = EventAccumulator(str(work_dir / "runs")).Reload()
+    tags = [t for t in events.Tags()["scalars"] if t not in TIMINGS]
+    return {t: [(e.step, e.value) for e in events.Scalars(t)] for t in tags}
+
+
 def assert_same(mine, ref, path="checkpoint"):
     """Nested checkpoint content: equal tensors, equal everything else."""
     if isinstance(ref, torch.Tensor):
@@ -118,6 +130,10 @@ def test_lightning_runs_the_config_as_imix_engine(tmp_path, case):
     assert list(lightning_files) == list(imix_files)
     assert_same(lightning_files, imix_files)
     assert status_rows(lightning_dir) == status_rows(imix_dir)
+    assert tensorboard(lightning_dir) == tensorboard(imix_dir) and "total_loss" in tensorboard(imix_dir)
+    if case == "by_epoch-custom_hooks":
+        assert_same(model.ema, imix_model.ema, "ema")
+        assert ("imix.engine.hooks.text_logger_hook", "after_train:hi") in imix_log
     assert lightning_log == imix_log
 
 
