@@ -12,8 +12,11 @@ import re
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from lightning_hooks import IMIXAdapter
+from lightning_hooks.compat import imix as compat
 from imix.engine.hooks import PriorityStatus
-from imix_reference import EVALUATION, TIMINGS, Recorder, config, fit, recorder, train
+from imix_reference import EVALUATION, TIMINGS, Recorder, config, fit, organize, recorder, train
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 CASES = {
@@ -186,3 +189,21 @@ def test_evaluation_runs_as_under_imix_engine(tmp_path, case):
     whole = torch.load(tmp_path / "lightning" / "model_best.pth", weights_only=False)
     assert type(whole) is type(module)
     assert_same(whole.model.state_dict(), torch.load(tmp_path / "imix" / "model_best.pth", weights_only=False).state_dict())
+
+
+def test_levels_order_hooks_as_imix_add_custom_hooks(tmp_path):
+    """The adapter orders the Organizer's hooks plus ``cfg.custom_hooks`` (built by compat.build_custom_hooks) as
+    iMIX's add_custom_hooks inserts them (for levels it does not crash on: none below every hook)."""
+
+    def custom():
+        return [dict(type="TextLoggerHook", text=text, level=level) for text, level in
+                [("low", PriorityStatus.LOW), ("high", 20), ("normal", PriorityStatus.NORMAL), ("lower", 50),
+                 ("high2", PriorityStatus.HIGH)]]  # fmt: skip
+
+    organizer = organize(config(tmp_path, custom_hooks=custom()))
+    built = organize(config(tmp_path, custom_hooks=[]))
+    adapter = IMIXAdapter(built.hooks + compat.build_custom_hooks(custom()))
+    names = [[getattr(h, "text", type(h).__name__) for h in hooks] for hooks in (adapter.hooks, organizer.hooks)]
+    assert names[0] == names[1]
+    assert names[1] == ["OptimizerHook", "LRSchedulerHook", "high", "high2", "IterationTimerHook", "PeriodicLogger",
+                        "CheckPointHook", "normal", "low", "lower"]  # fmt: skip
