@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import imix.engine
+import imix.utils.config
 import lightning as L
 import torch
-import imix.utils.config
 from imix.engine.hooks import HookBase, PriorityStatus
 from imix.evaluation.dataset_evaluator import BaseDatasetConverter
 from imix.evaluation.metric import BaseMetric
@@ -119,7 +119,8 @@ class NegativeMSE(BaseMetric):
 EVALUATION = dict(
     test_data=dict(is_run_eval=True),
     test_datasets=["TinyData"],
-    post_processor=dict(type="Evaluator", metrics=[dict(type=NegativeMSE)], dataset_converters=[dict(type=TinyConverter)]),
+    post_processor=dict(type="Evaluator", metrics=[dict(type=NegativeMSE)],
+                        dataset_converters=[dict(type=TinyConverter)]),
 )
 
 MODELS: dict[str, Callable[..., torch.nn.Module]] = {"TinyNet": TinyNet}

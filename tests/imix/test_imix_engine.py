@@ -11,13 +11,13 @@ import re
 
 import pytest
 import torch
+from imix.engine.hooks import PriorityStatus
+from imix_reference import EVALUATION, TIMINGS, Recorder, config, fit, organize, recorder, train
+from lightning.pytorch.callbacks import ModelCheckpoint
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from lightning_hooks import IMIXAdapter
 from lightning_hooks.compat import imix as compat
-from imix.engine.hooks import PriorityStatus
-from imix_reference import EVALUATION, TIMINGS, Recorder, config, fit, organize, recorder, train
-from lightning.pytorch.callbacks import ModelCheckpoint
 
 CASES = {
     "by_epoch": dict(),
@@ -26,7 +26,8 @@ CASES = {
         gradient_accumulation_steps=2, is_lr_accumulation=False, optimizer_config=dict(grad_clip=dict(max_norm=0.5))
     ),
     "by_epoch-fp16-accumulate-clip": dict(
-        fp16=dict(init_scale=2.0**16), gradient_accumulation_steps=3, optimizer_config=dict(grad_clip=dict(max_norm=0.5))
+        fp16=dict(init_scale=2.0**16), gradient_accumulation_steps=3,
+        optimizer_config=dict(grad_clip=dict(max_norm=0.5)),
     ),
     # by iteration: iMIX's train_by_iter makes one pass over the loader (max_iter only tells the hooks); CheckPointHook
     # by iteration crashes on an iteration it does not save (imix 0.1.0), so it saves every iteration here
@@ -120,7 +121,8 @@ def test_lightning_runs_the_config_as_imix_engine(tmp_path, case):
     options = dict(CASES[case])
     steps = dict(lightning_steps=options.pop("lightning_steps", False))
     (engine, imix_model), imix_log = run(lambda cfg: _hooks_and_model(train(cfg, **steps)), config(imix_dir, **options))
-    (hooks, model), lightning_log = run(lambda cfg: _hooks_and_model(fit(cfg, **steps)[0]), config(lightning_dir, **options))
+    (hooks, model), lightning_log = run(lambda cfg: _hooks_and_model(fit(cfg, **steps)[0]),
+                                        config(lightning_dir, **options))
     ref, mine = recorder(engine), recorder(hooks)
 
     assert [type(h) for h in hooks] == [type(h) for h in engine if type(h).__name__ != "LightningStep"]
@@ -188,7 +190,8 @@ def test_evaluation_runs_as_under_imix_engine(tmp_path, case):
     # (here wrapping it) under Lightning
     whole = torch.load(tmp_path / "lightning" / "model_best.pth", weights_only=False)
     assert type(whole) is type(module)
-    assert_same(whole.model.state_dict(), torch.load(tmp_path / "imix" / "model_best.pth", weights_only=False).state_dict())
+    imix_whole = torch.load(tmp_path / "imix" / "model_best.pth", weights_only=False)
+    assert_same(whole.model.state_dict(), imix_whole.state_dict())
 
 
 def test_levels_order_hooks_as_imix_add_custom_hooks(tmp_path):

@@ -31,8 +31,9 @@ class IMIXAdapter(LegacyHookAdapter):
     """Run ``imix.engine.hooks.HookBase`` hooks inside ``lightning.Trainer``.
 
     Hooks are ordered by level as iMIX's engine does; each reaches the :class:`Engine` facade (``adapter.engine``,
-    iMIX's ``imixEngine``) as ``self.trainer``, a ``weakref.proxy`` as iMIX sets it. The LightningModule's ``training_step`` plays iMIX's forward plus loss: it
-    returns the loss tensor or iMIX's loss dict (``{"loss": tensor, "total_loss": float, ...}``).
+    iMIX's ``imixEngine``) as ``self.trainer``, a ``weakref.proxy`` as iMIX sets it. The LightningModule's
+    ``training_step`` plays iMIX's forward plus loss: it returns the loss tensor or iMIX's loss dict
+    (``{"loss": tensor, "total_loss": float, ...}``).
 
     If a legacy hook owns the step, Lightning doesn't: with an OptimizerHook or Fp16OptimizerHook the adapter
     switches the module to manual optimisation and runs ``before_train_iter``, the forward and ``after_train_iter``
