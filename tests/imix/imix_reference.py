@@ -17,19 +17,22 @@ them. iMIX's evaluation (``Organizer.test``: ``inference_on_dataset`` with its `
 metric and a dataset converter of this module (:data:`EVALUATION`).
 
 :func:`train` runs ``imixEngine(cfg).train()``; :func:`fit` builds the same config with the real Organizer and hands
-its model, loader, optimizer and hooks to Lightning through ``IMIXAdapter``, as a user moving from iMIX would.
+its model, loader, optimizer and hooks to Lightning through ``IMIXAdapter``, as a user moving from iMIX would;
+:func:`assert_runs_as_imix` runs both and compares all they showed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import logging
+import re
 import sys
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import imix.engine
 import imix.utils.config
@@ -39,6 +42,7 @@ from imix.engine.hooks import HookBase, PriorityStatus
 from imix.evaluation.dataset_evaluator import BaseDatasetConverter
 from imix.evaluation.metric import BaseMetric
 from imix.utils.config import Config
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_hooks import IMIXAdapter
@@ -372,3 +376,105 @@ def fit(cfg: Config, ckpt_path: str | None = None, lightning_steps: bool = False
     trainer = L.Trainer(**options)
     trainer.fit(module, organizer.train_data_loader, ckpt_path=ckpt_path)
     return organizer, module, trainer
+
+
+# ------------------------------------------------------------------------------------------ comparing two runs
+class LogLines(logging.Handler):
+    """The imix loggers' messages, work dirs and wall-clock figures masked; not the Organizer's list of the hooks it
+    built (which names LightningStep under iMIX)."""
+
+    def __init__(self, work_dir: str) -> None:
+        super().__init__(logging.INFO)
+        self.work_dir, self.lines = str(work_dir), []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("hook name:"):
+            return
+        message = record.getMessage().replace(self.work_dir, "WORK_DIR")
+        self.lines.append((record.name, re.sub(r"\d+\.\d{4,}", "T", message)))
+
+
+def _logged(runner: Callable[[], Any], work_dir: str) -> tuple[Any, list[tuple[str, str]]]:
+    logger = logging.getLogger("imix")
+    lines, level = LogLines(work_dir), logger.level
+    logger.addHandler(lines)
+    logger.setLevel(logging.INFO)
+    try:
+        result = runner()
+    finally:
+        logger.removeHandler(lines)
+        logger.setLevel(level)
+    return result, lines.lines
+
+
+def checkpoints(work_dir: Path) -> dict[str, Any]:
+    """The checkpoint files in ``work_dir`` (not EvaluateHook's pickled model_best.pth)."""
+    files = sorted(p for p in work_dir.glob("*.pth") if p.name != "model_best.pth")
+    return {p.name: torch.load(p, weights_only=False) for p in files}
+
+
+def status_rows(work_dir: Path) -> list[dict[str, Any]]:
+    """JSONLoggerHook's rows (but the timings)."""
+    rows = [json.loads(line) for line in (work_dir / "training_status.json").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if k not in TIMINGS} for row in rows]
+
+
+def tensorboard(work_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """TensorboardLoggerHook's scalars (but the timings): tag -> [(step, value)]."""
+    events = EventAccumulator(str(work_dir / "runs")).Reload()
+    tags = [t for t in events.Tags()["scalars"] if t not in TIMINGS]
+    return {t: [(e.step, e.value) for e in events.Scalars(t)] for t in tags}
+
+
+def assert_same(mine: Any, ref: Any, path: str = "checkpoint") -> None:
+    """Nested checkpoint content: equal tensors, equal everything else."""
+    if isinstance(ref, torch.Tensor):
+        assert torch.equal(mine, ref), path
+    elif isinstance(ref, dict):
+        assert mine.keys() == ref.keys(), path
+        for key in ref:
+            assert_same(mine[key], ref[key], f"{path}[{key!r}]")
+    elif isinstance(ref, (list, tuple)):
+        assert len(mine) == len(ref), path
+        for i, (m, r) in enumerate(zip(mine, ref)):
+            assert_same(m, r, f"{path}[{i}]")
+    else:
+        assert mine == ref, path
+
+
+class Run(NamedTuple):
+    """What one run left: its hooks (the engine's or the adapter's), the iMIX model, the log lines, its work dir."""
+
+    hooks: list[Any]
+    model: torch.nn.Module
+    log: list[tuple[str, str]]
+    work_dir: Path
+
+
+def assert_runs_as_imix(tmp_path: Path, lightning_steps: bool = False, **overrides: Any) -> tuple[Run, Run]:
+    """Train ``config(**overrides)`` with iMIX's engine and with Lightning; assert that both show the same event
+    stream (mount points; iter / inner_iter / epoch, limits and the log buffer's counters at each), the same scalars
+    per iteration, learning rates, log buffer history, weights, checkpoint files, JSON rows, TensorBoard scalars and
+    log lines. Returns (iMIX's run, Lightning's run) for checks of their own."""
+    runs = []
+    for name, runner in (("imix", lambda cfg: train(cfg, lightning_steps)),
+                         ("lightning", lambda cfg: fit(cfg, lightning_steps=lightning_steps)[0])):  # fmt: skip
+        cfg = config(tmp_path / name, **overrides)
+        host, log = _logged(lambda: runner(cfg), cfg.work_dir)
+        hooks = host._hooks if name == "imix" else host.hooks
+        runs.append(Run(hooks, host.model, log, tmp_path / name))
+    imix, lightning = runs
+    ref, mine = recorder(imix.hooks), recorder(lightning.hooks)
+    assert [type(h) for h in lightning.hooks] == [type(h) for h in imix.hooks if not isinstance(h, LightningStep)]
+    assert mine.events == ref.events
+    assert mine.scalars == ref.scalars
+    assert mine.lrs == ref.lrs
+    assert mine.history == ref.history
+    assert_same(lightning.model.state_dict(), imix.model.state_dict(), "weights")
+    imix_files, lightning_files = checkpoints(imix.work_dir), checkpoints(lightning.work_dir)
+    assert list(lightning_files) == list(imix_files)
+    assert_same(lightning_files, imix_files)
+    assert status_rows(lightning.work_dir) == status_rows(imix.work_dir)
+    assert tensorboard(lightning.work_dir) == tensorboard(imix.work_dir) and "total_loss" in tensorboard(imix.work_dir)
+    assert lightning.log == imix.log
+    return imix, lightning

@@ -1,12 +1,23 @@
-"""CheckPointHook and EvaluateHook where they fail upstream, and the final checkpoint when max_steps ends the fit.
-Their files, results and EMAIterHook against iMIX's own engine are in test_imix_engine.py."""
+"""CheckPointHook, EvaluateHook and EMAIterHook against iMIX's own engine (imix_reference), where they fail upstream,
+and the final checkpoint when max_steps ends the fit."""
 
 from __future__ import annotations
 
 import pytest
-from imix.engine.hooks import CheckPointHook, EvaluateHook, OptimizerHook
+import torch
+from imix.engine.hooks import CheckPointHook, EvaluateHook, OptimizerHook, PriorityStatus
 from imix.utils.checkpoint import Checkpointer
-from imix_reference import config, train
+from imix_reference import (
+    EVALUATION,
+    Recorder,
+    assert_runs_as_imix,
+    assert_same,
+    checkpoints,
+    config,
+    fit,
+    recorder,
+    train,
+)
 
 from lightning_hooks import IMIXAdapter
 
@@ -48,3 +59,41 @@ def test_checkpoint_hook_writes_the_final_model_once_when_max_steps_ends_the_fit
     make_trainer([adapter], max_epochs=max_epochs, max_steps=max_steps).fit(module, loader)
     assert saves == ["tiny_epoch0(6iters)_model", "tiny_epoch1(12iters)_model", "tiny_model_final"]
     assert hook.max_epoch == 2
+
+
+def test_ema_iter_hook_drives_the_models_own_ema(tmp_path):
+    """EMAIterHook from cfg.custom_hooks (after the Organizer's hooks): init_ema / update_ema of trainer.model, which
+    under Lightning is the LightningModule (imix_reference.IMIXModule hands them to the iMIX model)."""
+    custom_hooks = [dict(type=Recorder, level=PriorityStatus.LOWEST), dict(type="EMAIterHook")]
+    imix, lightning = assert_runs_as_imix(tmp_path, custom_hooks=custom_hooks)
+    assert_same(lightning.model.ema, imix.model.ema, "ema")
+
+
+EVALUATION_CASES = {
+    "by_epoch": dict(EVALUATION),
+    # every iteration: CheckPointHook must save every iteration (see CASES), and the Organizer makes eval_iter_period
+    # divide checkpoint_config.iter_period
+    "by_iter": dict(EVALUATION, by_iter=True, max_iter=6, eval_iter_period=1, checkpoint_config=dict(iter_period=1)),
+}
+
+
+@pytest.mark.parametrize("case", EVALUATION_CASES)
+def test_evaluate_hook_records_results_and_keeps_the_best_checkpoint(tmp_path, case):
+    """EvaluateHook as iMIX's Organizer builds it for ``cfg.test_data``: iMIX's inference_on_dataset and Evaluator
+    after each epoch (by iteration: every eval_iter_period iterations), its results in work_dir/eval_result.json and
+    the log buffer, the best CheckPointHook file copied to best_result.pth and the whole model pickled."""
+    engine = train(config(tmp_path / "imix", **EVALUATION_CASES[case]))
+    organizer, module, _ = fit(config(tmp_path / "lightning", **EVALUATION_CASES[case]))
+    ref, mine = recorder(engine._hooks), recorder(organizer.hooks)
+
+    assert mine.events == ref.events
+    assert mine.history == ref.history and "negative_mse" in ref.history
+    rows = [(tmp_path / d / "eval_result.json").read_text().splitlines() for d in ("imix", "lightning")]
+    assert rows[1] == rows[0] and len(rows[0]) == (2 if case == "by_epoch" else 6)
+    assert_same(checkpoints(tmp_path / "lightning"), checkpoints(tmp_path / "imix"))
+    # the whole model EvaluateHook pickles is the facade's trainer.model: iMIX's model under iMIX, the LightningModule
+    # (here wrapping it) under Lightning
+    whole = torch.load(tmp_path / "lightning" / "model_best.pth", weights_only=False)
+    assert type(whole) is type(module)
+    imix_whole = torch.load(tmp_path / "imix" / "model_best.pth", weights_only=False)
+    assert_same(whole.model.state_dict(), imix_whole.state_dict())

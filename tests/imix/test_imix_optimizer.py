@@ -1,6 +1,6 @@
-"""Hooks that own the optimisation (OptimizerHook, Fp16OptimizerHook, LRSchedulerHook) under Lightning: who steps,
-what Lightning counts, the Lightning options that would fight them. Their weights and learning rates against iMIX's
-own engine are in test_imix_engine.py; the CUDA fp16 test below keeps a transcribed reference (see its docstring)."""
+"""Hooks that own the optimisation (OptimizerHook, Fp16OptimizerHook, LRSchedulerHook): against iMIX's own engine
+(imix_reference; more cases in test_imix_engine.py), and under Lightning: who steps, what Lightning counts, the
+Lightning options that would fight them. The CUDA fp16 test keeps a transcribed reference (see its docstring)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from imix.engine.hooks import (
     LRSchedulerHook,
     OptimizerHook,
 )
+from imix_reference import assert_runs_as_imix, recorder
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.nn.functional import mse_loss
 
@@ -26,6 +27,22 @@ def count_steps(optimizer):
     calls = []
     optimizer.register_step_post_hook(lambda *a: calls.append(1))
     return calls
+
+
+def test_optimizer_hook_with_clipping_and_accumulation_matches_reference_loop(tmp_path):
+    """OptimizerHook (grad_clip, gradient_accumulation_steps) against iMIX's engine loop, the reference."""
+    assert_runs_as_imix(tmp_path, gradient_accumulation_steps=2, optimizer_config=dict(grad_clip=dict(max_norm=0.5)))
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step()` before")  # iMIX does so too (gas=2)
+@pytest.mark.parametrize("lr_accumulation", [False, True, None])
+def test_lr_scheduler_hook_steps_its_scheduler_as_imix(tmp_path, lr_accumulation):
+    """LRSchedulerHook with accumulation: once per accumulation cycle with is_lr_accumulation (iMIX's default when the
+    config does not say), else every iteration; LR per iteration against iMIX's engine."""
+    options = {} if lr_accumulation is None else dict(is_lr_accumulation=lr_accumulation)
+    imix, _ = assert_runs_as_imix(tmp_path, gradient_accumulation_steps=2, **options)
+    lrs = [lr for row in recorder(imix.hooks).scalars if (lr := row.get("lr")) is not None]
+    assert len(lrs) == (12 if lr_accumulation is False else 6)  # the scheduler steps it recorded
 
 
 def test_optimizer_hook_owns_the_step_and_lightning_counts_it(module, loader, make_trainer):
