@@ -39,6 +39,7 @@ class Engine(Facade):
     """
 
     host = "trainer"  # the name hooks reach it by (self.trainer)
+    adapter_attribute = "engine"  # IMIXAdapter.engine
 
     def __init__(
         self,
