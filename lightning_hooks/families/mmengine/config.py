@@ -1,14 +1,23 @@
-"""Build hooks from MMEngine's ``default_hooks`` / ``custom_hooks`` config, as MMEngine's ``Runner`` does."""
+"""MMEngine configs: hooks from ``default_hooks`` / ``custom_hooks`` as MMEngine's ``Runner`` builds them, and a whole
+config's runtime keys as ``MMEngineAdapter`` options (:func:`adapter_from_config`)."""
 
 from __future__ import annotations
 
 import copy
-import difflib
-from typing import Any
+import warnings
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS, Registry
 from mmengine.runner import Priority, Runner, get_priority
+
+from lightning_hooks.core.errors import close_names
+from lightning_hooks.core.introspect import keywords
+
+if TYPE_CHECKING:
+    from lightning_hooks.families.mmengine.adapter import MMEngineAdapter
+
+Adapter = TypeVar("Adapter", bound="MMEngineAdapter")
 
 
 class _Registrar:
@@ -83,7 +92,7 @@ def check_type(cfg: dict, registry: Registry) -> None:
     cls = _lookup(registry, kind) if isinstance(kind, str) else kind
     if cls is None:
         names = registered_names(registry._get_root_registry())
-        close = difflib.get_close_matches(kind, names, n=3, cutoff=0.5)
+        close = close_names(kind, names, n=3, cutoff=0.5)
         hint = f"Did you mean {', '.join(repr(c) for c in close)}?" if close else f"Registered: {', '.join(names)}."
         raise KeyError(
             f"build_hooks: hook type {kind!r} is not registered in the {registry.name!r} registry "
@@ -145,6 +154,38 @@ MAPPED = ("param_scheduler", "resume", "val_cfg", "test_cfg", "default_hooks", "
 _EVAL_LOOPS = {"val_cfg": "ValLoop", "test_cfg": "TestLoop"}
 
 
+class HookConfig:
+    """``default_hooks`` / ``custom_hooks`` as ``from_config`` got them, built once the adapter's runner exists (its
+    default scope and visualizer), as MMEngine's ``Runner`` builds its hooks.
+
+    Example::
+
+        MMEngineAdapter(HookConfig(dict(checkpoint=dict(type="CheckpointHook")), None), default_scope="mmdet")
+    """
+
+    def __init__(self, default_hooks: dict | None, custom_hooks: list | None) -> None:
+        self.default_hooks, self.custom_hooks = default_hooks, custom_hooks
+
+    def build(self, default_scope: str | None) -> list[Hook]:
+        return build_hooks(default_hooks=self.default_hooks, custom_hooks=self.custom_hooks, default_scope=default_scope)
+
+
+def adapter_from_config(
+    cls: type[Adapter], default_hooks: dict | None, custom_hooks: list | None, options: dict[str, Any]
+) -> Adapter:
+    """``MMEngineAdapter.from_config``: the adapter ``cls`` of a whole MMEngine config (see :func:`runtime_options`),
+    warning once about the keys it ignores; the hooks are built after the runner, as the Runner builds them."""
+    accepted = keywords(cls.__init__, skip=("self", "hooks"))
+    config = dict(options, default_hooks=default_hooks, custom_hooks=custom_hooks)
+    options, ckpt_path, notes = runtime_options(config, accepted)
+    if notes:  # stacklevel: the caller of from_config
+        warnings.warn(f"MMEngineAdapter.from_config ignores keys that Lightning objects own: {'; '.join(notes)}.",
+                      stacklevel=3)  # fmt: skip
+    adapter = cls(HookConfig(default_hooks, custom_hooks), **options)
+    adapter.ckpt_path = ckpt_path
+    return adapter
+
+
 def runtime_options(config: dict[str, Any], accepted: list[str]) -> tuple[dict[str, Any], str | None, list[str]]:
     """Split a whole MMEngine config (``default_runtime.py`` + schedule + model/data keys) for ``from_config``.
 
@@ -182,7 +223,7 @@ def runtime_options(config: dict[str, Any], accepted: list[str]) -> tuple[dict[s
         if key in OWNED_ELSEWHERE:
             notes.append(f"{key} ({OWNED_ELSEWHERE[key]})")
             continue
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+        close = close_names(key, known, n=1, cutoff=0.8)
         if close:
             raise ValueError(
                 f"MMEngineAdapter.from_config: unknown config key {key!r}. Did you mean {close[0]!r}? Keys it takes: "

@@ -7,7 +7,7 @@ one Lightning epoch of ``max_iters`` batches. Hooks still see the loader itself 
 ``len()`` LoggerHook and param schedulers read). Before each validation check the adapter sets
 ``trainer.val_check_batch`` from :meth:`IterLoopConfig.validates_at`, so validation runs exactly where
 ``IterBasedTrainLoop`` runs it (every ``val_interval`` iterations from ``val_begin``, ``dynamic_intervals``, and at
-``max_iters``); the run ends at ``max_iters`` by bounding the epoch loop's ``max_steps``.
+``max_iters``); the run ends at ``max_iters`` by bounding the epoch loop's ``max_steps`` (:func:`plan_iteration`).
 """
 
 from __future__ import annotations
@@ -96,6 +96,20 @@ def parse_train_cfg(train_cfg: dict[str, Any]) -> IterLoopConfig | EpochLoopConf
     except TypeError as err:
         loop = "EpochBasedTrainLoop" if by_epoch else "IterBasedTrainLoop"
         raise ValueError(f"MMEngineAdapter: train_cfg {train_cfg!r} does not fit {loop}: {err}") from None
+
+
+def plan_iteration(trainer: pl.Trainer, cfg: IterLoopConfig, done: int, stop_requested: bool) -> None:
+    """Before Lightning's validation check after ``done`` iterations: validate where ``IterBasedTrainLoop`` does, and
+    end the run at ``max_iters`` or once a hook set ``stop_training`` (after this check, as MMEngine's ``while``
+    reads it), without the validation Lightning forces on ``should_stop``."""
+    lightning_api.validate_after(trainer, 1 if done and cfg.validates_at(done) else float("inf"))
+    end_if_done(trainer, cfg, done, stop_requested)
+
+
+def end_if_done(trainer: pl.Trainer, cfg: IterLoopConfig, done: int, stop_requested: bool) -> None:
+    """End the endless train epoch now if ``done`` iterations reach ``max_iters`` or a hook requested a stop."""
+    if done >= cfg.max_iters or stop_requested:
+        lightning_api.end_train_epoch_at(trainer, trainer.global_step)
 
 
 class Endless:
