@@ -20,8 +20,10 @@ from lightning_hooks.core.triggers import ON, Trigger
 from lightning_hooks.families.mmengine import hook_checks, trainer_checks
 from lightning_hooks.families.mmengine.events import EVENTS, LOAD_CHECKPOINT
 from lightning_hooks.families.mmengine.iter_based import (
+    EpochLoopConfig,
     end_if_done,
     parse_train_cfg,
+    plan_epoch,
     plan_iteration,
     restore_source,
     serve_endless,
@@ -300,8 +302,17 @@ class MMEngineAdapter(LegacyHookAdapter):
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         self.fire(trigger)
-        self.runner.train_loop.agree_on_stop()
-        self.runner.train_loop.end_epoch()
+        loop = self.runner.train_loop
+        loop.agree_on_stop()
+        loop.end_epoch()
+        schedule = self._epoch_schedule()
+        if schedule is not None:
+            plan_epoch(trainer, schedule, loop.epoch)
+
+    def _epoch_schedule(self) -> EpochLoopConfig | None:
+        """An epoch-based ``train_cfg`` whose validation the adapter plans (``val_begin`` / ``dynamic_intervals``)."""
+        cfg = self.loop_cfg
+        return cfg if isinstance(cfg, EpochLoopConfig) and cfg.scheduled else None
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -25,7 +25,7 @@ from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, V
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.triggers import ON
-from lightning_hooks.families.mmengine.iter_based import EndlessSource, IterLoopConfig
+from lightning_hooks.families.mmengine.iter_based import EndlessSource, EpochLoopConfig, IterLoopConfig
 
 #: the adapter's ``fire(trigger, **context)``, which runs the hooks of a Lightning event's mount points
 Fire = Callable[..., None]
@@ -162,13 +162,8 @@ class _TrainLoop(_Loop):
         return trainer.num_training_batches
 
     @property
-    def val_begin(self) -> int:
-        """The first epoch (iteration) after which Lightning validates: 1, as MMEngine's default."""
-        return 1
-
-    @property
     def val_interval(self) -> int:
-        """``Trainer(check_val_every_n_epoch)`` for the epoch-based loop."""
+        """``Trainer(check_val_every_n_epoch)``."""
         trainer = self.trainer
         return (trainer.check_val_every_n_epoch or 1) if trainer is not None else 1
 
@@ -245,10 +240,25 @@ class _TrainLoop(_Loop):
 
 
 class EpochTrainLoop(_TrainLoop, EpochBasedTrainLoop):
-    """``runner.train_loop`` of an epoch-based run: an ``EpochBasedTrainLoop`` to hooks.
+    """``runner.train_loop`` of an epoch-based run: an ``EpochBasedTrainLoop`` to hooks; its validation schedule is
+    ``cfg``'s (``train_cfg``) when that has ``val_begin`` / ``dynamic_intervals``, else the Trainer's.
 
     Example: ``isinstance(runner.train_loop, EpochBasedTrainLoop)`` holds, as mmpretrain's ``PreciseBNHook`` checks.
     """
+
+    def __init__(self, runner: Any, cfg: EpochLoopConfig | None = None) -> None:
+        super().__init__(runner)
+        self.cfg = cfg if cfg is not None and cfg.scheduled else None
+
+    @property
+    def val_begin(self) -> int:
+        return self.cfg.val_begin if self.cfg is not None else 1
+
+    @property
+    def val_interval(self) -> int:
+        """The interval in force now (``dynamic_intervals``), as ``EpochBasedTrainLoop`` updates it; without a
+        schedule, ``Trainer(check_val_every_n_epoch)``."""
+        return self.cfg.interval_at(self._epoch) if self.cfg is not None else super().val_interval
 
 
 class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
@@ -296,10 +306,10 @@ class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
         )
 
 
-def train_loop(runner: Any, cfg: Any) -> EpochTrainLoop | IterTrainLoop:
+def train_loop(runner: Any, cfg: EpochLoopConfig | IterLoopConfig | None) -> EpochTrainLoop | IterTrainLoop:
     """The train loop facade of ``train_cfg`` (``cfg``, parsed): ``IterBasedTrainLoop`` semantics for an
     :class:`IterLoopConfig`, else ``EpochBasedTrainLoop``'s."""
-    return IterTrainLoop(runner, cfg) if isinstance(cfg, IterLoopConfig) else EpochTrainLoop(runner)
+    return IterTrainLoop(runner, cfg) if isinstance(cfg, IterLoopConfig) else EpochTrainLoop(runner, cfg)
 
 
 class _EvalLoop(_Loop):

@@ -121,7 +121,7 @@ class Runner(Facade):
         self.log_processor = _build_log_processor(options["log_processor"])
         #: mmengine schedulers or their configs; configs are built on Lightning's optimizer at each ``on_fit_start``.
         self._scheduler_configs = self.param_schedulers = options["param_schedulers"]
-        schedulers.check_configs(self._scheduler_configs)
+        schedulers.check_configs(self._scheduler_configs, options["default_scope"])
         self._log_level: str = options["log_level"]
         self._logger: MMLogger | None = None
         default_scope = options["default_scope"]

@@ -13,21 +13,27 @@ from lightning_hooks.core.introspect import init_keywords
 from lightning_hooks.core.lightning_api import pl
 
 
-def check_configs(configs: Any) -> None:
-    """Refuse, when the adapter is built, a scheduler config with a keyword its class does not take (``milestone``).
+def check_configs(configs: Any, default_scope: str | None) -> None:
+    """Refuse, when the adapter is built, a scheduler config of a type unknown in its scope (``_scope_``, else
+    ``default_scope``, as the Runner resolves it) or with a keyword its class does not take (``milestone``).
 
     Example::
 
-        check_configs([dict(type="MultiStepLR", milestones=[8, 11])])
+        check_configs([dict(type="MultiStepLR", milestones=[8, 11])], default_scope="mmdet")
     """
     from mmengine.registry import PARAM_SCHEDULERS
+
+    from lightning_hooks.families.mmengine.config import lookup, registered_names
 
     for item in configs if isinstance(configs, (list, tuple)) else [configs]:
         if not isinstance(item, Mapping) or not isinstance(item.get("type"), (str, type)):
             continue
-        cls = PARAM_SCHEDULERS.get(item["type"]) if isinstance(item["type"], str) else item["type"]
+        cls = item["type"]
+        if isinstance(cls, str):
+            with PARAM_SCHEDULERS.switch_scope_and_registry(item.get("_scope_") or default_scope) as registry:
+                cls = lookup(registry, item["type"])
         if cls is None:
-            known = PARAM_SCHEDULERS.module_dict
+            known = registered_names(registry._get_root_registry())
             raise KeyError(f"MMEngineAdapter(param_schedulers=...): {unknown_name('scheduler type', item['type'], known)}")
         accepted = init_keywords(cls, skip=("self", "optimizer", "epoch_length"))
         if accepted is None:
