@@ -26,10 +26,26 @@ class _Registrar:
     register_hooks = Runner.register_hooks
     register_default_hooks = Runner.register_default_hooks
     register_custom_hooks = Runner.register_custom_hooks
-    register_hook = Runner.register_hook
 
     def __init__(self) -> None:
         self._hooks: list[Hook] = []
+
+    def register_hook(self, hook: Hook | dict, priority: Any = None) -> None:
+        """``Runner.register_hook``; a hook that takes the current ``Visualizer`` when none exists yet (the Runner
+        builds its visualizer before its hooks) gets an error that says how to build it."""
+        try:
+            Runner.register_hook(self, hook, priority)  # type: ignore[arg-type]
+        except RuntimeError as err:
+            if "get_instance(name=xxx) at least once" not in str(err) or not isinstance(hook, dict):
+                raise
+            name = getattr(hook["type"], "__name__", hook["type"])
+            raise RuntimeError(
+                f"build_hooks: {name} takes the current mmengine Visualizer when it is built, and none exists yet: "
+                "MMEngine's Runner builds its visualizer before its hooks. Build the hooks with "
+                "MMEngineAdapter.from_config(default_hooks=..., custom_hooks=..., visualizer=dict(...)), which does the "
+                "same, or build the Visualizer (Visualizer.get_instance(...)) before build_hooks and pass it to "
+                "MMEngineAdapter(visualizer=...)."
+            ) from None
 
 
 def build_hooks(
