@@ -278,3 +278,23 @@ def test_mmengine_epoch_based_val_begin_and_dynamic_intervals_validate_where_the
     assert lt == mm
     assert lt_probe.seen == hook_of(runner.hooks, EpochLoopProbe).seen
     assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
+
+
+class FetchData(Hook):
+    """Switches the train data as mmagic's PGGANFetchDataHook does: the loader, then the loop's iterator over it."""
+
+    def before_train_iter(self, runner, batch_idx, data_batch=None) -> None:
+        if runner.iter == 3:
+            from mmengine.runner.loops import _InfiniteDataloaderIterator
+
+            loader = DataLoader(Points(8, 5), batch_size=2)
+            runner.train_loop.dataloader = loader
+            runner.train_loop.dataloader_iterator = _InfiniteDataloaderIterator(loader)
+
+
+def test_mmengine_iter_based_data_switch_of_the_loop_iterator_is_refused_with_what_to_do(tmp_path):
+    # under the Runner the pair takes effect at the next iteration; Lightning has fetched that batch already
+    with pytest.raises(RuntimeError, match=r"assigns runner\.train_loop\.dataloader_iterator too \(mmagic's "
+                                           r"PGGANFetchDataHook\) switches the data from the next iteration"):  # fmt: skip
+        run_lightning(tmp_path, train_cfg=ITER_CFG, train=infinite_loader(), custom_hooks=[FetchData()],
+                      default_hooks=dict(checkpoint=None))  # fmt: skip

@@ -300,9 +300,11 @@ class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
     def dataloader(self, loader: Any) -> None:
         raise RuntimeError(
             "runner.train_loop.dataloader = ...: MMEngine's IterBasedTrainLoop draws batches from an iterator it "
-            "builds once, so assigning its dataloader changes nothing under MMEngine either. To switch the data of an "
-            "iteration-based run, return the new loader from your LightningModule/LightningDataModule "
-            "train_dataloader() and set Trainer(reload_dataloaders_every_n_epochs=1)."
+            "builds once, so assigning its dataloader changes nothing under MMEngine either. A hook that then assigns "
+            "runner.train_loop.dataloader_iterator too (mmagic's PGGANFetchDataHook) switches the data from the next "
+            "iteration under MMEngine, which lightning-hooks cannot do yet: Lightning has already fetched the next "
+            "batch. Change the samples inside the dataset instead (its __getitem__ reading what the hook sets), or "
+            "train epoch-based, where the assignment takes effect as under EpochBasedTrainLoop."
         )
 
 
