@@ -17,17 +17,8 @@ from lightning_hooks.core.checks import check_argument, is_int
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.safety import plain
 from lightning_hooks.core.triggers import ON, Trigger
-from lightning_hooks.families.mmengine import hook_checks, trainer_checks
+from lightning_hooks.families.mmengine import hook_checks, iter_based, trainer_checks
 from lightning_hooks.families.mmengine.events import EVENTS, LOAD_CHECKPOINT
-from lightning_hooks.families.mmengine.iter_based import (
-    EpochLoopConfig,
-    end_if_done,
-    parse_train_cfg,
-    plan_epoch,
-    plan_iteration,
-    restore_source,
-    serve_endless,
-)
 
 # mmengine is not a dependency of lightning-hooks: the modules that import it (runner, loops, checkpoint, schedulers,
 # config) are imported where an MMEngine hook or config is already in hand.
@@ -94,7 +85,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         from lightning_hooks.families.mmengine.runner import Runner
 
         #: the ``train_cfg`` loop settings; an ``IterLoopConfig`` runs ``IterBasedTrainLoop``'s semantics
-        self.loop_cfg = parse_train_cfg(train_cfg) if train_cfg is not None else None
+        self.loop_cfg = iter_based.parse_train_cfg(train_cfg) if train_cfg is not None else None
         # as MMEngine's Runner: default scope and visualizer first, then the hooks (which may take the visualizer)
         runner = Runner(options, self.fire, self.loop_cfg)
         if isinstance(hooks, HookConfig):
@@ -206,7 +197,7 @@ class MMEngineAdapter(LegacyHookAdapter):
             if self.loop_cfg is not None:
                 trainer_checks.check_trainer(trainer, self.loop_cfg)
             if not self.runner.by_epoch:
-                serve_endless(trainer, skip=lambda: loop.finished_iters)
+                iter_based.serve_endless(trainer, skip=lambda: loop.finished_iters)
         self._enter_default_scope()
         self.runner.attach(trainer)
         hook_checks.refuse_model_type_checks(self.hooks, self.runner._model or pl_module)
@@ -221,7 +212,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         try:
             self.fire(ON["teardown"])
         finally:
-            restore_source(trainer)
+            iter_based.restore_source(trainer)
             self._exit_default_scope()
             super().teardown(trainer, pl_module, stage)
 
@@ -231,7 +222,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         try:
             super().on_exception(trainer, pl_module, exception)
         finally:
-            restore_source(trainer)
+            iter_based.restore_source(trainer)
             self._exit_default_scope()
             self.runner.close_log_file()
 
@@ -277,7 +268,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         if self.runner.by_epoch:
             trainer_checks.warn_loop_differences(trainer, loop.max_iters)
         else:
-            plan_iteration(trainer, self.loop_cfg, loop.iter, loop.stop_requested)
+            iter_based.plan_iteration(trainer, self.loop_cfg, loop.iter, loop.stop_requested)
         loop.sync_epoch()
         self.fire(ON["on_train_start"])
 
@@ -298,7 +289,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.fire(ON["on_train_batch_end"], batch_idx=index, data_batch=batch, outputs=outputs)
         loop.advance()
         if not self.runner.by_epoch:  # the endless epoch has no last batch: it ends at on_train_epoch_end
-            plan_iteration(trainer, self.loop_cfg, loop.iter, loop.stop_requested)
+            iter_based.plan_iteration(trainer, self.loop_cfg, loop.iter, loop.stop_requested)
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         self.fire(trigger)
@@ -307,12 +298,12 @@ class MMEngineAdapter(LegacyHookAdapter):
         loop.end_epoch()
         schedule = self._epoch_schedule()
         if schedule is not None:
-            plan_epoch(trainer, schedule, loop.epoch)
+            iter_based.plan_epoch(trainer, schedule, loop.epoch)
 
-    def _epoch_schedule(self) -> EpochLoopConfig | None:
+    def _epoch_schedule(self) -> iter_based.EpochLoopConfig | None:
         """An epoch-based ``train_cfg`` whose validation the adapter plans (``val_begin`` / ``dynamic_intervals``)."""
         cfg = self.loop_cfg
-        return cfg if isinstance(cfg, EpochLoopConfig) and cfg.scheduled else None
+        return cfg if isinstance(cfg, iter_based.EpochLoopConfig) and cfg.scheduled else None
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -333,7 +324,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         loop = self.runner.train_loop
         loop.agree_on_stop()  # EarlyStoppingHook may have stopped this rank only
         if not self.runner.by_epoch and trainer.state.fn == "fit" and not trainer.sanity_checking:
-            end_if_done(trainer, self.loop_cfg, loop.iter, loop.stop_requested)
+            iter_based.end_if_done(trainer, self.loop_cfg, loop.iter, loop.stop_requested)
 
     @override
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
