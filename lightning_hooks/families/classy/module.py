@@ -1,0 +1,387 @@
+"""LightningModules built from a whole Classy task config and from a whole VISSL config.
+
+- :class:`ClassyTaskModule`: what ``ClassificationTask.from_config`` builds (Classy's own builder runs): the model, the
+  loss, the optimizer with Classy's param schedulers (applied per step and per phase as Classy's task does), mixup,
+  ``clip_grad_norm``; its meters and config hooks go to the :class:`ClassyAdapter` that :meth:`ClassyTaskModule.adapter`
+  returns.
+- :class:`VisslModule`: what VISSL's ``SelfSupervisionTask`` builds from a VISSL config (VISSL's builders run): the
+  model (trunk + heads), the loss (built in ``setup``, after the adapter set Classy's device, as VISSL's trainer does)
+  and the optimizer with its ``OPTIMIZER.param_schedulers`` (the adapter applies them).
+
+Both log the values Classy's / VISSL's logging hooks print (losses, learning rates, meters) with ``self.log``, so they
+reach ``trainer.loggers``. The data comes from :mod:`lightning_hooks.families.classy.data`.
+
+Classy and VISSL are imported when a module is built.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from typing_extensions import override
+
+from lightning_hooks.core.errors import ConfigError
+from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.families.classy.adapter import ClassyAdapter
+from lightning_hooks.families.classy.task import param_options
+
+#: Classy task names this module builds (``ClassificationTask``; fine-tuning needs a pretrained checkpoint flow).
+CLASSY_TASKS = ("classification_task",)
+
+
+def load_task_config(config: Mapping[str, Any] | str | os.PathLike[str]) -> dict[str, Any]:
+    """A Classy task config: a JSON file (as ``classy_train.py --config_file``) or a dict (deep-copied)."""
+    if isinstance(config, (str, os.PathLike)):
+        path = Path(config)
+        if not path.is_file():
+            raise FileNotFoundError(f"Classy task config {path}: no such file")
+        return json.loads(path.read_text())
+    return copy.deepcopy(dict(config))
+
+
+def build_classy_task(config: Mapping[str, Any]) -> Any:
+    """Classy's ``build_task(config)`` on a copy, refusing what a Lightning run does not reproduce."""
+    name = config.get("name")
+    if name not in CLASSY_TASKS:
+        raise ConfigError(
+            f"name: the Classy task {name!r} is not built under Lightning (only {', '.join(CLASSY_TASKS)}); "
+            "train it with classy_train.py, or use a classification_task config."
+        )
+    if config.get("test_only"):
+        raise ConfigError("test_only: a test-only Classy task is a Lightning trainer.test(); this module trains")
+    phases = config.get("dataset", {}).get("train", {}).get("phases_per_epoch", 1)
+    if phases != 1:
+        raise ConfigError(
+            f"dataset.train.phases_per_epoch: {phases}; Lightning runs one train epoch per phase: set it to 1 and "
+            "multiply num_epochs instead."
+        )
+    amp = config.get("amp_args")
+    if amp is not None and str(amp.get("amp_type", "apex")).lower() != "pytorch":
+        raise ConfigError(
+            "amp_args: Apex AMP is not reproduced under Lightning; use amp_args.amp_type: pytorch (Lightning's "
+            "precision='16-mixed') or drop amp_args and pass --precision."
+        )
+    if config.get("use_sharded_ddp"):
+        raise ConfigError("use_sharded_ddp: use Lightning's strategy instead (--strategy fsdp)")
+    from classy_vision.tasks import build_task
+
+    return build_task(copy.deepcopy(dict(config)))
+
+
+class ClassyTaskModule(pl.LightningModule):
+    """A LightningModule from a Classy task config, built by Classy's own ``ClassificationTask.from_config``.
+
+    ``self.model`` is the ``ClassyModel``, ``self.criterion`` the loss, ``self.task`` the Classy task the rest was
+    built on (optimizer and param schedulers, datasets, meters, config hooks, mixup, ``clip_grad_norm``). The steps
+    follow Classy's ``train_step`` / ``eval_step`` on its ``{"input", "target"}`` samples; the optimizer's param
+    groups are Classy's (``bn_weight_decay``) and its scheduled options are set from Classy's param schedulers at
+    Classy's ``where`` before each step, the per-epoch ones at each train phase end.
+
+    Train with :meth:`adapter` (the config's meters and hooks) and :meth:`datamodule` (the config's datasets), for
+    ``max_epochs`` = the config's ``num_epochs`` and ``check_val_every_n_epoch`` = its ``test_phase_period``
+    (:meth:`trainer_options`).
+
+    Example::
+
+        module = ClassyTaskModule("my_task.json")
+        trainer = Trainer(callbacks=[module.adapter()], **module.trainer_options())
+        trainer.fit(module, datamodule=module.datamodule())
+    """
+
+    def __init__(self, config: Mapping[str, Any] | str | os.PathLike[str]) -> None:
+        super().__init__()
+        self.config = load_task_config(config)
+        task = build_classy_task(self.config)
+        self.model = task.base_model
+        self.criterion = task.base_loss
+        self.task = task  # not a Module: the model and loss are registered once, above
+        self._step_lr: float | None = None
+
+    # ----------------------------------------------------------------------------------------------- wiring
+    def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
+        """A :class:`ClassyAdapter` with ``hooks`` (e.g. those ``classy_train.py`` adds from its flags) then the
+        config's hooks, and the config's meters, as ``classy_train.py`` sets ``task.hooks``."""
+        return ClassyAdapter([*(hooks or []), *self.task.hooks], meters=self.task.meters, **options)
+
+    def datamodule(self) -> Any:
+        """The config's train and test datasets (those ``from_config`` built) as a LightningDataModule."""
+        from lightning_hooks.families.classy.data import ClassyTaskData
+
+        return ClassyTaskData(self.task)
+
+    def trainer_options(self) -> dict[str, Any]:
+        """The ``Trainer`` options the config fixes: epochs, test period, no sanity check, Classy's samplers kept."""
+        options: dict[str, Any] = {
+            "max_epochs": int(self.task.num_epochs),
+            "check_val_every_n_epoch": int(self.task.test_phase_period),
+            "num_sanity_val_steps": 0,
+            "use_distributed_sampler": False,  # Classy's datasets shard with their own DistributedSampler
+        }
+        if self.task.amp_args is not None:
+            options["precision"] = "16-mixed"
+        if self.config.get("simulated_global_batchsize"):
+            options["accumulate_grad_batches"] = self._accumulation()
+        return options
+
+    def _accumulation(self) -> int:
+        simulated = int(self.config["simulated_global_batchsize"])
+        batch = self.task.datasets["train"].get_global_batchsize()
+        if simulated % batch:
+            raise ConfigError(
+                f"simulated_global_batchsize: {simulated} is not a multiple of the global batch size {batch}"
+            )
+        return simulated // batch
+
+    # ------------------------------------------------------------------------------------------------ steps
+    @override
+    def forward(self, x: Any) -> Any:
+        return self.model(x)
+
+    @override
+    def training_step(self, sample: dict[str, Any], batch_idx: int) -> dict[str, Any]:
+        if self.task.mixup_transform is not None:
+            sample = self.task.mixup_transform(sample)
+        output = self.model(sample["input"])
+        loss = self.criterion(output, sample["target"])
+        self.log("train/loss", loss.detach(), on_step=True, on_epoch=True, batch_size=_size(sample))
+        return {"loss": loss, "output": output, "target": sample["target"]}
+
+    @override
+    def validation_step(self, sample: dict[str, Any], batch_idx: int) -> dict[str, Any]:
+        return self._eval_step(sample, "test")
+
+    @override
+    def test_step(self, sample: dict[str, Any], batch_idx: int) -> dict[str, Any]:
+        return self._eval_step(sample, "test")
+
+    def _eval_step(self, sample: dict[str, Any], phase: str) -> dict[str, Any]:
+        output = self.model(sample["input"])
+        loss = self.criterion(output, sample["target"])
+        self.log(f"{phase}/loss", loss, on_step=False, on_epoch=True, batch_size=_size(sample))
+        return {"loss": loss, "output": output, "target": sample["target"]}
+
+    # ---------------------------------------------------------------------------------- optimizer, schedule
+    @override
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        """Classy's ``prepare_optimizer``: non-BatchNorm then BatchNorm parameter groups (loss's included), the
+        latter without weight decay unless ``bn_weight_decay``; the ClassyOptimizer's torch optimizer."""
+        self.task.prepare_optimizer(optimizer=self.task.optimizer, model=self.model, loss=self.criterion)
+        return self.task.optimizer.optimizer
+
+    @override
+    def on_fit_start(self) -> None:
+        epochs = self.trainer.max_epochs
+        if epochs != self.task.num_epochs:
+            raise ConfigError(
+                f"num_epochs: the config trains {self.task.num_epochs} epochs (its param schedulers span them) but "
+                f"Trainer(max_epochs={epochs}); pass max_epochs={self.task.num_epochs} (trainer_options())."
+            )
+
+    @override
+    def on_train_start(self) -> None:
+        """Every scheduled option at the ``where`` the run starts from (0, or where a resumed checkpoint left off)."""
+        self._schedule(self.current_epoch / self.task.num_epochs, None)
+
+    @override
+    def optimizer_step(self, epoch: int, batch_idx: int, optimizer: Any, optimizer_closure: Any = None) -> None:
+        """Classy's ``optimizer.step(where=task.where)``: the per-step options at ``where``, then the step; after a
+        train phase's last step, ``optimizer.on_epoch(where)`` (the per-epoch options, while ``where < 1``)."""
+        from classy_vision.optim.param_scheduler import UpdateInterval
+
+        batches = self.trainer.num_training_batches
+        self._schedule((epoch * batches + batch_idx) / (self.task.num_epochs * batches), UpdateInterval.STEP)
+        self._step_lr = optimizer.param_groups[0]["lr"]
+        optimizer.step(closure=optimizer_closure)
+        if batch_idx + 1 == batches:
+            where = (epoch + 1) / self.task.num_epochs
+            if where < 1:
+                self.task.optimizer.on_epoch(where)
+                for adapter in self.trainer.callbacks:  # what Classy's options_view shows at the phase end
+                    if isinstance(adapter, ClassyAdapter):
+                        adapter.task.used_options[self.task.optimizer.optimizer] = param_options(
+                            self.task.optimizer.optimizer
+                        )
+
+    def _schedule(self, where: float, interval: Any) -> None:
+        classy = self.task.optimizer
+        classy._update_schedule(classy._run_schedulers(min(where, 1.0 - 1e-12), interval))
+
+    @override
+    def configure_gradient_clipping(
+        self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:  # fmt: skip
+        """Classy's ``clip_grad_norm`` (the norm over the optimizer's parameters), else Lightning's own setting."""
+        if self.task.clip_grad_norm is not None:
+            self.clip_gradients(optimizer, gradient_clip_val=self.task.clip_grad_norm, gradient_clip_algorithm="norm")
+        else:
+            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
+    # ------------------------------------------------------------------------------- values to the loggers
+    @override
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """The step's LR; after a train phase's last batch (its phase end has run) the phase's meter values."""
+        if self._step_lr is not None:
+            self.log("train/lr", self._step_lr, on_step=True, on_epoch=False, batch_size=1)
+        if batch_idx + 1 == self.trainer.num_training_batches:
+            self._log_meters("train")
+
+    @override
+    def on_validation_epoch_end(self) -> None:
+        if not self.trainer.sanity_checking:
+            self._log_meters("test")
+
+    @override
+    def on_test_epoch_end(self) -> None:
+        self._log_meters("test")
+
+    def _log_meters(self, phase: str) -> None:
+        """Each Classy meter's values as ``{phase}/{meter name}/{key}`` (Classy's TensorBoard tags)."""
+        values = {}
+        for meter in self.task.meters:
+            value = meter.value
+            items = value.items() if isinstance(value, Mapping) else [("value", value)]
+            values.update({f"{phase}/{meter.name}/{k}": float(v) for k, v in items if _number(v)})
+        if values:
+            self.log_dict(values, on_step=False, on_epoch=True, batch_size=1, sync_dist=False)
+
+
+class VisslModule(pl.LightningModule):
+    """A LightningModule from a VISSL config, built by VISSL's own builders as its ``SelfSupervisionTask`` does.
+
+    ``config``: VISSL's command-line overrides (``["config=test/integration_test/quick_simclr_synthetic", ...]``,
+    composed with VISSL's hydra plugin) or a composed ``AttrDict``. ``self.model`` is VISSL's model (trunk + heads),
+    ``self.criterion`` its loss, built in ``setup`` (after the adapter set Classy's device, as VISSL's trainer builds
+    it after its device); ``self.classy_optimizer`` VISSL's ClassyOptimizer with VISSL's param groups, whose
+    ``OPTIMIZER.param_schedulers`` the adapter applies. Steps follow VISSL's ``standard_train_step``.
+
+    Train with :meth:`adapter` (``default_hook_generator``'s hooks, the checkpoint folder) and :meth:`datamodule`.
+
+    Example::
+
+        module = VisslModule(["config=test/integration_test/quick_simclr_synthetic", "config.MACHINE.DEVICE=cpu"])
+        trainer = Trainer(callbacks=[module.adapter()], **module.trainer_options())
+        trainer.fit(module, datamodule=module.datamodule())
+    """
+
+    def __init__(self, config: Any) -> None:
+        from vissl.models import build_model
+
+        from lightning_hooks.families.classy.vissl import compose
+
+        super().__init__()
+        self.config = config = compose(config)
+        if config.get("TEST_MODEL") and not config.get("TEST_ONLY"):
+            _check_vissl_test(config)
+        self.model = build_model(config.MODEL, config.OPTIMIZER)
+
+    def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
+        """A :class:`ClassyAdapter` with VISSL's ``default_hook_generator(config)`` hooks, then ``hooks``."""
+        return ClassyAdapter(hooks or [], vissl=self.config, loss="criterion", **options)
+
+    def datamodule(self) -> Any:
+        """The config's ``DATA.TRAIN`` through VISSL's dataset and dataloader builders, as a LightningDataModule."""
+        from lightning_hooks.families.classy.data import VisslData
+
+        return VisslData(self.config)
+
+    def trainer_options(self) -> dict[str, Any]:
+        """The ``Trainer`` options the config fixes: ``OPTIMIZER.num_epochs``, VISSL's own samplers kept."""
+        options: dict[str, Any] = {
+            "max_epochs": int(self.config.OPTIMIZER.num_epochs),
+            "num_sanity_val_steps": 0,
+            "use_distributed_sampler": False,  # VISSL's StatefulDistributedSampler shards and seeds the data
+            "limit_val_batches": 0,
+        }
+        amp = self.config.MODEL.get("AMP_PARAMS", {})
+        if amp.get("USE_AMP"):
+            options["precision"] = "16-mixed"
+        return options
+
+    @override
+    def setup(self, stage: str) -> None:
+        import vissl.losses  # noqa: F401  (registers VISSL's losses)
+        from classy_vision.losses import build_loss
+
+        if hasattr(self, "criterion"):
+            return
+        name = self.config.LOSS.name
+        loss_config = copy.deepcopy(self.config.LOSS[name])
+        loss_config["name"] = name
+        self.criterion = build_loss(loss_config)
+
+    @override
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """VISSL's ``construct_sample_for_model``: the collated batch as ``{"input", "target", ...}``."""
+        import types
+
+        from vissl.trainer.train_steps.standard_train_step import construct_sample_for_model
+
+        data = self.config.DATA.TRAIN
+        keys = {"input": data.INPUT_KEY_NAMES, "target": data.TARGET_KEY_NAMES}
+        return construct_sample_for_model(batch, types.SimpleNamespace(data_and_label_keys=keys))
+
+    @override
+    def forward(self, x: Any) -> Any:
+        return self.model(x)
+
+    @override
+    def training_step(self, sample: dict[str, Any], batch_idx: int) -> torch.Tensor:
+        output = self.model(sample["input"])
+        loss = self.criterion(output[0] if len(output) == 1 else output, sample["target"])
+        self.log("train/loss", loss.detach(), on_step=True, on_epoch=True, batch_size=1)
+        return loss
+
+    @override
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """The LR the step used (VISSL's schedule set it before the step)."""
+        self.log("train/lr", self.classy_optimizer.optimizer.param_groups[0]["lr"], on_step=True, batch_size=1)
+
+    @override
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        """VISSL's optimizer and param groups (``get_optimizer_param_groups``); the adapter applies its schedulers
+        through ``self.classy_optimizer``."""
+        import vissl.optimizers  # noqa: F401  (registers VISSL's optimizers)
+        from classy_vision.optim import build_optimizer, build_optimizer_schedulers
+        from vissl.optimizers import get_optimizer_param_groups
+
+        optimizer_config = self.config.OPTIMIZER
+        if optimizer_config.get("use_larc") and optimizer_config.name != "sgd_fsdp":
+            _check_apex("OPTIMIZER.use_larc")
+        self.classy_optimizer = build_optimizer(optimizer_config)
+        schedulers = build_optimizer_schedulers(optimizer_config)
+        groups = get_optimizer_param_groups(self.model, self.config.MODEL, optimizer_config, schedulers)
+        self.classy_optimizer.set_param_groups(groups)
+        return self.classy_optimizer.optimizer
+
+
+def _check_vissl_test(config: Any) -> None:
+    raise ConfigError(
+        "config.TEST_MODEL: VISSL's test phases are not built under Lightning yet; set config.TEST_MODEL=false "
+        "(train), and evaluate with VISSL's benchmark configs."
+    )
+
+
+def _check_apex(option: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("apex") is None:
+        raise ConfigError(
+            f"config.{option}: VISSL needs NVIDIA Apex for it (its trainer asserts the same); set "
+            f"config.{option}=false, or install Apex."
+        )
+
+
+def _size(sample: Mapping[str, Any]) -> int:
+    target = sample.get("target")
+    return int(target.shape[0]) if isinstance(target, torch.Tensor) and target.dim() else 1
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) or (isinstance(value, torch.Tensor) and value.numel() == 1)
