@@ -29,7 +29,6 @@ from typing_extensions import override
 from lightning_hooks.core.errors import ConfigError
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.families.classy.adapter import ClassyAdapter
-from lightning_hooks.families.classy.task import param_options
 
 #: Classy task names this module builds (``ClassificationTask``; fine-tuning needs a pretrained checkpoint flow).
 CLASSY_TASKS = ("classification_task",)
@@ -106,8 +105,10 @@ class ClassyTaskModule(pl.LightningModule):
     # ----------------------------------------------------------------------------------------------- wiring
     def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
         """A :class:`ClassyAdapter` with ``hooks`` (e.g. those ``classy_train.py`` adds from its flags) then the
-        config's hooks, and the config's meters, as ``classy_train.py`` sets ``task.hooks``."""
-        return ClassyAdapter([*(hooks or []), *self.task.hooks], meters=self.task.meters, **options)
+        config's hooks, and the config's meters, as ``classy_train.py`` sets ``task.hooks``; the hooks see
+        ``self.model`` as ``task.base_model`` and ``self.criterion`` as ``task.loss``."""
+        options = {"meters": self.task.meters, "model": "model", "loss": "criterion", **options}
+        return ClassyAdapter([*(hooks or []), *self.task.hooks], **options)
 
     def datamodule(self) -> Any:
         """The config's train and test datasets (those ``from_config`` built) as a LightningDataModule."""
@@ -149,7 +150,7 @@ class ClassyTaskModule(pl.LightningModule):
             sample = self.task.mixup_transform(sample)
         output = self.model(sample["input"])
         loss = self.criterion(output, sample["target"])
-        self.log("train/loss", loss.detach(), on_step=True, on_epoch=True, batch_size=_size(sample))
+        self.log("train/loss", loss.detach(), on_step=True, on_epoch=True, batch_size=1)  # Classy: mean over steps
         return {"loss": loss, "output": output, "target": sample["target"]}
 
     @override
@@ -163,16 +164,19 @@ class ClassyTaskModule(pl.LightningModule):
     def _eval_step(self, sample: dict[str, Any], phase: str) -> dict[str, Any]:
         output = self.model(sample["input"])
         loss = self.criterion(output, sample["target"])
-        self.log(f"{phase}/loss", loss, on_step=False, on_epoch=True, batch_size=_size(sample))
+        self.log(f"{phase}/loss", loss, on_step=False, on_epoch=True, batch_size=1)
         return {"loss": loss, "output": output, "target": sample["target"]}
 
     # ---------------------------------------------------------------------------------- optimizer, schedule
     @override
-    def configure_optimizers(self) -> torch.optim.Optimizer:
+    def configure_optimizers(self) -> dict[str, Any]:
         """Classy's ``prepare_optimizer``: non-BatchNorm then BatchNorm parameter groups (loss's included), the
-        latter without weight decay unless ``bn_weight_decay``; the ClassyOptimizer's torch optimizer."""
-        self.task.prepare_optimizer(optimizer=self.task.optimizer, model=self.model, loss=self.criterion)
-        return self.task.optimizer.optimizer
+        latter without weight decay unless ``bn_weight_decay``; the ClassyOptimizer's torch optimizer, with
+        :class:`ClassyPhaseSchedule` (Classy's ``optimizer.on_epoch(where)`` at each train phase end)."""
+        classy = self.task.optimizer
+        self.task.prepare_optimizer(optimizer=classy, model=self.model, loss=self.criterion)
+        schedule = ClassyPhaseSchedule(classy, self.task.num_epochs)
+        return {"optimizer": classy.optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "epoch"}}
 
     @override
     def on_fit_start(self) -> None:
@@ -190,23 +194,13 @@ class ClassyTaskModule(pl.LightningModule):
 
     @override
     def optimizer_step(self, epoch: int, batch_idx: int, optimizer: Any, optimizer_closure: Any = None) -> None:
-        """Classy's ``optimizer.step(where=task.where)``: the per-step options at ``where``, then the step; after a
-        train phase's last step, ``optimizer.on_epoch(where)`` (the per-epoch options, while ``where < 1``)."""
+        """Classy's ``optimizer.step(where=task.where)``: the per-step options at ``where``, then the step."""
         from classy_vision.optim.param_scheduler import UpdateInterval
 
         batches = self.trainer.num_training_batches
         self._schedule((epoch * batches + batch_idx) / (self.task.num_epochs * batches), UpdateInterval.STEP)
         self._step_lr = optimizer.param_groups[0]["lr"]
         optimizer.step(closure=optimizer_closure)
-        if batch_idx + 1 == batches:
-            where = (epoch + 1) / self.task.num_epochs
-            if where < 1:
-                self.task.optimizer.on_epoch(where)
-                for adapter in self.trainer.callbacks:  # what Classy's options_view shows at the phase end
-                    if isinstance(adapter, ClassyAdapter):
-                        adapter.task.used_options[self.task.optimizer.optimizer] = param_options(
-                            self.task.optimizer.optimizer
-                        )
 
     def _schedule(self, where: float, interval: Any) -> None:
         classy = self.task.optimizer
@@ -361,6 +355,34 @@ class VisslModule(pl.LightningModule):
         return self.classy_optimizer.optimizer
 
 
+class ClassyPhaseSchedule(torch.optim.lr_scheduler.LRScheduler):
+    """Classy's ``optimizer.on_epoch(where)`` at the end of each train phase, as a Lightning ``"epoch"`` scheduler:
+    Lightning steps it after the phase's last optimizer step and before the phase-end hooks, which then see the
+    per-epoch options (``where`` < 1) in ``options_view``, as in Classy. ``where`` is the phases done over
+    ``num_epochs``.
+    """
+
+    def __init__(self, classy_optimizer: Any, num_epochs: int) -> None:
+        self.classy = classy_optimizer
+        self.num_epochs = num_epochs
+        super().__init__(classy_optimizer.optimizer)
+
+    @override
+    def step(self, epoch: int | None = None) -> None:
+        self.last_epoch += 1
+        if self.last_epoch > 0:
+            self.classy.on_epoch(self.last_epoch / self.num_epochs)
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_epoch": self.last_epoch}
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.last_epoch = state_dict["last_epoch"]
+
+
 def _check_vissl_test(config: Any) -> None:
     raise ConfigError(
         "config.TEST_MODEL: VISSL's test phases are not built under Lightning yet; set config.TEST_MODEL=false "
@@ -376,11 +398,6 @@ def _check_apex(option: str) -> None:
             f"config.{option}: VISSL needs NVIDIA Apex for it (its trainer asserts the same); set "
             f"config.{option}=false, or install Apex."
         )
-
-
-def _size(sample: Mapping[str, Any]) -> int:
-    target = sample.get("target")
-    return int(target.shape[0]) if isinstance(target, torch.Tensor) and target.dim() else 1
 
 
 def _number(value: Any) -> bool:

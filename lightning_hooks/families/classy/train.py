@@ -129,7 +129,7 @@ def classy_main(argv: list[str]) -> None:
     torch.manual_seed(0)
     module = ClassyTaskModule(config)
     hooks = classy_hooks(args, config)
-    options = module.trainer_options()
+    options = {**module.trainer_options(), "log_every_n_steps": args.log_freq}
     strategy = "ddp" if args.distributed_backend == "ddp" else None
     accelerator = {"cpu": "cpu", "gpu": "gpu", None: None}[args.device]
     if accelerator is None and config.get("use_gpu") is not None:
@@ -193,7 +193,7 @@ def vissl_main(argv: list[str]) -> None:
         module = VisslModule(config)
         distributed = config.DISTRIBUTED
         trainer = _trainer(
-            args, module.trainer_options(), [module.adapter()], folder,
+            args, {**module.trainer_options(), "log_every_n_steps": config.LOG_FREQUENCY}, [module.adapter()], folder,
             accelerator="gpu" if config.MACHINE.DEVICE == "gpu" else "cpu",
             devices=distributed.NUM_PROC_PER_NODE, num_nodes=distributed.NUM_NODES,
         )  # fmt: skip
