@@ -66,13 +66,13 @@ class ClassyTaskData(pl.LightningDataModule):
         return self.loader("test")
 
 
-class VisslData(pl.LightningDataModule):
+class VisslConfigData(pl.LightningDataModule):
     """A VISSL config's ``DATA.TRAIN`` through VISSL's own ``build_dataset`` and ``build_dataloader``: its data sources
     (``synthetic`` included), transforms, collator, ``DATA_LIMIT``, batch size, workers and sampler seed.
 
     Example::
 
-        data = VisslData(module.config)
+        data = VisslConfigData(module.config)
         trainer.fit(module, datamodule=data)
     """
 

@@ -4,7 +4,7 @@
   loss, the optimizer with Classy's param schedulers (applied per step and per phase as Classy's task does), mixup,
   ``clip_grad_norm``; its meters and config hooks go to the :class:`ClassyAdapter` that :meth:`ClassyTaskModule.adapter`
   returns.
-- :class:`VisslModule`: what VISSL's ``SelfSupervisionTask`` builds from a VISSL config (VISSL's builders run): the
+- :class:`VisslConfigModule`: what VISSL's ``SelfSupervisionTask`` builds from a VISSL config (VISSL's builders run): the
   model (trunk + heads), the loss (built in ``setup``, after the adapter set Classy's device, as VISSL's trainer does)
   and the optimizer with its ``OPTIMIZER.param_schedulers`` (the adapter applies them).
 
@@ -246,7 +246,7 @@ class ClassyTaskModule(pl.LightningModule):
             self.log_dict(values, on_step=False, on_epoch=True, batch_size=1, sync_dist=False)
 
 
-class VisslModule(pl.LightningModule):
+class VisslConfigModule(pl.LightningModule):
     """A LightningModule from a VISSL config, built by VISSL's own builders as its ``SelfSupervisionTask`` does.
 
     ``config``: VISSL's command-line overrides (``["config=test/integration_test/quick_simclr_synthetic", ...]``,
@@ -259,7 +259,7 @@ class VisslModule(pl.LightningModule):
 
     Example::
 
-        module = VisslModule(["config=test/integration_test/quick_simclr_synthetic", "config.MACHINE.DEVICE=cpu"])
+        module = VisslConfigModule(["config=test/integration_test/quick_simclr_synthetic", "config.MACHINE.DEVICE=cpu"])
         trainer = Trainer(callbacks=[module.adapter()], **module.trainer_options())
         trainer.fit(module, datamodule=module.datamodule())
     """
@@ -281,9 +281,9 @@ class VisslModule(pl.LightningModule):
 
     def datamodule(self) -> Any:
         """The config's ``DATA.TRAIN`` through VISSL's dataset and dataloader builders, as a LightningDataModule."""
-        from lightning_hooks.families.classy.data import VisslData
+        from lightning_hooks.families.classy.data import VisslConfigData
 
-        return VisslData(self.config)
+        return VisslConfigData(self.config)
 
     def trainer_options(self) -> dict[str, Any]:
         """The ``Trainer`` options the config fixes: ``OPTIMIZER.num_epochs``, VISSL's own samplers kept."""

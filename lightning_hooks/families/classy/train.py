@@ -169,7 +169,7 @@ def vissl_main(argv: list[str]) -> None:
     from vissl.utils.logger import setup_logging, shutdown_logging
     from vissl.utils.misc import set_seeds
 
-    from lightning_hooks.families.classy.module import VisslModule
+    from lightning_hooks.families.classy.module import VisslConfigModule
 
     parser = vissl_parser()
     args, overrides = parser.parse_known_args(argv)
@@ -190,7 +190,7 @@ def vissl_main(argv: list[str]) -> None:
     setup_logging(__name__, output_dir=folder, rank=rank)
     try:
         set_seeds(config, rank)
-        module = VisslModule(config)
+        module = VisslConfigModule(config)
         distributed = config.DISTRIBUTED
         trainer = _trainer(
             args, {**module.trainer_options(), "log_every_n_steps": config.LOG_FREQUENCY}, [module.adapter()], folder,
