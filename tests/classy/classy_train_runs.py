@@ -108,13 +108,18 @@ def register() -> None:
 
 def run_classy(config: Path, out: Path, flags: list[str]) -> dict[str, Any]:
     """``classy_train.py --config_file config flags`` (its ``main``, with its own parser)."""
+    return _collect(out, lambda: run_classy_main(config, flags))
+
+
+def run_classy_main(config: Path, flags: list[str]) -> None:
+    """``classy_train.py``'s ``main(args, config)`` with ``args`` from its own parser."""
     from classy_vision.generic.opts import check_generic_args, get_parser
 
     spec = importlib.util.spec_from_file_location("classy_train", CLASSY_TRAIN)
     classy_train = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(classy_train)
     args = check_generic_args(get_parser().parse_args(["--config_file", str(config), *flags]))
-    return _collect(out, lambda: classy_train.main(args, json.loads(config.read_text())))
+    classy_train.main(args, json.loads(config.read_text()))
 
 
 def run_lightning(config: Path, out: Path, flags: list[str]) -> dict[str, Any]:

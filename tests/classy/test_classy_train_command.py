@@ -78,24 +78,24 @@ def test_classy_train_checkpoint_files(runs, name):
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_classy_train_values_reach_the_lightning_loggers(runs, name):
-    """Losses per step (every --log_freq steps, Lightning's log_every_n_steps), LRs, and each phase's meters and mean
-    loss, in the CSVLogger's metrics.csv."""
+    """Losses and LRs per step (every --log_freq steps, Lightning's log_every_n_steps), and each phase's mean loss and
+    meter values (TensorboardPlotHook's tags), in the CSVLogger's metrics.csv."""
     theirs, ours = _run(runs, name)
     freq = LOG_FREQ[name]
     [text] = ours["csv"]
     rows = list(csv.DictReader(io.StringIO(text)))
-    steps = [float(r["train/loss_step"]) for r in rows if r.get("train/loss_step")]
+    steps = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
     losses = [loss for p in theirs["phases"] if p["type"] == "train" for loss in p["losses"]][freq - 1 :: freq]
     assert steps == pytest.approx(losses, rel=1e-6)
     lrs = [float(r["train/lr"]) for r in rows if r.get("train/lr")]
     assert len(lrs) == len(losses) and lrs[0] == pytest.approx(0.1)
     for phase in ("train", "test"):
-        logged = [float(r[f"{phase}/accuracy/top_1"]) for r in rows if r.get(f"{phase}/accuracy/top_1")]
+        logged = [float(r[f"Meters/{phase}/accuracy/top_1"]) for r in rows if r.get(f"Meters/{phase}/accuracy/top_1")]
         expected = [p["meters"][0]["top_1"] for p in theirs["phases"] if p["type"] == phase]
         assert logged == pytest.approx(expected), phase
-    means = [float(r["test/loss"]) for r in rows if r.get("test/loss")]
-    expected = [sum(p["losses"]) / len(p["losses"]) for p in theirs["phases"] if p["type"] == "test"]
-    assert means == pytest.approx(expected, rel=1e-5, abs=1e-30)
+        means = [float(r[f"Losses/{phase}"]) for r in rows if r.get(f"Losses/{phase}")]
+        expected = [sum(p["losses"]) / len(p["losses"]) for p in theirs["phases"] if p["type"] == phase]
+        assert means == pytest.approx(expected, rel=1e-6, abs=1e-30), phase
 
 
 def _equal(a, b) -> bool:

@@ -68,7 +68,7 @@ def test_vissl_train_values_reach_the_lightning_loggers(runs, name):
     theirs, ours = _run(runs, name)
     [text] = ours["csv"]
     rows = list(csv.DictReader(io.StringIO(text)))
-    losses = [float(r["train/loss_step"]) for r in rows if r.get("train/loss_step")]
+    losses = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
     lrs = [float(r["train/lr"]) for r in rows if r.get("train/lr")]
     assert losses == pytest.approx([row["loss"] for row in theirs["stdout"]], abs=1e-5)
     assert lrs == pytest.approx([row["lr"] for row in theirs["stdout"]], abs=5.1e-6)  # stdout.json: 5 decimals

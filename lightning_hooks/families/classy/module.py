@@ -150,22 +150,19 @@ class ClassyTaskModule(pl.LightningModule):
             sample = self.task.mixup_transform(sample)
         output = self.model(sample["input"])
         loss = self.criterion(output, sample["target"])
-        self.log("train/loss", loss.detach(), on_step=True, on_epoch=True, batch_size=1)  # Classy: mean over steps
         return {"loss": loss, "output": output, "target": sample["target"]}
 
     @override
     def validation_step(self, sample: dict[str, Any], batch_idx: int) -> dict[str, Any]:
-        return self._eval_step(sample, "test")
+        return self._eval_step(sample)
 
     @override
     def test_step(self, sample: dict[str, Any], batch_idx: int) -> dict[str, Any]:
-        return self._eval_step(sample, "test")
+        return self._eval_step(sample)
 
-    def _eval_step(self, sample: dict[str, Any], phase: str) -> dict[str, Any]:
+    def _eval_step(self, sample: dict[str, Any]) -> dict[str, Any]:
         output = self.model(sample["input"])
-        loss = self.criterion(output, sample["target"])
-        self.log(f"{phase}/loss", loss, on_step=False, on_epoch=True, batch_size=1)
-        return {"loss": loss, "output": output, "target": sample["target"]}
+        return {"loss": self.criterion(output, sample["target"]), "output": output, "target": sample["target"]}
 
     # ---------------------------------------------------------------------------------- optimizer, schedule
     @override
@@ -220,139 +217,40 @@ class ClassyTaskModule(pl.LightningModule):
     # ------------------------------------------------------------------------------- values to the loggers
     @override
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """The step's LR; after a train phase's last batch (its phase end has run) the phase's meter values."""
-        if self._step_lr is not None:
-            self.log("train/lr", self._step_lr, on_step=True, on_epoch=False, batch_size=1)
+        """On Lightning's logging steps (``log_every_n_steps``), the step's loss and LR as ``train/loss`` and
+        ``train/lr``; after a train phase's last batch (its phase end has run), the phase's values."""
+        task = self._host_task()
+        if task is not None and task.losses and self.trainer.global_step % self.trainer.log_every_n_steps == 0:
+            self.log_dict({"train/loss": task.losses[-1], "train/lr": self._step_lr}, on_step=True, on_epoch=False,
+                          batch_size=1)  # fmt: skip
         if batch_idx + 1 == self.trainer.num_training_batches:
-            self._log_meters("train")
+            self._log_phase("train")
 
     @override
     def on_validation_epoch_end(self) -> None:
         if not self.trainer.sanity_checking:
-            self._log_meters("test")
+            self._log_phase("test")
 
     @override
     def on_test_epoch_end(self) -> None:
-        self._log_meters("test")
+        self._log_phase("test")
 
-    def _log_meters(self, phase: str) -> None:
-        """Each Classy meter's values as ``{phase}/{meter name}/{key}`` (Classy's TensorBoard tags)."""
-        values = {}
+    def _host_task(self) -> Any:
+        """The task facade of the ClassyAdapter training this module (None without one)."""
+        adapter = next((cb for cb in self.trainer.callbacks if isinstance(cb, ClassyAdapter)), None)
+        return None if adapter is None else adapter.task
+
+    def _log_phase(self, phase: str) -> None:
+        """What Classy's TensorboardPlotHook plots at a phase end, under its tags: the phase's mean loss
+        (``Losses/{phase}``) and each meter's values (``Meters/{phase}/{meter}/{value}``)."""
+        task = self._host_task()
+        values = {f"Losses/{phase}": sum(task.losses) / len(task.losses)} if task is not None and task.losses else {}
         for meter in self.task.meters:
             value = meter.value
             items = value.items() if isinstance(value, Mapping) else [("value", value)]
-            values.update({f"{phase}/{meter.name}/{k}": float(v) for k, v in items if _number(v)})
+            values.update({f"Meters/{phase}/{meter.name}/{k}": float(v) for k, v in items if _number(v)})
         if values:
-            self.log_dict(values, on_step=False, on_epoch=True, batch_size=1, sync_dist=False)
-
-
-class VisslConfigModule(pl.LightningModule):
-    """A LightningModule from a VISSL config, built by VISSL's own builders as its ``SelfSupervisionTask`` does.
-
-    ``config``: VISSL's command-line overrides (``["config=test/integration_test/quick_simclr_synthetic", ...]``,
-    composed with VISSL's hydra plugin) or a composed ``AttrDict``. ``self.model`` is VISSL's model (trunk + heads),
-    ``self.criterion`` its loss, built in ``setup`` (after the adapter set Classy's device, as VISSL's trainer builds
-    it after its device); ``self.classy_optimizer`` VISSL's ClassyOptimizer with VISSL's param groups, whose
-    ``OPTIMIZER.param_schedulers`` the adapter applies. Steps follow VISSL's ``standard_train_step``.
-
-    Train with :meth:`adapter` (``default_hook_generator``'s hooks, the checkpoint folder) and :meth:`datamodule`.
-
-    Example::
-
-        module = VisslConfigModule(["config=test/integration_test/quick_simclr_synthetic", "config.MACHINE.DEVICE=cpu"])
-        trainer = Trainer(callbacks=[module.adapter()], **module.trainer_options())
-        trainer.fit(module, datamodule=module.datamodule())
-    """
-
-    def __init__(self, config: Any) -> None:
-        from vissl.models import build_model
-
-        from lightning_hooks.families.classy.vissl import compose
-
-        super().__init__()
-        self.config = config = compose(config)
-        if config.get("TEST_MODEL") and not config.get("TEST_ONLY"):
-            _check_vissl_test(config)
-        self.model = build_model(config.MODEL, config.OPTIMIZER)
-
-    def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
-        """A :class:`ClassyAdapter` with VISSL's ``default_hook_generator(config)`` hooks, then ``hooks``."""
-        return ClassyAdapter(hooks or [], vissl=self.config, loss="criterion", **options)
-
-    def datamodule(self) -> Any:
-        """The config's ``DATA.TRAIN`` through VISSL's dataset and dataloader builders, as a LightningDataModule."""
-        from lightning_hooks.families.classy.data import VisslConfigData
-
-        return VisslConfigData(self.config)
-
-    def trainer_options(self) -> dict[str, Any]:
-        """The ``Trainer`` options the config fixes: ``OPTIMIZER.num_epochs``, VISSL's own samplers kept."""
-        options: dict[str, Any] = {
-            "max_epochs": int(self.config.OPTIMIZER.num_epochs),
-            "num_sanity_val_steps": 0,
-            "use_distributed_sampler": False,  # VISSL's StatefulDistributedSampler shards and seeds the data
-            "limit_val_batches": 0,
-        }
-        amp = self.config.MODEL.get("AMP_PARAMS", {})
-        if amp.get("USE_AMP"):
-            options["precision"] = "16-mixed"
-        return options
-
-    @override
-    def setup(self, stage: str) -> None:
-        import vissl.losses  # noqa: F401  (registers VISSL's losses)
-        from classy_vision.losses import build_loss
-
-        if hasattr(self, "criterion"):
-            return
-        name = self.config.LOSS.name
-        loss_config = copy.deepcopy(self.config.LOSS[name])
-        loss_config["name"] = name
-        self.criterion = build_loss(loss_config)
-
-    @override
-    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """VISSL's ``construct_sample_for_model``: the collated batch as ``{"input", "target", ...}``."""
-        import types
-
-        from vissl.trainer.train_steps.standard_train_step import construct_sample_for_model
-
-        data = self.config.DATA.TRAIN
-        keys = {"input": data.INPUT_KEY_NAMES, "target": data.TARGET_KEY_NAMES}
-        return construct_sample_for_model(batch, types.SimpleNamespace(data_and_label_keys=keys))
-
-    @override
-    def forward(self, x: Any) -> Any:
-        return self.model(x)
-
-    @override
-    def training_step(self, sample: dict[str, Any], batch_idx: int) -> torch.Tensor:
-        output = self.model(sample["input"])
-        loss = self.criterion(output[0] if len(output) == 1 else output, sample["target"])
-        self.log("train/loss", loss.detach(), on_step=True, on_epoch=True, batch_size=1)
-        return loss
-
-    @override
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """The LR the step used (VISSL's schedule set it before the step)."""
-        self.log("train/lr", self.classy_optimizer.optimizer.param_groups[0]["lr"], on_step=True, batch_size=1)
-
-    @override
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        """VISSL's optimizer and param groups (``get_optimizer_param_groups``); the adapter applies its schedulers
-        through ``self.classy_optimizer``."""
-        import vissl.optimizers  # noqa: F401  (registers VISSL's optimizers)
-        from classy_vision.optim import build_optimizer, build_optimizer_schedulers
-        from vissl.optimizers import get_optimizer_param_groups
-
-        optimizer_config = self.config.OPTIMIZER
-        if optimizer_config.get("use_larc") and optimizer_config.name != "sgd_fsdp":
-            _check_apex("OPTIMIZER.use_larc")
-        self.classy_optimizer = build_optimizer(optimizer_config)
-        schedulers = build_optimizer_schedulers(optimizer_config)
-        groups = get_optimizer_param_groups(self.model, self.config.MODEL, optimizer_config, schedulers)
-        self.classy_optimizer.set_param_groups(groups)
-        return self.classy_optimizer.optimizer
+            self.log_dict(values, on_step=False, on_epoch=True, batch_size=1)
 
 
 class ClassyPhaseSchedule(torch.optim.lr_scheduler.LRScheduler):
