@@ -44,7 +44,7 @@ def template_config(out: Path) -> Path:
 
 def resnet_config(out: Path) -> Path:
     """Classy's ResNet-50 synthetic-image config from its model zoo, made small: 16/8 images of 32 px, batches of 4,
-    10 classes, a per-epoch linear LR schedule."""
+    10 classes, a per-step linear LR schedule (the template's is per epoch), gradient clipping."""
     import classy_vision
 
     root = Path(classy_vision.__file__).parent
@@ -54,7 +54,7 @@ def resnet_config(out: Path) -> Path:
     config["model"]["heads"][0]["num_classes"] = 10
     config["meters"] = {"accuracy": {"topk": [1, 2]}}
     config["optimizer"]["param_schedulers"]["lr"] = {"name": "linear", "start_value": 0.1, "end_value": 0.01,
-                                                     "update_interval": "epoch"}  # fmt: skip
+                                                     "update_interval": "step"}  # fmt: skip
     config["num_epochs"] = 3
     config["clip_grad_norm"] = 1.0
     return _write(config, out / "resnet.json", out)
