@@ -17,7 +17,7 @@ from lightning_hooks.core.lightning_api import pl
 
 
 class ClassyTaskData(pl.LightningDataModule):
-    """The ``train`` and ``test`` datasets of a Classy task config (Classy's dataset registry: ``batchsize_per_replica``,
+    """The ``train`` and ``test`` datasets of a Classy task config (Classy's registry, ``batchsize_per_replica``,
     ``use_shuffle``, ``transforms``, ``num_samples``), loaded as ``ClassificationTask`` loads them
     (``ClassyDataset.iterator``: its sampler, batch size and worker count, Classy's ``dataloader_mp_context``).
 

@@ -4,7 +4,7 @@
   loss, the optimizer with Classy's param schedulers (applied per step and per phase as Classy's task does), mixup,
   ``clip_grad_norm``; its meters and config hooks go to the :class:`ClassyAdapter` that :meth:`ClassyTaskModule.adapter`
   returns.
-- :class:`VisslConfigModule`: what VISSL's ``SelfSupervisionTask`` builds from a VISSL config (VISSL's builders run): the
+- :class:`VisslConfigModule`: what VISSL's ``SelfSupervisionTask`` builds from a VISSL config (VISSL's builders): the
   model (trunk + heads), the loss (built in ``setup``, after the adapter set Classy's device, as VISSL's trainer does)
   and the optimizer with its ``OPTIMIZER.param_schedulers`` (the adapter applies them).
 

@@ -42,10 +42,11 @@ def _devices(value: str | None) -> Any:
     return int(value) if value.lstrip("-").isdigit() else value
 
 
-def _trainer(args: argparse.Namespace, options: dict[str, Any], callbacks: list[Any], folder: str, **defaults: Any) -> Any:
+def _trainer(
+    args: argparse.Namespace, options: dict[str, Any], callbacks: list[Any], folder: str, **defaults: Any
+) -> Any:
     """A ``lightning.Trainer`` with the config's options, the flags over the defaults, and a CSVLogger in ``folder``."""
-    from lightning.pytorch import Trainer
-    from lightning.pytorch.loggers import CSVLogger
+    from lightning_hooks.core.lightning_api import pl, submodule
 
     hardware = {"accelerator": args.accelerator, "devices": _devices(args.devices), "num_nodes": args.num_nodes,
                 "strategy": args.strategy, "precision": args.precision}  # fmt: skip
@@ -54,9 +55,10 @@ def _trainer(args: argparse.Namespace, options: dict[str, Any], callbacks: list[
             options[key] = value
         elif key in defaults and defaults[key] is not None:
             options.setdefault(key, defaults[key])
-    return Trainer(
-        callbacks=callbacks, logger=CSVLogger(folder, name="lightning_logs"), default_root_dir=folder,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, **options,
+    return pl.Trainer(
+        callbacks=callbacks, logger=submodule("loggers").CSVLogger(folder, name="lightning_logs"),
+        default_root_dir=folder, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        **options,
     )  # fmt: skip
 
 
@@ -118,9 +120,10 @@ def classy_main(argv: list[str]) -> None:
     from lightning_hooks.families.classy.module import ClassyTaskModule, load_task_config
 
     parser = classy_parser()
-    args = check_generic_args(parser.parse_args(["--config_file", *argv] if argv and not argv[0].startswith("-") else argv))
+    config_first = bool(argv) and not argv[0].startswith("-")
+    args = check_generic_args(parser.parse_args(["--config_file", *argv] if config_first else argv))
     if args.pretrained_checkpoint_path:
-        parser.error("--pretrained_checkpoint_path is for Classy's fine_tuning task, which is not built under Lightning")
+        parser.error("--pretrained_checkpoint_path is for Classy's fine_tuning task, not built under Lightning")
     if args.distributed_backend not in ("none", "ddp"):
         parser.error(f"--distributed_backend {args.distributed_backend}: none or ddp")
     logging.getLogger().setLevel(logging.INFO)
