@@ -7,12 +7,13 @@ plus one line in ``FAMILIES``. ``adapt`` tries families in this order.
 from __future__ import annotations
 
 from lightning_hooks.core.family import Family
-from lightning_hooks.families import classy, imix, mmengine
+from lightning_hooks.families import classy, imix, mmcv, mmengine
 
 FAMILIES: list[Family] = [
     mmengine.FAMILY,
     classy.FAMILY,
     imix.FAMILY,
+    mmcv.FAMILY,
 ]
 
 
