@@ -135,10 +135,10 @@ def run_mmcv(hooks: list[Any] | Callable[[Any], None], work_dir: Path, *, runner
 
 def run_lightning(adapter: MMCVAdapter, work_dir: Path, *, seed: int = 0, val: bool = False,
                   optimizer: Callable[..., torch.optim.Optimizer] = sgd, train_batches: int = N_BATCHES,
-                  **trainer_kwargs: Any) -> pl.Trainer:  # fmt: skip
+                  model: type[torch.nn.Module] = ToyModel, **trainer_kwargs: Any) -> pl.Trainer:  # fmt: skip
     """``adapter`` in a Lightning fit of the same model and data as :func:`run_mmcv`."""
     torch.manual_seed(seed)
-    module = Module(ToyModel(), optimizer)
+    module = Module(model(), optimizer)
     adapter.runner.timestamp = TIMESTAMP
     options = dict(logger=False, enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
                    default_root_dir=work_dir, accelerator="cpu", num_sanity_val_steps=0,

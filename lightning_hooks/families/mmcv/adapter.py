@@ -159,6 +159,10 @@ class MMCVAdapter(LegacyHookAdapter):
                 hook.priority = get_priority("NORMAL")
         return sorted(hooks, key=lambda h: get_priority(h.priority))
 
+    def active(self, hook: Any, mount: str) -> bool:
+        """Also a mount point set on the instance (``ClosureHook(fn_name, fn)`` sets ``hook.<fn_name> = fn``)."""
+        return callable(vars(hook).get(mount)) or super().active(hook, mount)
+
     def check_arguments(self, hook: Any) -> None:
         """``interval`` (CheckpointHook, LoggerHook, EvalHook, ...) must be an int and ``by_epoch`` a bool."""
         check_argument(type(self).__name__, hook, "interval", is_int, "an int, e.g. interval=1")
@@ -213,10 +217,14 @@ class MMCVAdapter(LegacyHookAdapter):
         if self.epoch_based():
             warn_if_last_epoch_unvalidated(trainer, "MMCVAdapter", "while mmcv's workflow [('train', 1), ('val', 1)] "
                                            "also validates after the last epoch")  # fmt: skip
+        # mmcv's runners know max_iters before before_run (CyclicLrUpdaterHook reads it there): size the loader now
+        lightning_api.setup_train_data(trainer)
         self.fire(ON["on_fit_start"])
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # the loader was built at on_fit_start, before Lightning restored its mid-epoch position: apply it now
+        lightning_api.load_combined_loader_states(trainer)
         if self.iter_based():
             self.runner._epoch = trainer.current_epoch
         self._train_running = True
@@ -224,13 +232,15 @@ class MMCVAdapter(LegacyHookAdapter):
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         self.runner.start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
-        if self.iter_based():
-            self.runner._epoch = trainer.current_epoch  # IterLoader's epoch
         self.fire(ON["on_train_epoch_start"])
 
     def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         if self.runner.mode != "train":
             self.runner.start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
+        if self.iter_based():
+            # IterBasedRunner reads its IterLoader's epoch before drawing the batch: the first batch of a new pass
+            # still sees the previous pass's epoch
+            self.runner._epoch = trainer.current_epoch - (batch_idx == 0 and trainer.current_epoch > 0)
         self.runner.start_iter(0 if self.iter_based() else batch_idx, batch)
         self.fire(ON["on_train_batch_start"])
 

@@ -83,7 +83,8 @@ class Runner(Facade):
 
     @property
     def inner_iter(self) -> int:
-        """The batch index in the current epoch (``IterBasedRunner``: 0, as its ``workflow=[('train', 1)]``)."""
+        """The batch index in the current epoch (``IterBasedRunner``: 0 during an iteration and 1 after it, as with
+        its ``workflow=[('train', 1)]``)."""
         return self._inner_iter
 
     @property
@@ -250,8 +251,8 @@ class Runner(Facade):
         vars(self).pop("_data_batch", None)
         if train:
             self._iter += 1
-            if self._runner_type == "IterBasedRunner":
-                self._inner_iter = 0
+        if self._runner_type == "IterBasedRunner":
+            self._inner_iter += 1  # reset to 0 by the next iteration's start, as each workflow cycle does
 
     def _need(self, name: str, value: Any, why: str) -> Any:
         if value is None:
