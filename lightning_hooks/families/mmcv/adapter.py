@@ -131,12 +131,18 @@ class MMCVAdapter(LegacyHookAdapter):
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, **overrides: Any) -> MMCVAdapter:
-        """:meth:`from_config` of an mmcv 1.x config file (``mmcv.Config.fromfile``, ``_base_`` and all)."""
+        """:meth:`from_config` of an mmcv 1.x config file (``mmcv.Config.fromfile``, ``_base_`` and all).
+
+        ``overrides`` with a dot (``**{"lr_config.step": [8, 11]}``) are merged into the config as mmcv's
+        ``--cfg-options`` are; the others replace a top-level key as given (hook objects stay the same objects):
+        ``MMCVAdapter.from_file("configs/faster_rcnn.py", work_dir="work_dirs/frcnn", custom_hooks=[MyHook()])``."""
         from mmcv import Config
 
         config = Config.fromfile(os.fspath(path))
-        config.merge_from_dict(overrides)
-        return cls.from_config(**config._cfg_dict.to_dict())
+        config.merge_from_dict({k: v for k, v in overrides.items() if "." in k})
+        options = config._cfg_dict.to_dict()
+        options.update({k: v for k, v in overrides.items() if "." not in k})
+        return cls.from_config(**options)
 
     def trainer_kwargs(self) -> dict[str, Any]:
         """The ``Trainer`` arguments for ``runner``'s ``max_epochs`` / ``max_iters``: ``max_epochs`` for

@@ -5,7 +5,6 @@ Imported only where mmcv 1.x is installed (``mmcv.runner``).
 
 from __future__ import annotations
 
-import copy
 import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -51,7 +50,7 @@ def register_training_hooks(
     scripts do; ``profiler_config`` registers a ``ProfilerHook``."""
     from mmcv.runner import HOOKS, Fp16OptimizerHook, IterTimerHook
 
-    configs = copy.deepcopy(dict(lr_config=lr_config, optimizer_config=optimizer_config,
+    configs = _copy(dict(lr_config=lr_config, optimizer_config=optimizer_config,
                                  checkpoint_config=checkpoint_config, log_config=log_config,
                                  momentum_config=momentum_config, custom_hooks=custom_hooks))  # fmt: skip
     for path, entry in _hook_entries(configs):
@@ -72,8 +71,17 @@ def register_training_hooks(
         configs["momentum_config"], custom_hooks_config=configs["custom_hooks"], **timer,
     )  # fmt: skip
     if profiler_config is not None:
-        registry.register_profiler_hook(copy.deepcopy(profiler_config))
+        registry.register_profiler_hook(_copy(profiler_config))
     return registry._hooks
+
+
+def _copy(value: Any) -> Any:
+    """A copy of the config's dicts and lists (mmcv's registration pops keys from them); hook objects stay the same."""
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copy(v) for v in value)
+    return value
 
 
 def _hook_entries(configs: Mapping[str, Any]) -> Iterable[tuple[str, Mapping[str, Any]]]:
