@@ -110,7 +110,7 @@ def quiet_logger(name: str) -> logging.Logger:
 def run_mmcv(hooks: list[Any] | Callable[[Any], None], work_dir: Path, *, runner: str = "EpochBasedRunner",
              max_epochs: int | None = 2, max_iters: int | None = None, val: bool = False, seed: int = 0,
              optimizer: Callable[..., torch.optim.Optimizer] = sgd, meta: dict | None = None,
-             train_batches: int = N_BATCHES) -> Any:  # fmt: skip
+             train_batches: int = N_BATCHES, resume_from: Path | None = None) -> Any:  # fmt: skip
     """mmcv's own runner on :class:`ToyModel`; ``hooks``: hooks registered at their ``priority`` attribute (NORMAL
     without one), or a function that registers them (``lambda r: r.register_training_hooks(...)``)."""
     torch.manual_seed(seed)
@@ -126,6 +126,8 @@ def run_mmcv(hooks: list[Any] | Callable[[Any], None], work_dir: Path, *, runner
         for hook in hooks:
             priority = vars(hook).pop("priority", "NORMAL")
             real.register_hook(hook, priority=priority)
+    if resume_from is not None:
+        real.resume(str(resume_from), map_location="cpu")
     loaders = [loader(train_batches)] + ([loader(2, seed=2)] if val else [])
     workflow = [("train", 1)] + ([("val", 1)] if val else [])
     with mock.patch("time.sleep"):

@@ -18,7 +18,7 @@ from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_u
 from lightning_hooks.core.checks import check_argument, is_int
 from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.core.lightning_api import pl
-from lightning_hooks.core.triggers import ON, Trigger
+from lightning_hooks.core.triggers import ON, ModuleLoadCheckpoint, Trigger
 from lightning_hooks.families.mmcv.events import AFTER_STEP, BEFORE_STEP, EVENTS
 
 # mmcv 1.x is not a dependency of lightning-hooks (and mmcv 2.x has no mmcv.runner): its modules are imported where
@@ -26,6 +26,7 @@ from lightning_hooks.families.mmcv.events import AFTER_STEP, BEFORE_STEP, EVENTS
 
 _SWITCHED = "_lightning_hooks_mmcv_manual"  # marks a module the adapter switched to manual optimisation
 _STAGES = ("train", "val")
+_LOAD_CHECKPOINT = ModuleLoadCheckpoint()
 
 
 class MMCVAdapter(LegacyHookAdapter):
@@ -210,6 +211,10 @@ class MMCVAdapter(LegacyHookAdapter):
         if stage != "fit":
             return
         self.runner.reset()  # a new run; a resumed one restores the counters after setup (load_host_state)
+        # not a table row (mmcv has no mount point there): set aside the weights of buffers that hooks register on
+        # the model in before_run (EMAHook's ema_*), which a resumed checkpoint holds before they exist
+        self._patches.append(_LOAD_CHECKPOINT.install(self, trainer, pl_module))
+        self._held_back: dict[str, torch.Tensor] = {}
         self._check_trainer(trainer)
         if self.steppers:
             if pl_module.automatic_optimization:
@@ -226,6 +231,7 @@ class MMCVAdapter(LegacyHookAdapter):
         # mmcv's runners know max_iters before before_run (CyclicLrUpdaterHook reads it there): size the loader now
         lightning_api.setup_train_data(trainer)
         self.fire(ON["on_fit_start"])
+        self._restore_held_back(pl_module)
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -259,8 +265,11 @@ class MMCVAdapter(LegacyHookAdapter):
         return result
 
     def trigger(self, trigger: Trigger, **context: Any) -> None:
-        """``after_train_iter`` once the strategy returned from the step, when a hook owns backward and step."""
-        if trigger == AFTER_STEP and self.steppers:
+        """``after_train_iter`` once the strategy returned from the step, when a hook owns backward and step; before
+        Lightning loads a resumed checkpoint's weights, hold back those of buffers the hooks have not registered yet."""
+        if trigger == _LOAD_CHECKPOINT:
+            self._hold_back(context["checkpoint"])
+        elif trigger == AFTER_STEP and self.steppers:
             # the hook calls loss.backward() itself: tell Lightning's callbacks and module, and arm DDP's reducer
             # first, as LightningModule.manual_backward does
             trainer, loss = self._trainer, self.runner.outputs["loss"]
@@ -324,6 +333,26 @@ class MMCVAdapter(LegacyHookAdapter):
             self.runner.meta = state["meta"]
 
     # ---------------------------------------------------------------------------------------------- helpers
+    def _hold_back(self, checkpoint: dict[str, Any]) -> None:
+        """Take the checkpoint's weights that the LightningModule has no entry for out of its ``state_dict``."""
+        state = checkpoint.get("state_dict", {})
+        known = self._trainer.lightning_module.state_dict().keys()
+        self._held_back = {key: state.pop(key) for key in [k for k in state if k not in known]}
+
+    def _restore_held_back(self, pl_module: pl.LightningModule) -> None:
+        """Load the held-back weights once ``before_run`` registered their buffers; any left over is an error."""
+        held, self._held_back = self._held_back, {}
+        if not held:
+            return
+        missing = sorted(held.keys() - pl_module.state_dict().keys())
+        if missing:
+            raise RuntimeError(
+                f"MMCVAdapter: the checkpoint holds weights {missing} that neither the LightningModule nor the mmcv "
+                f"hooks' before_run ({', '.join(self.hook_keys())}) define. Resume with the module and hooks the "
+                "checkpoint was written with."
+            )
+        pl_module.load_state_dict(held, strict=False)
+
     def _take_outputs(self, result: Any, step: str) -> None:
         """mmcv's ``run_iter``: the step's dict becomes ``runner.outputs``; its ``log_vars`` go to the log buffer."""
         if isinstance(result, torch.Tensor):
