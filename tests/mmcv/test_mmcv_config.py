@@ -147,3 +147,21 @@ def test_a_trainer_other_than_the_runner_config_is_refused(tmp_path):
     adapter = MMCVAdapter([R.OptimizerHook()], runner=dict(type="EpochBasedRunner", max_epochs=2))
     with pytest.raises(ValueError, match=r"Trainer\(max_epochs=2\), but this Trainer has max_epochs=3"):
         run_lightning(adapter, tmp_path, max_epochs=3)
+
+
+def test_hook_objects_are_ordered_as_register_hook_orders_them(tmp_path):
+    def hooks():
+        made = [R.TextLoggerHook(), R.EMAHook(), R.StepLrUpdaterHook(step=[1]), R.IterTimerHook(), R.OptimizerHook(),
+                R.CheckpointHook()]  # fmt: skip
+        for hook, priority in zip(made, ("VERY_LOW", None, "VERY_HIGH", "LOW", 40, None)):
+            if priority is not None:
+                hook.priority = priority
+        return made
+
+    real = R.EpochBasedRunner(ToyModel(), work_dir=str(tmp_path), logger=logging.getLogger("mmcv"), max_epochs=1)
+    for hook in hooks():
+        real.register_hook(hook, priority=vars(hook).pop("priority", "NORMAL"))
+    adapter = MMCVAdapter(hooks())
+    assert describe(adapter.hooks) == describe(real.hooks)
+    assert [type(h).__name__ for h in adapter.hooks] == ["StepLrUpdaterHook", "OptimizerHook", "EMAHook",
+                                                         "CheckpointHook", "IterTimerHook", "TextLoggerHook"]  # fmt: skip

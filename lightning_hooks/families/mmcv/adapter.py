@@ -157,14 +157,13 @@ class MMCVAdapter(LegacyHookAdapter):
         return {"max_epochs": cfg["max_epochs"]} if "max_epochs" in cfg else {}
 
     def order(self, hooks: list[Any]) -> list[Any]:
-        """mmcv's ``register_hook`` queue: ascending priority, registration order among equals; a hook without a
-        ``priority`` gets ``NORMAL``, as ``register_hook`` gives it."""
+        """mmcv's ``register_hook`` queue: ascending priority, registration order among equals. Each hook's
+        ``priority`` becomes the number ``register_hook`` stores (``NORMAL`` for a hook without one)."""
         from mmcv.runner import get_priority
 
         for hook in hooks:
-            if not hasattr(hook, "priority"):
-                hook.priority = get_priority("NORMAL")
-        return sorted(hooks, key=lambda h: get_priority(h.priority))
+            hook.priority = get_priority(getattr(hook, "priority", "NORMAL"))
+        return sorted(hooks, key=lambda h: h.priority)
 
     def active(self, hook: Any, mount: str) -> bool:
         """Also a mount point set on the instance (``ClosureHook(fn_name, fn)`` sets ``hook.<fn_name> = fn``)."""
