@@ -7,6 +7,7 @@ from typing import Any
 from lightning_hooks.core.errors import ConfigError
 from lightning_hooks.core.family import Family, adapter_options, check_keys, expect, message
 from lightning_hooks.families.mmcv.adapter import MMCVAdapter
+from lightning_hooks.families.mmcv.demo import available, demo_hooks
 
 __all__ = ["FAMILY", "MMCVAdapter"]
 
@@ -32,6 +33,6 @@ def build_section(section: Any, path: str) -> MMCVAdapter:
         raise ConfigError(f"{path}: {message(err)}") from err
 
 
-FAMILY = Family("mmcv", MMCVAdapter, build_section, demo_hooks=None,
+FAMILY = Family("mmcv", MMCVAdapter, build_section, demo_hooks=demo_hooks if available() else None,
                 section_example="{lr_config: {policy: step, step: [8, 11]}, checkpoint_config: {interval: 1}}",
                 accepts="mmcv.runner.Hook (mmcv 1.x)")  # fmt: skip

@@ -22,12 +22,13 @@ class Runner(Facade):
 
     Counters follow mmcv: ``epoch`` is the number of finished train epochs (it advances after ``after_train_epoch``),
     ``iter`` the number of finished train iterations (it advances after ``after_train_iter``), ``inner_iter`` the
-    batch index inside the epoch (``IterBasedRunner`` with ``workflow=[('train', 1)]``: always 0, as there).
+    batch index inside the epoch (``IterBasedRunner`` with ``workflow=[('train', 1)]``: 0 during an iteration).
     ``model`` is the mmcv model the LightningModule holds (a module with ``train_step``, or the one
     ``MMCVAdapter(model=...)`` names; else the LightningModule), ``optimizer`` Lightning's wrapper of the first
     optimizer (an instance of its class; its ``step()`` counts toward ``trainer.global_step``), ``outputs`` the
-    training (or validation) step's dict, ``log_buffer`` mmcv's ``LogBuffer``. ``save_checkpoint`` writes mmcv's file
-    layout with mmcv's own ``save_checkpoint``, so ``mmcv.runner.load_checkpoint`` and ``runner.resume`` read it.
+    training (or validation) step's dict, ``log_buffer`` mmcv's ``LogBuffer``, ``logger`` the one given, else mmcv's
+    ``get_logger("mmcv")`` (printing on rank 0). ``save_checkpoint`` writes mmcv's file layout with mmcv's own
+    ``save_checkpoint``, so ``mmcv.runner.load_checkpoint`` and ``runner.resume`` read it.
 
     Example::
 
@@ -54,6 +55,7 @@ class Runner(Facade):
         self._runner_type = runner_type
         self._work_dir = WorkDir(work_dir, "MMCVAdapter")
         self.meta = meta
+        self._given_logger = logger
         self.logger = logger if logger is not None else logging.getLogger("mmcv")
         self._model_path = model
         self._model: torch.nn.Module | None = None
@@ -233,6 +235,10 @@ class Runner(Facade):
         from lightning_hooks.core.models import find_model, submodule
 
         self.lightning = trainer
+        if self._given_logger is None:  # once the process group exists: mmcv's logger prints on rank 0 only
+            from mmcv.utils import get_logger
+
+            self.logger = get_logger("mmcv")
         root = trainer.lightning_module
         path = self._model_path
         if path is None:
