@@ -75,11 +75,11 @@ def sgd(params: Any) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=0.1, momentum=0.9)
 
 
-def loader(n_batches: int = N_BATCHES, seed: int = 1) -> DataLoader:
+def loader(n_batches: int = N_BATCHES, seed: int = 1, batch_size: int = BATCH) -> DataLoader:
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n_batches * BATCH, 4, generator=g)
-    y = x.sum(1, keepdim=True) + 0.1 * torch.randn(n_batches * BATCH, 1, generator=g)
-    return DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=False)
+    x = torch.randn(n_batches * batch_size, 4, generator=g)
+    y = x.sum(1, keepdim=True) + 0.1 * torch.randn(n_batches * batch_size, 1, generator=g)
+    return DataLoader(TensorDataset(x, y), batch_size=batch_size, shuffle=False)
 
 
 class Recorder(mmcv_runner.Hook):
@@ -110,7 +110,7 @@ def quiet_logger(name: str) -> logging.Logger:
 def run_mmcv(hooks: list[Any] | Callable[[Any], None], work_dir: Path, *, runner: str = "EpochBasedRunner",
              max_epochs: int | None = 2, max_iters: int | None = None, val: bool = False, seed: int = 0,
              optimizer: Callable[..., torch.optim.Optimizer] = sgd, meta: dict | None = None,
-             train_batches: int = N_BATCHES, resume_from: Path | None = None) -> Any:  # fmt: skip
+             train_batches: int = N_BATCHES, resume_from: Path | None = None, batch_size: int = BATCH) -> Any:  # fmt: skip
     """mmcv's own runner on :class:`ToyModel`; ``hooks``: hooks registered at their ``priority`` attribute (NORMAL
     without one), or a function that registers them (``lambda r: r.register_training_hooks(...)``)."""
     torch.manual_seed(seed)
@@ -128,7 +128,7 @@ def run_mmcv(hooks: list[Any] | Callable[[Any], None], work_dir: Path, *, runner
             real.register_hook(hook, priority=priority)
     if resume_from is not None:
         real.resume(str(resume_from), map_location="cpu")
-    loaders = [loader(train_batches)] + ([loader(2, seed=2)] if val else [])
+    loaders = [loader(train_batches, batch_size=batch_size)] + ([loader(2, seed=2)] if val else [])
     workflow = [("train", 1)] + ([("val", 1)] if val else [])
     with mock.patch("time.sleep"):
         real.run(loaders, workflow)
