@@ -297,17 +297,22 @@ class MMCVAdapter(LegacyHookAdapter):
     # ------------------------------------------------------------------------------------------ validation
     @override
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        loaders = trainer.val_dataloaders
-        loader = loaders[0] if isinstance(loaders, (list, tuple)) else loaders
-        self.runner.start_mode("val", loader, _batches(sum(trainer.num_val_batches)))
+        self._start_validation(trainer)
         self.fire(ON["on_validation_epoch_start"])
+
+    def _start_validation(self, trainer: pl.Trainer) -> None:
+        """mmcv's ``val`` workflow: ``mode="val"`` and the val loader (not for Lightning's sanity check)."""
+        if self.real_validation():
+            loaders = trainer.val_dataloaders
+            loader = loaders[0] if isinstance(loaders, (list, tuple)) else loaders
+            self.runner.start_mode("val", loader, _batches(sum(trainer.num_val_batches)))
 
     @override
     def on_validation_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0
     ) -> None:
-        if self.runner.mode != "val":  # IterBasedRunner: mmcv's val workflow has no epoch mount points
-            self.on_validation_epoch_start(trainer, pl_module)
+        if self.runner.mode != "val":  # a validation that started without an epoch start
+            self._start_validation(trainer)
         self.runner.start_iter(batch_idx, batch)
         self.fire(ON["on_validation_batch_start"])
 
