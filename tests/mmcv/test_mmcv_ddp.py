@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 from mmcv_testkit import BATCH, mmcv_runner, run_mmcv
 

@@ -59,7 +59,7 @@ def test_mmdet_yolox_and_mmcls_cooldown_lr_updaters_match_runner(tmp_path):
         lambda: mmcls_core.CosineAnnealingCooldownLrUpdaterHook(min_lr=0.001, cool_down_time=2, cool_down_ratio=0.1,
                                                                 by_epoch=False, warmup="linear", warmup_iters=2),
     ]):  # fmt: skip
-        (ref, ours), real, trainer, _ = both(lambda: [updater(), R.OptimizerHook(), Recorder()], tmp_path / str(i), 3)
+        (ref, ours), real, trainer, _ = both(lambda make=updater: [make(), R.OptimizerHook(), Recorder()], tmp_path / str(i), 3)
         assert ours == ref
         assert_same_weights(weights(real.model), weights(trainer.lightning_module.model))
 
