@@ -181,6 +181,10 @@ class MMCVAdapter(LegacyHookAdapter):
     def epoch_based(self) -> bool:
         return not self.iter_based()
 
+    def epoch_cut_short(self) -> bool:
+        """``on_train_epoch_end`` ends only an epoch still open (one cut short); ``IterBasedRunner`` has none."""
+        return self.epoch_based() and self.train_epoch_open()
+
     def hooks_step(self) -> bool:
         return bool(self.steppers)
 

@@ -28,7 +28,7 @@ EVENTS = EventTable(
         Mount(AFTER_STEP, "after_train_iter", when="hooks_step"),
         Mount(ON["on_train_batch_end"], "after_train_iter", when="lightning_steps"),
         Mount(LAST_TRAIN_BATCH, "after_train_epoch", when="epoch_based"),
-        Mount(ON["on_train_epoch_end"], "after_train_epoch", when="epoch_based"),
+        Mount(ON["on_train_epoch_end"], "after_train_epoch", when="epoch_cut_short"),
         Mount(ON["on_validation_epoch_start"], "before_val_epoch", when="epoch_validation"),
         Mount(ON["on_validation_batch_start"], "before_val_iter", when="real_validation"),
         Mount(ON["on_validation_batch_end"], "after_val_iter", when="real_validation"),
@@ -38,7 +38,8 @@ EVENTS = EventTable(
     ],
     conditions={
         "iter_based": "`MMCVAdapter(runner='IterBasedRunner')`: once around the whole run, as that runner",
-        "epoch_based": "`EpochBasedRunner` (the default); at `on_train_epoch_end` only for an epoch cut short",
+        "epoch_based": "`EpochBasedRunner` (the default)",
+        "epoch_cut_short": "`EpochBasedRunner`, an epoch that ended before its last batch (`max_steps`, `should_stop`)",
         "lightning_steps": "no hook owns the optimizer step (Lightning's automatic optimisation)",
         "hooks_step": "a hook owns the optimizer step (`OptimizerHook` and its subclasses): manual optimisation",
         "real_validation": "not during Lightning's sanity check (mmcv's `workflow` `('val', 1)`)",

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from lightning_hooks.core.facade import Facade, WorkDir
-from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.lightning_api import LIGHTNING_MODULES, pl
 
 #: mmcv's two runners; the adapter replays the one named by ``MMCVAdapter(runner=...)``.
 RUNNERS = ("EpochBasedRunner", "IterBasedRunner")
@@ -271,7 +271,7 @@ class Runner(Facade):
 
 def _is_mmcv_model(module: torch.nn.Module) -> bool:
     """An mmcv model: a module with mmcv's ``train_step`` (not a LightningModule, whose step is ``training_step``)."""
-    return callable(getattr(module, "train_step", None)) and not isinstance(module, pl.LightningModule)
+    return callable(getattr(module, "train_step", None)) and not isinstance(module, LIGHTNING_MODULES)
 
 
 class Loader:
