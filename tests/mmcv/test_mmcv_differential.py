@@ -258,3 +258,17 @@ def test_batches_fed_to_the_model_are_the_runners(tmp_path):
     run_mmcv(ref_hooks, tmp_path / "a", max_epochs=1)
     run_lightning(MMCVAdapter(our_hooks, runner=dict(type="EpochBasedRunner", max_epochs=1)), tmp_path / "b")
     assert our_hooks[1].seen == ref_hooks[1].seen == [b[0].sum().item() for b in loader()]
+
+
+def test_a_runner_attribute_the_facade_lacks_names_the_hook_the_attribute_and_the_way_out(tmp_path):
+    class NeedsWorkflow(R.Hook):
+        def before_train_epoch(self, runner):
+            runner.workflow
+
+    adapter = MMCVAdapter([R.OptimizerHook(), NeedsWorkflow()], runner=dict(type="EpochBasedRunner", max_epochs=1))
+    with pytest.raises(AttributeError, match=r"runner facade has no attribute 'workflow'.*adapter\.runner\.workflow = ") as err:
+        run_lightning(adapter, tmp_path)
+    assert "NeedsWorkflow in mount point 'before_train_epoch'" in "".join(err.value.__notes__)
+    assert "It provides: call_hook, current_lr, current_momentum, data_batch, data_loader, epoch" in str(err.value)
+    with pytest.raises(AttributeError, match="'resume' is not available: Lightning restores the training state"):
+        adapter.runner.resume("latest.pth")

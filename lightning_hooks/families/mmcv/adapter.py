@@ -210,10 +210,10 @@ class MMCVAdapter(LegacyHookAdapter):
                 "runner per fit (one log buffer, one hook queue). Put all mmcv hooks in one MMCVAdapter, or pass them "
                 "together to adapt()."
             )
-        self.runner.attach(trainer)
+        self.runner._attach(trainer)
         if stage != "fit":
             return
-        self.runner.reset()  # a new run; a resumed one restores the counters after setup (load_host_state)
+        self.runner._reset()  # a new run; a resumed one restores the counters after setup (load_host_state)
         # not a table row (mmcv has no mount point there): set aside the weights of buffers that hooks register on
         # the model in before_run (EMAHook's ema_*), which a resumed checkpoint holds before they exist
         self._patches.append(_LOAD_CHECKPOINT.install(self, trainer, pl_module))
@@ -246,17 +246,17 @@ class MMCVAdapter(LegacyHookAdapter):
         self.fire(ON["on_train_start"])
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
-        self.runner.start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
+        self.runner._start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
         self.fire(ON["on_train_epoch_start"])
 
     def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         if self.runner.mode != "train":
-            self.runner.start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
+            self.runner._start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
         if self.iter_based():
             # IterBasedRunner reads its IterLoader's epoch before drawing the batch: the first batch of a new pass
             # still sees the previous pass's epoch
             self.runner._epoch = trainer.current_epoch - (batch_idx == 0 and trainer.current_epoch > 0)
-        self.runner.start_iter(0 if self.iter_based() else batch_idx, batch)
+        self.runner._start_iter(0 if self.iter_based() else batch_idx, batch)
         self.fire(ON["on_train_batch_start"])
 
     def run_step(self, method: str, step: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -279,14 +279,14 @@ class MMCVAdapter(LegacyHookAdapter):
             lightning_api.call_before_backward(trainer, loss)
             trainer.strategy.pre_backward(loss)
             self.fire(AFTER_STEP)
-            self.runner.end_iter(train=True)
+            self.runner._end_iter(train=True)
 
     def end_train_batch(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         if not self.steppers:
             self.fire(ON["on_train_batch_end"])
-            self.runner.end_iter(train=True)
+            self.runner._end_iter(train=True)
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         self.fire(trigger)
@@ -309,7 +309,7 @@ class MMCVAdapter(LegacyHookAdapter):
         if self.real_validation():
             loaders = trainer.val_dataloaders
             loader = loaders[0] if isinstance(loaders, (list, tuple)) else loaders
-            self.runner.start_mode("val", loader, _batches(sum(trainer.num_val_batches)))
+            self.runner._start_mode("val", loader, _batches(sum(trainer.num_val_batches)))
 
     @override
     def on_validation_batch_start(
@@ -317,7 +317,7 @@ class MMCVAdapter(LegacyHookAdapter):
     ) -> None:
         if self.runner.mode != "val":  # a validation that started without an epoch start
             self._start_validation(trainer)
-        self.runner.start_iter(batch_idx, batch)
+        self.runner._start_iter(batch_idx, batch)
         self.fire(ON["on_validation_batch_start"])
 
     @override
@@ -328,7 +328,7 @@ class MMCVAdapter(LegacyHookAdapter):
         if self.real_validation() and outputs is not None:
             self._take_outputs(outputs, "validation_step")
         self.fire(ON["on_validation_batch_end"])
-        self.runner.end_iter(train=False)
+        self.runner._end_iter(train=False)
 
     # ------------------------------------------------------------------------------------------ checkpoint state
     def host_state(self) -> dict[str, Any]:

@@ -61,9 +61,9 @@ class Runner(Facade):
         self._model: torch.nn.Module | None = None
         self.timestamp = get_time_str()
         self.log_buffer = LogBuffer()
-        self.reset()
+        self._reset()
 
-    def reset(self) -> None:
+    def _reset(self) -> None:
         """The state of a new mmcv runner: no mode, no loader, counters at 0."""
         self.mode: str | None = None
         self.outputs: dict[str, Any] = {}
@@ -230,7 +230,7 @@ class Runner(Facade):
         )
 
     # ---------------------------------------------------------------------------------------------- internals
-    def attach(self, trainer: pl.Trainer) -> None:
+    def _attach(self, trainer: pl.Trainer) -> None:
         """Bind the trainer and find the mmcv model in its LightningModule."""
         from lightning_hooks.core.models import find_model, submodule
 
@@ -245,15 +245,15 @@ class Runner(Facade):
             path = find_model(root, _is_mmcv_model, adapter="MMCVAdapter", what="mmcv models (modules with train_step)")
         self._model = submodule(root, path or "", adapter="MMCVAdapter")
 
-    def start_mode(self, mode: str, loader: Any, batches: int) -> None:
+    def _start_mode(self, mode: str, loader: Any, batches: int) -> None:
         self.mode = mode
         self._data_loader = Loader(loader, batches)
 
-    def start_iter(self, inner_iter: int, batch: Any) -> None:
+    def _start_iter(self, inner_iter: int, batch: Any) -> None:
         self._inner_iter = inner_iter
         self._data_batch = batch
 
-    def end_iter(self, train: bool) -> None:
+    def _end_iter(self, train: bool) -> None:
         vars(self).pop("_data_batch", None)
         if train:
             self._iter += 1
