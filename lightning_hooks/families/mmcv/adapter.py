@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import os
@@ -17,6 +16,7 @@ from lightning_hooks.core import lightning_api
 from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
 from lightning_hooks.core.checks import check_argument, is_int
 from lightning_hooks.core.errors import unknown_name
+from lightning_hooks.core.family import adapter_options
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.triggers import ON, ModuleLoadCheckpoint, Trigger
 from lightning_hooks.families.mmcv.events import AFTER_STEP, BEFORE_STEP, EVENTS
@@ -81,16 +81,17 @@ class MMCVAdapter(LegacyHookAdapter):
         runner_cfg = dict(runner) if isinstance(runner, Mapping) else {"type": runner}
         runner_type = runner_cfg.pop("type", "EpochBasedRunner")
         if runner_type not in RUNNERS:
-            raise ValueError(f"MMCVAdapter(runner=...): {unknown_name('runner type', str(runner_type), RUNNERS, listed='Accepted')}")
-        extra = set(runner_cfg) - {"max_epochs", "max_iters"}
-        if extra:
-            raise ValueError(f"MMCVAdapter(runner={runner!r}): {unknown_name('runner option', sorted(extra)[0], ['type', 'max_epochs', 'max_iters'], listed='Accepted')}")
+            unknown = unknown_name("runner type", str(runner_type), RUNNERS, listed="Accepted")
+            raise ValueError(f"MMCVAdapter(runner={runner!r}): {unknown}")
+        for key in runner_cfg:
+            if key not in ("max_epochs", "max_iters"):
+                unknown = unknown_name("runner option", key, ["type", "max_epochs", "max_iters"], listed="Accepted")
+                raise ValueError(f"MMCVAdapter(runner={runner!r}): {unknown}")
         self._runner_cfg = runner_cfg
         super().__init__(hooks)
         self.runner = self.host = Runner(self.hooks, runner_type, work_dir, meta, logger, model)
         real = _runner_module()
         self.steppers = [h for h in self.hooks if isinstance(h, real.OptimizerHook)]
-        self._train_running = False
         self._build_plan((self.runner,))
 
     @classmethod
@@ -119,16 +120,15 @@ class MMCVAdapter(LegacyHookAdapter):
         """
         from lightning_hooks.families.mmcv.config import register_training_hooks, split_options
 
-        accepted = [n for n in inspect.signature(cls.__init__).parameters if n not in ("self", "hooks")]
-        adapter_options, hook_options = split_options(options, accepted)
-        runner = adapter_options.get("runner", "EpochBasedRunner")
+        options, hook_options = split_options(options, adapter_options(cls))
+        runner = options.get("runner", "EpochBasedRunner")
         runner_type = runner.get("type", "EpochBasedRunner") if isinstance(runner, Mapping) else runner
         hooks = register_training_hooks(
             runner_type, lr_config=lr_config, optimizer_config=optimizer_config,
             checkpoint_config=checkpoint_config, log_config=log_config, momentum_config=momentum_config,
             custom_hooks=custom_hooks, **hook_options,
         )  # fmt: skip
-        return cls(hooks, **adapter_options)
+        return cls(hooks, **options)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, **overrides: Any) -> MMCVAdapter:
@@ -242,7 +242,6 @@ class MMCVAdapter(LegacyHookAdapter):
         lightning_api.load_combined_loader_states(trainer)
         if self.iter_based():
             self.runner._epoch = trainer.current_epoch
-        self._train_running = True
         self.fire(ON["on_train_start"])
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
@@ -292,11 +291,6 @@ class MMCVAdapter(LegacyHookAdapter):
         self.fire(trigger)
         if self.epoch_based():
             self.runner._epoch += 1
-
-    @override
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._train_running = False
-        self.fire(ON["on_train_end"])
 
     # ------------------------------------------------------------------------------------------ validation
     @override
