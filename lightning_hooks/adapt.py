@@ -15,9 +15,8 @@ def family_of(hook: Any) -> Family:
     if isinstance(hook, Mapping):
         raise TypeError(
             f"adapt() was given the config {dict(hook)!r}, which names no family. Build hooks from configs with "
-            "their family's adapter: MMEngineAdapter.from_config(custom_hooks=[...]) or "
-            "MMEngineAdapter([dict(type=...)]), ClassyAdapter([dict(name=...)]), IMIXAdapter([dict(type=...)]); or "
-            "a whole config with lightning_hooks.build_callbacks(cfg)."
+            f"their family's adapter: {', '.join(f.config_example for f in families.registered() if f.config_example)}; "
+            "or a whole config with lightning_hooks.build_callbacks(cfg)."
         )
     for family in families.registered():
         bases = family.adapter.base_classes()
@@ -38,17 +37,16 @@ def adapt(hook_or_hooks: Any | Sequence[Any], **host_options: Any) -> list[Callb
     ``host_options`` go to every adapter that accepts them (``work_dir``, ``gradient_accumulation_steps``, ...);
     an option no adapter accepts is an error.
 
-    Example::
+    Example (``hooks``: legacy hook objects of any registered families, see ``Family.hook_example``)::
 
         from lightning import Trainer
-        from mmengine.hooks import EMAHook
-        from classy_vision.hooks import PreciseBatchNormHook
-        trainer = Trainer(callbacks=adapt([EMAHook(), PreciseBatchNormHook(num_samples=64)], work_dir="work"))
+        trainer = Trainer(callbacks=adapt(hooks, work_dir="work"))
     """
     hooks = list(hook_or_hooks) if isinstance(hook_or_hooks, (list, tuple)) else [hook_or_hooks]
     if not hooks:
+        example = next((f.hook_example for f in families.registered() if f.hook_example), "...")
         raise ValueError(
-            "adapt() was given no hooks. Pass legacy hook objects, e.g. adapt([EMAHook()]); for a Trainer without "
+            f"adapt() was given no hooks. Pass legacy hook objects, e.g. adapt([{example}]); for a Trainer without "
             "legacy hooks, leave adapt() out."
         )
     groups: dict[Family, list[Any]] = {}

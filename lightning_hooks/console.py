@@ -11,47 +11,29 @@ from typing import Any
 
 from typing_extensions import override
 
-from lightning_hooks.core.console import ConsoleStream, DropMessages, route_console
+from lightning_hooks import families
+from lightning_hooks.core.console import DropMessages, route_console
 from lightning_hooks.core.lightning_api import NAMESPACES, RichProgressBar, TQDMProgressBar, pl, rich_bar_works
-
-
-# Classy's ExponentialMovingAverageModelHook warns on every run that it leaves out integer buffers (BatchNorm's
-# num_batches_tracked): it averages float tensors by design, and the user can change nothing about it.
-CLASSY_EMA_NOTICE = DropMessages("In ExponentialMovingAverageModelHook, ")
 
 
 def configure_logging(trainer: Any) -> None:
     """Set up Python logging as the training entry points of the legacy hosts among ``trainer.callbacks`` did.
 
     The console script, the demo and the Hydra example call it before training; call it in your own script to see
-    the lines of Classy's ``LossLrMeterLoggingHook`` or iMIX's ``TextLoggerHook``, which log at INFO:
-
-    - Classy Vision (``classy_train.py``): the root logger at INFO; its hooks call ``logging.info``, which adds
-      logging's default stderr handler (``INFO:root:...``) when the root logger has none.
-    - iMIX (``default_setup``): ``imix.utils.logger.setup_logger(work_dir, rank)``: the ``imix`` logger at DEBUG,
-      printing on rank 0 and writing ``imix.log`` in the adapter's work dir (default: the Trainer's root dir).
-    - MMEngine: nothing; ``MMLogger`` sets itself up.
-
-    Console handlers, already present or added here, print above the progress bar (:func:`route_console`).
+    the lines of legacy hooks that log at INFO. Each registered family with an adapter among the callbacks sets up
+    logging as its host's entry point did (``Family.configure_logging``, in the family's ``logging`` module); a family
+    whose library sets up its own loggers has none. Console handlers, already present or added here, print above the
+    progress bar (:func:`route_console`).
 
     Args:
         trainer: the ``Trainer`` about to run; adapters among its callbacks are recognised by their ``family``.
     """
-    families = {getattr(c, "family", None): c for c in trainer.callbacks}
-    root = logging.getLogger()
-    if "classy" in families:
-        root.setLevel(logging.INFO)
-        if not root.handlers:
-            logging.basicConfig(stream=ConsoleStream("stderr"))
-        for handler in root.handlers:
-            handler.addFilter(CLASSY_EMA_NOTICE)
-    route_console(root)
+    last = {family: adapter for family, adapter in families.adapters_in(trainer)}  # the last adapter of each family
+    for family in families.registered():
+        if family in last and family.configure_logging is not None:
+            family.configure_logging(trainer, last[family])
+    route_console(logging.getLogger())
     route_console(logging.getLogger(pl.__name__))
-    if "imix" in families:
-        from imix.utils.logger import setup_logger
-
-        work_dir = families["imix"].host._work_dir.resolve(trainer)
-        route_console(setup_logger(work_dir, distributed_rank=trainer.global_rank, name="imix"))
 
 
 def quiet_upstream_notices() -> None:
@@ -68,11 +50,12 @@ def quiet_upstream_notices() -> None:
 
 
 def batches_per_step(trainer: Any) -> int:
-    """Batches per optimizer step: Lightning's ``accumulate_grad_batches``, or the accumulation of the iMIX
-    ``OptimizerHook`` that owns the step."""
-    for callback in trainer.callbacks:
-        if getattr(callback, "family", None) == "imix" and callback.steppers:
-            return callback.host.gradient_accumulation_steps
+    """Batches per optimizer step: Lightning's ``accumulate_grad_batches``, or the accumulation of a legacy hook that
+    owns the step (``Family.batches_per_step``)."""
+    for family, adapter in families.adapters_in(trainer):
+        batches = family.batches_per_step(adapter) if family.batches_per_step is not None else None
+        if batches is not None:
+            return batches
     return trainer.accumulate_grad_batches
 
 
@@ -96,7 +79,7 @@ class _Counts:
 
     @override
     def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, Any]:
-        metrics = super().get_metrics(trainer, pl_module)  # type: ignore[misc]
+        metrics = super().get_metrics(trainer, pl_module)  # type: ignore[misc]  # a mixin: super() is the Lightning bar it is mixed into
         if "v_num" in metrics:
             metrics["v_num"] = str(metrics["v_num"])
         return metrics

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import textwrap
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
@@ -23,7 +21,7 @@ from typing_extensions import override
 
 from lightning_hooks import adapt, families
 from lightning_hooks.console import ProgressBar, configure_logging, quiet_upstream_notices
-from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.demo import Probe, Run
 from lightning_hooks.core.lightning_api import pl, submodule
 
 CSVLogger, TensorBoardLogger = submodule("loggers").CSVLogger, submodule("loggers").TensorBoardLogger
@@ -44,7 +42,7 @@ class DemoNet(pl.LightningModule):
             nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
             nn.Conv2d(8, 16, 3, padding=1, stride=2), nn.BatchNorm2d(16), nn.ReLU(),
             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 4),
-        )  # fmt: skip
+        )  # fmt: skip  # one block a line
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -163,34 +161,6 @@ def plot_curves(history: list[dict[str, float]], path: Path) -> None:
     figure.savefig(path, dpi=100)
 
 
-Probe = Callable[[Any, "Run"], str]
-
-
-class Run:
-    """What the demo knows after training: the model, the loaders, the output folder and the adapters."""
-
-    def __init__(self, model: DemoNet, val: DataLoader, out: Path, adapters: list[LegacyHookAdapter]) -> None:
-        self.model, self.val, self.out, self.adapters = model, val, out, adapters
-
-    def val_loss(self, state_dict: dict[str, torch.Tensor] | None = None) -> float:
-        """Validation loss of the trained model, or of the same architecture holding ``state_dict``."""
-        model = self.model
-        if state_dict is not None:
-            model = DemoNet()
-            model.load_state_dict(state_dict)
-        return model.evaluate(self.val)["loss"]
-
-    def adapter(self, family: str) -> LegacyHookAdapter:
-        return next(a for a in self.adapters if a.family == family)
-
-    def files(self, folder: str | os.PathLike, pattern: str = "*") -> str:
-        paths = sorted(p for p in Path(folder).rglob(pattern) if p.is_file())
-        if not paths:
-            return "no files"
-        shown = ", ".join(p.name for p in paths[:4]) + (f", ... ({len(paths)} files)" if len(paths) > 4 else "")
-        return f"{shown} in {os.path.relpath(folder)}"
-
-
 def run(out: Path, max_epochs: int = 5) -> tuple[list[list[str]], ValidationCurves]:
     """Train with every family's demo hooks; return the report rows (hook, family, mount points, produced) and the
     validation curves (also logged to CSV and TensorBoard under ``out/lightning_logs``)."""
@@ -208,7 +178,7 @@ def run(out: Path, max_epochs: int = 5) -> tuple[list[list[str]], ValidationCurv
     trainer = pl.Trainer(
         max_epochs=max_epochs, callbacks=[*adapters, curves, ProgressBar()], default_root_dir=out, accelerator="cpu",
         devices=1, logger=loggers, log_every_n_steps=8, enable_checkpointing=False, enable_model_summary=False,
-    )  # fmt: skip
+    )  # fmt: skip  # the Trainer's options on two lines, not one a line
     configure_logging(trainer)
     trainer.fit(model, data)
     result = Run(model, data.val_dataloader(), out, adapters)

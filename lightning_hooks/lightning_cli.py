@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import re
@@ -13,6 +12,7 @@ from typing import NoReturn
 from jsonargparse import Namespace
 
 from lightning_hooks.console import ProgressBar, configure_logging
+from lightning_hooks.core.errors import close_names
 from lightning_hooks.core.lightning_api import submodule
 
 LightningArgumentParser = submodule("cli").LightningArgumentParser
@@ -40,7 +40,7 @@ def short_error(message: str, options: Sequence[str] = ()) -> str:
     if key:
         return where + (key.group(2) or (lines[1] if len(lines) > 1 else ""))
     unknown = re.search(r"does not accept option '([^']+)'|unrecognized arguments: --(\S+)", lines[0])
-    close = difflib.get_close_matches(unknown.group(1) or unknown.group(2), options, n=1) if unknown else []
+    close = close_names(unknown.group(1) or unknown.group(2), options, n=1) if unknown else []
     return lines[0] + (f". Did you mean '{close[0]}'?" if close else "")
 
 
@@ -53,8 +53,33 @@ def _did_you_mean(class_path: str, reason: str) -> str:
         params = list(inspect.signature(getattr(importlib.import_module(module), name)).parameters)
     except (ImportError, AttributeError, TypeError, ValueError):
         return ""
-    close = difflib.get_close_matches(unknown.group(1) or unknown.group(2), params, n=1, cutoff=0.6)
+    close = close_names(unknown.group(1) or unknown.group(2), params, n=1)
     return f". Did you mean '{close[0]}'?" if close else f". {name} accepts: {', '.join(params)}"
+
+
+def root_cause(err: BaseException) -> BaseException:
+    """The first exception in ``err``'s chain (``raise ... from``, or raised while handling)."""
+    while (err.__cause__ or err.__context__) is not None:
+        err = err.__cause__ or err.__context__  # type: ignore[assignment]  # the loop condition says it is not None
+    return err
+
+
+def built_by(err: BaseException) -> str:
+    """``"MMEngineAdapter: "`` for the innermost ``__init__`` of a lightning-hooks class in ``err``'s traceback."""
+    name = ""
+    tb = err.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if tb.tb_frame.f_code.co_name == "__init__" and type(owner).__module__.startswith("lightning_hooks."):
+            name = f"{type(owner).__name__}: "
+        tb = tb.tb_next
+    return name
+
+
+def message_of(err: BaseException) -> str:
+    """An exception's message on one line, without the quotes ``KeyError`` adds."""
+    text = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+    return " ".join(text.split()) or type(err).__name__
 
 
 class ShortErrorParser(LightningArgumentParser):
@@ -83,7 +108,20 @@ class LightningHooksCLI(LightningCLI):
         super().__init__(
             args=args, save_config_kwargs={"overwrite": True}, parser_class=ShortErrorParser,
             parser_kwargs={"prog": "lightning-hooks"},
-        )  # fmt: skip
+        )  # fmt: skip  # options two a line
+
+    def instantiate_classes(self) -> None:
+        """Build the config's objects; an object that refuses its arguments (an unknown hook type, a bad option)
+        ends the command with its own message on one line, as a misspelt option does, not a traceback."""
+        try:
+            super().instantiate_classes()
+        except Exception as err:  # jsonargparse wraps the object's own error in its type-matching report
+            cause = root_cause(err)
+            if cause is err:
+                raise
+            prog = " ".join(filter(None, [self.parser.prog, self.subcommand]))
+            sys.stderr.write(f"{prog}: error: {built_by(cause)}{message_of(cause)}\n")
+            sys.exit(2)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.set_defaults({"model": {"class_path": DEMO_MODEL}})

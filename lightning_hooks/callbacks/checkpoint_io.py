@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -13,9 +15,9 @@ from fsspec.implementations.local import LocalFileSystem
 
 from typing_extensions import override
 
-from lightning_hooks.core.lightning_api import Callback, TorchCheckpointIO, get_filesystem, pl
-
+from lightning_hooks.core import lightning_api
 from lightning_hooks.core.checkpoint_files import load_checkpoint_file
+from lightning_hooks.core.lightning_api import Callback, TorchCheckpointIO, get_filesystem, pl
 
 
 class AtomicCheckpointIO(TorchCheckpointIO, Callback):
@@ -88,9 +90,8 @@ class AtomicCheckpointIO(TorchCheckpointIO, Callback):
             ) from err
         old = None
         try:
-            # through a Python file, so a failed write raises the OS error (ENOSPC) and not torch's stream error
             with open(tmp, "wb") as f:
-                torch.save(checkpoint, f)
+                _save(checkpoint, f)
                 f.flush()
                 os.fsync(f.fileno())
             old = _keep_alive(path)
@@ -125,7 +126,7 @@ class AtomicCheckpointIO(TorchCheckpointIO, Callback):
         if not os.path.exists(path):
             raise FileNotFoundError(f"AtomicCheckpointIO: checkpoint file not found: {path!r}")
         return load_checkpoint_file(path, owner="AtomicCheckpointIO.load_checkpoint", map_location=map_location,
-                                    weights_only=weights_only is not False)  # fmt: skip
+                                    weights_only=weights_only is not False)  # fmt: skip  # arguments aligned under the call
 
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -147,6 +148,39 @@ class AtomicCheckpointIO(TorchCheckpointIO, Callback):
         if self._cleanup is not None:
             self._cleanup.join()
             self._cleanup = None
+
+
+class _KeepWriteError:
+    """The file ``torch.save`` writes to, keeping the first ``OSError`` a write raised: torch's zip writer reports a
+    failed write as ``RuntimeError: ... unexpected pos`` and drops the cause (ENOSPC on a disk that fills mid-write)."""
+
+    def __init__(self, file: Any) -> None:
+        self.file = file
+        self.error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self.file.write(data)
+        except OSError as err:
+            self.error = self.error or err
+            raise
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+
+def _save(checkpoint: dict[str, Any], file: Any) -> None:
+    """``torch.save(checkpoint, file)``, raising the ``OSError`` of a failed write rather than torch's stream error."""
+    writer = _KeepWriteError(file)
+    try:
+        torch.save(checkpoint, writer)
+    except RuntimeError as err:
+        if writer.error is not None:
+            raise writer.error from err
+        raise
 
 
 def _fsync(path: str, flags: int) -> None:
@@ -173,3 +207,25 @@ def _unlink(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+@contextlib.contextmanager
+def durable_checkpoint_io(trainer: pl.Trainer) -> Iterator[None]:
+    """Within the block, ``trainer.save_checkpoint`` writes local files atomically and durably.
+
+    When the strategy uses Lightning's default ``TorchCheckpointIO``, it is replaced by ``AtomicCheckpointIO`` for
+    the block (a temp file in the target directory, fsync, rename, directory fsync); a ``CheckpointIO`` the user
+    chose is kept.
+    """
+    strategy = trainer.strategy
+    current = strategy.checkpoint_io
+    if not lightning_api.default_checkpoint_io(current):
+        yield
+        return
+    atomic = AtomicCheckpointIO()
+    strategy.checkpoint_io = atomic
+    try:
+        yield
+    finally:
+        strategy.checkpoint_io = current
+        atomic.teardown()

@@ -103,7 +103,7 @@ class PreciseBN(Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         loader = _train_loader(trainer)
         try:
-            available = len(loader)  # type: ignore[arg-type]
+            available = len(loader)
         except TypeError:
             return  # no length: checked while recomputing
         if available < self.num_batches:

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from lightning_hooks.core.errors import unknown_name
+from lightning_hooks.core.errors import add_note, unknown_name
 
 _ALIASES = ("imix", "imix.engine", "imix.engine.hooks", "imix.engine.hooks.base_hook", "imix.engine.hooks.builder")
 
@@ -171,7 +171,7 @@ def build_hook(cfg: dict[str, Any], default_args: dict[str, Any] | None = None) 
     try:
         return cls(**args)
     except Exception as err:
-        err.add_note(f"[lightning-hooks] while building iMIX hook {cls.__name__} from {cfg!r}")
+        add_note(err, f"[lightning-hooks] while building iMIX hook {cls.__name__} from {cfg!r}")
         raise
 
 

@@ -1,32 +1,30 @@
-"""The adapter callback every family shares: ordering, per-event dispatch plans, error notes and checkpoint state."""
+"""The adapter callback every family shares: hook checks and ordering, patch installation, and the Lightning
+``Callback`` methods that fire the family's table. Dispatch lives in :mod:`lightning_hooks.core.dispatch`, checkpoint
+state in :mod:`lightning_hooks.core.adapter_state`."""
 
 from __future__ import annotations
 
-import ast
-import re
-import copy
+import pickle
 import warnings
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from typing_extensions import override
 
 from lightning_hooks.core import lightning_api
+from lightning_hooks.core.adapter_state import AdapterState
 from lightning_hooks.core.checks import check_hook
-from lightning_hooks.core.events import EventTable, Mount
+from lightning_hooks.core.checkpoint_files import note_unreadable_checkpoint
+from lightning_hooks.core.dispatch import HookDispatch
 from lightning_hooks.core.facade import Facade
 from lightning_hooks.core.lightning_api import Callback, pl, rank_zero_warn
 from lightning_hooks.core.state_keys import UniqueStateKey
-from lightning_hooks.core.weight_swaps import check_one_weight_swap
 from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, LightningEvent, Trigger
-
-Call = tuple[Any, Callable[..., Any]]
-Step = tuple[int, Mount, Callable[[], bool] | None, tuple[Call, ...]]  # row index, row, condition, hook calls
+from lightning_hooks.core.weight_swaps import check_one_weight_swap
 
 
-class LegacyHookAdapter(UniqueStateKey, Callback):
+class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
     """One Lightning callback that drives a list of legacy hooks of one family through its host facade.
 
     Subclasses set ``family``, ``events`` (the family's :class:`EventTable`), implement :meth:`base_classes` and
@@ -42,12 +40,6 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
     one a fit resumes into included.
     """
 
-    family: ClassVar[str]
-    events: ClassVar[EventTable]
-    #: mount point -> helper methods whose override also makes the mount point active (MMEngine's ``_before_iter``).
-    delegates: ClassVar[dict[str, tuple[str, ...]]] = {}
-    #: functions that count as "not overridden" besides the base classes' own (Classy's ``ClassyHook._noop``).
-    noops: ClassVar[tuple[Callable[..., Any], ...]] = ()
     #: the library's name in messages, the positional arguments its host passes to every mount point, and the module
     #: prefixes of trusted hook classes (the library's own, our compat bases), for the adapt-time checks.
     family_title: ClassVar[str] = ""
@@ -81,18 +73,24 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
             self.check_arguments(hook)
         self._init_state_key(self._generate_state_key(hooks=self.hook_keys()))
         self.host: Facade
-        self._fired = [0] * len(self.events.rows)  # how often each table row fired, by row index
-        # what fire() accepts: the table's triggers, and every Lightning event (the shared methods fire them all)
-        self._triggers: frozenset[Trigger] = frozenset(self.events.events()) | frozenset(ON.values())
-        self._host_args: tuple[Any, ...] = ()
+        self._init_dispatch()  # no rows fire until the family builds its host and calls _build_plan
         self._trainer: pl.Trainer | None = None
-        # the plan: the steps each accepted trigger fires (none until the host exists), keyed by the id of the trigger
-        # objects (a fast lookup on every step), and by value for an equal trigger built elsewhere
-        self._plan_by_value: dict[Trigger, tuple[Step, ...]] = dict.fromkeys(self._triggers, ())
-        self._plan: dict[int, tuple[Step, ...]] = {id(t): () for t in self._triggers}
         self._patches: list[Callable[[], None]] = []
         self._train_epoch_open = False  # a train epoch started in the host and has not ended
-        self._failed_at: tuple[str, Any] | None = None  # (mount point, hook) of the last hook error
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (``strategy="ddp_spawn"`` sends the callbacks to its ranks so): a hook that cannot travel (an open
+        file, a lock) is named here instead of deep inside multiprocessing."""
+        for hook in self.hooks:
+            try:
+                pickle.dumps(hook)
+            except Exception as err:
+                raise TypeError(
+                    f"{type(self).__name__}: the {type(hook).__qualname__} hook cannot be pickled ({err}), and "
+                    "strategy='ddp_spawn' pickles the callbacks to start its ranks. Use strategy='ddp' (it starts the "
+                    "ranks by running your script again, so every rank builds its own hooks)."
+                ) from err
+        return self.__dict__.copy()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A family adapter overrides the ``Callback`` method of every Lightning event its table fires rows from.
@@ -112,11 +110,6 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
 
     # ----------------------------------------------------------------------------------------- family contract
     @classmethod
-    def base_classes(cls) -> tuple[type, ...]:
-        """The classes a hook of this family derives from (real legacy bases that are imported, plus compat ones)."""
-        raise NotImplementedError
-
-    @classmethod
     def build_hook(cls, config: dict[str, Any]) -> Any:
         """Build one hook from a config in the family's own format (from YAML, LightningCLI or ``build_callbacks``)."""
         raise TypeError(f"{cls.__name__} does not build hooks from configs; pass hook objects instead of {config!r}")
@@ -127,17 +120,6 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
 
     def check_arguments(self, hook: Any) -> None:
         """Refuse hook arguments the host would only trip over during training (see :func:`check_argument`)."""
-
-    def active(self, hook: Any, mount: str) -> bool:
-        """Whether ``hook`` does something at ``mount``: it overrides the mount point or one of its delegates."""
-        return any(self._overrides(hook, name) for name in (mount, *self.delegates.get(mount, ())))
-
-    def _overrides(self, hook: Any, name: str) -> bool:
-        fn = getattr(type(hook), name, None)
-        if fn is None:
-            return False
-        defaults = {getattr(base, name, None) for base in self.base_classes()} | set(self.noops)
-        return fn not in defaults
 
     def trigger(self, trigger: Trigger, **context: Any) -> None:
         """Called by an installed patch (:mod:`lightning_hooks.core.triggers`); a family overrides it to update its
@@ -170,77 +152,16 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
 
     # ------------------------------------------------------------------------------------------- conditions
     def real_validation(self) -> bool:
-        return not self._trainer.sanity_checking
+        trainer = self._trainer
+        assert trainer is not None, "conditions are read once setup() has run"
+        return not trainer.sanity_checking
 
     def train_epoch_open(self) -> bool:
         return self._train_epoch_open
 
-    # ---------------------------------------------------------------------------------------------- dispatch
-    def _build_plan(self, host_args: tuple[Any, ...]) -> None:
-        """Precompute, per trigger, the rows that have at least one active hook. Call once the host exists."""
-        self._host_args = host_args
-        plan: dict[Trigger, list[Step]] = {}
-        for index, row in enumerate(self.events.rows):
-            calls = tuple((h, getattr(h, row.mount)) for h in self.hooks if self.active(h, row.mount))
-            if calls:
-                when = getattr(self, row.when) if row.when else None
-                plan.setdefault(row.event, []).append((index, row, when, calls))
-        self._plan_by_value = {trigger: tuple(plan.get(trigger, ())) for trigger in self._triggers}
-        self._plan = {id(trigger): steps for trigger, steps in self._plan_by_value.items()}
-
-    def fire(self, trigger: Trigger, *, errors: str = "raise", **context: Any) -> None:
-        """Call, in table order, every mount point ``trigger`` fires, with the arguments its row names.
-
-        A hook's exception propagates with a note naming hook, mount point and step; with ``errors="warn"`` (while
-        handling another failure) it only warns, so the original exception reaches the user. A trigger that is not in
-        the family's table (a patch the table does not name, a plain string) is an error."""
-        steps = self._plan.get(id(trigger))
-        if steps is None:
-            steps = self._plan_by_value.get(trigger)
-            if steps is None:
-                raise ValueError(f"{type(self).__name__}: {trigger!r} is not a trigger of the {self.family} event table")
-        host = self._host_args
-        for index, row, when, calls in steps:
-            if when is not None and not when():
-                continue
-            # Rows name a subset of the context: equal sizes mean the context itself can be passed.
-            kwargs = context if len(row.args) == len(context) else {name: context[name] for name in row.args}
-            self._fired[index] += 1
-            for hook, fn in calls:
-                try:
-                    fn(*host, **kwargs)
-                except Exception as err:
-                    if errors == "raise":
-                        self._failed_at = (row.mount, hook)
-                        err.add_note(self._where(hook, row))
-                        raise
-                    warnings.warn(f"{self._where(hook, row)} while handling {context.get('exception')!r}: {err!r}", stacklevel=2)
-
-    def _where(self, hook: Any, row: Mount) -> str:
+    def _position(self) -> str:
         trainer = self._trainer
-        at = f"epoch {trainer.current_epoch}, global step {trainer.global_step}" if trainer is not None else "before setup"
-        return (
-            f"[lightning-hooks] raised by {self.family} hook {type(hook).__qualname__} in mount point '{row.mount}' "
-            f"(Lightning event '{row.event}', {at})"
-        )
-
-    @property
-    def fired_rows(self) -> Counter[Mount]:
-        """How often each table row has fired so far."""
-        return Counter({row: n for row, n in zip(self.events.rows, self._fired) if n})
-
-    @property
-    def fired(self) -> Counter[str]:
-        """How often each mount point has fired so far (for hooks that implement it)."""
-        counts: Counter[str] = Counter()
-        for row, n in self.fired_rows.items():
-            counts[row.mount] += n
-        return counts
-
-    def mount_counts(self, hook: Any) -> dict[str, int]:
-        """How often each mount point ``hook`` implements has fired so far."""
-        fired = self.fired
-        return {m: fired[m] for m in self.events.mount_points() if self.active(hook, m) and fired[m]}
+        return f"epoch {trainer.current_epoch}, global step {trainer.global_step}" if trainer is not None else "before setup"
 
     # ------------------------------------------------------------------------------------------ lightning glue
     def _install_patches(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -271,6 +192,7 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         errors only warn), then put the live weights back if hooks had EMA weights swapped in (an error or Ctrl-C
         during evaluation)."""
         self._remove_patches()
+        note_unreadable_checkpoint(trainer, exception)
         try:
             self.fire(ON["on_exception"], errors="warn", exception=exception)
         finally:
@@ -354,7 +276,7 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
     def on_validation_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:  # fmt: skip  # Lightning's signature, dataloader_idx on its own line
         self.fire(ON["on_validation_batch_end"], batch_idx=batch_idx, data_batch=batch, outputs=outputs)
 
     @override
@@ -383,7 +305,7 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
     def on_test_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:  # fmt: skip  # Lightning's signature, dataloader_idx on its own line
         self.fire(ON["on_test_batch_end"], batch_idx=batch_idx, data_batch=batch, outputs=outputs)
 
     @override
@@ -401,8 +323,9 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
     # ------------------------------------------------------------------------------------------- checkpoint state
     @override
     def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
-        """Resuming with another hook list changes :attr:`state_key`: then load the one state an adapter of this class
-        wrote (Lightning calls this before ``load_state_dict``, which it skips for a key the checkpoint lacks)."""
+        """Warn where Lightning replays the saved batch; resuming with another hook list changes :attr:`state_key`:
+        then load the one state an adapter of this class wrote (:meth:`~AdapterState.migrate_state`; Lightning calls
+        this before ``load_state_dict``, which it skips for a key the checkpoint lacks)."""
         if trainer.state.fn == "fit" and lightning_api.replays_saved_batch(trainer, checkpoint):
             warnings.warn(
                 f"Lightning {lightning_api.namespace_of(trainer).__version__} resumes this checkpoint, written at the "
@@ -411,106 +334,11 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
                 "Lightning >= 2.5 resumes after the batch: pip install 'lightning>=2.5,<2.7'.",
                 stacklevel=2,
             )
-        states = checkpoint.get("callbacks") or {}
-        if self.state_key in states:
-            return
-        prefix = type(self).__qualname__
-        found = self._unclaimed_states(trainer, states)
-        name = f"{prefix} ({', '.join(self.hook_keys())})"
-        if len(found) > 1:
-            warnings.warn(
-                f"{name}: the checkpoint has no state for these hooks and several {prefix} states it cannot tell "
-                f"apart: {sorted(found)}. This adapter starts fresh; resume with the hooks the checkpoint was written with."
-            )
-        elif found:
-            [(key, state)] = found.items()
-            saved = _saved_hooks(key, prefix)
-            added = [k for k in self.hook_keys() if k not in saved]
-            removed = [k for k in saved if k not in self.hook_keys()]
-            changes = [f"added (start fresh): {added}"] * bool(added) + [f"removed (state dropped): {removed}"] * bool(removed)
-            warnings.warn(
-                f"{name}: the checkpoint was written with hooks {saved}; loading its state for the shared hooks and "
-                f"the host. Hooks {', '.join(changes) or 'reordered'}."
-            )
-            self.load_state_dict(copy.deepcopy(state))
-
-    def _unclaimed_states(self, trainer: pl.Trainer, states: Mapping[Any, Any]) -> dict[str, Mapping[str, Any]]:
-        """The checkpoint's states of an adapter of this class and family whose key no callback of ``trainer`` has
-        (written with another hook list)."""
-        taken = {c.state_key for c in trainer.callbacks}
-        prefix = type(self).__qualname__ + "{"
-        return {
-            k: v for k, v in states.items()
-            if isinstance(k, str) and k.startswith(prefix) and k not in taken
-            and isinstance(v, Mapping) and v.get("family") == self.family
-        }  # fmt: skip
-
-    def checkpoint_state(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The state of ``checkpoint`` this adapter loads: its own key's, else the one unclaimed state of its class
-        (see :meth:`on_load_checkpoint`); None when there is none, or several it cannot tell apart."""
-        states = checkpoint.get("callbacks") or {}
-        if self.state_key in states:
-            return states[self.state_key]
-        found = self._unclaimed_states(trainer, states)
-        return next(iter(found.values())) if len(found) == 1 else None
-
-    def hook_keys(self) -> list[str]:
-        """Stable per-hook keys: the class name, suffixed with ``#n`` when a class repeats."""
-        seen: Counter[str] = Counter()
-        keys = []
-        for hook in self.hooks:
-            name = type(hook).__qualname__
-            keys.append(f"{name}#{seen[name]}" if seen[name] else name)
-            seen[name] += 1
-        return keys
-
-    def hook_state(self, hook: Any) -> Any:
-        """State of one hook to save in the Lightning checkpoint; ``None`` when the family keeps none per hook."""
-        return None
-
-    def load_hook_state(self, hook: Any, state: Any) -> None:
-        raise NotImplementedError
-
-    def host_state(self) -> dict[str, Any]:
-        """State of the facade (counters, message hubs, log buffers)."""
-        return {}
-
-    def load_host_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`host_state`."""
-
-    @override
-    def state_dict(self) -> dict[str, Any]:
-        hooks = {k: s for k, h in zip(self.hook_keys(), self.hooks) if (s := self.hook_state(h)) is not None}
-        return {"family": self.family, "hooks": hooks, "host": self.host_state()}
-
-    @override
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        family = state_dict.get("family")
-        if family != self.family:
-            raise ValueError(
-                f"{type(self).__name__} ({self.state_key}) was given checkpoint state written by a {family!r} adapter. "
-                f"Resume with the same adapters and hooks the checkpoint was written with."
-            )
-        saved = state_dict.get("hooks", {})
-        for key, hook in zip(self.hook_keys(), self.hooks):
-            if key in saved:
-                self.load_hook_state(hook, saved[key])
-        unknown = saved.keys() - set(self.hook_keys())
-        if unknown:
-            warnings.warn(f"{type(self).__name__}: checkpoint holds state of hooks not in this adapter: {sorted(unknown)}")
-        self.load_host_state(state_dict.get("host", {}))
+        self.migrate_state(trainer, checkpoint)
 
 
 def _container(config: Mapping[str, Any]) -> dict[str, Any]:
-    return OmegaConf.to_container(config, resolve=True) if isinstance(config, DictConfig) else dict(config)
-
-
-def _saved_hooks(key: str, prefix: str) -> list[str]:
-    """The hook keys in a state key written by ``_generate_state_key(hooks=[...])``."""
-    try:
-        return list(ast.literal_eval(re.sub(r"#\d+$", "", key[len(prefix):]))["hooks"])
-    except (ValueError, SyntaxError, KeyError, TypeError):
-        return []
+    return cast(dict[str, Any], OmegaConf.to_container(config, resolve=True)) if isinstance(config, DictConfig) else dict(config)
 
 
 def _names(classes: Iterable[type]) -> str:

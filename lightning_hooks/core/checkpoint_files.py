@@ -1,17 +1,17 @@
-"""Checkpoint files the package reads and writes: one safe loader, and durable writes for facade saves."""
+"""Checkpoint files the package reads: one safe loader that names the file in its errors (durable writes are
+:mod:`lightning_hooks.callbacks.checkpoint_io`)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
-from collections.abc import Iterator
+import zipfile
 from typing import Any
 
 import torch
 
-from lightning_hooks.core import lightning_api
-from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.errors import add_note
+
 
 _ZIP, _PICKLE = b"PK", b"\x80"  # torch.save's zip format; the legacy format starts with a pickle protocol byte
 
@@ -51,33 +51,41 @@ def load_checkpoint_file(
         raise _unreadable(owner, path, size, err) from err
 
 
+def note_unreadable_checkpoint(trainer: Any, exception: BaseException) -> None:
+    """When a fit given ``ckpt_path`` fails and that file cannot be a checkpoint (empty, not torch.save's format, a
+    zip cut short), add a note to ``exception`` that names the file and says so: Lightning's default checkpoint IO
+    then fails with an error that names neither (``OSError: [Errno 22] Invalid argument``, ``PytorchStreamReader
+    failed reading zip archive``)."""
+    path = getattr(trainer, "ckpt_path", None)
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isfile(path):
+        return
+    problem = _not_a_checkpoint(os.fspath(path))
+    if problem and not any(os.fspath(path) in note for note in getattr(exception, "__notes__", [])):
+        add_note(
+            exception,
+            f"[lightning-hooks] the checkpoint given as ckpt_path, {os.fspath(path)!r}, {problem}: it cannot be "
+            "restored. Resume from an earlier complete checkpoint (write them with "
+            "lightning_hooks.callbacks.AtomicCheckpointIO so a crash cannot leave a partial file)."
+        )
+
+
+def _not_a_checkpoint(path: str) -> str | None:
+    """Why ``path`` is not a complete ``torch.save`` file, or None when it may be one."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+        size = os.fstat(f.fileno()).st_size
+    if size == 0:
+        return "is empty"
+    if head.startswith(_ZIP):
+        return None if zipfile.is_zipfile(path) else f"is truncated ({size} bytes; its zip directory is missing)"
+    if head.startswith(_PICKLE):
+        return None
+    return f"is not a PyTorch checkpoint (it starts with bytes {head!r})"
+
+
 def _unreadable(owner: str, path: str, size: int, err: BaseException) -> ValueError:
     return ValueError(
         f"{owner}: {path!r} ({size} bytes) is truncated or corrupt and cannot be read as a PyTorch checkpoint "
         f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}). Use an earlier checkpoint, or "
         "write checkpoints with lightning_hooks.callbacks.AtomicCheckpointIO so a crash cannot leave a partial file."
     )
-
-
-@contextlib.contextmanager
-def durable_checkpoint_io(trainer: pl.Trainer) -> Iterator[None]:
-    """Within the block, ``trainer.save_checkpoint`` writes local files atomically and durably.
-
-    When the strategy uses Lightning's default ``TorchCheckpointIO``, it is replaced by ``AtomicCheckpointIO`` for
-    the block (a temp file in the target directory, fsync, rename, directory fsync); a ``CheckpointIO`` the user
-    chose is kept.
-    """
-    from lightning_hooks.callbacks.checkpoint_io import AtomicCheckpointIO
-
-    strategy = trainer.strategy
-    current = strategy.checkpoint_io
-    if not lightning_api.default_checkpoint_io(current):
-        yield
-        return
-    atomic = AtomicCheckpointIO()
-    strategy.checkpoint_io = atomic
-    try:
-        yield
-    finally:
-        strategy.checkpoint_io = current
-        atomic.teardown()

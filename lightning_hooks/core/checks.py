@@ -3,12 +3,12 @@ hook arguments the host would trip over only during training."""
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import warnings
 from collections.abc import Callable
 from typing import Any
 
+from lightning_hooks.core.errors import close_names
 from lightning_hooks.core.events import EventTable
 
 
@@ -31,7 +31,7 @@ def check_hook(hook: Any, events: EventTable, label: str, host_args: tuple[str, 
         if attr in mounts:
             _check_signature(hook, label, name, attr, host_args, kwargs[attr])
         elif not attr.startswith("_"):
-            close = difflib.get_close_matches(attr, mounts, n=1, cutoff=0.85)
+            close = close_names(attr, mounts, n=1, cutoff=0.85)
             if close:
                 warnings.warn(
                     f"{label} hook {name} defines '{attr}', which is not one of {label}'s mount points and will never "

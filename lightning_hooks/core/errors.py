@@ -37,5 +37,13 @@ def unknown_name(
     return f"unknown {what} {name!r}{context}.{hint} {listed}: {', '.join(known)}."
 
 
+def add_note(err: BaseException, note: str) -> None:
+    """``err.add_note(note)``: shown under the traceback on Python >= 3.11; on 3.10, kept in ``err.__notes__``."""
+    if hasattr(err, "add_note"):
+        err.add_note(note)
+    else:
+        setattr(err, "__notes__", [*getattr(err, "__notes__", []), note])  # the attribute add_note writes
+
+
 class ConfigError(ValueError):
     """A config that cannot be built; the message starts with the offending config path."""

@@ -24,7 +24,7 @@ class Facade:
         if name.startswith("__"):
             raise AttributeError(name)
         attribute = getattr(type(self), name, None)
-        if hasattr(attribute, "__get__"):  # a property of the facade raised AttributeError: raise its own message
+        if attribute is not None and hasattr(attribute, "__get__"):  # a property of the facade raised AttributeError: raise its own message
             return attribute.__get__(self, type(self))
         raise AttributeError(
             f"lightning-hooks' {self.host} facade has no attribute {name!r}. It provides: {', '.join(self.provides())}. "

@@ -12,14 +12,14 @@ Example::
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.demo import DemoHooks
 from lightning_hooks.core.errors import ConfigError, unknown_name
+from lightning_hooks.core.introspect import keywords
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,13 @@ class Family:
         accepts: the hook base classes, in words, for ``adapt``'s error on an unknown hook.
         demo_hooks: ``(out_dir) -> [(hook, probe)]`` for ``lightning-hooks demo``; ``None`` keeps it out of the demo.
         train: the legacy entry points ``lightning-hooks train`` runs for this family's configs.
+        hook_example: one hook, as code, for errors that show how to call ``adapt`` (``"EMAHook()"``).
+        config_example: how to build this family's hooks from configs, for ``adapt``'s error on a config dict.
+        configure_logging: ``(trainer, adapter) -> None``: set up Python logging as the legacy entry point did, for
+            :func:`lightning_hooks.console.configure_logging`; ``None`` when the hooks' library sets up its own.
+        batches_per_step: ``(adapter) -> int | None``: the batches per optimizer step when a hook of ``adapter`` owns
+            the step (gradient accumulation), for the progress bar; ``None`` (or a result of None): Lightning's
+            ``accumulate_grad_batches``.
     """
 
     name: str
@@ -59,8 +66,12 @@ class Family:
     build_section: Callable[[Any, str], LegacyHookAdapter]
     section_example: str
     accepts: str
-    demo_hooks: Callable[[Path], list[tuple[Any, Callable[..., str]]]] | None = None
+    demo_hooks: DemoHooks | None = None
     train: tuple[TrainCommand, ...] = ()
+    hook_example: str = ""
+    config_example: str = ""
+    configure_logging: Callable[[Any, LegacyHookAdapter], None] | None = None
+    batches_per_step: Callable[[LegacyHookAdapter], int | None] | None = None
 
     def __post_init__(self) -> None:
         if self.adapter.family != self.name:
@@ -69,8 +80,13 @@ class Family:
 
 def adapter_options(adapter: type[LegacyHookAdapter]) -> list[str]:
     """The options an adapter takes besides its hooks (its ``__init__`` keywords)."""
-    params = inspect.signature(adapter.__init__).parameters
-    return [name for name, p in params.items() if name not in ("self", "hooks") and p.kind is not p.VAR_KEYWORD]
+    options = keywords(adapter.__init__, skip=("self", "hooks"))
+    if options is None:
+        raise TypeError(
+            f"{adapter.__name__}.__init__ takes **kwargs: name each option it accepts, so that adapt() and configs "
+            "can refuse an unknown one."
+        )
+    return options
 
 
 def build_adapter(adapter: type[LegacyHookAdapter], hooks: list[Any], options: Mapping[str, Any], path: str) -> Any:
@@ -86,7 +102,7 @@ def build_each(adapter: type[LegacyHookAdapter], entries: list[Any], path: str) 
 
 def build_one(adapter: type[LegacyHookAdapter], entry: Any, path: str) -> Any:
     try:
-        return adapter.build_hook(entry) if isinstance(entry, Mapping) else entry
+        return adapter.build_hook(cast(dict[str, Any], entry)) if isinstance(entry, Mapping) else entry
     except Exception as err:
         raise ConfigError(f"{path}: {message(err)}") from err
 
@@ -94,7 +110,7 @@ def build_one(adapter: type[LegacyHookAdapter], entry: Any, path: str) -> Any:
 def check_keys(given: Iterable[str], accepted: Iterable[str], path: str, what: str) -> None:
     for key in given:
         if key not in accepted:
-            raise ConfigError(f"{path}.{key}: {unknown_name(what, key, accepted).replace('Registered', 'Accepted')}")
+            raise ConfigError(f"{path}.{key}: {unknown_name(what, key, accepted, listed='Accepted')}")
 
 
 def expect(value: Any, kind: type | tuple[type, ...], path: str, example: str) -> Any:

@@ -23,7 +23,7 @@ def init_keywords(cls: type, skip: Iterable[str] = ("self",)) -> set[str] | None
     for klass in cls.__mro__:
         if klass is object or "__init__" not in vars(klass):
             continue
-        params = inspect.signature(klass.__init__).parameters.values()
+        params = inspect.signature(vars(klass)["__init__"]).parameters.values()
         names |= {p.name for p in params if p.kind in _NAMED}
         if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
             return names - set(skip)

@@ -17,7 +17,7 @@ import importlib.metadata
 import inspect
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -61,7 +61,10 @@ _NAMESPACES = _installed()
 #: Every supported installed namespace's trainer API: ``lightning.pytorch`` and/or ``pytorch_lightning``.
 NAMESPACES: tuple[types.ModuleType, ...] = tuple(api for api, _ in _NAMESPACES)
 #: The namespace the package itself builds Trainers and modules with (demo, CLI): ``lightning.pytorch`` when installed.
-pl = NAMESPACES[0]
+if TYPE_CHECKING:  # the type checker reads `lightning.pytorch`; at run time the first installed namespace
+    import lightning.pytorch as pl
+else:
+    pl = NAMESPACES[0]
 #: Fabric of each namespace in :data:`NAMESPACES` (``lightning.fabric``, ``lightning_fabric``), and that of :data:`pl`.
 FABRICS: tuple[types.ModuleType, ...] = tuple(fabric for _, fabric in _NAMESPACES)
 fabric = FABRICS[0]
@@ -78,17 +81,17 @@ def _each(module: str, name: str) -> tuple[type, ...]:
 
 
 # --------------------------------------------------------------------------------------------- namespace bases
-class Callback(*_each("callbacks", "Callback")):  # type: ignore[misc]
+class Callback(*_each("callbacks", "Callback")):  # type: ignore[misc]  # its bases: one class per installed namespace, found at run time
     """Base of every lightning-hooks callback: a ``Callback`` of each installed namespace, so that a
     ``lightning.Trainer`` and a ``pytorch_lightning.Trainer`` both accept it (each checks ``isinstance`` against its
     own class). Both bases are the same code under two names; the first one in the MRO answers every method."""
 
 
-class Logger(*_each("loggers", "Logger")):  # type: ignore[misc]
+class Logger(*_each("loggers", "Logger")):  # type: ignore[misc]  # its bases: one class per installed namespace, found at run time
     """Base of lightning-hooks loggers: a ``Logger`` of each installed namespace."""
 
 
-class TorchCheckpointIO(*_each("plugins.io", "TorchCheckpointIO")):  # type: ignore[misc]
+class TorchCheckpointIO(*_each("plugins.io", "TorchCheckpointIO")):  # type: ignore[misc]  # its bases: one class per installed namespace, found at run time
     """Base of lightning-hooks checkpoint IO plugins: a ``TorchCheckpointIO`` (hence ``CheckpointIO``) of each
     installed namespace, which each Trainer's ``plugins=[...]`` check requires."""
 
@@ -314,6 +317,17 @@ def validate_after(trainer: Any, batches: int | float) -> None:
     trainer.val_check_batch = batches
 
 
+def validate_now(trainer: Any) -> None:
+    """Run the fit's validation loop now, as the epoch loop runs it between train batches (callbacks see a validation
+    inside ``fit``; the trainer is back in training after it): ``fit_loop.epoch_loop.val_loop.run()``.
+    Checked on :data:`CHECKED_ON`."""
+    trainer.validating = True
+    try:
+        trainer.fit_loop.epoch_loop.val_loop.run()
+    finally:
+        trainer.training = True
+
+
 def end_train_epoch_at(trainer: Any, steps: int) -> None:
     """End the fit once ``steps`` optimizer steps are done, without the validation Lightning forces on
     ``should_stop``: bounds the epoch loop's ``max_steps`` (``fit_loop.epoch_loop.max_steps``).
@@ -357,7 +371,7 @@ def default_checkpoint_io(checkpoint_io: Any) -> bool:
 
 #: Lightning's ``DistributedSamplerWrapper`` of each namespace: what ``Trainer(use_distributed_sampler=True)`` puts
 #: around a loader's own sampler under DDP.
-_SAMPLER_WRAPPERS: tuple[type, ...] = tuple(
+_SAMPLER_WRAPPERS: tuple[Any, ...] = tuple(
     importlib.import_module(f"{f.__name__}.utilities.distributed").DistributedSamplerWrapper for f in FABRICS
 )
 
@@ -373,7 +387,7 @@ _progress = importlib.import_module(f"{pl.__name__}.callbacks.progress")
 TQDMProgressBar: type = _progress.TQDMProgressBar
 
 
-class RichProgressBar(_progress.RichProgressBar):  # type: ignore[misc]
+class RichProgressBar(_progress.RichProgressBar):  # type: ignore[name-defined]  # a base chosen at run time
     """:data:`pl`'s rich progress bar with :meth:`train_description` to override: Lightning builds an epoch's
     description in ``_get_train_description(current_epoch)``. Checked on :data:`CHECKED_ON`."""
 

@@ -35,13 +35,19 @@ class UniqueStateKey:
     def _key_by_position(self, trainer: pl.Trainer) -> None:
         """Number this instance by its position among ``trainer``'s callbacks with the same base key, and give up its
         claim: the claim only keeps keys unique until a Trainer has ordered them (instances of finished runs, which
-        a notebook or a test session keeps alive, then no longer push new ones to ``#1``)."""
-        equal = [c for c in trainer.callbacks if getattr(c, "_base_state_key", None) == self._base_state_key]
+        a notebook or a test session keeps alive, then no longer push new ones to ``#1``).
+
+        An instance unpickled in another process (``ddp_spawn``'s ranks, a ``multiprocessing`` worker) never claimed
+        an index there: it has nothing to give up."""
+        callbacks = trainer.callbacks  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
+        equal = [c for c in callbacks if getattr(c, "_base_state_key", None) == self._base_state_key]
         self._state_key_index = next(i for i, c in enumerate(equal) if c is self)
-        _live[self._base_state_key].discard(self)
+        live = _live.get(self._base_state_key)
+        if live is not None:
+            live.discard(self)
 
     @property
     @override
-    def state_key(self) -> str:
+    def state_key(self) -> str:  # type: ignore[misc]  # a mixin: it overrides Callback.state_key where mixed in
         index = self._state_key_index
         return self._base_state_key if index == 0 else f"{self._base_state_key}#{index}"

@@ -11,7 +11,8 @@ def check_one_weight_swap(trainer: pl.Trainer) -> None:
     Each callback lists what it swaps in ``weight_swappers()`` (the native ``EMA``, an adapter's EMA hooks). Two of
     them write into the tensors the other swapped in, so both averages and the live weights end up corrupted.
     """
-    names = [name for callback in trainer.callbacks for name in getattr(callback, "weight_swappers", list)()]
+    callbacks = trainer.callbacks  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
+    names = [name for callback in callbacks for name in getattr(callback, "weight_swappers", list)()]
     if len(names) > 1:
         raise ValueError(
             f"{' and '.join(names)} both swap EMA weights into the same model for evaluation; each would overwrite "

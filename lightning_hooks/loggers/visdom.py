@@ -203,7 +203,7 @@ class VisdomLogger(Logger):
         client = self.experiment
         for key, value in points:
             line = functools.partial(client.line, Y=np.array([value]), X=x, win=key, env=self._env, update="append",
-                                     opts={"title": key, "xlabel": "step", "ylabel": key})  # fmt: skip
+                                     opts={"title": key, "xlabel": "step", "ylabel": key})  # fmt: skip  # arguments aligned under the call
             if not self._call(line, f"window {key!r}"):
                 return  # the server is down: the rest of this call's points are dropped too
 

@@ -83,3 +83,25 @@ def test_bar_shows_no_negative_epoch_total_and_an_integer_version(tmp_path):
         assert unbounded.progress_bar_callback.train_description(4).strip() == "Epoch 4"  # Lightning's: "Epoch 4/-2"
         assert bar.train_description(1).strip() == "Epoch 1/2"
     assert bar.get_metrics(bounded, DemoNet())["v_num"] == "0"  # Lightning's rich bar: "v_num: 0.000"
+
+
+def test_configure_logging_sets_up_each_adapted_family_as_its_entry_point_did(tmp_path, monkeypatch):
+    """Routed through the registry (``Family.configure_logging``): a Trainer with a Classy adapter gets the root
+    logger at INFO, as ``classy_train.py`` set it, and the iMIX adapter the ``imix`` logger writing ``imix.log`` in
+    its work dir; a Trainer with neither leaves the root logger as it was."""
+    from classy_vision.hooks import LossLrMeterLoggingHook
+    from imix.engine.hooks import IterationTimerHook
+
+    from lightning_hooks import ClassyAdapter
+    from lightning_hooks.console import configure_logging
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "level", logging.WARNING)
+    monkeypatch.setattr(root, "handlers", [logging.NullHandler()])
+    configure_logging(L.Trainer(logger=False, enable_progress_bar=False, default_root_dir=tmp_path))
+    assert root.level == logging.WARNING
+    callbacks = [ClassyAdapter([LossLrMeterLoggingHook()]), IMIXAdapter([IterationTimerHook()], work_dir=tmp_path / "imix")]
+    configure_logging(L.Trainer(logger=False, enable_progress_bar=False, callbacks=callbacks, default_root_dir=tmp_path))
+    assert root.level == logging.INFO
+    assert any(type(f).__name__ == "DropMessages" for f in root.handlers[0].filters)  # Classy's EMA notice
+    assert (tmp_path / "imix" / "imix.log").exists()

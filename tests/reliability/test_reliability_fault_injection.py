@@ -5,10 +5,13 @@ half-written file may be left under a final name (except where the upstream libr
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -223,3 +226,34 @@ def test_fault_corrupt_file_in_every_load_path_names_it(tmp_path):
         with pytest.raises(ValueError, match=owner):  # ... given as a callback
             fit(tmp_path, [AtomicCheckpointIO()], max_epochs=2, ckpt_path=path)
         assert path.read_bytes() == before  # nothing was written to it
+
+
+# ------------------------------------------------------------- kill -9 of one rank during a checkpoint write
+@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
+def test_fault_kill_9_of_rank_0_during_a_checkpoint_write_then_resume_on_two_ranks(tmp_path, strategy):
+    """Rank 0 dies halfway through writing ``epoch_2.pth``; the files already written stay complete and the two
+    ranks resume from ``epoch_1.pth`` to the end."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")])}
+    for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    script = [sys.executable, str(HERE / "reliability_kill_ddp_save.py"), str(tmp_path), strategy]
+    # rank 0 dies; under ddp the surviving rank waits in a collective forever, so the whole session is ended
+    proc = subprocess.Popen([*script, "kill"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # fmt: skip
+    try:
+        output, _ = proc.communicate(timeout=240 if strategy == "ddp" else 300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode != 0, output[-3000:]
+    written = sorted(f for f in os.listdir(tmp_path) if (tmp_path / f).is_file() and not f.endswith(".py"))
+    assert [f for f in written if not f.startswith(".")] == ["epoch_1.pth", "last_checkpoint"], output[-3000:]
+    assert [re.sub(r"-\w+$", "", f) for f in written if f.startswith(".")] == [".epoch_2.pth.tmp"]
+    assert torch.load(tmp_path / "epoch_1.pth", weights_only=True)["meta"]["epoch"] == 1
+    assert (tmp_path / "last_checkpoint").read_text().endswith("epoch_1.pth")
+
+    resumed = subprocess.run([*script, "resume"], env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    seen = json.loads((tmp_path / "resumed.json").read_text())
+    assert seen == {"start": [1, 1, 2], "end": [3, 6]}  # 2 batches per rank and epoch
+    assert torch.load(tmp_path / "epoch_3.pth", weights_only=True)["meta"]["epoch"] == 3

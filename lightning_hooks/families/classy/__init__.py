@@ -7,6 +7,7 @@ from typing import Any
 from lightning_hooks.core.family import Family, build_adapter, build_each, expect
 from lightning_hooks.families.classy.adapter import ClassyAdapter
 from lightning_hooks.families.classy.demo import demo_hooks
+from lightning_hooks.families.classy.logging import configure_logging as classy_logging
 
 __all__ = ["FAMILY", "ClassyAdapter"]
 
@@ -21,5 +22,6 @@ def build_section(section: Any, path: str) -> ClassyAdapter:
 
 
 FAMILY = Family("classy", ClassyAdapter, build_section, demo_hooks=demo_hooks,
-                section_example="[{name: precise_bn}, ...]",
-                accepts="classy_vision.hooks.ClassyHook or lightning_hooks.compat.classy.ClassyHook (VISSL hooks derive from it)")  # fmt: skip
+                section_example="[{name: precise_bn}, ...]", hook_example="PreciseBatchNormHook(num_samples=64)",
+                config_example="ClassyAdapter([dict(name=...)])", configure_logging=classy_logging,
+                accepts="classy_vision.hooks.ClassyHook or lightning_hooks.compat.classy.ClassyHook (VISSL hooks derive from it)")  # fmt: skip  # the registry line, options aligned

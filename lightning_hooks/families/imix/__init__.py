@@ -8,6 +8,7 @@ from lightning_hooks.core.errors import ConfigError
 from lightning_hooks.core.family import Family, build_adapter, build_each, expect
 from lightning_hooks.families.imix.adapter import IMIXAdapter
 from lightning_hooks.families.imix.demo import demo_hooks
+from lightning_hooks.families.imix import logging as imix_logging
 
 __all__ = ["FAMILY", "IMIXAdapter"]
 
@@ -24,5 +25,7 @@ def build_section(section: Any, path: str) -> IMIXAdapter:
 
 
 FAMILY = Family("imix", IMIXAdapter, build_section, demo_hooks=demo_hooks,
-                section_example="{custom_hooks: [{type: ...}]}",
-                accepts="imix.engine.hooks.HookBase or lightning_hooks.compat.imix.HookBase")  # fmt: skip
+                section_example="{custom_hooks: [{type: ...}]}", hook_example="IterationTimerHook()",
+                config_example="IMIXAdapter([dict(type=...)])", configure_logging=imix_logging.configure_logging,
+                batches_per_step=imix_logging.batches_per_step,
+                accepts="imix.engine.hooks.HookBase or lightning_hooks.compat.imix.HookBase")  # fmt: skip  # the registry line, options aligned

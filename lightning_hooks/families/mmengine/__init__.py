@@ -32,8 +32,9 @@ def build_section(section: Any, path: str) -> MMEngineAdapter:
 
 
 FAMILY = Family("mmengine", MMEngineAdapter, build_section, demo_hooks=demo_hooks,
-                section_example="{work_dir: ..., custom_hooks: [...]}",
-                accepts="mmengine.hooks.Hook")  # fmt: skip
+                section_example="{work_dir: ..., custom_hooks: [...]}", hook_example="EMAHook()",
+                config_example="MMEngineAdapter.from_config(custom_hooks=[...]) or MMEngineAdapter([dict(type=...)])",
+                accepts="mmengine.hooks.Hook")  # fmt: skip  # the registry line, options aligned
 
 
 def __getattr__(name: str) -> Any:

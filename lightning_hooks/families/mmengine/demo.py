@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from lightning_hooks.demo import Probe, Run
+from lightning_hooks.core.demo import Probe, Run
 
 
 def demo_hooks(out: Path) -> list[tuple[Any, Probe]]:

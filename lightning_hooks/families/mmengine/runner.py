@@ -21,7 +21,8 @@ from mmengine.visualization import Visualizer
 
 from lightning_hooks.core.console import DropMessages, route_console
 from lightning_hooks.core import lightning_api
-from lightning_hooks.core.checkpoint_files import durable_checkpoint_io, load_checkpoint_file
+from lightning_hooks.callbacks.checkpoint_io import durable_checkpoint_io
+from lightning_hooks.core.checkpoint_files import load_checkpoint_file
 from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.core.facade import Facade, WorkDir
 from lightning_hooks.core.lightning_api import pl

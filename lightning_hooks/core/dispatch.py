@@ -1,0 +1,146 @@
+"""Dispatch: which hooks a trigger calls, in which order, with which arguments, and how often each row fired.
+
+:class:`HookDispatch` needs no Trainer: give it ordered hooks and an :class:`EventTable`, build its plan once the host
+facade exists, and :meth:`~HookDispatch.fire` triggers. :class:`~lightning_hooks.core.adapter.LegacyHookAdapter`
+derives from it and fires from Lightning's events and the patches it installs.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from lightning_hooks.core.errors import add_note
+from lightning_hooks.core.events import EventTable, Mount
+from lightning_hooks.core.triggers import ON, Trigger
+
+Call = tuple[Any, Callable[..., Any]]
+Step = tuple[int, Mount, Callable[[], bool] | None, tuple[Call, ...]]  # row index, row, condition, hook calls
+
+
+class HookDispatch:
+    """The dispatch plan of one family's hooks: per trigger, the table rows that have a hook overriding the mount
+    point, and per row how often it fired.
+
+    Subclasses set ``family`` and ``events``, implement :meth:`base_classes`, fill ``self.hooks`` (in the family's
+    order) and call :meth:`_init_dispatch`, then :meth:`_build_plan` once the host exists. A row's ``when`` names a
+    method of the subclass returning whether the row fires.
+
+    Example::
+
+        class Toy(HookDispatch):
+            family, events = "toy", TOY_EVENTS
+
+            @classmethod
+            def base_classes(cls): return (ToyHook,)
+
+        toy = Toy(); toy.hooks = [MyToyHook()]; toy._init_dispatch(); toy._build_plan((host,))
+        toy.fire(ON["on_train_start"])  # MyToyHook.before_train(host)
+    """
+
+    family: ClassVar[str]
+    events: ClassVar[EventTable]
+    #: mount point -> helper methods whose override also makes the mount point active (MMEngine's ``_before_iter``).
+    delegates: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: functions that count as "not overridden" besides the base classes' own (Classy's ``ClassyHook._noop``).
+    noops: ClassVar[tuple[Callable[..., Any], ...]] = ()
+
+    hooks: list[Any]
+
+    @classmethod
+    def base_classes(cls) -> tuple[type, ...]:
+        """The classes a hook of this family derives from (real legacy bases that are imported, plus compat ones)."""
+        raise NotImplementedError
+
+    def _init_dispatch(self) -> None:
+        """An empty plan: every accepted trigger fires nothing until :meth:`_build_plan`."""
+        self._fired = [0] * len(self.events.rows)  # how often each table row fired, by row index
+        # what fire() accepts: the table's triggers, and every Lightning event (the adapter's methods fire them all)
+        self._triggers: frozenset[Trigger] = frozenset(self.events.events()) | frozenset(ON.values())
+        self._host_args: tuple[Any, ...] = ()
+        # the plan: the steps each accepted trigger fires, keyed by the id of the trigger objects (a fast lookup on
+        # every step), and by value for an equal trigger built elsewhere
+        self._plan_by_value: dict[Trigger, tuple[Step, ...]] = dict.fromkeys(self._triggers, ())
+        self._plan: dict[int, tuple[Step, ...]] = {id(t): () for t in self._triggers}
+        self._failed_at: tuple[str, Any] | None = None  # (mount point, hook) of the last hook error
+
+    def active(self, hook: Any, mount: str) -> bool:
+        """Whether ``hook`` does something at ``mount``: it overrides the mount point or one of its delegates."""
+        return any(self._overrides(hook, name) for name in (mount, *self.delegates.get(mount, ())))
+
+    def _overrides(self, hook: Any, name: str) -> bool:
+        fn = getattr(type(hook), name, None)
+        if fn is None:
+            return False
+        defaults = {getattr(base, name, None) for base in self.base_classes()} | set(self.noops)
+        return fn not in defaults
+
+    def _build_plan(self, host_args: tuple[Any, ...]) -> None:
+        """Precompute, per trigger, the rows that have at least one active hook. Call once the host exists."""
+        self._host_args = host_args
+        plan: dict[Trigger, list[Step]] = {}
+        for index, row in enumerate(self.events.rows):
+            calls = tuple((h, getattr(h, row.mount)) for h in self.hooks if self.active(h, row.mount))
+            if calls:
+                when = getattr(self, row.when) if row.when else None
+                plan.setdefault(row.event, []).append((index, row, when, calls))
+        self._plan_by_value = {trigger: tuple(plan.get(trigger, ())) for trigger in self._triggers}
+        self._plan = {id(trigger): steps for trigger, steps in self._plan_by_value.items()}
+
+    def fire(self, trigger: Trigger, *, errors: str = "raise", **context: Any) -> None:
+        """Call, in table order, every mount point ``trigger`` fires, with the arguments its row names.
+
+        A hook's exception propagates with a note naming hook, mount point and step; with ``errors="warn"`` (while
+        handling another failure) it only warns, so the original exception reaches the user. A trigger that is not in
+        the family's table (a patch the table does not name, a plain string) is an error."""
+        steps = self._plan.get(id(trigger))
+        if steps is None:
+            steps = self._plan_by_value.get(trigger)
+            if steps is None:
+                raise ValueError(f"{type(self).__name__}: {trigger!r} is not a trigger of the {self.family} event table")
+        host = self._host_args
+        for index, row, when, calls in steps:
+            if when is not None and not when():
+                continue
+            # Rows name a subset of the context: equal sizes mean the context itself can be passed.
+            kwargs = context if len(row.args) == len(context) else {name: context[name] for name in row.args}
+            self._fired[index] += 1
+            for hook, fn in calls:
+                try:
+                    fn(*host, **kwargs)
+                except Exception as err:
+                    if errors == "raise":
+                        self._failed_at = (row.mount, hook)
+                        add_note(err, self._where(hook, row))
+                        raise
+                    warnings.warn(f"{self._where(hook, row)} while handling {context.get('exception')!r}: {err!r}", stacklevel=2)
+
+    def _where(self, hook: Any, row: Mount) -> str:
+        return (
+            f"[lightning-hooks] raised by {self.family} hook {type(hook).__qualname__} in mount point '{row.mount}' "
+            f"(Lightning event '{row.event}', {self._position()})"
+        )
+
+    def _position(self) -> str:
+        """Where the run is, for error notes; the adapter names the Trainer's epoch and global step."""
+        return "before setup"
+
+    @property
+    def fired_rows(self) -> Counter[Mount]:
+        """How often each table row has fired so far."""
+        return Counter({row: n for row, n in zip(self.events.rows, self._fired) if n})
+
+    @property
+    def fired(self) -> Counter[str]:
+        """How often each mount point has fired so far (for hooks that implement it)."""
+        counts: Counter[str] = Counter()
+        for row, n in self.fired_rows.items():
+            counts[row.mount] += n
+        return counts
+
+    def mount_counts(self, hook: Any) -> dict[str, int]:
+        """How often each mount point ``hook`` implements has fired so far."""
+        fired = self.fired
+        return {m: fired[m] for m in self.events.mount_points() if self.active(hook, m) and fired[m]}
