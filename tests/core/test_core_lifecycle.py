@@ -261,7 +261,8 @@ _VALID = {
 
 def _receives(row: Mount, adapter: Any, args: tuple, kwargs: dict[str, Any]) -> bool:
     """Whether a call received the host object (positional) and exactly the row's arguments, with plausible values."""
-    hosts = {"mmengine": lambda: (adapter.runner,), "classy": lambda: (adapter.task,), "imix": lambda: ()}
+    hosts = {"mmengine": lambda: (adapter.runner,), "classy": lambda: (adapter.task,), "imix": lambda: (),
+             "mmcv": lambda: (adapter.runner,)}
     host = hosts[adapter.family]()
     return (len(args) == len(host) and all(a is h for a, h in zip(args, host)) and set(kwargs) == set(row.args)
             and all(_VALID[name](kwargs[name]) for name in row.args))  # fmt: skip

@@ -7,6 +7,7 @@ from typing import Any
 from lightning_hooks.core.errors import ConfigError
 from lightning_hooks.core.family import Family, adapter_options, check_keys, expect, message
 from lightning_hooks.families.mmcv.adapter import MMCVAdapter
+from lightning_hooks.families.mmcv import logging as mmcv_logging
 from lightning_hooks.families.mmcv.demo import available, demo_hooks
 
 __all__ = ["FAMILY", "MMCVAdapter"]
@@ -35,4 +36,7 @@ def build_section(section: Any, path: str) -> MMCVAdapter:
 
 FAMILY = Family("mmcv", MMCVAdapter, build_section, demo_hooks=demo_hooks if available() else None,
                 section_example="{lr_config: {policy: step, step: [8, 11]}, checkpoint_config: {interval: 1}}",
+                hook_example="CheckpointHook(interval=1)",
+                config_example="MMCVAdapter.from_config(lr_config=..., custom_hooks=[dict(type=...)])",
+                configure_logging=mmcv_logging.configure_logging, batches_per_step=mmcv_logging.batches_per_step,
                 accepts="mmcv.runner.Hook (mmcv 1.x)")  # fmt: skip

@@ -8,10 +8,9 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from lightning_hooks.demo import Probe, Run
+from lightning_hooks.core.demo import Probe, Run
 
 
 def available() -> bool:
