@@ -137,7 +137,8 @@ def run_mmcv(hooks: list[Any] | Callable[[Any], None], work_dir: Path, *, runner
 
 def run_lightning(adapter: MMCVAdapter, work_dir: Path, *, seed: int = 0, val: bool = False,
                   optimizer: Callable[..., torch.optim.Optimizer] = sgd, train_batches: int = N_BATCHES,
-                  model: type[torch.nn.Module] = ToyModel, **trainer_kwargs: Any) -> pl.Trainer:  # fmt: skip
+                  model: type[torch.nn.Module] = ToyModel, configure: Callable[[pl.Trainer], None] | None = None,
+                  **trainer_kwargs: Any) -> pl.Trainer:  # fmt: skip
     """``adapter`` in a Lightning fit of the same model and data as :func:`run_mmcv`."""
     torch.manual_seed(seed)
     module = Module(model(), optimizer)
@@ -149,6 +150,8 @@ def run_lightning(adapter: MMCVAdapter, work_dir: Path, *, seed: int = 0, val: b
     options.update(adapter.trainer_kwargs())
     options.update(trainer_kwargs)
     trainer = pl.Trainer(callbacks=[adapter], **options)
+    if configure is not None:
+        configure(trainer)
     trainer.fit(module, loader(train_batches), loader(2, seed=2) if val else None)
     return trainer
 

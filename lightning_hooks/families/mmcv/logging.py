@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -21,8 +22,19 @@ def configure_logging(trainer: Any, adapter: Any) -> None:
         return
     work_dir = runner._work_dir.resolve(trainer)
     os.makedirs(work_dir, exist_ok=True)
-    runner.logger = runner._given_logger = get_logger("mmcv", log_file=os.path.join(work_dir, f"{runner.timestamp}.log"))
-    route_console(runner.logger)
+    path = os.path.join(work_dir, f"{runner.timestamp}.log")
+    logger = get_logger("mmcv", log_file=path)
+    # get_logger sets a logger up once per process: a later run's file gets a handler like the first one's
+    files = [h for h in logger.handlers if isinstance(h, logging.FileHandler)]
+    if trainer.global_rank == 0 and not any(h.baseFilename == os.path.abspath(path) for h in files):
+        handler = logging.FileHandler(path, "w")
+        handler.setFormatter(logging.Formatter("%(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+        for old in files:
+            logger.removeHandler(old)
+            old.close()
+        logger.addHandler(handler)
+    runner.logger = runner._given_logger = logger
+    route_console(logger)
 
 
 def batches_per_step(adapter: Any) -> int | None:
