@@ -272,3 +272,22 @@ def test_a_runner_attribute_the_facade_lacks_names_the_hook_the_attribute_and_th
     assert "It provides: call_hook, current_lr, current_momentum, data_batch, data_loader, epoch" in str(err.value)
     with pytest.raises(AttributeError, match="'resume' is not available: Lightning restores the training state"):
         adapter.runner.resume("latest.pth")
+
+
+def test_profiler_and_sync_buffers_hooks_match_runner(tmp_path):
+    """ProfilerHook profiles the first iterations with torch.profiler and writes its trace (json_trace_path);
+    SyncBuffersHook does nothing on one process, as under mmcv."""
+
+    def hooks(folder):
+        return [R.OptimizerHook(), R.HOOKS.get("SyncBuffersHook")(), Recorder(),
+                R.HOOKS.get("ProfilerHook")(by_epoch=False, profile_iters=2, activities=["cpu"],
+                               json_trace_path=str(tmp_path / f"{folder}.json"))]  # fmt: skip
+
+    ref_hooks, our_hooks = hooks("mmcv"), hooks("lightning")
+    real = run_mmcv(ref_hooks, tmp_path / "mmcv", max_epochs=1)
+    trainer = run_lightning(MMCVAdapter(our_hooks, runner=dict(type="EpochBasedRunner", max_epochs=1)), tmp_path / "b")
+    assert our_hooks[2].seen == ref_hooks[2].seen
+    assert_same_weights(weights(real.model), weights(trainer.lightning_module.model))
+    traces = [json.loads((tmp_path / f"{f}.json").read_text()) for f in ("mmcv", "lightning")]
+    losses = [sum(e.get("name") == "aten::mse_loss" for e in t["traceEvents"]) for t in traces]
+    assert losses[0] == losses[1] > 0  # the profiled iterations' forward passes
