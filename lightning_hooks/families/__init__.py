@@ -10,12 +10,13 @@ from typing import Any
 
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.family import Family
-from lightning_hooks.families import classy, imix, mmengine
+from lightning_hooks.families import classy, imix, mmcv, mmengine
 
 FAMILIES: list[Family] = [
     mmengine.FAMILY,
     classy.FAMILY,
     imix.FAMILY,
+    mmcv.FAMILY,
 ]
 
 
