@@ -81,6 +81,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     ) -> None:
         from mmengine.dist import get_world_size
 
+        from lightning_hooks.families.mmengine import vis_backend  # noqa: F401  registers LightningLoggerVisBackend
         from lightning_hooks.families.mmengine.runner import Runner
 
         # as MMEngine's Runner: default scope and visualizer first, then the hooks (which may take the visualizer)
@@ -225,6 +226,9 @@ class MMEngineAdapter(LegacyHookAdapter):
                 serve_endless(trainer, skip=lambda: self._done)
         self._enter_default_scope()
         self.runner.attach(trainer)
+        from lightning_hooks.families.mmengine.vis_backend import attach_trainer
+
+        attach_trainer(self.runner.visualizer, trainer)  # LightningLoggerVisBackend writes to trainer.loggers
         _refuse_model_type_checks(self.hooks, self.runner._model or pl_module)
         self._hooks_world_size = _init_dist_flags(self.hooks, self._hooks_world_size)
         self.fire(ON["setup"])
