@@ -39,11 +39,14 @@ class MMEngineData(pl.LightningDataModule):
         seed: int | None = None,
         diff_rank_seed: bool = False,
         default_scope: str | None = None,
+        by_epoch: bool = True,
     ) -> None:
         super().__init__()
         self._configs = {"train": train_dataloader, "val": val_dataloader, "test": test_dataloader}
         self._built: dict[str, DataLoader] = {}
         self.seed, self.diff_rank_seed, self.default_scope = seed, diff_rank_seed, default_scope
+        #: the train loop is epoch-based: each pass runs the loader to its end (``IterBasedTrainLoop`` restarts it)
+        self.by_epoch = by_epoch
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any], seed: int | None = None) -> MMEngineData:
@@ -62,6 +65,7 @@ class MMEngineData(pl.LightningDataModule):
             seed=randomness.get("seed") if seed is None else seed,
             diff_rank_seed=bool(randomness.get("diff_rank_seed", False)),
             default_scope=cfg.get("default_scope"),
+            by_epoch=_by_epoch(cfg.get("train_cfg")),
         )
 
     def has(self, stage: str) -> bool:
@@ -78,9 +82,19 @@ class MMEngineData(pl.LightningDataModule):
                     f"sampler=..., batch_size=...)) or a config with {stage}_dataloader and {stage}_cfg."
                 )
             with scope({"default_scope": self.default_scope}):
-                self._built[stage] = Runner.build_dataloader(copy.deepcopy(config), seed=self.seed,
-                                                             diff_rank_seed=self.diff_rank_seed)  # fmt: skip
+                loader = Runner.build_dataloader(copy.deepcopy(config), seed=self.seed, diff_rank_seed=self.diff_rank_seed)
+            if stage == "train" and isinstance(loader, DataLoader):
+                loader.__class__ = _runner_iteration(type(loader))
+                loader._lightning_hooks_exhaust = self.by_epoch
+            self._built[stage] = loader
         return self._built[stage]
+
+    def start_train_iterator(self) -> None:
+        """Build the train loader and start iterating it now, as the Runner's ``IterBasedTrainLoop`` does when it is
+        built (before the model's ``init_weights``, which draws from the same random generators): the loader's first
+        ``iter()`` then returns this iterator. Only for one process: under DDP the samplers need the process group."""
+        loader = self.loader("train")
+        loader._lightning_hooks_started = iter(loader)
 
     @override
     def train_dataloader(self) -> DataLoader:
@@ -93,3 +107,45 @@ class MMEngineData(pl.LightningDataModule):
     @override
     def test_dataloader(self) -> DataLoader:
         return self.loader("test")
+
+
+
+def _runner_iteration(cls: type) -> type:
+    """A subclass of the loader class ``cls`` that iterates as the Runner's loops do, for what Lightning does not:
+
+    - its first ``iter()`` returns the iterator :meth:`MMEngineData.start_train_iterator` started (if any);
+    - with ``_lightning_hooks_exhaust``, each pass runs the loader's iterator to its end once it has given ``len()``
+      batches, as ``EpochBasedTrainLoop``'s ``for`` loop does and Lightning, which stops at ``len()``, does not: a
+      batch sampler that resets its state at the end (mmdet's ``AspectRatioBatchSampler``) starts the next epoch
+      clean. Batches beyond ``len()`` (which the Runner would train on) are an error.
+    """
+
+    def __iter__(self: Any) -> Any:
+        started = self.__dict__.pop("_lightning_hooks_started", None)
+        iterator = started if started is not None else cls.__iter__(self)
+        if not self.__dict__.get("_lightning_hooks_exhaust"):
+            return iterator
+        return _exhausting(iterator, len(self))
+
+    return type(f"Runner{cls.__name__}", (cls,), {"__iter__": __iter__, "__module__": __name__})
+
+
+def _exhausting(iterator: Any, length: int) -> Any:
+    for i, batch in enumerate(iterator):
+        if i == length - 1:
+            extra = sum(1 for _ in iterator)
+            if extra:
+                raise RuntimeError(
+                    f"MMEngineData: the train loader gave {extra} batches beyond its len() of {length}; MMEngine's "
+                    "EpochBasedTrainLoop would train on them and Lightning stops at len(). Give the batch sampler "
+                    "a __len__ that counts every batch it yields."
+                )
+        yield batch
+
+
+def _by_epoch(train_cfg: Mapping[str, Any] | None) -> bool:
+    if not train_cfg:
+        return True
+    from lightning_hooks.families.mmengine.iter_based import EpochLoopConfig, parse_train_cfg
+
+    return isinstance(parse_train_cfg(dict(train_cfg)), EpochLoopConfig)

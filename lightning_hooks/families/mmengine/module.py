@@ -54,17 +54,24 @@ def seed_from_config(cfg: Mapping[str, Any]) -> int:
     return seed
 
 
-def build_model(cfg: Mapping[str, Any]) -> BaseModel:
-    """``model`` (with the config's top-level ``data_preprocessor``) through ``MODELS``, then ``init_weights()``
-    (``init_cfg``), as ``Runner.from_cfg`` builds it and ``Runner.train`` initialises it."""
+def build_model(cfg: Mapping[str, Any], init_weights: bool = True) -> BaseModel:
+    """``model`` (with the config's top-level ``data_preprocessor``) through ``MODELS``, as ``Runner.from_cfg`` builds
+    it, then ``init_weights()`` (``init_cfg``) as ``Runner.train`` initialises it (:func:`init_model_weights`)."""
     model_cfg = copy.deepcopy(cfg["model"])
     if isinstance(model_cfg, dict) and cfg.get("data_preprocessor") is not None:
         model_cfg.setdefault("data_preprocessor", copy.deepcopy(cfg["data_preprocessor"]))
     with scope(cfg):
         model = MODELS.build(model_cfg) if isinstance(model_cfg, dict) else model_cfg
-        if hasattr(model, "init_weights"):
-            model.init_weights()
+    if init_weights:
+        init_model_weights(model, cfg)
     return model
+
+
+def init_model_weights(model: torch.nn.Module, cfg: Mapping[str, Any]) -> None:
+    """``model.init_weights()`` where it has one (its ``init_cfg``), in the config's scope."""
+    if hasattr(model, "init_weights"):
+        with scope(cfg):
+            model.init_weights()
 
 
 def build_evaluator(evaluator: Any) -> Evaluator | None:
@@ -124,19 +131,22 @@ class MMEngineModule(pl.LightningModule):
         self.last_metrics: dict[str, Any] = {}
 
     @classmethod
-    def from_config(cls, cfg: Config | Mapping[str, Any], *, seed: bool = True) -> MMEngineModule:
+    def from_config(
+        cls, cfg: Config | Mapping[str, Any], *, seed: bool = True, model: BaseModel | None = None
+    ) -> MMEngineModule:
         """The module a whole MMEngine config describes (``model``, ``data_preprocessor``, ``optim_wrapper``,
         ``auto_scale_lr``, ``val_evaluator`` / ``test_evaluator``, ``val_cfg`` / ``test_cfg`` ``fp16``).
 
         With ``seed=True`` the config's ``randomness`` seeds ``random``, ``numpy`` and ``torch`` first, as the Runner
-        does before it builds the model (:func:`seed_from_config`), so the initial weights are the Runner's.
+        does before it builds the model (:func:`seed_from_config`), so the initial weights are the Runner's. ``model``:
+        the config's model, already built (:func:`build_model`).
         """
         if seed:
             seed_from_config(cfg)
         train_loader = cfg.get("train_dataloader") or {}
         with scope(cfg):
             return cls(
-                build_model(cfg),
+                build_model(cfg) if model is None else model,
                 optim_wrapper=copy.deepcopy(cfg.get("optim_wrapper")),
                 val_evaluator=cfg.get("val_evaluator") if cfg.get("val_cfg") is not None else None,
                 test_evaluator=cfg.get("test_evaluator") if cfg.get("test_cfg") is not None else None,
@@ -203,6 +213,19 @@ class MMEngineModule(pl.LightningModule):
             wrapper.optimizer = optimizer
             wrapper.initialize_count_status(self.model, done * wrapper._accumulative_counts,
                                             int(self.trainer.estimated_stepping_batches))  # fmt: skip
+
+    # ------------------------------------------------------------------------------------------- modes
+    @override
+    def on_train_epoch_start(self) -> None:
+        """``model.train()``, as ``EpochBasedTrainLoop`` at each epoch and ``IterBasedTrainLoop`` at its start: the
+        model's own ``train()`` runs (a backbone with ``norm_eval=True`` keeps its batch norms in eval mode)."""
+        self.train()
+
+    @override
+    def on_validation_model_train(self) -> None:
+        """After validation, ``train()`` again, as MMEngine's train loops before the next iteration (Lightning would
+        restore each submodule's flag without calling the model's ``train()``)."""
+        self.train()
 
     # ------------------------------------------------------------------------------------------- steps
     @override

@@ -11,6 +11,7 @@ This module imports no MMEngine until a command runs: ``claims`` reads the file'
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import re
 from typing import Any
@@ -114,16 +115,11 @@ def build(cfg: Any, **trainer_options: Any) -> tuple[Any, Any, Any, Any]:
     from lightning_hooks.families.mmengine import vis_backend  # noqa: F401  registers LightningLoggerVisBackend
     from lightning_hooks.families.mmengine.adapter import MMEngineAdapter
     from lightning_hooks.families.mmengine.data import MMEngineData
-    from lightning_hooks.families.mmengine.module import MMEngineModule, seed_from_config
+    from lightning_hooks.families.mmengine.iter_based import IterLoopConfig, parse_train_cfg
+    from lightning_hooks.families.mmengine.module import MMEngineModule, build_model, init_model_weights, seed_from_config
 
-    seed = seed_from_config(cfg)
-    module = MMEngineModule.from_config(cfg, seed=False)
-    data = MMEngineData.from_config(cfg, seed=seed)
-    runtime = {key: cfg[key] for key in ADAPTER_KEYS if key in cfg}
-    adapter = MMEngineAdapter.from_config(**runtime, cfg=cfg, seed=seed, model="model")
     randomness = dict(cfg.get("randomness") or {})
     options: dict[str, Any] = dict(
-        callbacks=[adapter],
         default_root_dir=cfg.work_dir,
         enable_checkpointing=False,  # CheckpointHook writes the checkpoints
         logger=False,  # LoggerHook logs; LightningLoggerVisBackend sends its scalars to Lightning loggers
@@ -133,12 +129,37 @@ def build(cfg: Any, **trainer_options: Any) -> tuple[Any, Any, Any, Any]:
         inference_mode=False,  # ValLoop runs under torch.no_grad
         use_distributed_sampler=False,  # DefaultSampler / InfiniteSampler shard by rank themselves
         deterministic=True if randomness.get("deterministic") else None,
-        **adapter.trainer_kwargs(),
     )
+    options.update({k: v for k, v in trainer_options.items() if v is not None})
+    world_size = pl.Trainer(**options).world_size  # the processes the run will have, before any starts
+    _setup_env(cfg.get("env_cfg") or {}, distributed=world_size > 1)
+    # Runner.from_cfg's order, which fixes what each draw from the seeded generators is: seed, model, the train
+    # loop (an iteration-based loop starts iterating its loader), then the model's init_weights
+    seed = seed_from_config(cfg)
+    model = build_model(cfg, init_weights=False)
+    data = MMEngineData.from_config(cfg, seed=seed)
+    iter_based = isinstance(parse_train_cfg(cfg.train_cfg), IterLoopConfig)
+    if iter_based and world_size == 1:
+        data.start_train_iterator()
+    init_model_weights(model, cfg)
+    module = MMEngineModule.from_config(cfg, seed=False, model=model)
+    runtime = copy.deepcopy({key: cfg[key] for key in ADAPTER_KEYS if key in cfg})  # building changes configs
+    adapter = MMEngineAdapter.from_config(**runtime, cfg=cfg, seed=seed, model="model")
+    options.update(callbacks=[adapter], **adapter.trainer_kwargs())
     if not data.has("val"):
         options["limit_val_batches"] = 0
-    options.update({k: v for k, v in trainer_options.items() if v is not None})
     return pl.Trainer(**options), module, data, adapter
+
+
+def _setup_env(env_cfg: dict, distributed: bool) -> None:
+    """``env_cfg`` as ``Runner.setup_env`` applies it: ``cudnn_benchmark`` and ``mp_cfg`` (the multiprocessing start
+    method, OpenCV and OpenMP threads); ``dist_cfg`` is Lightning's strategy here."""
+    import torch
+    from mmengine.utils.dl_utils import set_multi_processing
+
+    if env_cfg.get("cudnn_benchmark"):
+        torch.backends.cudnn.benchmark = True
+    set_multi_processing(**env_cfg.get("mp_cfg", {}), distributed=distributed)
 
 
 def train(cfg: Any, **trainer_options: Any) -> Any:
