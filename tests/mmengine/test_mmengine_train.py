@@ -141,3 +141,25 @@ def test_train_matches_tools_train(tmp_path: Path, case: str, last: str) -> None
     assert claims(str(path))
     dispatcher.main([str(path), "--work-dir", str(tmp_path / "lightning")])
     assert_same_run(tmp_path / "runner", tmp_path / "lightning", last)
+
+
+def test_lightning_logger_vis_backend_sends_the_runs_scalars_to_a_csv_logger(tmp_path: Path) -> None:
+    """``LoggerHook``'s scalars (loss, lr, time every iteration; accuracy after each validation) reach the Trainer's
+    ``CSVLogger`` through ``dict(type="LightningLoggerVisBackend", prefix="mm/")``, at the steps ``scalars.json`` has
+    them (beside what the LightningModule logs itself: the metrics at Lightning's step, and ``epoch``)."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    from lightning_hooks.families.mmengine.train import build
+
+    cfg = Config.fromfile(str(derived_config(tmp_path, "mmpretrain-resnet18-cifar")))
+    cfg.work_dir = str(tmp_path / "work")
+    cfg.visualizer.vis_backends.append(dict(type="LightningLoggerVisBackend", prefix="mm/"))
+    trainer, module, data, adapter = build(cfg, logger=CSVLogger(str(tmp_path / "csv"), name="", version=""))
+    trainer.fit(module, datamodule=data)
+    with open(tmp_path / "csv" / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    logged = [(int(r["step"]), name[3:], float(v)) for r in rows for name, v in r.items() if v and name.startswith("mm/")]
+    expected = [(line["step"], name, float(value)) for line in scalars(Path(cfg.work_dir)) for name, value in line.items()
+                if name != "step"]  # fmt: skip
+    assert sorted(x for x in logged if x[1] not in TIMING) == sorted(expected)
+    assert {"loss", "lr", "accuracy/top1", "time", "data_time"} <= {name for _, name, _ in logged}
