@@ -163,3 +163,40 @@ def test_lightning_logger_vis_backend_sends_the_runs_scalars_to_a_csv_logger(tmp
                 if name != "step"]  # fmt: skip
     assert sorted(x for x in logged if x[1] not in TIMING) == sorted(expected)
     assert {"loss", "lr", "accuracy/top1", "time", "data_time"} <= {name for _, name, _ in logged}
+
+
+def test_claims_mmengine_configs_and_leaves_mmcv_1x_configs(tmp_path: Path) -> None:
+    """``lightning-hooks train`` takes a config with MMEngine's keys, in the file or its ``_base_``, and leaves an
+    OpenMMLab 1.x config (``runner=``, ``checkpoint_config``) to another entry point."""
+    assert claims(str(derived_config(tmp_path, "mmdet-retinanet-r18")))
+    derived = tmp_path / "only_base.py"
+    derived.write_text(f"_base_ = [{str(_LIBRARIES['mmseg'] / 'segformer/segformer_mit-b0_8xb2-160k_ade20k-512x512.py')!r}]\n")
+    assert claims(str(derived))
+    old = tmp_path / "mmcv1x.py"
+    old.write_text("runner = dict(type='EpochBasedRunner', max_epochs=12)\ncheckpoint_config = dict(interval=1)\n"
+                   "optimizer = dict(type='SGD', lr=0.02)\n")  # fmt: skip
+    assert not claims(str(old))
+    assert not claims(str(tmp_path / "missing.py"))
+    assert not claims("config.yaml")
+
+
+def test_flags_change_the_config_as_tools_train_does(tmp_path: Path) -> None:
+    """``--work-dir`` (default ``work_dirs/<config name>``), ``--cfg-options``, ``--amp``, ``--resume``,
+    ``--auto-scale-lr``, as mmdet's ``tools/train.py`` merges them."""
+    from lightning_hooks.families.mmengine.train import load_config, parser
+
+    path = str(derived_config(tmp_path, "mmpretrain-resnet18-cifar"))
+    cfg = load_config(parser().parse_args([path]))
+    assert cfg.work_dir == os.path.join("./work_dirs", "mmpretrain-resnet18-cifar") and not cfg.get("resume")
+    cfg = load_config(parser().parse_args([path, "--work-dir", "w", "--amp", "--resume", "--auto-scale-lr",
+                                           "--cfg-options", "train_cfg.max_epochs=3", "load_from=x.pth"]))  # fmt: skip
+    assert cfg.work_dir == "w" and cfg.train_cfg.max_epochs == 3
+    assert cfg.optim_wrapper.type == "AmpOptimWrapper" and cfg.optim_wrapper.loss_scale == "dynamic"
+    assert cfg.resume is True and cfg.load_from is None  # --resume without a file: the work dir's latest
+    assert cfg.auto_scale_lr.enable is True
+    cfg = load_config(parser().parse_args([path, "--resume", "ckpt.pth"]))
+    assert cfg.resume is True and cfg.load_from == "ckpt.pth"
+    bare = tmp_path / "no_scale.py"
+    bare.write_text(f"_base_ = [{path!r}]\nauto_scale_lr = None\n")
+    with pytest.raises(RuntimeError, match="auto_scale_lr"):
+        load_config(parser().parse_args([str(bare), "--auto-scale-lr"]))

@@ -95,10 +95,10 @@ def load_config(args: argparse.Namespace) -> Any:
         cfg.optim_wrapper.loss_scale = "dynamic"
     if args.auto_scale_lr:
         scale = cfg.get("auto_scale_lr")
-        if not (scale and "enable" in scale and "base_batch_size" in scale):
+        if not (scale and "base_batch_size" in scale):  # mmdet's script also wants "enable"; mmpretrain's sets it
             raise RuntimeError(
-                "lightning-hooks train --auto-scale-lr: the config has no auto_scale_lr=dict(enable=..., "
-                "base_batch_size=...); add one (base_batch_size: the total batch size the learning rate is set for)."
+                "lightning-hooks train --auto-scale-lr: the config has no auto_scale_lr=dict(base_batch_size=...); "
+                "add one (base_batch_size: the total batch size the learning rate is set for)."
             )
         cfg.auto_scale_lr.enable = True
     if args.resume == "auto":
