@@ -200,3 +200,38 @@ def test_flags_change_the_config_as_tools_train_does(tmp_path: Path) -> None:
     bare.write_text(f"_base_ = [{path!r}]\nauto_scale_lr = None\n")
     with pytest.raises(RuntimeError, match="auto_scale_lr"):
         load_config(parser().parse_args([str(bare), "--auto-scale-lr"]))
+
+
+@pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
+                    reason="needs torch.distributed with the gloo backend")  # fmt: skip
+def test_ddp_two_processes_match_the_runner_launched_with_two(tmp_path: Path) -> None:
+    """``lightning-hooks train CONFIG --devices 2 --strategy ddp`` (CPU, gloo) against the Runner under torchrun with
+    two processes: ``DefaultSampler`` shards the data by rank, gradients are averaged, rank 0 logs and saves; the
+    scalars of every iteration and the final weights and optimizer state are the same."""
+    import subprocess
+    import sys
+
+    path = derived_config(tmp_path, "mmpretrain-resnet18-cifar")
+    path.write_text(path.read_text() + "custom_imports = dict(imports=['train_kit'], allow_failed_imports=False)\n")
+    here = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parents[1]), str(here), os.environ.get("PYTHONPATH", "")])}
+    for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "PL_GLOBAL_SEED"):
+        env.pop(key, None)
+    commands = {
+        "runner": [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
+                   str(here / "runner_train.py"), str(path), str(tmp_path / "runner")],
+        "lightning": [sys.executable, "-m", "lightning_hooks", "train", str(path), "--work-dir", str(tmp_path / "lightning"),
+                      "--devices", "2", "--strategy", "ddp", "--accelerator", "cpu"],
+    }  # fmt: skip
+    for name, command in commands.items():
+        proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+        assert proc.returncode == 0, f"{name}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    expected, actual = tmp_path / "runner", tmp_path / "lightning"
+    assert scalars(actual) == scalars(expected)
+    ours = torch.load(actual / "epoch_2.pth", map_location="cpu", weights_only=False)
+    theirs = torch.load(expected / "epoch_2.pth", map_location="cpu", weights_only=False)
+    for key, value in theirs["state_dict"].items():
+        assert torch.equal(ours["state_dict"][key], value), key
+    for i, state in theirs["optimizer"]["state"].items():
+        for key, value in state.items():
+            assert torch.equal(torch.as_tensor(ours["optimizer"]["state"][i][key]), torch.as_tensor(value)), (i, key)

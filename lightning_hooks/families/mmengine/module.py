@@ -213,6 +213,8 @@ class MMEngineModule(pl.LightningModule):
             wrapper.optimizer = optimizer
             wrapper.initialize_count_status(self.model, done * wrapper._accumulative_counts,
                                             int(self.trainer.estimated_stepping_batches))  # fmt: skip
+            if "backward" not in vars(wrapper):
+                wrapper.backward = _strategy_backward(wrapper.backward, self.trainer.strategy)
 
     # ------------------------------------------------------------------------------------------- modes
     @override
@@ -277,7 +279,7 @@ class MMEngineModule(pl.LightningModule):
             metrics.update(_parse_losses(self._eval_losses, stage))
         self.last_metrics = metrics
         scalars = {k: torch.tensor(float(v), dtype=torch.float64) for k, v in metrics.items() if _is_scalar(v)}
-        self.log_dict(scalars, batch_size=1)
+        self.log_dict(scalars, batch_size=1, sync_dist=self.trainer.world_size > 1)  # every rank has the same values
 
     def _evaluator(self, stage: str) -> Evaluator:
         evaluator = getattr(self, f"{stage}_evaluator")
@@ -287,6 +289,19 @@ class MMEngineModule(pl.LightningModule):
                 f"or a config with {stage}_cfg and {stage}_evaluator."
             )
         return evaluator
+
+
+def _strategy_backward(backward: Any, strategy: Any) -> Any:
+    """``OptimWrapper.backward`` (its loss scaling and count included) between the strategy's ``pre_backward`` and
+    ``post_backward``: under DDP the model's ``train_step`` runs its backward inside the strategy's forward, and
+    ``pre_backward`` readies the gradient all-reduce as ``manual_backward`` does."""
+
+    def strategy_backward(loss: torch.Tensor, **kwargs: Any) -> None:
+        strategy.pre_backward(loss)
+        backward(loss, **kwargs)
+        strategy.post_backward(loss)
+
+    return strategy_backward
 
 
 def _is_scalar(value: Any) -> bool:

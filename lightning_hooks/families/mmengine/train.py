@@ -132,6 +132,10 @@ def build(cfg: Any, **trainer_options: Any) -> tuple[Any, Any, Any, Any]:
     )
     options.update({k: v for k, v in trainer_options.items() if v is not None})
     world_size = pl.Trainer(**options).world_size  # the processes the run will have, before any starts
+    if options.get("strategy") == "ddp":  # MMDistributedDataParallel's arguments under the Runner
+        options["strategy"] = pl.strategies.DDPStrategy(
+            broadcast_buffers=False, find_unused_parameters=bool(cfg.get("find_unused_parameters", False))
+        )
     _setup_env(cfg.get("env_cfg") or {}, distributed=world_size > 1)
     # Runner.from_cfg's order, which fixes what each draw from the seeded generators is: seed, model, the train
     # loop (an iteration-based loop starts iterating its loader), then the model's init_weights
@@ -160,6 +164,10 @@ def _setup_env(env_cfg: dict, distributed: bool) -> None:
     if env_cfg.get("cudnn_benchmark"):
         torch.backends.cudnn.benchmark = True
     set_multi_processing(**env_cfg.get("mp_cfg", {}), distributed=distributed)
+    if distributed and os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        # MMEngine asks for one thread per process in a distributed run (torchrun, which launches the Runner, sets it
+        # before the process starts); this process's torch already started, so the variable alone would not apply
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 def train(cfg: Any, **trainer_options: Any) -> Any:
