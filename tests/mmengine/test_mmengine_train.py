@@ -42,6 +42,18 @@ test_dataloader = val_dataloader
 param_scheduler = dict(milestones=[1])
 train_cfg = dict(max_epochs=2)
 """),
+    # MMEngine's OptimWrapper steps: gradient clipping (grad_norm in the logs) and accumulation over 2 iterations, one
+    # of them across the validation between the epochs (3 iterations each)
+    "mmpretrain-resnet18-cifar-accumulate": ("mmpretrain", "resnet/resnet18_8xb16_cifar10.py", """
+model = dict(backbone=dict(stem_channels=8, base_channels=8), head=dict(in_channels=64))
+train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyCifar", n=12, seed=1, _delete_=True, pipeline={{_base_.train_pipeline}}))
+val_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyCifar", n=6, seed=2, _delete_=True, pipeline={{_base_.test_pipeline}}))
+test_dataloader = val_dataloader
+optim_wrapper = dict(accumulative_counts=2, clip_grad=dict(max_norm=1.0))
+train_cfg = dict(max_epochs=2)
+"""),
     # iteration-based (InfiniteSampler), validation every 2 iterations (IoUMetric), AdamW with paramwise_cfg,
     # LinearLR + PolyLR by iteration, SyncBN reverted on one process
     "mmseg-segformer-b0": ("mmseg", "segformer/segformer_mit-b0_8xb2-160k_ade20k-512x512.py", """
@@ -133,7 +145,8 @@ def assert_same_run(expected: Path, actual: Path, last: str) -> None:
 
 
 @pytest.mark.parametrize(("case", "last"), [
-    ("mmpretrain-resnet18-cifar", "epoch_2.pth"), ("mmseg-segformer-b0", "iter_4.pth"), ("mmdet-retinanet-r18", "epoch_2.pth"),
+    ("mmpretrain-resnet18-cifar", "epoch_2.pth"), ("mmpretrain-resnet18-cifar-accumulate", "epoch_2.pth"),
+    ("mmseg-segformer-b0", "iter_4.pth"), ("mmdet-retinanet-r18", "epoch_2.pth"),
 ])  # fmt: skip
 def test_train_matches_tools_train(tmp_path: Path, case: str, last: str) -> None:
     path = derived_config(tmp_path, case)
@@ -215,7 +228,7 @@ def test_ddp_two_processes_match_the_runner_launched_with_two(tmp_path: Path) ->
     path.write_text(path.read_text() + "custom_imports = dict(imports=['train_kit'], allow_failed_imports=False)\n")
     here = Path(__file__).parent
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parents[1]), str(here), os.environ.get("PYTHONPATH", "")])}
-    for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "PL_GLOBAL_SEED"):
+    for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "LIGHTNING_HOOKS_MMENGINE_SEED"):
         env.pop(key, None)
     commands = {
         "runner": [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",

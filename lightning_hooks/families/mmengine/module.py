@@ -27,9 +27,10 @@ from typing_extensions import override
 
 from lightning_hooks.core.lightning_api import pl
 
-#: the ``PL_GLOBAL_SEED`` environment variable: the seed a config without one draws, shared with the processes
-#: Lightning launches for DDP (they inherit the launching process's environment)
-SEED_ENV = "PL_GLOBAL_SEED"
+#: the seed a config without one draws, shared with the processes Lightning launches for DDP (they inherit the
+#: launching process's environment). Not Lightning's ``PL_GLOBAL_SEED``: Lightning re-seeds every generator from that
+#: one when the process group starts, after the model's initialisation drew from them, where the Runner does not.
+SEED_ENV = "LIGHTNING_HOOKS_MMENGINE_SEED"
 
 
 def scope(cfg: Mapping[str, Any]) -> contextlib.AbstractContextManager:
@@ -40,7 +41,7 @@ def scope(cfg: Mapping[str, Any]) -> contextlib.AbstractContextManager:
 def seed_from_config(cfg: Mapping[str, Any]) -> int:
     """Seed ``random``, ``numpy`` and ``torch`` as ``Runner(randomness=...)`` does and return the seed.
 
-    ``randomness=dict(seed=None)`` (or none) draws a seed, as the Runner does; it is kept in ``PL_GLOBAL_SEED`` so
+    ``randomness=dict(seed=None)`` (or none) draws a seed, as the Runner does; it is kept in :data:`SEED_ENV` so
     that the processes Lightning launches for DDP draw the same one. ``diff_rank_seed=True`` adds the process's
     global rank (from the launcher's ``RANK`` / ``LOCAL_RANK`` environment, as the process group is not up yet).
     """
@@ -49,7 +50,7 @@ def seed_from_config(cfg: Mapping[str, Any]) -> int:
     if seed is None:
         seed = int(os.environ.get(SEED_ENV) or torch.randint(2**31, ()).item())
     os.environ[SEED_ENV] = str(seed)
-    rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", 0))) if randomness.get("diff_rank_seed") else 0
+    rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))) if randomness.get("diff_rank_seed") else 0
     set_random_seed(seed + rank, deterministic=randomness.get("deterministic", False))
     return seed
 
@@ -173,7 +174,8 @@ class MMEngineModule(pl.LightningModule):
                 "MMEngineModule: training needs an optim_wrapper; give MMEngineModule(optim_wrapper=dict(optimizer=...)) "
                 "or a config with optim_wrapper."
             )
-        self.optim_wrapper = self._build_optim_wrapper(copy.deepcopy(self._optim_cfg))
+        built = isinstance(self._optim_cfg, (OptimWrapper, OptimWrapperDict))  # its optimizer holds the parameters
+        self.optim_wrapper = self._build_optim_wrapper(self._optim_cfg if built else copy.deepcopy(self._optim_cfg))
         self._scale_lr()
         return [wrapper.optimizer for wrapper in self._wrappers()]
 
@@ -222,6 +224,11 @@ class MMEngineModule(pl.LightningModule):
         """``model.train()``, as ``EpochBasedTrainLoop`` at each epoch and ``IterBasedTrainLoop`` at its start: the
         model's own ``train()`` runs (a backbone with ``norm_eval=True`` keeps its batch norms in eval mode)."""
         self.train()
+
+    @override
+    def on_validation_model_zero_grad(self) -> None:
+        """Keep the gradients across validation, as the Runner does: with ``accumulative_counts`` an update can span
+        a validation (Lightning would release them here)."""
 
     @override
     def on_validation_model_train(self) -> None:

@@ -14,6 +14,7 @@ import argparse
 import copy
 import os
 import re
+import warnings
 from typing import Any
 
 USAGE = ("CONFIG.py [--work-dir DIR] [--cfg-options KEY=VALUE ...] [--resume [CKPT]] [--amp] [--auto-scale-lr] "
@@ -173,7 +174,10 @@ def _setup_env(env_cfg: dict, distributed: bool) -> None:
 def train(cfg: Any, **trainer_options: Any) -> Any:
     """Build (:func:`build`) and fit; returns the trainer. ``resume`` continues from ``adapter.ckpt_path``."""
     trainer, module, data, adapter = build(cfg, **trainer_options)
-    trainer.fit(module, datamodule=data, ckpt_path=adapter.ckpt_path)
+    with warnings.catch_warnings():
+        # MMEngineModule keeps batches as the loader gives them (its data preprocessor moves them), on purpose
+        warnings.filterwarnings("ignore", message="You have overridden `transfer_batch_to_device`")
+        trainer.fit(module, datamodule=data, ckpt_path=adapter.ckpt_path)
     return trainer
 
 
