@@ -125,7 +125,7 @@ def main() -> None:
         samples = round_robin({host: (lambda h=host: run(h, path, root)) for host in ("runner", "lightning")},
                               args.rounds)  # fmt: skip
     ratios = [lit / mm for lit, mm in zip(samples["lightning"], samples["runner"])]
-    print(f"{SHIPPED.relative_to(SHIPPED.parents[3])} (width {args.width}, batch 16, {args.iters} iterations, "
+    print(f"mmpretrain {SHIPPED.relative_to(SHIPPED.parents[2])} (width {args.width}, batch 16, {args.iters} iterations, "
           f"{args.rounds} rounds)")  # fmt: skip
     for host in ("runner", "lightning"):
         print(f"  {host:10s} {1000 * median(samples[host]):8.2f} ms/iter")
