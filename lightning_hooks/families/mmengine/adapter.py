@@ -82,6 +82,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         from mmengine.dist import get_world_size
 
         from lightning_hooks.families.mmengine.config import HookConfig
+        from lightning_hooks.families.mmengine import vis_backend  # noqa: F401  registers LightningLoggerVisBackend
         from lightning_hooks.families.mmengine.runner import Runner
 
         #: the ``train_cfg`` loop settings; an ``IterLoopConfig`` runs ``IterBasedTrainLoop``'s semantics
@@ -200,6 +201,9 @@ class MMEngineAdapter(LegacyHookAdapter):
                 iter_based.serve_endless(trainer, skip=lambda: loop.finished_iters)
         self._enter_default_scope()
         self.runner.attach(trainer)
+        from lightning_hooks.families.mmengine.vis_backend import attach_trainer
+
+        attach_trainer(self.runner.visualizer, trainer)  # LightningLoggerVisBackend writes to trainer.loggers
         hook_checks.refuse_model_type_checks(self.hooks, self.runner._model or pl_module)
         self._hooks_world_size = hook_checks.init_dist_flags(self.hooks, self._hooks_world_size)
         self.fire(ON["setup"])
