@@ -15,6 +15,7 @@ import glob
 import importlib.util
 import itertools
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,16 @@ def shipped_configs() -> list[Path]:
         root = Path(importlib.util.find_spec(library).origin).parent / ".mim" / "configs"
         files += sorted(Path(f) for f in glob.glob(str(root / "**" / "*.py"), recursive=True) if "/_base_/" not in f)
     return files
+
+
+@pytest.fixture(autouse=True)
+def _default_scope_restored() -> Iterator[None]:
+    """Each adapter (as each Runner) makes its config's default scope the process's current one: put the scope of
+    before the test back, so later tests do not build in mmpose's scope."""
+    saved = DefaultScope._instance_dict.copy()
+    yield
+    DefaultScope._instance_dict.clear()
+    DefaultScope._instance_dict.update(saved)
 
 
 @pytest.fixture(scope="module", autouse=True)
