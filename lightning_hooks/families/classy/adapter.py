@@ -3,6 +3,7 @@ the ``task`` facade through Classy's phases and fire the hooks' mount points."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -101,7 +102,7 @@ class ClassyAdapter(LegacyHookAdapter):
             meters=meters, config=config, checkpoint_folder=checkpoint_folder, loss=loss, model=model
         )
         self.task.hooks = self.hooks
-        self._clock = StepClock(lambda: self.task.perf_stats)
+        self._clock = StepClock(functools.partial(getattr, self.task, "perf_stats"))  # picklable (ddp_spawn)
         self._runtime = vissl_host.Runtime()
         self._rank_variables = vissl_host.RankVariables()
         self._schedule = VisslSchedule(config if vissl is not None else None)
