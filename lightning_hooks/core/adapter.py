@@ -163,9 +163,27 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._key_by_position(trainer)
         check_one_weight_swap(trainer)
+        self._check_hooks_not_shared(trainer)
         self._trainer = trainer
         self._train_epoch_open = False
         self._install_patches(trainer, pl_module)
+
+    def _check_hooks_not_shared(self, trainer: pl.Trainer) -> None:
+        """Refuse a hook object that another adapter of ``trainer`` also drives: it would run once per adapter at
+        every event (a shared EMA would update twice per step)."""
+        callbacks = trainer.callbacks  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
+        for other in callbacks:
+            if other is self or not isinstance(other, LegacyHookAdapter):
+                continue
+            shared = [h for h in self.hooks if any(h is o for o in other.hooks)]
+            if shared:
+                names = ", ".join(type(h).__qualname__ for h in shared)
+                raise ValueError(
+                    f"{type(self).__name__} ({self.state_key}) at setup: it and {type(other).__name__} ({other.state_key}) in one "
+                    f"Trainer were given the same hook object(s): {names}. Each adapter would run it at every event, "
+                    "so it would run twice per step (a shared EMA would update twice). Give each hook object to one "
+                    "adapter only, or build a separate instance per adapter."
+                )
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
