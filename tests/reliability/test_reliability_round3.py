@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from reliability_kit import fit
 
-from lightning_hooks import ClassyAdapter, MMEngineAdapter
+from lightning_hooks import ClassyAdapter, IMIXAdapter, MMEngineAdapter
 
 
 # ------------------------------------------------------------------------ one hook object in two adapters
@@ -40,3 +41,46 @@ def test_reliability_one_hook_object_in_adapters_of_two_trainers_is_accepted(tmp
     (_, hook), *_ = _shared_hooks()
     fit(tmp_path, [MMEngineAdapter([hook], work_dir=tmp_path / "a")], max_steps=1)
     fit(tmp_path, [MMEngineAdapter([hook], work_dir=tmp_path / "b")], max_steps=1)
+
+
+# ------------------------------------------------------------------------------- impossible periods
+def _classy_period_hooks() -> list[tuple[object, str]]:
+    from classy_vision.hooks import LossLrMeterLoggingHook, TensorboardPlotHook
+
+    class Writer:  # TensorboardPlotHook only stores it until a phase ends
+        pass
+
+    return [(LossLrMeterLoggingHook(log_freq=0), "log_freq=0"), (LossLrMeterLoggingHook(log_freq=-3), "log_freq=-3"),
+            (TensorboardPlotHook(Writer(), log_period=0), "log_period=0")]  # fmt: skip
+
+
+def test_reliability_classy_impossible_periods_are_refused_at_adapt_time():
+    for hook, option in _classy_period_hooks():
+        with pytest.raises(ValueError, match=rf"ClassyAdapter: {type(hook).__name__} was built with {option}, but on_\w+ divides"):
+            ClassyAdapter([hook])
+    from classy_vision.hooks import LossLrMeterLoggingHook
+
+    ClassyAdapter([LossLrMeterLoggingHook(log_freq=None)])  # None: no per-step logging, as Classy documents
+    hook = LossLrMeterLoggingHook(log_freq=2)
+    hook.log_freq = "2"
+    with pytest.raises(TypeError, match="log_freq='2'.*an int > 0 or None"):
+        ClassyAdapter([hook])
+
+
+def test_reliability_imix_impossible_periods_are_refused_at_adapt_time(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "work_dir").mkdir()  # EvaluateHook opens ./work_dir/eval_result.json in its constructor (upstream)
+    from imix.engine.hooks import CheckPointHook, EvaluateHook
+    from imix.utils.checkpoint import Checkpointer
+
+    def checkpoint(**periods):
+        return CheckPointHook(Checkpointer(torch.nn.Linear(1, 1), save_dir=str(tmp_path)), prefix="tiny", **periods)
+
+    for hook, option, mount in [
+        (checkpoint(iter_period=0), "iter_period=0", "after_train_iter"),
+        (checkpoint(epoch_period=-1), "epoch_period=-1", "after_train_epoch"),
+        (EvaluateHook(lambda *a: None, eval_iter_period=0), "eval_iter_period=0", "after_train_iter"),
+    ]:
+        with pytest.raises(ValueError, match=rf"IMIXAdapter: {type(hook).__name__} was built with {option}, but {mount}"):
+            IMIXAdapter([hook], work_dir=tmp_path)
+    IMIXAdapter([checkpoint(iter_period=None)], work_dir=tmp_path)  # None: by epoch only, as iMIX documents
