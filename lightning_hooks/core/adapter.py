@@ -46,6 +46,9 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
     upstream: ClassVar[tuple[str, ...]] = ()
     #: whether the host ends a train epoch at its last batch, before validating (MMEngine, Classy; not iMIX).
     ends_train_epoch_at_last_batch: ClassVar[bool] = True
+    #: names of the family's hook classes that write checkpoint files (a hook deriving from one, too): they do not
+    #: run under ``Trainer(fast_dev_run=...)``, which suppresses checkpointing (see :meth:`_mute_checkpoint_hooks`).
+    checkpoint_hooks: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, hooks: Any | Sequence[Any]) -> None:
         hooks = list(hooks) if isinstance(hooks, (list, tuple, ListConfig)) else [hooks]
@@ -164,6 +167,7 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         self._key_by_position(trainer)
         check_one_weight_swap(trainer)
         self._check_hooks_not_shared(trainer)
+        self._mute_checkpoint_hooks(trainer)
         self._trainer = trainer
         self._train_epoch_open = False
         self._install_patches(trainer, pl_module)
@@ -184,6 +188,24 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
                     "so it would run twice per step (a shared EMA would update twice). Give each hook object to one "
                     "adapter only, or build a separate instance per adapter."
                 )
+
+    def _mute_checkpoint_hooks(self, trainer: pl.Trainer) -> None:
+        """Under ``Trainer(fast_dev_run=...)`` Lightning writes no checkpoint (``ModelCheckpoint`` skips saving), so
+        a smoke test leaves nothing a later run could resume from: the family's checkpoint hooks do not run either
+        (one warning names them and their mount points); in other runs every hook runs."""
+        muted = [h for h in self.hooks if trainer.fast_dev_run and self._writes_checkpoints(h)]
+        self._mute(muted)
+        if muted:
+            mounts = sorted({m for h in muted for m in self.events.mount_points() if self._overrides(h, m)})
+            rank_zero_warn(
+                f"{type(self).__name__}: Trainer(fast_dev_run={trainer.fast_dev_run}) suppresses checkpointing, so "
+                f"its checkpoint hooks {', '.join(type(h).__qualname__ for h in muted)} are skipped "
+                f"(mount points {', '.join(mounts)} are not called) and write no checkpoint a later run could resume "
+                "from. Run without fast_dev_run to save checkpoints."
+            )
+
+    def _writes_checkpoints(self, hook: Any) -> bool:
+        return any(klass.__name__ in self.checkpoint_hooks for klass in type(hook).__mro__)
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:

@@ -84,3 +84,37 @@ def test_reliability_imix_impossible_periods_are_refused_at_adapt_time(tmp_path,
         with pytest.raises(ValueError, match=rf"IMIXAdapter: {type(hook).__name__} was built with {option}, but {mount}"):
             IMIXAdapter([hook], work_dir=tmp_path)
     IMIXAdapter([checkpoint(iter_period=None)], work_dir=tmp_path)  # None: by epoch only, as iMIX documents
+
+
+# ---------------------------------------------------------------------------------------- fast_dev_run
+def test_reliability_fast_dev_run_runs_no_classy_checkpoint_hook(tmp_path):
+    from classy_vision.hooks import CheckpointHook, LossLrMeterLoggingHook
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    logging_hook = LossLrMeterLoggingHook()
+    adapter = ClassyAdapter([CheckpointHook(str(folder), input_args={}), logging_hook])
+    with pytest.warns(UserWarning, match=r"ClassyAdapter: Trainer\(fast_dev_run=True\) suppresses checkpointing, so its "
+                      r"checkpoint hooks CheckpointHook are skipped \(mount points on_phase_end, on_start are "
+                      r"not called\).*Run without fast_dev_run"):  # fmt: skip
+        fit(tmp_path, [adapter], fast_dev_run=True)
+    assert list(folder.iterdir()) == []
+    assert adapter.fired["on_phase_end"] == 2  # the other hooks ran: a train and a validation phase
+    fit(tmp_path, [adapter], max_steps=1, limit_val_batches=0)  # a real run after the smoke test saves again
+    assert sorted(p.name for p in folder.iterdir()) == ["checkpoint.torch", "model_phase-0_end.torch"]
+
+
+def test_reliability_fast_dev_run_runs_no_imix_checkpoint_hook(tmp_path):
+    from imix.engine.hooks import CheckPointHook, IterationTimerHook
+    from imix.utils.checkpoint import Checkpointer
+    from reliability_resume_run import Net
+
+    model = Net()
+    hook = CheckPointHook(Checkpointer(model, save_dir=str(tmp_path / "ckpt")), prefix="tiny", epoch_period=1)
+    adapter = IMIXAdapter([IterationTimerHook(), hook], work_dir=tmp_path)
+    with pytest.warns(UserWarning, match=r"IMIXAdapter: Trainer\(fast_dev_run=True\) suppresses checkpointing, so its "
+                      r"checkpoint hooks CheckPointHook are skipped \(mount points after_train_epoch, "
+                      r"after_train_iter, before_train are not called\)"):  # fmt: skip
+        fit(tmp_path, [adapter], model=model, fast_dev_run=True)
+    assert list((tmp_path / "ckpt").glob("*.pth")) == []
+    assert adapter.fired["after_train_iter"] == 1  # IterationTimerHook ran

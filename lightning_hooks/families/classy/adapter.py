@@ -86,6 +86,7 @@ class ClassyAdapter(LegacyHookAdapter):
     family = "classy"
     events = EVENTS
     family_title, host_args, upstream = "Classy", ("task",), ("classy_vision.", "vissl.", "lightning_hooks.compat.")
+    checkpoint_hooks = frozenset({"CheckpointHook", "LogLossMetricsCheckpointHook"})  # Classy's, VISSL's
 
     def __init__(
         self,

@@ -62,6 +62,7 @@ class IMIXAdapter(LegacyHookAdapter):
     family = "imix"
     events = EVENTS
     family_title, host_args, upstream = "iMIX", (), ("imix.", "lightning_hooks.compat.")
+    checkpoint_hooks = frozenset({"CheckPointHook"})
     ends_train_epoch_at_last_batch = False  # iMIX has no validation: its epochs end at on_train_epoch_end
 
     def __init__(
