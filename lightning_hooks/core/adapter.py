@@ -4,6 +4,7 @@ state in :mod:`lightning_hooks.core.adapter_state`."""
 
 from __future__ import annotations
 
+import pickle
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, cast
@@ -79,6 +80,20 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         self._trainer: pl.Trainer | None = None
         self._patches: list[Callable[[], None]] = []
         self._train_epoch_open = False  # a train epoch started in the host and has not ended
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (``strategy="ddp_spawn"`` sends the callbacks to its ranks so): a hook that cannot travel (an open
+        file, a lock) is named here instead of deep inside multiprocessing."""
+        for hook in self.hooks:
+            try:
+                pickle.dumps(hook)
+            except Exception as err:
+                raise TypeError(
+                    f"{type(self).__name__}: the {type(hook).__qualname__} hook cannot be pickled ({err}), and "
+                    "strategy='ddp_spawn' pickles the callbacks to start its ranks. Use strategy='ddp' (it starts the "
+                    "ranks by running your script again, so every rank builds its own hooks)."
+                ) from err
+        return self.__dict__.copy()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """A family adapter overrides the ``Callback`` method of every Lightning event its table fires rows from.

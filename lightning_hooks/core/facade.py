@@ -14,11 +14,13 @@ class Facade:
     """
 
     host: ClassVar[str] = "host"
+    #: the adapter attribute that holds this facade, when it is not named as the hooks name it (iMIX: ``engine``)
+    adapter_attribute: ClassVar[str | None] = None
 
     def provides(self) -> list[str]:
         """Public attribute names this facade answers."""
         names = {n for n in dir(type(self)) if not n.startswith("_")} | {n for n in vars(self) if not n.startswith("_")}
-        return sorted(names - {"host", "provides"})
+        return sorted(names - {"host", "provides", "adapter_attribute"})
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -28,7 +30,7 @@ class Facade:
             return attribute.__get__(self, type(self))
         raise AttributeError(
             f"lightning-hooks' {self.host} facade has no attribute {name!r}. It provides: {', '.join(self.provides())}. "
-            f"If your hook needs {name!r}, set it on the facade before training (adapter.{self.host}.{name} = ...) "
+            f"If your hook needs {name!r}, set it on the facade before training (adapter.{self.adapter_attribute or self.host}.{name} = ...) "
             "or open an issue naming the hook."
         )
 

@@ -317,6 +317,17 @@ def validate_after(trainer: Any, batches: int | float) -> None:
     trainer.val_check_batch = batches
 
 
+def validate_now(trainer: Any) -> None:
+    """Run the fit's validation loop now, as the epoch loop runs it between train batches (callbacks see a validation
+    inside ``fit``; the trainer is back in training after it): ``fit_loop.epoch_loop.val_loop.run()``.
+    Checked on :data:`CHECKED_ON`."""
+    trainer.validating = True
+    try:
+        trainer.fit_loop.epoch_loop.val_loop.run()
+    finally:
+        trainer.training = True
+
+
 def end_train_epoch_at(trainer: Any, steps: int) -> None:
     """End the fit once ``steps`` optimizer steps are done, without the validation Lightning forces on
     ``should_stop``: bounds the epoch loop's ``max_steps`` (``fit_loop.epoch_loop.max_steps``).

@@ -66,14 +66,19 @@ def total_steps(spec: dict[str, Any]) -> int:
 
 
 class Recorder(ClassyHook):
-    """Records, at every phase end: phase counters, losses, LR (train), meter values, ``num_updates``, ``where``
-    (train) and, for test phases, the model state the phase ran with (Classy's trunk)."""
+    """Records the phase counters at ``on_start`` and, at every phase end: phase counters, losses, LR (train), meter
+    values, ``num_updates``, ``where`` (train) and, for test phases, the model state the phase ran with (Classy's
+    trunk)."""
 
-    on_start = on_phase_start = on_step = on_end = ClassyHook._noop
+    on_phase_start = on_step = on_end = ClassyHook._noop
 
     def __init__(self) -> None:
         super().__init__()
+        self.start: tuple[int, int] | None = None
         self.phases: list[dict[str, Any]] = []
+
+    def on_start(self, task: Any) -> None:
+        self.start = (task.phase_idx, task.train_phase_idx)
 
     def on_phase_end(self, task: Any) -> None:
         record = {
@@ -146,7 +151,7 @@ def _main(spec_file: str, out_file: str) -> None:
         recorder = Recorder()
         task = _classy_task(spec, recorder)
         LocalTrainer().train(task)
-        results.append({"phases": recorder.phases, "log": list(lines), "hooks": task.hooks[1:]})
+        results.append({"phases": recorder.phases, "start": recorder.start, "log": list(lines), "hooks": task.hooks[1:]})
         results[-1]["hook_state"] = {h.name(): _plain_state(h) for h in task.hooks[1:]}
         del results[-1]["hooks"]
     torch.save(results, out_file)
@@ -160,7 +165,7 @@ def _plain_state(hook: Any) -> Any:
 
 
 def reference(specs: list[dict[str, Any]], folder: Path) -> list[dict[str, Any]]:
-    """Run ``specs`` with the real ClassificationTask in one subprocess; per spec ``{"phases", "log", "hook_state"}``."""
+    """Run ``specs`` with the real ClassificationTask in one subprocess; per spec ``{"phases", "start", "log", "hook_state"}``."""
     folder.mkdir(parents=True, exist_ok=True)
     spec_file, out_file = folder / "specs.json", folder / "reference.pt"
     spec_file.write_text(json.dumps(specs))

@@ -7,6 +7,7 @@ import pytest
 import torch
 from classy_vision.hooks import (
     CheckpointHook,
+    ClassyHook,
     ExponentialMovingAverageModelHook,
     LossLrMeterLoggingHook,
     ModelComplexityHook,
@@ -17,7 +18,7 @@ from classy_vision.hooks import (
     VisdomHook,
 )
 from classy_testkit import Net, loader, make_trainer
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
 from torchmetrics.classification import MulticlassAccuracy, MulticlassAUROC
@@ -168,3 +169,63 @@ def test_classy_visdom_plots_to_a_real_server(tmp_path):
         client = Visdom(server=f"http://{host}", port=port, env="classy_test", use_incoming_socket=False)
         assert client.win_exists("test-Net", env="classy_test")
     assert len(hook.metrics["test_loss"]) == 2 and len(hook.metrics["train_loss"]) == 2
+
+
+class PhaseLog(ClassyHook):
+    """Records each phase boundary with the task's counters; keeps the weights the train phase ended with."""
+
+    on_step = ClassyHook._noop
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple] = []
+        self.trained: dict[str, torch.Tensor] = {}
+
+    def on_start(self, task) -> None:
+        self.log.append(("on_start",))
+
+    def on_phase_start(self, task) -> None:
+        self.log.append(("on_phase_start", task.phase_type))
+
+    def on_phase_end(self, task) -> None:
+        self.log.append(("on_phase_end", task.phase_type, task.phase_idx, task.train_phase_idx, task.num_updates))
+        if task.train:
+            self.trained = {k: v.clone() for k, v in task.base_model.state_dict().items()}
+
+    def on_end(self, task) -> None:
+        self.log.append(("on_end",))
+
+
+class StopAfterBatch(Callback):
+    """Sets ``trainer.should_stop`` at a train batch's end, as EarlyStopping or a time limit does."""
+
+    def __init__(self, batch_idx: int) -> None:
+        self.batch_idx = batch_idx
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if batch_idx == self.batch_idx:
+            trainer.should_stop = True
+
+
+@pytest.mark.parametrize("stop", ["callback", "max_time"])
+def test_classy_fit_stopped_inside_a_train_epoch_ends_the_phase_and_checkpoints_it(tmp_path, stop):
+    """should_stop inside an epoch (a callback; max_time, which Lightning checks after every batch): Lightning
+    validates before it stops. The train phase ends first, with the steps it trained, then the test phase runs."""
+    log, ema, folder = PhaseLog(), ExponentialMovingAverageModelHook(decay=0.5, device="cpu"), tmp_path / "ckpt"
+    folder.mkdir()
+    adapter = ClassyAdapter([log, ema, CheckpointHook(str(folder), input_args={})])
+    options = {"callbacks": [adapter, StopAfterBatch(1)]} if stop == "callback" else {
+        "callbacks": [adapter], "max_time": {"microseconds": 1}}  # fmt: skip
+    trainer = make_trainer(tmp_path, max_epochs=3, **options)
+    trainer.fit(Net(), loader(), loader(8, seed=1))
+    steps = 2 if stop == "callback" else 1  # max_time: the limit is reached at the first batch's end
+    assert trainer.global_step == steps
+    assert log.log == [
+        ("on_start",), ("on_phase_start", "train"), ("on_phase_end", "train", 0, 0, 4 * steps),
+        ("on_phase_start", "test"), ("on_phase_end", "test", 1, 0, 4 * steps), ("on_end",),
+    ]  # fmt: skip
+    saved = torch.load(folder / "checkpoint.torch", weights_only=False)["classy_state_dict"]
+    assert (saved["phase_idx"], saved["train_phase_idx"], saved["num_updates"]) == (0, 0, 4 * steps)
+    assert set(saved["hooks"]) == {hook.name() for hook in adapter.hooks}
+    trunk = saved["base_model"]["model"]["trunk"]
+    assert trunk.keys() == log.trained.keys() and all(torch.equal(trunk[k], log.trained[k]) for k in trunk)

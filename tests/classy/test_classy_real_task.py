@@ -51,10 +51,14 @@ def runs(tmp_path_factory):
     epoch_spec = {"epochs": 3, "lr": EPOCH, "meters": {"accuracy": {"topk": [1]}}, "hooks": [{"name": "loss_lr_meter_logging"}]}
     ours = {"step": lightning_run(_spec(root / "pl"), root / "pl"), "epoch": lightning_run(epoch_spec, root / "plb")}
     half = "model_phase-3_end.torch"  # written at the end of the second test phase (2 of 4 epochs)
-    specs = [_spec(root / "ref"), epoch_spec, _spec(root / "ref_resumed", checkpoint=str(root / "pl" / half))]
-    step, epoch, resumed = reference(specs, root / "classy")
-    theirs = {"step": step, "epoch": epoch, "resumed": resumed}
+    train_end = "model_phase-2_end.torch"  # written at the end of the second train phase, before its test phase
+    specs = [_spec(root / "ref"), epoch_spec, _spec(root / "ref_resumed", checkpoint=str(root / "pl" / half)),
+             _spec(root / "ref_train_end", checkpoint=str(root / "ref" / train_end))]  # fmt: skip
+    step, epoch, resumed, train_resumed = reference(specs, root / "classy")
+    theirs = {"step": step, "epoch": epoch, "resumed": resumed, "train_end": train_resumed}
     ours["resumed"] = lightning_run(_spec(root / "pl_resumed"), root / "pl_resumed", ckpt_path=root / "ref" / half)
+    ours["train_end"] = lightning_run(_spec(root / "pl_train_end"), root / "pl_train_end",
+                                      ckpt_path=root / "ref" / train_end)  # fmt: skip
     return root, ours, theirs
 
 
@@ -127,6 +131,16 @@ def test_classy_real_task_lightning_resumes_from_a_classy_checkpoint(runs):
     # trainer.fit(ckpt_path=<Classy's model_phase-3_end.torch>): weights, optimizer, hooks, meters, counters, LR
     _assert_phases_equal(ours["resumed"]["phases"], theirs["step"]["phases"][4:])
     assert ours["resumed"]["adapter"].task.phase_idx == 2 * EPOCHS - 1
+
+
+def test_classy_real_task_lightning_resumes_from_a_train_phase_end_with_its_test_phase(runs):
+    """Classy's checkpoint written at the end of a train phase: Classy's task runs that epoch's test phase first
+    (on_start sees (phase_idx, train_phase_idx) = (2, 1)), then trains on; so does the Lightning run."""
+    _, ours, theirs = runs
+    assert theirs["train_end"]["start"] == (2, 1) and theirs["train_end"]["phases"][0]["type"] == "test"
+    assert ours["train_end"]["start"] == theirs["train_end"]["start"]
+    _assert_phases_equal(ours["train_end"]["phases"], theirs["train_end"]["phases"])
+    _assert_phases_equal(ours["train_end"]["phases"], theirs["step"]["phases"][3:])
 
 
 def test_classy_real_task_csv_tensorboard_progress_and_complexity(runs):

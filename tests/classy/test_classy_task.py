@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import pickle
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from classy_vision.hooks import ClassyHook, ExponentialMovingAverageModelHook, b
 from classy_testkit import DictData, Net, loader, make_trainer
 from torchmetrics.classification import MulticlassAccuracy
 from torch.utils.data import DataLoader
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 
 from lightning_hooks import ClassyAdapter, adapt
 
@@ -389,3 +391,63 @@ def test_classy_task_unsized_train_loader_counts_the_phase_at_its_end(tmp_path):
     hook = ProgressBarHook()
     make_trainer(tmp_path, [ClassyAdapter(hook)], max_epochs=1, limit_train_batches=3).fit(Net(), unsized)
     assert (hook.bar_size, hook.batches) == (3, 3)
+
+
+def test_classy_config_unknown_dotted_key_is_named_whole(tmp_path):
+    @register_hook("lightning_hooks_test_dotted")
+    class DottedHook(ClassyHook):
+        on_start = on_phase_start = on_step = on_phase_end = on_end = ClassyHook._noop
+
+        def __init__(self, start: int) -> None:
+            super().__init__()
+
+    with pytest.raises(KeyError, match=r"unknown key 'sta\.rt' for Classy hook 'lightning_hooks_test_dotted' "
+                                       r"\(DottedHook\)\. Did you mean: start\? Accepted: start\."):  # fmt: skip
+        ClassyAdapter([{"name": "lightning_hooks_test_dotted", "sta.rt": 1}])
+
+
+class _ClassyLinear(torch.nn.Linear):
+    """Has Classy's model-state methods, as a ``ClassyModel``."""
+
+    def get_classy_state(self, deep_copy: bool = False):
+        return {"model": {"trunk": self.state_dict(), "heads": {}}}
+
+    def set_classy_state(self, state):
+        self.load_state_dict(state["model"]["trunk"])
+
+
+def test_classy_task_model_lookup_finds_one_classy_model_and_refuses_two(tmp_path):
+    class OneModel(Net):
+        def __init__(self) -> None:
+            super().__init__()
+            self.extra = torch.nn.Sequential(_ClassyLinear(2, 2))  # found below the LightningModule's children
+
+    class TwoModels(OneModel):
+        def __init__(self) -> None:
+            super().__init__()
+            self.other = _ClassyLinear(2, 2)
+
+    adapter = ClassyAdapter(Probe(lambda t, m: None))
+    make_trainer(tmp_path, [adapter], max_epochs=1).fit(OneModel(), loader())
+    assert adapter.task.model_path == "extra.0" and isinstance(adapter.task.base_model, _ClassyLinear)
+    with pytest.raises(ValueError, match=r"several ClassyModels \('extra\.0', 'other'\).*ClassyAdapter\(\.\.\., model='extra\.0'\)"):
+        make_trainer(tmp_path, [ClassyAdapter(Probe(lambda t, m: None))], max_epochs=1).fit(TwoModels(), loader())
+
+
+def test_classy_checkpoint_loader_reads_again_only_what_weights_only_refuses(tmp_path):
+    class Failing(TorchCheckpointIO):
+        def __init__(self, error: Exception) -> None:
+            super().__init__()
+            self.error, self.calls = error, []
+
+        def load_checkpoint(self, path, map_location=None, weights_only=None):
+            self.calls.append(weights_only)
+            raise self.error
+
+    (tmp_path / "some.ckpt").write_bytes(b"")
+    for error, calls in ((OSError("disk on fire"), [True]), (pickle.UnpicklingError("Weights only load failed"), [True, None])):
+        io = Failing(error)
+        trainer = make_trainer(tmp_path, [ClassyAdapter(Probe(lambda t, m: None))], max_epochs=1, plugins=[io])
+        with pytest.raises(type(error)):
+            trainer.fit(Net(), loader(), ckpt_path=tmp_path / "some.ckpt")
+        assert io.calls == calls

@@ -5,6 +5,7 @@ the same against VISSL's real trainer."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -89,9 +90,9 @@ def test_classy_vissl_host_model_option_names_the_attribute(tmp_path):
 
 
 def test_classy_vissl_host_model_errors_name_the_way_out(tmp_path):
-    with pytest.raises(ValueError, match=r"several VISSL models .*\['model', 'other'\].*model='model'"):
+    with pytest.raises(ValueError, match=r"several VISSL models .*\('model', 'other'\).*ClassyAdapter\(\.\.\., model='model'\)"):
         fit(tmp_path, ClassyAdapter([Seen()]), VisslNet(models=2))
-    with pytest.raises(AttributeError, match=r"model='backbone'.*VisslNet has no attribute 'backbone'"):
+    with pytest.raises(AttributeError, match=r"ClassyAdapter\(model='backbone'\): VisslNet has no submodule 'backbone'"):
         fit(tmp_path, ClassyAdapter([Seen()], model="backbone"))
 
 
@@ -112,6 +113,29 @@ def test_classy_vissl_host_undoes_its_setup_when_the_fit_fails(tmp_path):
     with pytest.raises(RuntimeError, match="boom"):
         fit(tmp_path, ClassyAdapter([Fails()]))
     assert not torch.distributed.is_initialized() and classy_dist.get_cuda_device_index() == 0
+
+
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+
+
+def test_classy_vissl_host_sets_the_rank_variables_for_the_run_and_restores_them(tmp_path, monkeypatch):
+    class Ranks(VisslSeen):
+        def on_step(self, task: Any) -> None:  # VISSL's get_machine_local_and_dist_rank() reads them
+            self.seen.append(tuple(os.environ.get(name) for name in RANK_VARIABLES))
+
+    class Fails(VisslSeen):
+        def on_step(self, task: Any) -> None:
+            raise RuntimeError("boom")
+
+    for name in RANK_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    hook = Ranks()
+    fit(tmp_path / "ok", ClassyAdapter([hook]))
+    assert set(hook.seen[1::2]) == {("0", "0", "1")}
+    assert [name for name in RANK_VARIABLES if name in os.environ] == []
+    with pytest.raises(RuntimeError, match="boom"):
+        fit(tmp_path / "fails", ClassyAdapter([Fails()]))
+    assert [name for name in RANK_VARIABLES if name in os.environ] == []
 
 
 def test_classy_vissl_host_loss_built_for_another_device_is_refused(tmp_path):
@@ -225,13 +249,22 @@ def test_classy_vissl_host_fit_ckpt_path_continues_a_classy_or_a_vissl_run(tmp_p
     num_epochs), continues the run as if uninterrupted: epochs, global_step, weights, optimizer, the loss module's
     state and the task's counters."""
     full = legacy_run(tmp_path / "full", kind)
-    with pytest.warns(UserWarning, match=r"end of train phase 0; Lightning resumes at the next train epoch, without"):
-        resumed = legacy_run(tmp_path / "resumed", kind, ckpt_path=tmp_path / "full" / file)
+    resumed = legacy_run(tmp_path / "resumed", kind, ckpt_path=tmp_path / "full" / file)
     assert (full["epochs"], resumed["epochs"]) == ([0, 1, 2], [1, 2])
     assert resumed["global_step"] == full["global_step"] == 12
+    # the file was written at the end of train phase 0: epoch 0's test phase runs first (phase_idx counts it)
     assert resumed["counters"] == full["counters"] == (5, 2, 48, 12, 3)
     assert_same_tensors(resumed["weights"], full["weights"])  # criterion.seen included: 48 samples
     assert_same_tensors(resumed["optimizer"], full["optimizer"])
+
+
+def test_classy_vissl_host_classy_checkpoint_at_a_train_phase_end_without_validation_warns(tmp_path):
+    legacy_run(tmp_path / "full", "classy")
+    with pytest.warns(UserWarning, match=r"end of train phase 0, and Classy would run that epoch's test phase first, "
+                                         r"but this fit does not validate"):  # fmt: skip
+        resumed = legacy_run(tmp_path / "resumed", "classy", ckpt_path=tmp_path / "full" / "model_phase-0_end.torch",
+                             limit_val_batches=0)  # fmt: skip
+    assert resumed["counters"][:2] == (3, 2)  # epoch 0's test phase counted as done: 2 train phases after it
 
 
 def test_classy_vissl_host_vissl_checkpoint_inside_a_phase_warns(tmp_path):

@@ -289,19 +289,26 @@ def run_vissl(config: Any, checkpoint: str | None = None, extra: list[Any] = ())
     import classy_vision.generic.distributed_util as classy_dist
     from vissl.hooks import default_hook_generator
     from vissl.trainer import SelfSupervisionTrainer
+    from vissl.utils.env import set_env_vars
     from vissl.utils.misc import set_seeds
 
+    environ = dict(os.environ)
+    set_env_vars(0, 0, config)  # VISSL's train engine sets WORLD_SIZE, RANK and LOCAL_RANK before its trainer
     set_seeds(config, 0)
     recorder = Recorder()
     hooks = [*default_hook_generator(config), *extra, recorder]
     rendezvous = Path(config.CHECKPOINT.DIR) / "rendezvous"
-    trainer = SelfSupervisionTrainer(config, str(rendezvous), checkpoint, config.CHECKPOINT.DIR, hooks)
     try:
-        error = _run(trainer.train)
-        return _result(config, recorder, hooks, trainer.task.base_model, trainer.task.loss, error)
-    finally:  # leave the process as it was, for the next run
-        torch.distributed.destroy_process_group()
-        classy_dist._cuda_device_index = 0
+        trainer = SelfSupervisionTrainer(config, str(rendezvous), checkpoint, config.CHECKPOINT.DIR, hooks)
+        try:
+            error = _run(trainer.train)
+            return _result(config, recorder, hooks, trainer.task.base_model, trainer.task.loss, error)
+        finally:  # leave the process as it was, for the next run
+            torch.distributed.destroy_process_group()
+            classy_dist._cuda_device_index = 0
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
 
 
 def _run(fn: Any) -> str | None:

@@ -353,6 +353,24 @@ def test_validate_after_and_end_train_epoch_at_steer_the_fit(ns, tmp_path):
     assert validated == [2] and trainer.global_step == 3
 
 
+def test_validate_now_runs_the_fits_validation_from_a_callback(ns, tmp_path):
+    """``validate_now`` at train start runs the validation loop inside ``fit``; training goes on after it."""
+    seen: list[tuple[str, bool]] = []
+
+    class Probe(ns.Callback):
+        def on_train_start(self, trainer, pl_module):
+            lightning_api.validate_now(trainer)
+            seen.append(("after", trainer.training))
+
+        def on_validation_start(self, trainer, pl_module):
+            seen.append(("validation", trainer.validating))
+
+    trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=1, limit_val_batches=1, num_sanity_val_steps=0,
+                       check_val_every_n_epoch=None, val_check_interval=100)  # fmt: skip
+    trainer.fit(_boring(ns)())
+    assert seen == [("validation", True), ("after", True)] and trainer.global_step == 1
+
+
 def test_fit_loop_state_and_set_optimizer_steps(ns, tmp_path):
     """The fit loop's state has ``epoch_progress``; set_optimizer_steps sets what ``global_step`` reads."""
 

@@ -65,3 +65,15 @@ def test_ddp_spawn_only_rank_0_writes_the_hooks_files(out: Path) -> None:
         assert [p.name for p in run.glob("*.log")] == [f"{run.name}.log"]
     assert sorted(p.name for p in (out / "classy").iterdir()) == [
         "checkpoint.torch", "model_phase-0_end.torch", "model_phase-1_end.torch"]
+
+
+def test_ddp_spawn_names_a_hook_that_cannot_be_pickled(tmp_path: Path) -> None:
+    import pickle
+
+    from imix.engine.hooks import JSONLoggerHook, PeriodicLogger
+
+    from lightning_hooks import IMIXAdapter
+
+    adapter = IMIXAdapter([PeriodicLogger([JSONLoggerHook(str(tmp_path / "status.json"))], 1)])  # holds an open file
+    with pytest.raises(TypeError, match=r"the PeriodicLogger hook cannot be pickled .*Use strategy='ddp'"):
+        pickle.dumps(adapter)

@@ -104,14 +104,14 @@ def test_reliability_hook_reading_a_missing_facade_attribute(tmp_path):
             self.trainer.evaluator
 
     cases = [
-        (MMEngineAdapter([NeedsLauncher()]), "runner", "launcher", "mmengine", NeedsLauncher, "before_train"),
-        (ClassyAdapter([NeedsEmaModel()]), "task", "ema_model", "classy", NeedsEmaModel, "on_start"),
-        (IMIXAdapter([NeedsEvaluator()]), "trainer", "evaluator", "imix", NeedsEvaluator, "before_train"),
+        (MMEngineAdapter([NeedsLauncher()]), "runner", "runner", "launcher", "mmengine", NeedsLauncher, "before_train"),
+        (ClassyAdapter([NeedsEmaModel()]), "task", "task", "ema_model", "classy", NeedsEmaModel, "on_start"),
+        (IMIXAdapter([NeedsEvaluator()]), "trainer", "engine", "evaluator", "imix", NeedsEvaluator, "before_train"),
     ]
-    for adapter, host, name, family, hook, mount in cases:
+    for adapter, host, attribute, name, family, hook, mount in cases:
         with pytest.raises(AttributeError, match=rf"lightning-hooks' {host} facade has no attribute '{name}'\. It "
                                                  rf"provides: .*If your hook needs '{name}', set it on the facade "
-                                                 rf"before training \(adapter\.{host}\.{name} = \.\.\.\)") as err:  # fmt: skip
+                                                 rf"before training \(adapter\.{attribute}\.{name} = \.\.\.\)") as err:  # fmt: skip
             fit(tmp_path, [adapter])
         assert err.value.__notes__ == [
             f"[lightning-hooks] raised by {family} hook {hook.__qualname__} in mount point '{mount}' "

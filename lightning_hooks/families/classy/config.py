@@ -1,4 +1,5 @@
-"""Checks on Classy's ``{"name": ..., **kwargs}`` configs (hooks and meters) before Classy's ``from_config`` runs.
+"""Classy's ``{"name": ..., **kwargs}`` configs (hooks and meters): hooks built through Classy's registry, and each
+config checked before Classy's ``from_config`` runs.
 
 Classy's ``from_config`` reads the keys it knows and ignores the rest (``{"name": "precise_bn", "num_sample": 128}``
 fails on the missing ``num_samples``; a misspelt optional key is silently dropped), so each key is checked against
@@ -9,12 +10,32 @@ what the class uses: the keys its own ``from_config`` reads, or its ``__init__``
 from __future__ import annotations
 
 import ast
+import importlib.util
 import inspect
 import textwrap
 from collections.abc import Mapping
 from typing import Any
 
+from lightning_hooks.compat import classy as compat
 from lightning_hooks.core.errors import unknown_name
+from lightning_hooks.core.introspect import keywords
+
+
+def build_hook(config: Mapping[str, Any]) -> Any:
+    """A hook from ``{"name": ..., **kwargs}`` through Classy's registry (when installed), then the compat one; an
+    unknown name or key raises ``KeyError`` with the nearest known ones."""
+    registries: list[Any] = [compat]
+    if importlib.util.find_spec("classy_vision") is not None:
+        import classy_vision.hooks as installed  # importing it registers Classy's own hooks
+
+        if installed.build_hook is not compat.build_hook:  # not the import alias
+            registries.insert(0, installed)
+    name = config.get("name")
+    for registry in registries:
+        if name in registry.HOOK_REGISTRY:
+            check_config(config, registry.HOOK_REGISTRY[name], "Classy hook")
+            return registry.build_hook(config)
+    raise KeyError(unknown_name("Classy hook name", str(name), [n for r in registries for n in r.HOOK_REGISTRY]))
 
 
 def accepted_keys(cls: type) -> set[str] | None:
@@ -23,10 +44,8 @@ def accepted_keys(cls: type) -> set[str] | None:
     own = next((vars(base)["from_config"] for base in cls.__mro__ if "from_config" in vars(base)), None)
     if own is not None and not _passes_whole_config(own):
         return _keys_read(own)  # a from_config of its own reads its keys and ignores the rest
-    parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-        return None
-    return {p.name for p in parameters if p.kind is not inspect.Parameter.VAR_POSITIONAL}
+    names = keywords(cls.__init__)
+    return None if names is None else set(names)
 
 
 def check_config(config: Mapping[str, Any], cls: type, what: str) -> None:
@@ -37,8 +56,8 @@ def check_config(config: Mapping[str, Any], cls: type, what: str) -> None:
         return
     for key in config:
         if key != "name" and key not in keys:
-            message = unknown_name("key", str(key), keys).replace("Registered", "Accepted")
-            raise KeyError(message.replace(".", f" for {what} {config.get('name')!r} ({cls.__name__}).", 1))
+            context = f" for {what} {config.get('name')!r} ({cls.__name__})"
+            raise KeyError(unknown_name("key", str(key), keys, listed="Accepted", context=context))
 
 
 def _source(function: Any) -> ast.AST | None:

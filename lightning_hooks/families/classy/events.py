@@ -3,7 +3,9 @@
 Every train epoch is a train phase, every validation run (never the sanity check) and every ``trainer.test`` a test
 phase. The train phase ends at its last batch, with the model still in train mode, before the test phase starts, as
 in Classy: the last train batch's ``on_train_batch_end`` fires ``on_phase_end`` after its ``on_step`` and Classy's
-phase-end sync (losses averaged over ranks, meters synced). VISSL's mid-step mount points come from patches the
+phase-end sync (losses averaged over ranks, meters synced). A train epoch cut short ends at ``on_train_epoch_end``, or,
+when Lightning validates before stopping (``trainer.should_stop`` inside the epoch: ``max_time``, a callback), at
+that validation's start, before its test phase. VISSL's mid-step mount points come from patches the
 adapter installs in ``setup``: a forward hook on ``task.base_model`` (``on_forward``), a wrapper around the step
 methods (``on_loss_and_meter``) and an optimizer step post-hook (``on_update``). ``LightningModule.forward`` fires
 only for the first forward inside a train, validation or test step (never in the sanity check, never for forwards

@@ -1,21 +1,23 @@
-"""The ``task`` facade Classy Vision and VISSL hooks receive, and its helper objects (meters, optimizer, last batch)."""
+"""The ``task`` facade Classy Vision hooks receive (``ClassificationTask``), and VISSL's (``SelfSupervisionTask``) as
+a subclass: counters, phases, model, data, and what a step records into it."""
 
 from __future__ import annotations
 
-import copy
 import math
 import time
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from lightning_hooks.core import models
 from lightning_hooks.core.facade import Facade
 from lightning_hooks.core.lightning_api import pl
-from lightning_hooks.families.classy import checkpoint, vissl
-from lightning_hooks.families.classy.meters import classy_meters
+from lightning_hooks.families.classy.meters import MetricMeter, classy_meters
+from lightning_hooks.families.classy.optimizer import Optimizer, param_options
+from lightning_hooks.families.classy.state import ClassyTaskState, has_classy_state
+from lightning_hooks.families.classy.vissl import is_vissl_model
 
 
 @dataclass
@@ -34,45 +36,7 @@ class LastBatch:
     step_data: dict[str, Any] = field(default_factory=dict)
 
 
-class OptionsView:
-    """Classy's ``optimizer.options_view``: ``options_view.lr`` reads the option from the param groups.
-
-    One distinct value gives that value, several give the list of distinct values, none raises AttributeError.
-    ``used`` maps an optimizer to the options Classy's optimizer would hold now (see :meth:`Task.options_at_phase_end`);
-    an optimizer that has not stepped yet shows its param groups.
-    """
-
-    def __init__(self, optimizer: torch.optim.Optimizer, used: Mapping[Any, list[dict[str, Any]]]) -> None:
-        self._optimizer = optimizer
-        self._used = used
-
-    def __getattr__(self, name: str) -> Any:
-        values: list[Any] = []
-        for group in self._used.get(self._optimizer, self._optimizer.param_groups):
-            if name in group and group[name] not in values:
-                values.append(group[name])
-        if not values:
-            raise AttributeError(f"no param group of {type(self._optimizer).__name__} has the option {name!r}")
-        return values[0] if len(values) == 1 else values
-
-
-class Optimizer:
-    """Classy's ``ClassyOptimizer`` as hooks use it: ``options_view``, ``optimizer`` and the torch optimizer's API."""
-
-    def __init__(self, optimizer: torch.optim.Optimizer, used: Mapping[Any, list[dict[str, Any]]]) -> None:
-        self.optimizer = optimizer
-        self.options_view = OptionsView(optimizer, used)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.optimizer, name)
-
-
-def param_options(optimizer: torch.optim.Optimizer) -> list[dict[str, Any]]:
-    """The optimizer's param-group options (everything but the parameters)."""
-    return [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
-
-
-def _batch_size(sample: Any) -> int:
+def batch_size(sample: Any) -> int:
     """The first dimension of the first tensor found in the sample (1 when there is none)."""
     while isinstance(sample, (list, tuple, Mapping)):
         sample = next(iter(sample.values())) if isinstance(sample, Mapping) else sample[0]
@@ -96,8 +60,8 @@ class SizedIterator:
         return next(self._it)
 
 
-class Task(Facade):
-    """Classy's ``ClassificationTask`` (and VISSL's ``SelfSupervisionTask``) as their hooks see it.
+class Task(ClassyTaskState, Facade):
+    """Classy's ``ClassificationTask`` as its hooks see it.
 
     Phase counters follow Classy: ``phase_idx`` counts train and test phases together, ``train_phase_idx`` the train
     phases, ``eval_phase_idx = phase_idx - train_phase_idx - 1``. VISSL's ``iteration`` counts train steps,
@@ -106,10 +70,9 @@ class Task(Facade):
     resets it per phase) and ``batch_time`` the seconds of each of them. ``num_updates`` grows by the global batch
     size after each train step's ``on_update``.
 
-    With ``vissl`` (VISSL hooks or a VISSL config), the task is VISSL's ``SelfSupervisionTask``: ``losses`` holds
-    loss x batch size, a single model output is unwrapped from its list, ``perf_stats`` gets the step's timings and
-    ``get_classy_state`` uses VISSL's checkpoint layout. ``model`` names the attribute of the LightningModule that
-    holds the model (``task.model`` / ``task.base_model``); by default the one child with ``trunk`` and ``heads``.
+    ``model`` names the attribute of the LightningModule that holds the model (``task.model`` / ``task.base_model``);
+    by default the one VISSL model (``trunk`` and ``heads``), else the one ``ClassyModel``. VISSL's task is
+    :class:`VisslTask`.
 
     Example::
 
@@ -118,6 +81,8 @@ class Task(Facade):
     """
 
     host = "task"
+    #: whether this is VISSL's ``SelfSupervisionTask`` (VISSL's trainer hosts the hooks)
+    vissl = False
 
     def __init__(
         self,
@@ -126,10 +91,8 @@ class Task(Facade):
         checkpoint_folder: str | None = None,
         loss: Any = None,
         model: str | None = None,
-        vissl: bool = False,
     ) -> None:
         self.trainer: pl.Trainer | None = None
-        self.vissl = vissl
         self.model_name = model
         self.model_path: str | None = None
         self.hooks: list[Any] = []
@@ -171,17 +134,22 @@ class Task(Facade):
 
     # ------------------------------------------------------------------------------------------------- models
     def find_model(self, pl_module: pl.LightningModule) -> None:
-        """Locate the model hooks see in ``pl_module`` (the ``model`` option, else detected: a VISSL model, else the
-        one ``ClassyModel`` child, as ``ClassificationTask.base_model`` is the ClassyModel)."""
-        self.model_path = vissl.find_model(pl_module, self.model_name)
-        if self.model_path is None and self.model_name is None:
-            found = checkpoint.classy_model(pl_module)
-            self.model_path = next((name for name, child in pl_module.named_children() if child is found), None)
+        """Locate the model hooks see in ``pl_module``: the ``model`` option, else detected: a VISSL model (``trunk`` +
+        ``heads``), else a ``ClassyModel`` (``ClassificationTask.base_model`` is the ClassyModel), else the
+        LightningModule. Several of a kind are ambiguous: an error naming ``ClassyAdapter(..., model=...)``."""
+        if self.model_name is not None:
+            models.submodule(pl_module, self.model_name, adapter="ClassyAdapter")
+            path: str | None = self.model_name
+        else:
+            path = models.find_model(pl_module, is_vissl_model, adapter="ClassyAdapter", what="VISSL models (trunk + heads)")
+            if path is None:
+                path = models.find_model(pl_module, has_classy_state, adapter="ClassyAdapter", what="ClassyModels")
+        self.model_path = path or None
 
     @property
     def base_model(self) -> torch.nn.Module:
         """The model: the LightningModule, or its attribute named by ``model`` (or detected)."""
-        return vissl.resolve(self._lightning_trainer().lightning_module, self.model_path)
+        return models.submodule(self._lightning_trainer().lightning_module, self.model_path or "", adapter="ClassyAdapter")
 
     @property
     def model(self) -> torch.nn.Module:
@@ -291,17 +259,10 @@ class Task(Facade):
 
     @property
     def where(self) -> float:
-        """Fraction of training done, as Classy's ``task.where``; 0.0 outside ``fit``, as in Classy's test-only mode.
-
-        With VISSL, VISSL's own formula (the one its param schedulers read): ``num_updates`` over the global batch
-        size, over ``num_train_phases`` x ``num_batches_per_phase``, so that a run started from a VISSL checkpoint
-        continues VISSL's schedule."""
+        """Fraction of training done, as Classy's ``task.where``; 0.0 outside ``fit``, as in Classy's test-only mode."""
         trainer = self._lightning_trainer()
         if self.test_only:
             return 0.0
-        if self.vissl:
-            current_step = self.num_updates / self.get_global_batchsize()
-            return current_step / (self.num_train_phases * self.num_batches_per_phase)
         total = trainer.estimated_stepping_batches
         return min(trainer.global_step / total, 1.0) if total and math.isfinite(total) else 0.0
 
@@ -342,7 +303,7 @@ class Task(Facade):
         """Classy's: the phase loader's ``batch_size`` (the last sample's size without one) times the world size."""
         size = getattr(self._current_loader(), "batch_size", None)
         if size is None:
-            size = _batch_size(self.last_batch.sample) if self.last_batch is not None else 0
+            size = batch_size(self.last_batch.sample) if self.last_batch is not None else 0
         return size * self._lightning_trainer().world_size
 
     def log_phase_end(self, tag: str) -> None:
@@ -385,109 +346,38 @@ class Task(Facade):
             raise RuntimeError(f"task: Lightning has no {self.phase_type} dataloader for the current phase")
         return loader
 
-    # --------------------------------------------------------------------------------------------------- state
-    def get_classy_state(self, deep_copy: bool = False) -> dict[str, Any]:
-        """Classy's task state in ``ClassificationTask``'s layout, so that a ``checkpoint.torch`` written from it loads
-        in Classy: ``base_model`` as a ``ClassyModel`` gives it (``{"model": {"trunk", "heads"}}``), ``optimizer`` as
-        ``{"optim": ...}``, meters, counters, ``losses``, every hook's state under its ``name()``, ``loss`` and ``amp``.
-        With VISSL hooks, VISSL's layout (``vissl.classy_state``), which VISSL's trainer loads.
-        """
-        if self.vissl:
-            state = vissl.classy_state(self)
-            return copy.deepcopy(state) if deep_copy else state
-        trainer = self._lightning_trainer()
-        state = {
-            "train": self.train,
-            "base_model": checkpoint.model_state(checkpoint.classy_model(self.base_model)),
-            "meters": [meter.get_classy_state() for meter in self.meters],
-            "optimizer": {"optim": self._optimizer_state(trainer.optimizers[0])} if trainer.optimizers else {},
-            "phase_idx": self.phase_idx,
-            "train_phase_idx": self.train_phase_idx,
-            "num_updates": self.num_updates,
-            "iteration": self.iteration,
-            "losses": list(self.losses),
-            "hooks": {hook.name(): hook.get_classy_state() for hook in self.hooks},
-            "loss": self._loss_state(),
-        }
-        scaler = getattr(trainer.precision_plugin, "scaler", None)
-        if scaler is not None:
-            state["amp"] = scaler.state_dict()
-        return copy.deepcopy(state) if deep_copy else state
+    # ---------------------------------------------------------------------------------------------------- steps
+    def model_output(self, output: Any) -> Any:
+        """``last_batch.model_output`` from the output of the step's first forward of ``base_model``."""
+        return output
 
-    def set_classy_state(self, state: dict[str, Any]) -> None:
-        """Restore Classy's task state (:meth:`get_classy_state`'s layout, as ``ClassificationTask`` writes it): model,
-        optimizer, meters, counters, losses and hook states. Outside ``fit`` (a test-only task) only the model, as
-        Classy does. With VISSL hooks, VISSL's layout."""
-        if self.vissl:
-            vissl.load_classy_state(self, state)
-            return
-        trainer = self._lightning_trainer()
-        checkpoint.load_model_state(checkpoint.classy_model(self.base_model), state["base_model"], "set_classy_state")
-        if self.test_only:
-            self.train = False
-            return
-        self.train = state["train"]
-        if state.get("optimizer") and trainer.optimizers:
-            trainer.optimizers[0].load_state_dict(state["optimizer"]["optim"])
-        for meter, meter_state in zip(self.meters, state["meters"]):
-            meter.set_classy_state(meter_state)
-        self.load_counters(state)
-        self.losses = list(state["losses"])
-        if state.get("loss") and callable(getattr(self._loss_object(), "set_classy_state", None)):
-            self.loss.set_classy_state(state["loss"])
-        for hook in self.hooks:
-            if hook.name() in state["hooks"]:
-                hook.set_classy_state(state["hooks"][hook.name()])
+    def record_loss(self, loss: torch.Tensor, target: Any) -> None:
+        """``last_batch.loss`` (detached) and its entry in ``losses``, as Classy's train and eval steps keep them."""
+        self.last_batch.loss = loss.detach()
+        self.losses.append(self.last_batch.loss.item())
+
+    def meters_on(self) -> bool:
+        """Whether this step updates the meters (Classy: every step)."""
+        return True
+
+    def update_meters(self, output: torch.Tensor, target: torch.Tensor) -> None:
+        """Classy's ``update_meters``: Classy meters on CPU with ``is_train``; torchmetrics on the device."""
+        output, target = output.detach(), target.detach()
+        for meter in self.meters:
+            if isinstance(meter, MetricMeter):
+                meter.update(output, target)
             else:
-                warnings.warn(f"task.set_classy_state: no state found for hook {hook.name()!r}; it starts fresh")
+                meter.update(output.cpu(), target.cpu(), **self._meter_arguments())
 
-    def _optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-        """The optimizer's ``state_dict`` with the options Classy's optimizer holds (``used_options``: the last step's,
-        not those Lightning's schedulers have already stepped to)."""
-        state = optimizer.state_dict()
-        used = self.used_options.get(optimizer)
-        if used is not None:
-            state["param_groups"] = [{**group, **options} for group, options in zip(state["param_groups"], used)]
-        return state
+    def _meter_arguments(self) -> dict[str, Any]:
+        return {"is_train": self.train}
 
-    def _loss_state(self) -> dict[str, Any]:
-        """A ``ClassyLoss``'s state, as Classy saves it; ``{}`` for other losses (Classy's value)."""
-        loss = self._loss_object()
-        return loss.get_classy_state() if callable(getattr(loss, "get_classy_state", None)) else {}
-
-    def counters(self) -> dict[str, int]:
-        return {
-            "phase_idx": self.phase_idx,
-            "train_phase_idx": self.train_phase_idx,
-            "num_updates": self.num_updates,
-            "iteration": self.iteration,
-        }
-
-    def phase_state(self) -> dict[str, Any]:
-        """What a mid-phase checkpoint needs to reopen the phase: counters, losses, batches and meter states."""
-        return {
-            **self.counters(),
-            "local_iteration_num": self.local_iteration_num,
-            "batches": self.batches,
-            "phase_batches": self.phase_batches,
-            "losses": list(self.losses),
-            "meters": [meter.get_classy_state() for meter in self.meters],
-        }
-
-    def load_phase_state(self, state: Mapping[str, Any]) -> None:
-        self.load_counters(state)
-        self.local_iteration_num = state.get("local_iteration_num", -1)
-        self.batches = state.get("batches", 0)
-        self.phase_batches = state.get("phase_batches", 0)
-        self.losses = list(state.get("losses", []))
-        for meter, meter_state in zip(self.meters, state.get("meters", [])):
-            meter.set_classy_state(meter_state)
-
-    def load_counters(self, state: Mapping[str, Any]) -> None:
-        self.phase_idx = state.get("phase_idx", -1)
-        self.train_phase_idx = state.get("train_phase_idx", -1)
-        self.num_updates = state.get("num_updates", 0)
-        self.iteration = state.get("iteration", 0)
+    def synchronize_losses(self) -> None:
+        """Classy's ``synchronize_losses`` at a phase end: ``losses`` averaged over ranks."""
+        if distributed():
+            losses = torch.tensor(self.losses)
+            torch.distributed.all_reduce(losses)
+            self.losses = (losses / torch.distributed.get_world_size()).tolist()
 
     # ---------------------------------------------------------------------------------------------------- VISSL
     def run_hooks(self, name: str) -> None:
@@ -504,3 +394,9 @@ class Task(Facade):
 
     def __repr__(self) -> str:
         return f"Task(phase_type={self.phase_type!r}, phase_idx={self.phase_idx}, meters={self.meters})"
+
+
+def distributed() -> bool:
+    """Whether a process group is up."""
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+

@@ -1,31 +1,23 @@
-"""What VISSL's ``SelfSupervisionTrainer`` does around its hooks, for ``ClassyAdapter`` runs that drive VISSL hooks.
+"""What VISSL's ``SelfSupervisionTrainer`` sets up around its hooks: which hooks and models are VISSL's, the process
+group and device it prepares, and the hooks and checkpoint folder its config gives.
 
-- :class:`StepClock`: the sections VISSL's standard train step times into ``task.perf_stats``.
-- :func:`find_model`: the VISSL model (``trunk`` + ``heads``) wherever the LightningModule keeps it.
+- :func:`is_vissl_hook` / :func:`is_vissl_model`: a VISSL hook, a VISSL model (``trunk`` + ``heads``).
 - :class:`Runtime`: the process group and Classy's device index VISSL's trainer sets before it builds anything.
-- :func:`classy_state` / :func:`load_classy_state`: VISSL's checkpoint layout of ``task.get_classy_state()``.
-- :func:`is_vissl_checkpoint` / :func:`check_checkpoint`: a VISSL checkpoint that ``fit(ckpt_path=...)`` starts from.
-- :func:`hooks_from_config`: VISSL's own ``default_hook_generator(cfg)`` for a VISSL config.
+- :func:`check_loss_device`: a VISSL loss built for the wrong device.
+- :class:`RankVariables`: the rank variables VISSL reads from the environment, set for the run and restored.
+- :func:`compose` / :func:`hooks_from_config` / :func:`with_config_hooks`: a VISSL config, and VISSL's own
+  ``default_hook_generator(cfg)`` before the hooks given.
 
 VISSL is imported lazily: nothing here needs it unless a VISSL config is composed.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+import os
+from collections.abc import Sequence
+from typing import Any
 
 import torch
-
-if TYPE_CHECKING:
-    from lightning_hooks.families.classy.task import Task
-
-#: The sections of VISSL's ``standard_train_step``, in the order it first records them.
-SECTIONS = (
-    "read_sample", "forward", "loss_compute", "loss_all_reduce", "meters_update", "backward", "optimizer_step",
-    "train_step_total",
-)  # fmt: skip
 
 
 def is_vissl_hook(hook: Any) -> bool:
@@ -38,84 +30,6 @@ def is_vissl_model(module: Any) -> bool:
     return isinstance(module, torch.nn.Module) and all(
         isinstance(getattr(module, part, None), torch.nn.Module) for part in ("trunk", "heads")
     )
-
-
-# ----------------------------------------------------------------------------------------------------- perf stats
-class _Section:
-    """One timed section in the form ``PerfStats.update_with_timer`` reads (VISSL's ``PerfTimer`` attributes)."""
-
-    def __init__(self, name: str, start: tuple[float, Any], end: tuple[float, Any]) -> None:
-        self.name = name
-        self._last_interval = self.elapsed = end[0] - start[0]
-        self._cuda_event_intervals = [(start[1], end[1])] if start[1] is not None and end[1] is not None else []
-
-
-class StepClock:
-    """Time points of the current step; each closed section goes into ``task.perf_stats`` as VISSL's train step
-    records it. Nothing is recorded while ``task.perf_stats`` is None (VISSL's ``PerfTimer`` skips then too).
-
-    A point is ``(perf_counter(), cuda event or None)``: CUDA events are recorded when the stats use them, so the
-    report's CudaEvent column measures the device work as under VISSL.
-    """
-
-    def __init__(self, task: Task) -> None:
-        self.task = task
-        self.points: dict[str, tuple[float, Any]] = {}
-
-    def mark(self, point: str) -> None:
-        stats = self.task.perf_stats
-        event = None
-        if stats is not None and stats.use_cuda_events():
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-        self.points[point] = (time.perf_counter(), event)
-
-    def section(self, name: str, start: str, end: str | None = None) -> None:
-        """Record ``name`` from point ``start`` to point ``end`` (now, when None)."""
-        if end is None:
-            self.mark(end := f"{name}.end")
-        stats = self.task.perf_stats
-        if stats is not None and start in self.points:
-            stats.update_with_timer(_Section(name, self.points[start], self.points[end]))
-
-
-# ----------------------------------------------------------------------------------------------------------- model
-def find_model(pl_module: torch.nn.Module, name: str | None) -> str | None:
-    """The dotted attribute path of the VISSL model in ``pl_module`` (None: the LightningModule itself).
-
-    ``name`` is the user's choice; otherwise the LightningModule itself when it has ``trunk`` and ``heads``, else
-    its one direct child that has them, else the LightningModule (a Classy model).
-    """
-    owner = type(pl_module).__name__
-    if name is not None:
-        module: Any = pl_module
-        for part in name.split("."):
-            if not hasattr(module, part):
-                raise AttributeError(
-                    f"ClassyAdapter(model={name!r}): {owner} has no attribute {name!r}. Name the attribute that holds "
-                    "the model the hooks see as task.model / task.base_model (e.g. model='model' for self.model)."
-                )
-            module = getattr(module, part)
-        if not isinstance(module, torch.nn.Module):
-            raise TypeError(f"ClassyAdapter(model={name!r}): {owner}.{name} is a {type(module).__name__}, not a Module")
-        return name
-    if is_vissl_model(pl_module):
-        return None
-    found = [child for child, module in pl_module.named_children() if is_vissl_model(module)]
-    if len(found) > 1:
-        raise ValueError(
-            f"ClassyAdapter: {owner} has several VISSL models (trunk + heads): {found}. Name the one the hooks train "
-            f"as task.model: ClassyAdapter(..., model={found[0]!r})."
-        )
-    return found[0] if found else None
-
-
-def resolve(pl_module: torch.nn.Module, path: str | None) -> Any:
-    """The attribute at dotted ``path`` of ``pl_module`` (the module itself for None)."""
-    module: Any = pl_module
-    for part in (path or "").split(".") if path else ():
-        module = getattr(module, part)
-    return module
 
 
 # --------------------------------------------------------------------------------------------------------- runtime
@@ -170,100 +84,6 @@ def check_loss_device(loss: Any, device: torch.device) -> None:
             )
 
 
-# ------------------------------------------------------------------------------------------------ checkpoint layout
-def model_state(model: torch.nn.Module) -> dict[str, Any]:
-    """VISSL's ``base_model`` entry: ``{model: {trunk, heads}, meta: {trunk}}``. A model without ``trunk``/``heads``
-    is saved whole as the trunk (VISSL's models load ``trunk`` and ``heads`` separately)."""
-    if hasattr(model, "get_classy_state"):
-        return model.get_classy_state()
-    if is_vissl_model(model):
-        parts = {"trunk": model.trunk.state_dict(), "heads": model.heads.state_dict()}
-    else:
-        parts = {"trunk": model.state_dict(), "heads": {}}
-    return {"model": parts, "meta": {"trunk": {}}}
-
-
-def load_model_state(model: torch.nn.Module, state: Mapping[str, Any], source: str) -> None:
-    """Load :func:`model_state`'s layout into ``model`` (strictly); ``source`` names the file in errors."""
-    if "model" not in state or not {"trunk", "heads"} <= set(state["model"]):
-        raise KeyError(
-            f"{source}: base_model state has keys {sorted(state)}, not VISSL's {{model: {{trunk, heads}}}}: it "
-            "was not written by VISSL or by a ClassyAdapter driving VISSL hooks"
-        )
-    if hasattr(model, "set_classy_state"):
-        model.set_classy_state(state)
-    elif is_vissl_model(model):
-        model.trunk.load_state_dict(state["model"]["trunk"])
-        model.heads.load_state_dict(state["model"]["heads"])
-    else:
-        model.load_state_dict(state["model"]["trunk"])
-
-
-def classy_state(task: Task) -> dict[str, Any]:
-    """``task.get_classy_state()`` as VISSL's ``SelfSupervisionTask`` returns it."""
-    trainer = task._lightning_trainer()
-    loss = task.loss if task.has_loss() else None
-    train_loader = trainer.train_dataloader
-    dataset = getattr(train_loader, "dataset", None)
-    return {
-        "train": task.train,
-        "base_model": model_state(task.base_model),
-        "meters": [meter.get_classy_state() for meter in task.meters],
-        "optimizer": {"optim": trainer.optimizers[0].state_dict()} if trainer.optimizers else {},
-        "phase_idx": task.phase_idx,
-        "train_phase_idx": task.train_phase_idx,
-        "num_updates": task.num_updates,
-        "losses": list(task.losses),
-        "hooks": {hook.name(): hook.get_classy_state() for hook in task.hooks},
-        "loss": loss.state_dict() if isinstance(loss, torch.nn.Module) else {},
-        "train_dataset_iterator": dataset.get_classy_state() if hasattr(dataset, "get_classy_state") else {},
-    }
-
-
-def load_classy_state(task: Task, state: Mapping[str, Any]) -> None:
-    """Restore :func:`classy_state` (as VISSL's ``_set_classy_state`` does, and the hooks' states)."""
-    trainer = task._lightning_trainer()
-    task.train = state["train"]
-    load_model_state(task.base_model, state["base_model"], "task.set_classy_state")
-    for meter, meter_state in zip(task.meters, state.get("meters", [])):
-        meter.set_classy_state(meter_state)
-    if state.get("optimizer") and trainer.optimizers:
-        trainer.optimizers[0].load_state_dict(state["optimizer"]["optim"])
-    task.load_counters(state)
-    task.losses = list(state.get("losses", []))
-    for hook in task.hooks:
-        if hook.name() in state.get("hooks", {}):
-            hook.set_classy_state(state["hooks"][hook.name()])
-
-
-#: ``type`` of the VISSL checkpoints that hold a part of the model (``vissl.utils.checkpoint.CheckpointItemType``).
-PARTIAL_TYPES = ("shard", "shard_list", "slice", "slice_list")
-
-
-def is_vissl_checkpoint(checkpoint: Any) -> bool:
-    """Whether a loaded file is a checkpoint VISSL's ``LogLossMetricsCheckpointHook`` wrote (not Classy's), or one of
-    VISSL's sharded checkpoint files."""
-    if not isinstance(checkpoint, Mapping) or "pytorch-lightning_version" in checkpoint:
-        return False
-    return checkpoint.get("type") in PARTIAL_TYPES or {"classy_state_dict", "iteration_num", "train_phase_idx"} <= set(
-        checkpoint
-    )
-
-
-def check_checkpoint(checkpoint: Mapping[str, Any], source: str) -> None:
-    """A VISSL checkpoint a Lightning run can start from: consolidated, with VISSL's counters."""
-    if checkpoint.get("type") in PARTIAL_TYPES:
-        raise ValueError(
-            f"ClassyAdapter: {source} is a sharded VISSL checkpoint (type {checkpoint['type']!r}, written under "
-            "FSDP): a Lightning run starts only from a consolidated one (LogLossMetricsCheckpointHook without "
-            "FSDP). Resume it with VISSL's trainer, or start a new run from its trunk weights "
-            "(CheckpointFormatConverter.sharded_to_consolidated_checkpoint)"
-        )
-    missing = [key for key in ("iteration", "phase_idx", "loss") if key not in checkpoint]
-    if missing:
-        raise KeyError(f"ClassyAdapter: {source} is a VISSL checkpoint without {missing}; it cannot be resumed")
-
-
 # ------------------------------------------------------------------------------------------------------------ config
 def compose(config: Any) -> Any:
     """A VISSL ``AttrDict`` from VISSL's command-line overrides (``["config=test/cpu_test/test_cpu_regnet_moco",
@@ -286,9 +106,44 @@ def compose(config: Any) -> Any:
     return config if isinstance(config, AttrDict) else AttrDict(dict(config))
 
 
+def with_config_hooks(hooks: Any, config: Any, given_config: Any, folder: str | None) -> tuple[list[Any], Any, str]:
+    """``ClassyAdapter(hooks, vissl=config)``: VISSL's ``default_hook_generator(cfg)`` before ``hooks``; the composed
+    config and its checkpoint folder (``folder`` unless None)."""
+    if given_config is not None:
+        raise ValueError("ClassyAdapter: pass the VISSL config as vissl=... only (it becomes task.config), not config=")
+    composed = compose(config)
+    built, default_folder = hooks_from_config(composed)
+    extra = [] if hooks is None else list(hooks) if isinstance(hooks, (list, tuple)) else [hooks]
+    return built + extra, composed, folder if folder is not None else default_folder
+
+
 def hooks_from_config(config: Any) -> tuple[list[Any], str]:
     """VISSL's ``default_hook_generator(config)`` and the checkpoint folder VISSL's trainer would use."""
     from vissl.hooks import default_hook_generator
     from vissl.utils.checkpoint import get_checkpoint_folder
 
     return default_hook_generator(config), get_checkpoint_folder(config)
+
+
+class RankVariables:
+    """``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE`` in ``os.environ`` for the run (VISSL's
+    ``get_machine_local_and_dist_rank()`` reads them; Lightning's launcher exports only ``LOCAL_RANK``). :meth:`restore`
+    puts back what the process had before the first :meth:`set`."""
+
+    NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+
+    def __init__(self) -> None:
+        self._saved: dict[str, str | None] | None = None
+
+    def set(self, rank: int, local_rank: int, world_size: int) -> None:
+        if self._saved is None:
+            self._saved = {name: os.environ.get(name) for name in self.NAMES}
+        os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world_size))
+
+    def restore(self) -> None:
+        saved, self._saved = self._saved, None
+        for name, value in (saved or {}).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

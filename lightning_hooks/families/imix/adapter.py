@@ -22,7 +22,7 @@ from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.checks import Periods, check_argument, check_periods
 from lightning_hooks.core.triggers import ON, Trigger
 from lightning_hooks.families.imix.events import AFTER_STEP, BEFORE_STEP, EVENTS
-from lightning_hooks.families.imix.trainer import Trainer
+from lightning_hooks.families.imix.engine import Engine
 
 _SWITCHED = "_lightning_hooks_imix_manual"  # marks a module the adapter switched to manual optimisation
 
@@ -37,9 +37,10 @@ _PERIODS: Periods = {
 class IMIXAdapter(LegacyHookAdapter):
     """Run ``imix.engine.hooks.HookBase`` hooks inside ``lightning.Trainer``.
 
-    Hooks are ordered by level as iMIX's engine does; each reaches the :class:`Trainer` facade (``adapter.engine``) as ``self.trainer``,
-    a ``weakref.proxy`` as iMIX sets it. The LightningModule's ``training_step`` plays iMIX's forward plus loss: it
-    returns the loss tensor or iMIX's loss dict (``{"loss": tensor, "total_loss": float, ...}``).
+    Hooks are ordered by level as iMIX's engine does; each reaches the :class:`Engine` facade (``adapter.engine``,
+    iMIX's ``imixEngine``) as ``self.trainer``, a ``weakref.proxy`` as iMIX sets it. The LightningModule's
+    ``training_step`` plays iMIX's forward plus loss: it returns the loss tensor or iMIX's loss dict
+    (``{"loss": tensor, "total_loss": float, ...}``).
 
     If a legacy hook owns the step, Lightning doesn't: with an OptimizerHook or Fp16OptimizerHook the adapter
     switches the module to manual optimisation and runs ``before_train_iter``, the forward and ``after_train_iter``
@@ -83,7 +84,7 @@ class IMIXAdapter(LegacyHookAdapter):
         is_lr_accumulation = _setting("is_lr_accumulation", is_lr_accumulation, lr_accumulation, True)
         if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:
             raise ValueError(f"IMIXAdapter: gradient_accumulation_steps must be an int >= 1, got {gradient_accumulation_steps!r}")
-        self.engine = self.host = Trainer(
+        self.engine = self.host = Engine(
             self.hooks,
             by_epoch=by_epoch,
             gradient_accumulation_steps=gradient_accumulation_steps,
@@ -137,6 +138,14 @@ class IMIXAdapter(LegacyHookAdapter):
             ordered.insert(at, hook)
         return ordered
 
+    def hook_state(self, hook: Any) -> Any:
+        """LRSchedulerHook's scheduler: iMIX's checkpoints carry it (the Organizer's checkpointer saves it beside the
+        model and optimizer, and ``resume_or_load`` restores it), so a resumed fit goes on with its learning rates."""
+        return {"scheduler": hook._scheduler.state_dict()} if any(hook is h for h in self.schedulers) else None
+
+    def load_hook_state(self, hook: Any, state: Any) -> None:
+        hook._scheduler.load_state_dict(state["scheduler"])
+
     def active(self, hook: Any, mount: str) -> bool:
         return not any(hook is h for h in self._idle) and super().active(hook, mount)
 
@@ -185,7 +194,7 @@ class IMIXAdapter(LegacyHookAdapter):
         if stage != "fit":
             return
         self._check_trainer(trainer)
-        self.engine._epoch = None
+        self.engine._epoch = self.engine._inner_iter = None
         if self.steppers:
             if pl_module.automatic_optimization:
                 pl_module.automatic_optimization = False
@@ -217,7 +226,8 @@ class IMIXAdapter(LegacyHookAdapter):
     def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         self._data_time = time.perf_counter() - self._data_start
         self.engine.iter = lightning_api.train_batch_index(trainer)
-        self.engine.inner_iter = batch_idx
+        if self.engine.by_epoch:
+            self.engine.inner_iter = batch_idx
         self.fire(ON["on_train_batch_start"])
 
     def run_step(self, method: str, step: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -366,7 +376,7 @@ def _check_unowned(hook: Any) -> None:
     """A hook reaches its engine as ``hook.trainer``: one already driven by another live IMIXAdapter is refused."""
     owner = vars(hook).get("trainer")
     try:
-        owned = isinstance(owner, Trainer)
+        owned = isinstance(owner, Engine)
     except ReferenceError:  # that adapter is gone
         return
     if owned:

@@ -1,4 +1,4 @@
-"""The ``self.trainer`` facade iMIX hooks reach."""
+"""The engine facade iMIX hooks reach as ``self.trainer`` (iMIX's ``imixEngine``, backed by a Lightning trainer)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ class Config(dict):
         return Config(value) if isinstance(value, Mapping) and not isinstance(value, Config) else value
 
 
-class Trainer(Facade):
-    """iMIX's engine as its hooks see it, backed by a Lightning trainer.
+class Engine(Facade):
+    """iMIX's engine (``imixEngine``) as its hooks see it as ``self.trainer``, backed by a Lightning trainer.
 
     ``iter`` is the 0-based index of the current iteration across epochs and ``inner_iter`` the index inside the
     epoch; in by-epoch mode ``iter`` advances after ``after_train_iter`` as in iMIX's engine. ``optimizer`` is
@@ -38,7 +38,8 @@ class Trainer(Facade):
         adapter.engine.cfg.log_config.period  # 10
     """
 
-    host = "trainer"
+    host = "trainer"  # the name hooks reach it by (self.trainer)
+    adapter_attribute = "engine"  # IMIXAdapter.engine
 
     def __init__(
         self,
@@ -57,21 +58,15 @@ class Trainer(Facade):
         self._work_dir = WorkDir(work_dir, "IMIXAdapter")
         self._cfg = Config(cfg) if isinstance(cfg, Mapping) else cfg
         self.iter = 0
-        self.inner_iter = 0
         self.start_iter = 0
+        self._inner_iter: int | None = None
         self._epoch: int | None = None
         self.output: dict[str, Any] = {}
         self._log_buffer: Any = None
 
-    def __getattr__(self, name: str) -> Any:
-        prop = getattr(type(self), name, None)
-        if isinstance(prop, property):  # a property that raised AttributeError: re-raise its own message
-            return prop.fget(self)
-        return super().__getattr__(name)
-
     def _need(self, name: str, value: Any, why: str) -> Any:
         if value is None:
-            raise AttributeError(f"lightning-hooks' iMIX trainer facade: {name!r} is not available {why}")
+            raise AttributeError(f"lightning-hooks' iMIX engine facade: {name!r} is not available {why}")
         return value
 
     @property
@@ -101,8 +96,28 @@ class Trainer(Facade):
 
     @property
     def epoch(self) -> int:
-        """The epoch of the current iteration; in ``after_train`` the last epoch run, as iMIX's loop variable."""
-        return self._epoch if self._epoch is not None else self._lightning("epoch").current_epoch
+        """The epoch of the current iteration; in ``after_train`` the last epoch run, as iMIX's loop variable (which
+        its engine sets from the first ``before_train_epoch`` on, and never by iteration)."""
+        return self._counter("epoch", self._epoch, "before the first epoch starts")
+
+    @property
+    def inner_iter(self) -> int:
+        """The iteration's index inside its epoch, set by iMIX's epoch loop from the first iteration on."""
+        return self._counter("inner_iter", self._inner_iter, "before the first iteration")
+
+    @inner_iter.setter
+    def inner_iter(self, value: int) -> None:
+        self._inner_iter = value
+
+    def _counter(self, name: str, value: int | None, when: str) -> int:
+        """An epoch-loop counter where iMIX's engine has set it; elsewhere the AttributeError iMIX raises, so that a
+        hook's ``getattr(trainer, name, default)`` takes the branch it takes under iMIX."""
+        if not self.by_epoch:
+            raise AttributeError(
+                f"lightning-hooks' iMIX engine facade: {name!r} is not available by iteration: iMIX's train_by_iter "
+                "never sets it (use trainer.iter)"
+            )
+        return self._need(name, value, f"{when}: iMIX's engine sets it in its epoch loop")
 
     @property
     def max_epoch(self) -> int:

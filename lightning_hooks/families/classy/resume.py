@@ -1,0 +1,257 @@
+"""Starting ``fit`` from Classy's or VISSL's own ``checkpoint.torch``: the checkpoint IO patch that reads it
+(:class:`LoadCheckpoint`), its conversion to the Lightning checkpoint that resumes where it left off, and the
+counters and schedulers set at ``on_train_start`` (:class:`LegacyStart`)."""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from lightning_hooks.core import lightning_api
+from lightning_hooks.core.introspect import keywords
+from lightning_hooks.core.lightning_api import pl, rank_zero_warn
+from lightning_hooks.core.triggers import Patch, Remove
+from lightning_hooks.families.classy import state
+
+
+@dataclass(frozen=True)
+class LoadCheckpoint(Patch):
+    """The strategy's ``checkpoint_io.load_checkpoint``, wrapped on the instance (its class, e.g.
+    ``AtomicCheckpointIO``, stays) so that it also reads Classy's or VISSL's checkpoint (or its folder).
+
+    The file is read with ``weights_only=True`` first, and again as the caller asked only when that refuses pickled
+    objects (``pickle.UnpicklingError``); what was read goes to ``adapter.legacy_start.loaded(checkpoint, path)``,
+    which returns the Lightning checkpoint to restore. Not an event-table trigger: no hook fires from it.
+    """
+
+    def __str__(self) -> str:
+        return "CheckpointIO.load_checkpoint"
+
+    def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
+        io = trainer.strategy.checkpoint_io
+        if getattr(io.load_checkpoint, "_classy_loader", False):  # another ClassyAdapter of this run reads them
+            return _nothing
+        load = io.load_checkpoint
+        accepted = keywords(load)
+        safe = {"weights_only": True} if accepted is None or "weights_only" in accepted else {}
+
+        def load_checkpoint(path: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            file = state.classy_file(path) if isinstance(path, (str, os.PathLike)) else path
+            map_location = kwargs.get("map_location", args[0] if args else None)
+            try:
+                checkpoint = load(file, map_location, **safe)
+            except pickle.UnpicklingError:  # weights_only refused pickled objects: read it as the caller asked
+                checkpoint = load(file, *args, **kwargs)
+            return adapter.legacy_start.loaded(checkpoint, str(file))
+
+        load_checkpoint._classy_loader = True  # type: ignore[attr-defined]
+        io.load_checkpoint = load_checkpoint
+
+        def remove() -> None:
+            if vars(io).get("load_checkpoint") is load_checkpoint:
+                del io.load_checkpoint
+
+        return remove
+
+
+def _nothing() -> None:
+    pass
+
+
+#: the one :class:`LoadCheckpoint` patch (ClassyAdapter installs it at ``setup``, with the event table's patches)
+LOAD_CHECKPOINT = LoadCheckpoint()
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where the Classy / VISSL checkpoint that ``fit`` started from left off (``source``: the file)."""
+
+    source: str
+    epochs: int  # train phases done: train_phase_idx + 1
+    num_updates: int  # samples trained on
+    iteration: int | None  # VISSL's train steps; None for Classy (its global_step is num_updates / batch size)
+    test_phase_pending: bool = False  # the legacy run would run a test phase first: run_pending_test_phase runs it
+
+
+class LegacyStart:
+    """A ``ClassyAdapter``'s start from a Classy / VISSL checkpoint: :meth:`convert` makes the Lightning checkpoint
+    (at load time), :meth:`apply` sets ``global_step`` and the schedulers (at ``on_train_start``, once the train loader
+    is known), :meth:`run_pending_test_phase` runs the test phase the legacy run would run first (after the
+    ``on_start`` hooks). :meth:`prepare` handles a Lightning checkpoint whose loss module holds state only hooks build."""
+
+    def __init__(self, adapter: Any) -> None:
+        self.adapter = adapter
+        #: where the checkpoint ``fit`` started from left off, until ``on_train_start`` applies it
+        self.position: Position | None = None
+
+    def loaded(self, checkpoint: dict[str, Any], source: str) -> dict[str, Any]:
+        """What :class:`LoadCheckpoint` read from ``source``, as the Lightning checkpoint to restore: a Classy or VISSL
+        checkpoint converted (:meth:`convert`), a Lightning one prepared (:meth:`prepare`)."""
+        if state.is_classy_checkpoint(checkpoint) or state.is_vissl_checkpoint(checkpoint):
+            return self.convert(checkpoint, source)
+        return self.prepare(checkpoint)
+
+    def convert(self, legacy: dict[str, Any], source: str) -> dict[str, Any]:
+        """Classy's or VISSL's checkpoint as the Lightning checkpoint ``trainer.fit(ckpt_path=...)`` resumes from.
+
+        It carries what the legacy trainer restores: the weights (loaded now, in the file's layout, so heads attach
+        as there), the optimizer state, and as the adapter's state the hook states, meters, counters (VISSL's
+        ``iteration`` and ``iteration_num`` too), losses and the loss module's state (MoCo's queue and key encoder).
+        Lightning's loops have ``train_phase_idx + 1`` epochs done, so ``max_epochs`` counts every train phase, as
+        the legacy ``num_epochs``; :meth:`apply` sets ``global_step`` and the LR schedulers. A file written at the
+        end of a train phase is followed by that epoch's test phase first, as in Classy (and VISSL when it tests).
+        Outside ``fit``, only the weights, as Classy's test-only task loads them.
+        """
+        adapter = self.adapter
+        trainer, pl_module = adapter._trainer, adapter._trainer.lightning_module
+        vissl = state.is_vissl_checkpoint(legacy)
+        if vissl:
+            state.check_vissl_checkpoint(legacy, source)
+        task = legacy["classy_state_dict"]
+        if trainer.state.fn == "fit":
+            state.check_task_state(task, source)
+        if vissl:
+            state.load_vissl_model_state(adapter.task.base_model, task["base_model"], source)
+        else:
+            state.load_model_state(adapter.task.base_model, task["base_model"], source)
+        if trainer.state.fn != "fit":
+            return {"pytorch-lightning_version": pl.__version__,
+                    "state_dict": {k: v.detach().clone() for k, v in pl_module.state_dict().items()}}
+        epochs = task["train_phase_idx"] + 1
+        pending = self._test_phase_pending(task, vissl)
+        runs = pending and bool(trainer.enable_validation)
+        self.position = Position(source, epochs, task["num_updates"], legacy["iteration"] if vissl else None, runs)
+        mine = self._adapter_state(legacy, vissl, source, skipped=pending and not runs)
+        return state.lightning_checkpoint(task, trainer, pl_module, epochs, (adapter.state_key, mine), source)
+
+    def prepare(self, lightning: dict[str, Any]) -> dict[str, Any]:
+        """A Lightning checkpoint whose loss module holds state the live one lacks yet (MoCo's key encoder, which
+        MoCoHook builds at ``on_start``, after Lightning loads the weights): those entries leave ``state_dict``, and
+        the loss's whole state is restored with the adapter's, by the loss's own ``load_state_dict``, as VISSL's
+        trainer restores it (MoCo keeps it for its hook)."""
+        adapter = self.adapter
+        loss, pl_module = adapter.task._loss_object(), adapter._trainer.lightning_module
+        prefix = next((f"{name}." for name, module in pl_module.named_modules() if module is loss), None)
+        if prefix is None or "state_dict" not in lightning:
+            return lightning
+        weights = lightning["state_dict"]
+        loss_state = {key[len(prefix):]: value for key, value in weights.items() if key.startswith(prefix)}
+        later = set(loss_state) - set(loss.state_dict())
+        if not later:
+            return lightning
+        mine = adapter.checkpoint_state(adapter._trainer, lightning)
+        if mine is None:
+            raise ValueError(
+                f"ClassyAdapter: the checkpoint holds the loss module's state ({prefix}{sorted(later)[0]}, ...) that "
+                "only its hooks build, and no ClassyAdapter state of its own to restore it with; resume with the "
+                "ClassyAdapter the checkpoint was written with."
+            )
+        for key in later:
+            del weights[prefix + key]
+        mine["host"]["loss"] = loss_state
+        return lightning
+
+    def _adapter_state(self, legacy: dict[str, Any], vissl: bool, source: str, skipped: bool) -> dict[str, Any]:
+        """The adapter's checkpoint state from a Classy / VISSL checkpoint: hook states by ``name()``, counters,
+        losses, meters and the loss module's state.
+
+        ``skipped``: the test phase the legacy run would run next cannot run (the fit does not validate); it is
+        counted as done, with a warning."""
+        hooks, task = self.adapter.hooks, legacy["classy_state_dict"]
+        if skipped:
+            warnings.warn(
+                f"ClassyAdapter: {source} was written at the end of train phase {task['train_phase_idx']}, and "
+                f"{'VISSL' if vissl else 'Classy'} would run that epoch's test phase first, but this fit does not "
+                "validate (no val_dataloaders, or limit_val_batches=0): it resumes at the next train epoch without "
+                "it. Pass val_dataloaders to fit, or run trainer.validate() first if you need it."
+            )
+        missing = [hook.name() for hook in hooks if hook.name() not in task["hooks"]]
+        if missing:
+            warnings.warn(f"ClassyAdapter: {source} holds no state for hooks {missing}; they start fresh")
+        host = {
+            "phase_idx": task["phase_idx"] + int(skipped),
+            "train_phase_idx": task["train_phase_idx"],
+            "num_updates": task["num_updates"],
+            "iteration": legacy["iteration"] if vissl else task.get("iteration", 0),
+            "local_iteration_num": legacy["iteration_num"] if vissl else -1,
+            "batches": -1,
+            "losses": list(task["losses"]),
+            "meters": list(task["meters"]),
+        }
+        loss = legacy.get("loss") if vissl else task.get("loss")
+        if loss and self.adapter.task.has_loss():
+            host["loss"] = loss
+        elif loss:
+            keys = ", ".join(sorted(loss)[:4]) + ", ..." * (len(loss) > 4)
+            warnings.warn(
+                f"ClassyAdapter: {source} holds the loss module's state ({keys}), but the adapter has no loss, so it "
+                "is not restored. Pass ClassyAdapter(..., loss='<LightningModule attribute>')."
+            )
+        names = {hook.name() for hook in hooks}
+        return {"family": self.adapter.family, "hooks": {n: s for n, s in task["hooks"].items() if n in names},
+                "host": host}  # fmt: skip
+
+    def _test_phase_pending(self, task: dict[str, Any], vissl: bool) -> bool:
+        """Whether the legacy run would run a test phase next. Classy follows every train phase with one. VISSL only
+        when it tests (here: when the Lightning run validates), and not after a checkpoint written inside a train
+        phase, whose counters are those of the phase before (fewer train than test phases)."""
+        if not task["train"]:
+            return False
+        if not vissl:
+            return True
+        tests_done = task["phase_idx"] - task["train_phase_idx"]
+        return bool(self.adapter._trainer.enable_validation) and tests_done <= task["train_phase_idx"]
+
+    def apply(self, trainer: pl.Trainer) -> None:
+        """At ``on_train_start`` after a start from a legacy checkpoint: ``global_step`` from VISSL's ``iteration``
+        (Classy: ``num_updates`` / global batch size), the schedulers advanced to it, and the warning for a VISSL
+        checkpoint written inside a train phase."""
+        position, self.position = self.position, None
+        if position is None:
+            return
+        batches = trainer.num_training_batches
+        if position.iteration is None:
+            steps = position.num_updates // max(self.adapter.task.get_global_batchsize(), 1)
+        else:
+            steps = position.iteration
+            if math.isfinite(batches) and steps != position.epochs * int(batches):
+                rank_zero_warn(
+                    f"ClassyAdapter: {position.source} was written at iteration {steps}, inside train phase "
+                    f"{position.epochs}; Lightning starts that phase from its first batch (VISSL would skip the batches "
+                    "already trained). Start from a phase checkpoint (model_phase<N>.torch) to avoid it."
+                )
+        _resume_schedule(trainer, steps, position.epochs)
+        self.position = position if position.test_phase_pending else None
+
+    def run_pending_test_phase(self, trainer: pl.Trainer) -> None:
+        """After the ``on_start`` hooks of a fit started from a checkpoint written at the end of a train phase: the
+        test phase the legacy run would run before training on, as a validation run of the fit (its test-phase
+        hooks fire; the counters go on from the checkpoint's, as Classy's)."""
+        position, self.position = self.position, None
+        if position is not None and position.test_phase_pending:
+            lightning_api.validate_now(trainer)
+
+
+def _resume_schedule(trainer: pl.Trainer, steps: int, epochs: int) -> None:
+    """``global_step`` set to ``steps`` and every scheduler stepped from its start as far as an uninterrupted
+    Lightning run would have (a Classy or VISSL checkpoint holds none)."""
+    lightning_api.set_optimizer_steps(trainer, steps)
+    for config in trainer.lr_scheduler_configs:
+        scheduler = config.scheduler
+        if not hasattr(scheduler, "base_lrs") or config.reduce_on_plateau:
+            warnings.warn(
+                f"ClassyAdapter: {type(scheduler).__name__} cannot be advanced to where the checkpoint left off (it "
+                "depends on monitored values); it starts from its initial state."
+            )
+            continue
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*")
+            for group, lr in zip(scheduler.optimizer.param_groups, scheduler.base_lrs):
+                group["lr"] = group["initial_lr"] = lr
+            scheduler.last_epoch = 0
+            for _ in range((steps if config.interval == "step" else epochs) // config.frequency):
+                scheduler.step()

@@ -1,0 +1,82 @@
+"""iMIX's own engine is the reference: one config, trained by ``imixEngine`` (imix_reference.train) and by Lightning
+with IMIXAdapter driving the hooks iMIX's Organizer built from it (imix_reference.fit). Both must show the same event
+stream with the same counters at every mount point, the same log buffer, learning rates, weights, checkpoint files,
+JSON status log, TensorBoard scalars and log lines (wall-clock times aside): imix_reference.assert_runs_as_imix.
+The tests the README names for single hooks run the cases that show them, beside their other tests."""
+
+from __future__ import annotations
+
+import pytest
+from imix.engine.hooks import PriorityStatus
+from imix_reference import assert_runs_as_imix, assert_same, checkpoints, config, fit, organize, recorder, train
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+from lightning_hooks import IMIXAdapter
+from lightning_hooks.compat import imix as compat
+
+CASES = {
+    "by_epoch": dict(),
+    "by_epoch-fp16-accumulate-clip": dict(
+        fp16=dict(init_scale=2.0**16), gradient_accumulation_steps=3,
+        optimizer_config=dict(grad_clip=dict(max_norm=0.5)),
+    ),
+    # by iteration: iMIX's train_by_iter makes one pass over the loader (max_iter only tells the hooks); CheckPointHook
+    # by iteration crashes on an iteration it does not save (imix 0.1.0), so it saves every iteration here
+    "by_iter": dict(by_iter=True, max_iter=6, checkpoint_config=dict(iter_period=1)),
+    "by_iter-accumulate": dict(by_iter=True, max_iter=6, checkpoint_config=dict(iter_period=1),
+                               gradient_accumulation_steps=2),
+    "by_iter-fp16-clip": dict(by_iter=True, max_iter=6, checkpoint_config=dict(iter_period=1), fp16=dict(),
+                              optimizer_config=dict(grad_clip=dict(max_norm=0.5))),
+    # no hook owns the step: Lightning optimises (imix_reference.LightningStep in the engine)
+    "lightning_steps-by_epoch": dict(lightning_steps=True),
+    "lightning_steps-by_epoch-accumulate": dict(lightning_steps=True, gradient_accumulation_steps=2),
+    "lightning_steps-by_iter-accumulate-no_lr_accumulation": dict(
+        lightning_steps=True, by_iter=True, max_iter=6, checkpoint_config=dict(iter_period=1),
+        gradient_accumulation_steps=2, is_lr_accumulation=False),
+}  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # GradScaler / autocast without CUDA: disabled, as under iMIX
+@pytest.mark.parametrize("case", CASES)
+def test_lightning_runs_the_config_as_imix_engine(tmp_path, case):
+    assert_runs_as_imix(tmp_path, **CASES[case])
+
+
+def test_resume_continues_as_imix_resumes_from_its_checkpoint_hook_files(tmp_path):
+    """iMIX trains one epoch, then resumes from CheckPointHook's file (Organizer.resume_or_load: model, optimizer,
+    scheduler, start_iter / start_epoch) for the second; Lightning trains one epoch, then resumes from its own
+    checkpoint. And iMIX resumes from the file CheckPointHook wrote under Lightning just as from its own."""
+    first = "TinyNet_TinyData_epoch0(6iters)_model.pth"
+    train(config(tmp_path / "imix-1", total_epochs=1))
+    engine = train(config(tmp_path / "imix-2", resume_from=str(tmp_path / "imix-1" / first)))
+    last = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)
+    fit(config(tmp_path / "lightning-1", total_epochs=1), callbacks=[last], enable_checkpointing=True)
+    organizer = fit(config(tmp_path / "lightning-2"), ckpt_path=str(tmp_path / "ckpt" / "last.ckpt"))[0]
+    crossed = train(config(tmp_path / "imix-from-lightning", resume_from=str(tmp_path / "lightning-1" / first)))
+
+    ref = recorder(engine._hooks)
+    assert ref.events[0][:5] == ("before_train", 6, None, None, 6)  # resumed at iteration 6, epoch 1
+    for hooks, model, work_dir in [(organizer.hooks, organizer.model, "lightning-2"),
+                                   (crossed._hooks, crossed.model, "imix-from-lightning")]:  # fmt: skip
+        mine = recorder(hooks)
+        assert (mine.events, mine.scalars, mine.lrs, mine.history) == (ref.events, ref.scalars, ref.lrs, ref.history)
+        assert_same(model.state_dict(), engine.model.state_dict(), "weights")
+        assert_same(checkpoints(tmp_path / work_dir), checkpoints(tmp_path / "imix-2"))
+
+
+def test_levels_order_hooks_as_imix_add_custom_hooks(tmp_path):
+    """The adapter orders the Organizer's hooks plus ``cfg.custom_hooks`` (built by compat.build_custom_hooks) as
+    iMIX's add_custom_hooks inserts them (for levels it does not crash on: none below every hook)."""
+
+    def custom():
+        return [dict(type="TextLoggerHook", text=text, level=level) for text, level in
+                [("low", PriorityStatus.LOW), ("high", 20), ("normal", PriorityStatus.NORMAL), ("lower", 50),
+                 ("high2", PriorityStatus.HIGH)]]  # fmt: skip
+
+    organizer = organize(config(tmp_path, custom_hooks=custom()))
+    built = organize(config(tmp_path, custom_hooks=[]))
+    adapter = IMIXAdapter(built.hooks + compat.build_custom_hooks(custom()))
+    names = [[getattr(h, "text", type(h).__name__) for h in hooks] for hooks in (adapter.hooks, organizer.hooks)]
+    assert names[0] == names[1]
+    assert names[1] == ["OptimizerHook", "LRSchedulerHook", "high", "high2", "IterationTimerHook", "PeriodicLogger",
+                        "CheckPointHook", "normal", "low", "lower"]  # fmt: skip
