@@ -80,6 +80,7 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         self._trainer: pl.Trainer | None = None
         self._patches: list[Callable[[], None]] = []
         self._train_epoch_open = False  # a train epoch started in the host and has not ended
+        self._resumed_without_state = False  # see on_load_checkpoint
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (``strategy="ddp_spawn"`` sends the callbacks to its ranks so): a hook that cannot travel (an open
@@ -185,6 +186,7 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         self._mute_checkpoint_hooks(trainer)
         self._trainer = trainer
         self._train_epoch_open = False
+        self._resumed_without_state = False
         self._install_patches(trainer, pl_module)
 
     def _check_hooks_not_shared(self, trainer: pl.Trainer) -> None:
@@ -205,26 +207,43 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
                 )
 
     def _mute_checkpoint_hooks(self, trainer: pl.Trainer) -> None:
-        """Under ``Trainer(fast_dev_run=...)`` Lightning writes no checkpoint (``ModelCheckpoint`` skips saving), so
-        a smoke test leaves nothing a later run could resume from: the family's checkpoint hooks do not run either
-        (one warning names them and their mount points); in other runs every hook runs."""
+        """Under ``Trainer(fast_dev_run=...)`` Lightning writes no checkpoint or log (``ModelCheckpoint`` skips saving,
+        loggers are replaced), so a smoke test leaves nothing a later run could resume from: the family's checkpoint
+        hooks do not run either, and a host's work dir is a temporary folder (:class:`WorkDir`); one warning names
+        them. In other runs every hook runs."""
         muted = [h for h in self.hooks if trainer.fast_dev_run and self._writes_checkpoints(h)]
         self._mute(muted)
+        notes = []
         if muted:
             mounts = sorted({m for h in muted for m in self.events.mount_points() if self._overrides(h, m)})
+            notes.append(
+                f"its checkpoint hooks {', '.join(type(h).__qualname__ for h in muted)} are skipped (mount points "
+                f"{', '.join(mounts)} are not called) and write no checkpoint a later run could resume from"
+            )
+        if trainer.fast_dev_run and self.host._work_dir is not None:
+            notes.append(
+                f"its {self.host.host}'s work_dir is a temporary folder, removed when the run ends, for the files "
+                "its hooks write there (logs, config dumps, visualizer data)"
+            )
+        if notes:
             rank_zero_warn(
-                f"{type(self).__name__}: Trainer(fast_dev_run={trainer.fast_dev_run}) suppresses checkpointing, so "
-                f"its checkpoint hooks {', '.join(type(h).__qualname__ for h in muted)} are skipped "
-                f"(mount points {', '.join(mounts)} are not called) and write no checkpoint a later run could resume "
-                "from. Run without fast_dev_run to save checkpoints."
+                f"{type(self).__name__}: Trainer(fast_dev_run={trainer.fast_dev_run}) suppresses checkpointing and "
+                f"logging, so {'; and '.join(notes)}. Run without fast_dev_run to save checkpoints and logs."
             )
 
     def _writes_checkpoints(self, hook: Any) -> bool:
         return any(klass.__name__ in self.checkpoint_hooks for klass in type(hook).__mro__)
 
+    def _release_work_dir(self) -> None:
+        """Remove the temporary work dir a ``fast_dev_run`` wrote its host's files to (see :class:`WorkDir`)."""
+        work_dir = self.host._work_dir
+        if work_dir is not None:
+            work_dir.release()
+
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._remove_patches()
+        self._release_work_dir()
 
     @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
@@ -238,6 +257,7 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         finally:
             self.restore_live_weights()
             self._failed_at = None
+            self._release_work_dir()
 
     # ------------------------------------------------------------------------------------------- EMA weight swaps
     @classmethod
@@ -375,6 +395,9 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
                 stacklevel=2,
             )
         self.migrate_state(trainer, checkpoint)
+        #: the fit resumes from a checkpoint with no state of this adapter (a plain Lightning one, written without it):
+        #: the family's host counters then follow Lightning's restored loop (MMEngine) or start fresh
+        self._resumed_without_state = trainer.state.fn == "fit" and self.checkpoint_state(trainer, checkpoint) is None
 
 
 def _container(config: Mapping[str, Any]) -> dict[str, Any]:

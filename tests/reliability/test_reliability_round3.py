@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from reliability_kit import fit
@@ -94,7 +96,8 @@ def test_reliability_fast_dev_run_runs_no_classy_checkpoint_hook(tmp_path):
     folder.mkdir()
     logging_hook = LossLrMeterLoggingHook()
     adapter = ClassyAdapter([CheckpointHook(str(folder), input_args={}), logging_hook])
-    with pytest.warns(UserWarning, match=r"ClassyAdapter: Trainer\(fast_dev_run=True\) suppresses checkpointing, so its "
+    with pytest.warns(UserWarning, match=r"ClassyAdapter: Trainer\(fast_dev_run=True\) suppresses checkpointing and "
+                      r"logging, so its "
                       r"checkpoint hooks CheckpointHook are skipped \(mount points on_phase_end, on_start are "
                       r"not called\).*Run without fast_dev_run"):  # fmt: skip
         fit(tmp_path, [adapter], fast_dev_run=True)
@@ -109,12 +112,35 @@ def test_reliability_fast_dev_run_runs_no_imix_checkpoint_hook(tmp_path):
     from imix.utils.checkpoint import Checkpointer
     from reliability_resume_run import Net
 
+    class WorkDirProbe(IterationTimerHook):
+        def before_train(self):
+            super().before_train()
+            self.work_dir = self.trainer.work_dir
+            open(os.path.join(self.work_dir, "probe.log"), "w").close()
+
     model = Net()
     hook = CheckPointHook(Checkpointer(model, save_dir=str(tmp_path / "ckpt")), prefix="tiny", epoch_period=1)
-    adapter = IMIXAdapter([IterationTimerHook(), hook], work_dir=tmp_path)
-    with pytest.warns(UserWarning, match=r"IMIXAdapter: Trainer\(fast_dev_run=True\) suppresses checkpointing, so its "
+    probe = WorkDirProbe()
+    adapter = IMIXAdapter([probe, hook], work_dir=tmp_path / "work")
+    with pytest.warns(UserWarning, match=r"IMIXAdapter: Trainer\(fast_dev_run=True\) suppresses checkpointing and "
+                      r"logging, so its "
                       r"checkpoint hooks CheckPointHook are skipped \(mount points after_train_epoch, "
                       r"after_train_iter, before_train are not called\)"):  # fmt: skip
         fit(tmp_path, [adapter], model=model, fast_dev_run=True)
     assert list((tmp_path / "ckpt").glob("*.pth")) == []
     assert adapter.fired["after_train_iter"] == 1  # IterationTimerHook ran
+    # the work dir of a fast_dev_run is a temporary folder, removed at its end
+    assert probe.work_dir != str(tmp_path / "work") and not os.path.exists(probe.work_dir)
+    assert not (tmp_path / "work").exists()
+
+
+# ------------------------------------------------------------------------------------ default work dir
+def test_reliability_imix_default_work_dir_is_under_work_dirs(tmp_path, monkeypatch):
+    from imix.engine.hooks import IterationTimerHook
+
+    monkeypatch.chdir(tmp_path)
+    adapter = IMIXAdapter([IterationTimerHook()])
+    assert adapter.engine.work_dir == str(tmp_path / "work_dirs" / "imix")  # before a Trainer: the current folder
+    fit(tmp_path / "root", [adapter], max_steps=1)
+    assert adapter.engine.work_dir == str(tmp_path / "root" / "work_dirs" / "imix")
+    assert IMIXAdapter([IterationTimerHook()], work_dir=tmp_path / "mine").engine.work_dir == str(tmp_path / "mine")
