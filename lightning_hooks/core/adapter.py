@@ -211,7 +211,8 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         loggers are replaced), so a smoke test leaves nothing a later run could resume from: the family's checkpoint
         hooks do not run either, and a host's work dir is a temporary folder (:class:`WorkDir`); one warning names
         them. In other runs every hook runs."""
-        muted = [h for h in self.hooks if trainer.fast_dev_run and self._writes_checkpoints(h)]
+        fast_dev_run = trainer.fast_dev_run  # type: ignore[attr-defined]  # Lightning's connectors set it; Trainer does not declare it
+        muted = [h for h in self.hooks if fast_dev_run and self._writes_checkpoints(h)]
         self._mute(muted)
         notes = []
         if muted:
@@ -220,14 +221,14 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
                 f"its checkpoint hooks {', '.join(type(h).__qualname__ for h in muted)} are skipped (mount points "
                 f"{', '.join(mounts)} are not called) and write no checkpoint a later run could resume from"
             )
-        if trainer.fast_dev_run and self.host._work_dir is not None:
+        if fast_dev_run and self.host._work_dir is not None:
             notes.append(
                 f"its {self.host.host}'s work_dir is a temporary folder, removed when the run ends, for the files "
                 "its hooks write there (logs, config dumps, visualizer data)"
             )
         if notes:
             rank_zero_warn(
-                f"{type(self).__name__}: Trainer(fast_dev_run={trainer.fast_dev_run}) suppresses checkpointing and "
+                f"{type(self).__name__}: Trainer(fast_dev_run={fast_dev_run}) suppresses checkpointing and "
                 f"logging, so {'; and '.join(notes)}. Run without fast_dev_run to save checkpoints and logs."
             )
 
