@@ -10,7 +10,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "lightning_hooks"
@@ -123,14 +122,6 @@ def cycles() -> list[list[str]]:
     return found
 
 
-#: cycles inside one family that the MMEngine and Classy restructurings (issue #21) remove; flip to [] after merging
-KNOWN_FAMILY_CYCLES = ("mmengine",)
-
-
-def _in_family(cycle: list[str], family: str) -> bool:
-    return all(m.startswith(f"{REGISTRY}.{family}.") or m == f"{REGISTRY}.{family}" for m in cycle)
-
-
 def test_the_walk_sees_lazy_and_relative_imports():
     edges = graph()
     assert f"{PACKAGE}.core.adapter" in edges[f"{PACKAGE}.core.family"]
@@ -144,14 +135,5 @@ def test_no_upward_imports():
     assert upward_imports() == []
 
 
-def test_no_import_cycles_outside_the_families_being_restructured():
-    outside = [c for c in cycles() if not any(_in_family(c, f) for f in KNOWN_FAMILY_CYCLES)]
-    assert outside == []
-
-
-@pytest.mark.parametrize("family", KNOWN_FAMILY_CYCLES)
-def test_no_import_cycles_in_family(family):
-    inside = [c for c in cycles() if _in_family(c, family)]
-    if inside:
-        pytest.xfail(f"known {family} cycles, removed by the {family} restructuring (issue #21): {inside}")
-    assert inside == []
+def test_no_import_cycles():
+    assert cycles() == []

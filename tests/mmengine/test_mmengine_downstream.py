@@ -309,6 +309,22 @@ def test_mmengine_downstream_visualization_hook_builds_from_config_in_a_fresh_pr
     assert re.fullmatch(r"(.*/)?work/\d{8}_\d{6}/vis_data", save_dir)
 
 
+def test_mmengine_downstream_visualization_hook_built_before_any_visualizer_says_to_build_it_from_config(tmp_path):
+    # build_hooks(...) then MMEngineAdapter(hooks, visualizer=...): the hook asks for the current Visualizer before
+    # the adapter built one; MMEngine's own error ("call get_instance(name=xxx) at least once") names neither
+    code = (
+        "from openmmlab_stubs import import_openmmlab; import_openmmlab(['mmseg'])\n"
+        "from lightning_hooks.families.mmengine import build_hooks\n"
+        "build_hooks(custom_hooks=[dict(type='SegVisualizationHook', draw=True)], default_scope='mmseg')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "mmengine")])}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 1
+    assert ("RuntimeError: build_hooks: SegVisualizationHook takes the current mmengine Visualizer when it is built, "
+            "and none exists yet: MMEngine's Runner builds its visualizer before its hooks. Build the hooks with "
+            "MMEngineAdapter.from_config(") in done.stderr, done.stderr[-3000:]
+
+
 def _prepare_proto_fit(tmp_path, module: pl.LightningModule) -> MMEngineAdapter:
     adapter = MMEngineAdapter.from_config(custom_hooks=[dict(type="mmpretrain.PrepareProtoBeforeValLoopHook")],
                                           work_dir=tmp_path)  # fmt: skip

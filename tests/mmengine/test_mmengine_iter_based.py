@@ -231,7 +231,6 @@ def test_mmengine_iter_based_refuses_a_trainer_that_would_run_another_loop(tmp_p
     (dict(type="MyLoop", max_iters=8), "train_cfg type 'MyLoop' is not a loop the adapter can run"),
     (dict(max_iters=8), "names no loop: add by_epoch=True"),
     (dict(by_epoch=False, max_iter=8), "does not fit IterBasedTrainLoop: IterLoopConfig.__init__() got an unexpected"),
-    (dict(by_epoch=True, max_epochs=8, val_begin=2), "val_begin or dynamic_intervals has no Lightning counterpart"),
 ])  # fmt: skip
 def test_mmengine_train_cfg_that_the_adapter_cannot_run_is_refused_by_name(cfg, message):
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -241,3 +240,61 @@ def test_mmengine_train_cfg_that_the_adapter_cannot_run_is_refused_by_name(cfg, 
 def test_mmengine_epoch_based_train_cfg_gives_the_trainer_its_epochs_and_val_interval():
     assert parse_train_cfg(dict(by_epoch=True, max_epochs=12, val_interval=2)).trainer_kwargs() == dict(
         max_epochs=12, check_val_every_n_epoch=2)
+    # with val_begin / dynamic_intervals every epoch is a candidate: the adapter decides at each epoch's end
+    assert parse_train_cfg(dict(by_epoch=True, max_epochs=12, val_begin=3)).trainer_kwargs() == dict(
+        max_epochs=12, check_val_every_n_epoch=1)
+
+
+class EpochLoopProbe(Hook):
+    """What hooks read from ``runner.train_loop``'s validation schedule in each train epoch."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple] = []
+
+    def after_train_epoch(self, runner) -> None:
+        loop = runner.train_loop
+        self.seen.append((runner.epoch, loop.val_begin, loop.val_interval))
+
+
+@pytest.mark.parametrize(("cfg", "validated"), [
+    # RTMDet / YOLOX configs: from val_begin on, every val_interval epochs, every epoch after a milestone (MMEngine
+    # switches one epoch early), and at max_epochs
+    (dict(type="EpochBasedTrainLoop", max_epochs=8, val_interval=2, val_begin=3, dynamic_intervals=[(6, 1)]),
+     [4, 5, 6, 7, 8]),
+    (dict(by_epoch=True, max_epochs=3, val_interval=2), [2, 3]),  # max_epochs no multiple of val_interval
+])  # fmt: skip
+def test_mmengine_epoch_based_val_begin_and_dynamic_intervals_validate_where_the_epoch_based_loop_does(
+    tmp_path, cfg, validated
+):
+    hooks = dict(default_hooks=dict(checkpoint=None), custom_hooks=[dict(type="RecorderHook")])
+    lt_probe = EpochLoopProbe()
+    runner = run_mmengine(tmp_path / "mm", train_cfg=cfg, custom_hooks=[*hooks["custom_hooks"], EpochLoopProbe()],
+                          default_hooks=hooks["default_hooks"])  # fmt: skip
+    _, adapter, module = run_lightning(tmp_path / "lt", train_cfg=cfg, custom_hooks=[*hooks["custom_hooks"], lt_probe],
+                                       default_hooks=hooks["default_hooks"])  # fmt: skip
+
+    mm, lt = hook_of(runner.hooks, RecorderHook).events, hook_of(adapter.hooks, RecorderHook).events
+    assert [e[1] for e in mm if e[0] == "after_val"] == validated
+    assert lt == mm
+    assert lt_probe.seen == hook_of(runner.hooks, EpochLoopProbe).seen
+    assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
+
+
+class FetchData(Hook):
+    """Switches the train data as mmagic's PGGANFetchDataHook does: the loader, then the loop's iterator over it."""
+
+    def before_train_iter(self, runner, batch_idx, data_batch=None) -> None:
+        if runner.iter == 3:
+            from mmengine.runner.loops import _InfiniteDataloaderIterator
+
+            loader = DataLoader(Points(8, 5), batch_size=2)
+            runner.train_loop.dataloader = loader
+            runner.train_loop.dataloader_iterator = _InfiniteDataloaderIterator(loader)
+
+
+def test_mmengine_iter_based_data_switch_of_the_loop_iterator_is_refused_with_what_to_do(tmp_path):
+    # under the Runner the pair takes effect at the next iteration; Lightning has fetched that batch already
+    with pytest.raises(RuntimeError, match=r"assigns runner\.train_loop\.dataloader_iterator too \(mmagic's "
+                                           r"PGGANFetchDataHook\) switches the data from the next iteration"):  # fmt: skip
+        run_lightning(tmp_path, train_cfg=ITER_CFG, train=infinite_loader(), custom_hooks=[FetchData()],
+                      default_hooks=dict(checkpoint=None))  # fmt: skip

@@ -16,7 +16,7 @@ import pytest
 import torch
 from mmengine.config import Config
 from mmengine.hooks import EMAHook
-from mmengine.runner import Runner, get_priority
+from mmengine.runner import Runner, TestLoop, ValLoop, get_priority
 from mmengine_testkit import (
     LitToy,
     RecorderHook,
@@ -148,10 +148,38 @@ def test_mmengine_resume_config_gives_the_checkpoint_to_resume_from(tmp_path):
 @pytest.mark.parametrize(("keys", "message"), [
     (dict(defualt_hooks=dict()), "unknown config key 'defualt_hooks'. Did you mean 'default_hooks'?"),
     (dict(param_scheduler=[], param_schedulers=[]), "both 'param_scheduler' (MMEngine's key) and 'param_schedulers'"),
-    (dict(val_cfg=dict(type="ValLoop", fp16=True)), "val_cfg=dict(fp16=True): set Lightning's precision instead"),
-    (dict(test_cfg=dict(type="MyTestLoop")), "test_cfg=dict(type='MyTestLoop') is not MMEngine's TestLoop"),
+    (dict(val_cfg=dict(type="ValLoop", fp61=True)), "val_cfg has options ['fp61'] that ValLoop does not take"),
     (dict(log_processor=dict(type="LoggerHook")), "LoggerHook is not in the mmengine::log_processor registry"),
 ])  # fmt: skip
 def test_mmengine_runtime_config_key_the_adapter_cannot_take_is_refused_by_name(keys, message):
     with pytest.raises((ValueError, KeyError), match=re.escape(message)):
         MMEngineAdapter.from_config(default_hooks=dict(checkpoint=None), **keys)
+
+
+@pytest.mark.parametrize(("keys", "message"), [
+    (dict(val_cfg=dict(type="MultiValLoop", _scope_="mmagic")),
+     "val_cfg=dict(type='MultiValLoop'): Lightning's validation loop runs this stage over the validation dataloaders "
+     "(hooks see runner.val_loop as MMEngine's ValLoop), so what MultiValLoop.run() adds to ValLoop"),
+    (dict(test_cfg=dict(type="TeacherStudentValLoop", extra=1)), "test_cfg=dict(type='TeacherStudentValLoop'): "),
+    (dict(val_cfg=dict(type="ValLoop", fp16=True, _scope_="mmengine")),
+     "val_cfg=dict(fp16=True): validation runs at the Trainer's precision; for fp16 autocast as ValLoop(fp16=True), "
+     "build the Trainer with precision='16-mixed'"),
+])  # fmt: skip
+def test_mmengine_custom_eval_loops_and_fp16_load_and_say_once_what_lightning_runs(keys, message):
+    # mmagic's MultiValLoop / MultiTestLoop, mmdet's semi-supervised TeacherStudentValLoop: Lightning runs evaluation
+    with pytest.warns(UserWarning, match=re.escape(message)) as record:
+        adapter = MMEngineAdapter.from_config(default_hooks=dict(checkpoint=None), **keys)
+    assert sum(str(w.message).startswith("MMEngineAdapter.from_config: ") for w in record) == 1  # said once
+    assert isinstance(adapter.runner.val_loop, ValLoop) and isinstance(adapter.runner.test_loop, TestLoop)
+
+
+def test_mmengine_config_variables_are_never_taken_for_misspelled_keys():
+    # the variables of shipped configs closest to a runtime key (tta_pipeline, env_cfg, model, val_cfg); a real
+    # misspelling still raises (test_mmengine_runtime_config_key_the_adapter_cannot_take_is_refused_by_name)
+    variables = dict(train_pipeline=[], test_pipeline=[], val_pipeline=[], conv_cfg=None, models=[], val_cofw={})
+    with pytest.warns(UserWarning, match="config variables not read by the Runner: train_pipeline, test_pipeline, "
+                                         "val_pipeline, conv_cfg, models, val_cofw"):  # fmt: skip
+        MMEngineAdapter.from_config(default_hooks=dict(checkpoint=None), **variables)
+    for typo, key in (("custom_hook", "custom_hooks"), ("tran_cfg", "train_cfg"), ("param_shceduler", "param_scheduler")):
+        with pytest.raises(ValueError, match=re.escape(f"unknown config key {typo!r}. Did you mean {key!r}?")):
+            MMEngineAdapter.from_config(default_hooks=dict(checkpoint=None), **{typo: []})

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import inspect
 import os
 import sys
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -15,17 +13,17 @@ import torch
 from typing_extensions import override
 
 from lightning_hooks.core import lightning_api
-from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
-from lightning_hooks.core.lightning_api import pl, rank_zero_warn
+from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.checks import check_argument, check_period, is_int
+from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.core.safety import plain
 from lightning_hooks.core.triggers import ON, Trigger
+from lightning_hooks.families.mmengine import hook_checks, iter_based, trainer_checks
 from lightning_hooks.families.mmengine.current import make_current
 from lightning_hooks.families.mmengine.events import EVENTS, LOAD_CHECKPOINT
-from lightning_hooks.families.mmengine.iter_based import restore_source, serve_endless
 
-# mmengine is not a dependency of lightning-hooks: the modules that import it (runner, config) are imported where an
-# MMEngine hook or config is already in hand.
+# mmengine is not a dependency of lightning-hooks: the modules that import it (runner, loops, checkpoint, schedulers,
+# config) are imported where an MMEngine hook or config is already in hand.
 
 
 class MMEngineAdapter(LegacyHookAdapter):
@@ -82,37 +80,28 @@ class MMEngineAdapter(LegacyHookAdapter):
         model: str | None = None,
         load_from: str | os.PathLike | None = None,
     ) -> None:
+        # the options, listed once (this signature): the runner reads its own by name
+        options = {name: value for name, value in locals().items() if name not in ("self", "hooks", "__class__")}
         from mmengine.dist import get_world_size
 
+        from lightning_hooks.families.mmengine.config import HookConfig
         from lightning_hooks.families.mmengine.runner import Runner
 
+        #: the ``train_cfg`` loop settings; an ``IterLoopConfig`` runs ``IterBasedTrainLoop``'s semantics
+        self.loop_cfg = iter_based.parse_train_cfg(train_cfg) if train_cfg is not None else None
         # as MMEngine's Runner: default scope and visualizer first, then the hooks (which may take the visualizer)
-        runner = Runner(
-            work_dir=work_dir,
-            experiment_name=experiment_name,
-            cfg=cfg,
-            seed=seed,
-            log_processor=log_processor,
-            param_schedulers=param_schedulers,
-            log_level=log_level,
-            train_cfg=train_cfg,
-            visualizer=visualizer,
-            default_scope=default_scope,
-            model=model,
-        )
-        if isinstance(hooks, _HookConfig):
+        runner = Runner(options, self.fire, self.loop_cfg)
+        if isinstance(hooks, HookConfig):
             hooks = hooks.build(default_scope)
         #: the processes ``mmengine.dist`` counted when the hooks were built (before Lightning's process group)
         self._hooks_world_size = get_world_size()
         super().__init__(hooks)
         self.runner = self.host = runner
-        self.runner._adapter = self
         self._scope: contextlib.ExitStack | None = None
         #: the checkpoint a ``from_config(resume=True)`` config resumes from: ``trainer.fit(..., ckpt_path=...)``
         self.ckpt_path: str | None = None
         #: weights loaded into ``runner.model`` once, after ``before_run`` of the first run (``Runner.load_or_resume``)
         self._load_from = None if load_from is None else os.fspath(load_from)
-        self._done = 0  # finished train iterations, MMEngine's ``train_loop.iter``
         self._scheduler_states: list[dict] | None = None
         self._ema_swapped = False  # between before_{val,test}_epoch and after_{val,test}_epoch
         self._restore_current: Callable[[], None] = _nothing  # makes the instances current before setup current
@@ -134,17 +123,9 @@ class MMEngineAdapter(LegacyHookAdapter):
         ``optim_wrapper``, ``env_cfg``, ...) and the config's own variables are ignored with a warning that lists them;
         a misspelled key raises a ``ValueError`` with a "did you mean".
         """
-        from lightning_hooks.families.mmengine.config import runtime_options
+        from lightning_hooks.families.mmengine.config import adapter_from_config
 
-        accepted = [name for name in inspect.signature(cls.__init__).parameters if name not in ("self", "hooks")]
-        config = dict(options, default_hooks=default_hooks, custom_hooks=custom_hooks)
-        options, ckpt_path, notes = runtime_options(config, accepted)
-        if notes:
-            warnings.warn(f"MMEngineAdapter.from_config ignores keys that Lightning objects own: {'; '.join(notes)}.",
-                          stacklevel=2)  # fmt: skip
-        adapter = cls(_HookConfig(default_hooks, custom_hooks), **options)
-        adapter.ckpt_path = ckpt_path
-        return adapter
+        return adapter_from_config(cls, default_hooks, custom_hooks, options)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, **overrides: Any) -> MMEngineAdapter:
@@ -165,8 +146,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         Iteration-based: ``max_steps=max_iters, max_epochs=1, val_check_interval=val_interval,
         check_val_every_n_epoch=None``; epoch-based: ``max_epochs``, ``check_val_every_n_epoch=val_interval``.
         """
-        cfg = self.runner._loop_cfg
-        return cfg.trainer_kwargs() if cfg is not None else {}
+        return self.loop_cfg.trainer_kwargs() if self.loop_cfg is not None else {}
 
     @classmethod
     def build_hook(cls, config: dict[str, Any]) -> Any:
@@ -212,31 +192,26 @@ class MMEngineAdapter(LegacyHookAdapter):
     @property
     def ends_train_epoch_at_last_batch(self) -> bool:
         """``IterBasedTrainLoop`` runs one train epoch for the whole run: it never ends at a loader's last batch."""
-        return not self.runner._iter_based
-
-    def _epoch_of(self, trainer: pl.Trainer, ended: bool = False) -> int:
-        """``runner.epoch`` in train hooks: 0 for the whole iteration-based run, else Lightning's epoch (+1 once
-        the epoch ended, as ``EpochBasedTrainLoop`` counts)."""
-        if self.runner._iter_based:
-            return 0
-        return trainer.current_epoch + ended
+        return self.runner.by_epoch
 
     # ---------------------------------------------------------------------------------------- run lifecycle
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
+        loop = self.runner.train_loop
         if stage == "fit":  # a new training run; a resumed one restores the count after setup (load_host_state)
-            self._done = self.runner.iter = 0
-            self._check_trainer(trainer)
-            if self.runner._iter_based:
-                serve_endless(trainer, skip=lambda: self._done)
+            loop.restart()
+            if self.loop_cfg is not None:
+                trainer_checks.check_trainer(trainer, self.loop_cfg)
+            if not self.runner.by_epoch:
+                iter_based.serve_endless(trainer, skip=lambda: loop.finished_iters)
         self._enter_default_scope()
         self.runner.attach(trainer)
         self._end_current()  # a run that failed before teardown left its instances current
         # its own MessageHub, Visualizer and MMLogger are the current ones while it runs, as a new Runner's are
         self._restore_current = make_current([self.runner.message_hub, self.runner.visualizer, self.runner.logger])
-        _refuse_model_type_checks(self.hooks, self.runner._model or pl_module)
-        self._hooks_world_size = _init_dist_flags(self.hooks, self._hooks_world_size)
+        hook_checks.refuse_model_type_checks(self.hooks, self.runner._model or pl_module)
+        self._hooks_world_size = hook_checks.init_dist_flags(self.hooks, self._hooks_world_size)
         self.fire(ON["setup"])
         if self._load_from is not None:
             self.runner.load_checkpoint(self._load_from)
@@ -247,30 +222,12 @@ class MMEngineAdapter(LegacyHookAdapter):
         try:
             self.fire(ON["teardown"])
         finally:
-            restore_source(trainer)
+            iter_based.restore_source(trainer)
             self._exit_default_scope()
             self._end_current()
             if trainer.fast_dev_run:  # its log file is in the temporary work dir the base class removes
                 self.runner.close_log_file()
             super().teardown(trainer, pl_module, stage)
-
-    def _check_trainer(self, trainer: pl.Trainer) -> None:
-        """Refuse a Trainer whose loop settings differ from ``train_cfg``'s (:meth:`trainer_kwargs`)."""
-        expected = self.trainer_kwargs()
-        actual = {k: getattr(trainer, k) for k in expected}
-        if self.runner._iter_based:
-            expected.update(accumulate_grad_batches=1, limit_train_batches=1.0)
-            actual.update(accumulate_grad_batches=trainer.accumulate_grad_batches,
-                          limit_train_batches=trainer.limit_train_batches)  # fmt: skip
-        wrong = {k: v for k, v in actual.items() if v != expected[k]}
-        if wrong:
-            raise ValueError(
-                f"MMEngineAdapter(train_cfg={self.runner._loop_cfg}) runs that loop with Trainer({_kwargs(expected)}), "
-                f"but this Trainer has {_kwargs(wrong)}. Build it with Trainer(**adapter.trainer_kwargs(), ...)"
-                + (" and accumulate gradients with MMEngine's OptimWrapper(accumulative_counts=...) in the "
-                   "LightningModule (manual optimization), not Lightning's accumulate_grad_batches"
-                   if "accumulate_grad_batches" in wrong else "") + "."
-            )
 
     @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
@@ -278,7 +235,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         try:
             super().on_exception(trainer, pl_module, exception)
         finally:
-            restore_source(trainer)
+            iter_based.restore_source(trainer)
             self._exit_default_scope()
             self._end_current()
             self.runner.close_log_file()
@@ -287,11 +244,13 @@ class MMEngineAdapter(LegacyHookAdapter):
         """A fit resumed from a checkpoint without this adapter's state (a plain Lightning checkpoint): ``runner.iter``
         counts the train batches Lightning's restored loop has run, so by-iteration hooks (``CheckpointHook``,
         ``LoggerHook``) keep MMEngine's schedule; the hooks' own state and the message hub start fresh (warned)."""
-        self._done = lightning_api.train_batches_fetched(trainer)
+        batches = lightning_api.train_batches_fetched(trainer)
+        self.runner.train_loop.restart(batches)
+        epoch = trainer.current_epoch if self.runner.by_epoch else 0  # IterBasedTrainLoop's epoch stays 0
         rank_zero_warn(
             f"MMEngineAdapter ({', '.join(self.hook_keys())}): the checkpoint this fit resumes from holds no "
-            f"MMEngineAdapter state (it was written without it): runner.iter {self._done} and runner.epoch "
-            f"{self._epoch_of(trainer)} follow Lightning's restored loop (global step {trainer.global_step}), while the "
+            f"MMEngineAdapter state (it was written without it): runner.iter {batches} and runner.epoch "
+            f"{epoch} follow Lightning's restored loop (global step {trainer.global_step}), while the "
             "hooks' own state and the runner's message hub start fresh. Resume from a checkpoint written with the "
             "adapter to restore them."
         )
@@ -320,7 +279,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         if trigger != LOAD_CHECKPOINT:
             self.fire(trigger, **context)
             return
-        from lightning_hooks.families.mmengine.runner import to_lightning_keys
+        from lightning_hooks.families.mmengine.checkpoint import to_lightning_keys
 
         self.runner._resume = self._trainer.state.fn == "fit"  # a checkpoint loaded by fit() is a resume
         self.fire(trigger, **context)  # hooks see MMEngine's layout; Lightning then loads the LightningModule's keys
@@ -329,80 +288,68 @@ class MMEngineAdapter(LegacyHookAdapter):
     # ------------------------------------------------------------------------------------------------ train
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        from lightning_hooks.families.mmengine import schedulers
+
         self.runner.build_param_schedulers()
-        scheduled = {id(getattr(s.optimizer, "optimizer", s.optimizer)) for s in self.runner._built_schedulers()}
-        if any(id(config.scheduler.optimizer) in scheduled for config in trainer.lr_scheduler_configs):
-            raise ValueError(
-                "MMEngineAdapter(param_schedulers=...) and configure_optimizers() both schedule the same optimizer, "
-                "so its learning rate would be stepped twice. Return only the optimizer from configure_optimizers(), "
-                "or drop param_schedulers."
-            )
-        if self._scheduler_states is not None:
-            for scheduler, state in zip(self.runner._built_schedulers(), self._scheduler_states):
-                scheduler.load_state_dict(state)
-            self._scheduler_states = None
+        schedulers.start_fit(trainer, schedulers.stateful(self.runner.param_schedulers), self._scheduler_states)
+        self._scheduler_states = None
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # the facade may have sized the train loader before Lightning restored its mid-epoch position: apply it now
         lightning_api.load_combined_loader_states(trainer)
+        loop = self.runner.train_loop
         if self._resumed_without_state:
             self._follow_restored_loop(trainer)
-        if self.runner._iter_based:
-            self._plan_iteration(trainer)
+        if self.runner.by_epoch:
+            trainer_checks.warn_loop_differences(trainer, loop.max_iters)
         else:
-            _warn_loop_differences(trainer, self.runner)
-        self.runner.iter = self._done
-        self.runner.epoch = self._epoch_of(trainer)
+            iter_based.plan_iteration(trainer, self.loop_cfg, loop.iter, loop.stop_requested)
+        loop.sync_epoch()
         self.fire(ON["on_train_start"])
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
-        self.runner.epoch = self._epoch_of(trainer)
         self.runner.train_loop.start_epoch()
         self.fire(ON["on_train_epoch_start"])
 
     def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        # IterBasedTrainLoop passes the global iteration as batch_idx
-        index = self._done if self.runner._iter_based else batch_idx
+        index = self.runner.train_loop.batch_idx(batch_idx)
         self.fire(ON["on_train_batch_start"], batch_idx=index, data_batch=batch)
 
     def end_train_batch(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        index = self._done if self.runner._iter_based else batch_idx
-        self._done += 1
+        loop = self.runner.train_loop
+        index = loop.batch_idx(batch_idx)
+        loop.step_done()
         self.fire(ON["on_train_batch_end"], batch_idx=index, data_batch=batch, outputs=outputs)
-        self.runner.iter = self._done
-        if self.runner._iter_based:  # the endless epoch has no last batch: it ends at on_train_epoch_end
-            self._plan_iteration(trainer)
-
-    def _plan_iteration(self, trainer: pl.Trainer) -> None:
-        """Before Lightning's validation check after ``self._done`` iterations: validate where ``IterBasedTrainLoop``
-        does, and end the run at ``max_iters`` or once a hook set ``stop_training`` (after this check, as MMEngine's
-        ``while`` reads it), without the validation Lightning forces on ``should_stop``."""
-        cfg = self.runner._loop_cfg
-        lightning_api.validate_after(trainer, 1 if self._done and cfg.validates_at(self._done) else float("inf"))
-        self._end_iterations_if_stopped(trainer)
-
-    def _end_iterations_if_stopped(self, trainer: pl.Trainer) -> None:
-        if self._done >= self.runner._loop_cfg.max_iters or self.runner.train_loop._stop:
-            lightning_api.end_train_epoch_at(trainer, trainer.global_step)
+        loop.advance()
+        if not self.runner.by_epoch:  # the endless epoch has no last batch: it ends at on_train_epoch_end
+            iter_based.plan_iteration(trainer, self.loop_cfg, loop.iter, loop.stop_requested)
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         self.fire(trigger)
-        _agree_on_stop(trainer, self.runner.train_loop)
-        self.runner.epoch = self._epoch_of(trainer, ended=True)
-        self.runner.train_loop.end_epoch()
+        loop = self.runner.train_loop
+        loop.agree_on_stop()
+        loop.end_epoch()
+        schedule = self._epoch_schedule()
+        if schedule is not None:
+            iter_based.plan_epoch(trainer, schedule, loop.epoch)
+
+    def _epoch_schedule(self) -> iter_based.EpochLoopConfig | None:
+        """An epoch-based ``train_cfg`` whose validation the adapter plans (``val_begin`` / ``dynamic_intervals``)."""
+        cfg = self.loop_cfg
+        return cfg if isinstance(cfg, iter_based.EpochLoopConfig) and cfg.scheduled else None
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.runner.epoch = self._epoch_of(trainer)
+        self.runner.train_loop.sync_epoch()
         self.fire(ON["on_train_end"])
 
     # -------------------------------------------------------------------------------------- validation, test
     @override
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        _refuse_wrapped_samplers(self.hooks, self.runner.val_dataloader, "val")
+        hook_checks.refuse_wrapped_samplers(self.hooks, self.runner.val_dataloader, "val")
         self._ema_swapped = self.real_validation()  # EMAHook.before_val_epoch swaps the EMA weights in
         self.fire(ON["on_validation_epoch_start"])
 
@@ -410,13 +357,14 @@ class MMEngineAdapter(LegacyHookAdapter):
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.fire(ON["on_validation_end"], metrics=_epoch_metrics(trainer))
         self._ema_swapped = False
-        _agree_on_stop(trainer, self.runner.train_loop)  # EarlyStoppingHook may have stopped this rank only
-        if self.runner._iter_based and trainer.state.fn == "fit" and not trainer.sanity_checking:
-            self._end_iterations_if_stopped(trainer)
+        loop = self.runner.train_loop
+        loop.agree_on_stop()  # EarlyStoppingHook may have stopped this rank only
+        if not self.runner.by_epoch and trainer.state.fn == "fit" and not trainer.sanity_checking:
+            iter_based.end_if_done(trainer, self.loop_cfg, loop.iter, loop.stop_requested)
 
     @override
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        _refuse_wrapped_samplers(self.hooks, self.runner.test_dataloader, "test")
+        hook_checks.refuse_wrapped_samplers(self.hooks, self.runner.test_dataloader, "test")
         self._ema_swapped = True
         self.fire(ON["on_test_epoch_start"])
 
@@ -458,18 +406,19 @@ class MMEngineAdapter(LegacyHookAdapter):
             self.fire(ON["on_save_checkpoint"], checkpoint=self.runner.mmengine_checkpoint(checkpoint, saved))
 
     def host_state(self) -> dict[str, Any]:
-        from lightning_hooks.families.mmengine.runner import hub_state
+        from lightning_hooks.families.mmengine.checkpoint import hub_state
+        from lightning_hooks.families.mmengine.schedulers import stateful
 
         return {
-            "iter": self._done,
+            "iter": self.runner.train_loop.finished_iters,
             "message_hub": hub_state(self.runner.message_hub),
-            "param_schedulers": [plain(s.state_dict()) for s in self.runner._built_schedulers()],
+            "param_schedulers": [plain(s.state_dict()) for s in stateful(self.runner.param_schedulers)],
         }
 
     def load_host_state(self, state: dict[str, Any]) -> None:
-        from lightning_hooks.families.mmengine.runner import load_hub_state
+        from lightning_hooks.families.mmengine.checkpoint import load_hub_state
 
-        self._done = self.runner.iter = state.get("iter", 0)
+        self.runner.train_loop.restart(state.get("iter", 0))
         if "message_hub" in state:
             load_hub_state(self.runner.message_hub, state["message_hub"])
         self._scheduler_states = state.get("param_schedulers") or None
@@ -492,138 +441,6 @@ def _nothing() -> None:
     pass
 
 
-class _HookConfig:
-    """``default_hooks`` / ``custom_hooks`` as ``from_config`` got them, built once the adapter's runner exists."""
-
-    def __init__(self, default_hooks: dict | None, custom_hooks: list | None) -> None:
-        self.default_hooks, self.custom_hooks = default_hooks, custom_hooks
-
-    def build(self, default_scope: str | None) -> list[Any]:
-        from lightning_hooks.families.mmengine.config import build_hooks
-
-        return build_hooks(default_hooks=self.default_hooks, custom_hooks=self.custom_hooks, default_scope=default_scope)
-
-
-def _warn_loop_differences(trainer: pl.Trainer, runner: Any) -> None:
-    """Warn where Lightning's loop will not run the hooks as the MMEngine loop the settings suggest would."""
-    iters, batches, every = runner.max_iters, trainer.num_training_batches, trainer.check_val_every_n_epoch
-    if trainer.max_steps >= 0 and (trainer.max_epochs < 0 or iters < trainer.max_epochs * batches):
-        if batches == float("inf"):
-            where = "from a train loader without a length"
-        else:
-            epochs, rest = divmod(iters, batches)
-            where = f", {rest} batches into epoch {epochs + 1}" if rest else f", {epochs} epochs"
-            where += f" of {batches} batches"
-        rank_zero_warn(
-            f"MMEngineAdapter: Trainer(max_steps={trainer.max_steps}) ends training after {iters} iterations{where}. "
-            "Hooks run MMEngine's epoch-based loop, not IterBasedTrainLoop: every pass over the data is an epoch "
-            "(before/after_train_epoch, batch_idx from 0, runner.epoch + 1), and an epoch that max_steps cuts "
-            "short ends without validation. IterBasedTrainLoop would run one epoch, pass the global iteration as "
-            "batch_idx and validate at max_iters: for that loop, give the adapter "
-            "train_cfg=dict(type='IterBasedTrainLoop', max_iters=..., val_interval=...) and build the Trainer with "
-            "Trainer(**adapter.trainer_kwargs(), ...) (docs/migration-mmengine.md)."
-        )
-    else:
-        warn_if_last_epoch_unvalidated(
-            trainer, "MMEngineAdapter", f"while MMEngine's EpochBasedTrainLoop(val_interval={every}) also validates "
-            "at max_epochs, no after_val_epoch sees the final weights (CheckpointHook(save_best=...), EarlyStoppingHook)"
-        )
-
-
-#: hooks that do their work only when ``runner.model`` is an instance of a model class, and otherwise skip it with a
-#: warning: hook class -> (model class, what to do instead), checked when ``runner.model`` is the LightningModule.
-_MODEL_TYPE_CHECKS = {
-    "mmpretrain.engine.hooks.retriever_hooks.PrepareProtoBeforeValLoopHook": (
-        "mmpretrain.models.retrievers.BaseRetriever",
-        "call prepare_prototype() on your retriever in the LightningModule's on_validation_start instead",
-    ),
-}
-
-
-def _refuse_model_type_checks(hooks: list[Any], model: torch.nn.Module) -> None:
-    """Refuse a hook that checks ``runner.model``'s class when ``runner.model`` (``model``) is not an MMEngine model
-    but the LightningModule: the hook would silently skip its work where the Runner's model would pass the check."""
-    from mmengine.model import BaseModel
-
-    if isinstance(model, BaseModel):  # the user's OpenMMLab model: the hook decides as under the Runner
-        return
-    for hook in hooks:
-        check = _MODEL_TYPE_CHECKS.get(_qualname(hook))
-        if check is None:
-            continue
-        name = check[0].rpartition(".")[2]
-        if not isinstance(model, _class_at(check[0])):
-            raise TypeError(
-                f"MMEngineAdapter cannot run {type(hook).__qualname__}: it works only when runner.model is a "
-                f"{check[0]}, and runner.model is the LightningModule ({type(model).__name__}), which holds no "
-                f"MMEngine model, so it would skip its work with a warning. Keep your {name} in the LightningModule "
-                f"(runner.model is then that model; name it with MMEngineAdapter(model=...)), or remove the hook and "
-                f"{check[1]}."
-            )
-
-
-#: hooks that branch on ``isinstance(runner.<stage>_dataloader.sampler, <class>)``
-_SAMPLER_CHECKS = {
-    "mmdet.engine.hooks.visualization_hook.TrackVisualizationHook": "mmdet.datasets.samplers.TrackImgSampler",
-}
-
-
-def _refuse_wrapped_samplers(hooks: list[Any], loader: Any, stage: str) -> None:
-    """Refuse a hook that checks the loader's sampler class when Lightning wrapped that sampler for DDP: the hook would
-    silently take its other branch."""
-    inner = lightning_api.sampler_inside_wrapper(getattr(loader, "sampler", None))
-    if inner is None:
-        return
-    for hook in hooks:
-        checked = _SAMPLER_CHECKS.get(_qualname(hook))
-        if checked is None:
-            continue
-        name = checked.rpartition(".")[2]
-        if isinstance(inner, _class_at(checked)):
-            raise TypeError(
-                f"MMEngineAdapter cannot run {type(hook).__qualname__}: it checks isinstance(runner.{stage}_dataloader."
-                f"sampler, {name}), and Lightning wrapped the loader's {name} in its DistributedSamplerWrapper "
-                f"(Trainer(use_distributed_sampler=True) under DDP), so the hook would take its other branch. "
-                f"Build the Trainer with use_distributed_sampler=False: {name} splits the data by rank itself."
-            )
-
-
-def _init_dist_flags(hooks: list[Any], built_world_size: int) -> int:
-    """Values MMEngine hooks compute from ``mmengine.dist`` in ``__init__``: the Runner builds hooks after
-    ``init_dist``, Lightning starts the process group after the hooks exist (``built_world_size`` processes then),
-    so compute them again now. Returns the world size they hold now."""
-    from mmengine.dist import get_world_size, is_distributed
-    from mmengine.hooks import SyncBuffersHook
-
-    world_size = get_world_size()
-    for hook in hooks:
-        if isinstance(hook, SyncBuffersHook):
-            hook.distributed = hook.distributed or is_distributed()  # a process group never goes away in between
-        elif _qualname(hook) == "mmpretrain.engine.hooks.swav_hook.SwAVHook" and world_size != built_world_size:
-            # SwAVHook takes the global batch, batch_size * get_world_size(), and cuts its queue to a multiple of it
-            hook.batch_size = hook.batch_size // built_world_size * world_size
-    return world_size
-
-
-def _qualname(hook: Any) -> str:
-    """``module.Class`` of ``hook``, to recognise classes of libraries that may not be installed."""
-    return f"{type(hook).__module__}.{type(hook).__qualname__}"
-
-
-def _class_at(path: str) -> type:
-    """The class at ``module.Class``, imported now (a hook of that library runs, so the library is installed)."""
-    import importlib
-
-    module, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(module), name)
-
-
-def _agree_on_stop(trainer: pl.Trainer, loop: Any) -> None:
-    """Under DDP, stop every rank when any rank's hooks set ``stop_training`` (as Lightning's EarlyStopping)."""
-    if trainer.world_size > 1 and trainer.strategy.reduce_boolean_decision(loop._stop, all=False):
-        loop.stop_training = True
-
-
 def _epoch_metrics(trainer: pl.Trainer) -> dict[str, float]:
     """Metrics logged during the evaluation epoch that just ended (MMEngine names them, e.g. ``toy/mse``).
 
@@ -638,7 +455,3 @@ def _epoch_metrics(trainer: pl.Trainer) -> dict[str, float]:
         values = torch.tensor([out[k] for k in names], dtype=torch.float64, device=trainer.strategy.root_device)
         out.update(zip(names, trainer.strategy.reduce(values, reduce_op="mean").tolist()))
     return out
-
-
-def _kwargs(values: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in values.items())

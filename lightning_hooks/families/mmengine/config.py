@@ -1,14 +1,22 @@
-"""Build hooks from MMEngine's ``default_hooks`` / ``custom_hooks`` config, as MMEngine's ``Runner`` does."""
+"""MMEngine configs: hooks from ``default_hooks`` / ``custom_hooks`` as MMEngine's ``Runner`` builds them, and a whole
+config's runtime keys as ``MMEngineAdapter`` options (:func:`adapter_from_config`)."""
 
 from __future__ import annotations
 
 import copy
-import difflib
-from typing import Any
+import warnings
+from typing import Any, TypeVar
 
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS, Registry
 from mmengine.runner import Priority, Runner, get_priority
+
+from lightning_hooks.core.errors import close_names
+from lightning_hooks.core.introspect import keywords
+
+#: the adapter class ``adapter_from_config`` builds (``MMEngineAdapter`` or a subclass; not imported: the adapter
+#: imports this module)
+Adapter = TypeVar("Adapter")
 
 
 class _Registrar:
@@ -17,10 +25,26 @@ class _Registrar:
     register_hooks = Runner.register_hooks
     register_default_hooks = Runner.register_default_hooks
     register_custom_hooks = Runner.register_custom_hooks
-    register_hook = Runner.register_hook
 
     def __init__(self) -> None:
         self._hooks: list[Hook] = []
+
+    def register_hook(self, hook: Hook | dict, priority: Any = None) -> None:
+        """``Runner.register_hook``; a hook that takes the current ``Visualizer`` when none exists yet (the Runner
+        builds its visualizer before its hooks) gets an error that says how to build it."""
+        try:
+            Runner.register_hook(self, hook, priority)  # type: ignore[arg-type]
+        except RuntimeError as err:
+            if "get_instance(name=xxx) at least once" not in str(err) or not isinstance(hook, dict):
+                raise
+            name = getattr(hook["type"], "__name__", hook["type"])
+            raise RuntimeError(
+                f"build_hooks: {name} takes the current mmengine Visualizer when it is built, and none exists yet: "
+                "MMEngine's Runner builds its visualizer before its hooks. Build the hooks with "
+                "MMEngineAdapter.from_config(default_hooks=..., custom_hooks=..., visualizer=dict(...)), which does the "
+                "same, or build the Visualizer (Visualizer.get_instance(...)) before build_hooks and pass it to "
+                "MMEngineAdapter(visualizer=...)."
+            ) from None
 
 
 def build_hooks(
@@ -46,11 +70,12 @@ def build_hooks(
     custom_hooks = None if custom_hooks is None else [_copy(c) for c in custom_hooks]
     configs = [c for c in (default_hooks or {}).values() if isinstance(c, dict)]
     configs += [c for c in custom_hooks or [] if isinstance(c, dict)]
-    with HOOKS.switch_scope_and_registry(default_scope) as registry:
-        for cfg in configs:
+    for cfg in configs:  # a config's _scope_ replaces the default scope, as in MMEngine's build_from_cfg
+        with HOOKS.switch_scope_and_registry(cfg.get("_scope_") or default_scope) as registry:
             check_type(cfg, registry)
-            if "priority" in cfg:
-                priority_of(cfg["priority"], cfg["type"].__name__)
+        if "priority" in cfg:
+            priority_of(cfg["priority"], cfg["type"].__name__)
+    with HOOKS.switch_scope_and_registry(default_scope):
         registrar = _Registrar()
         registrar.register_hooks(default_hooks, custom_hooks)
     return registrar._hooks
@@ -80,10 +105,10 @@ def check_type(cfg: dict, registry: Registry) -> None:
     if "type" not in cfg:
         raise KeyError(f"build_hooks: hook config {cfg!r} has no 'type' key; name a registered hook class")
     kind = cfg["type"]
-    cls = _lookup(registry, kind) if isinstance(kind, str) else kind
+    cls = lookup(registry, kind) if isinstance(kind, str) else kind
     if cls is None:
         names = registered_names(registry._get_root_registry())
-        close = difflib.get_close_matches(kind, names, n=3, cutoff=0.5)
+        close = close_names(kind, names, n=3, cutoff=0.5)
         hint = f"Did you mean {', '.join(repr(c) for c in close)}?" if close else f"Registered: {', '.join(names)}."
         raise KeyError(
             f"build_hooks: hook type {kind!r} is not registered in the {registry.name!r} registry "
@@ -94,8 +119,8 @@ def check_type(cfg: dict, registry: Registry) -> None:
     cfg["type"] = cls
 
 
-def _lookup(registry: Registry, key: str) -> Any:
-    """``Registry.get`` without its imports: this registry and its parents, ``scope.Name`` in the registry tree."""
+def lookup(registry: Registry, key: str) -> Any:
+    """``Registry.get`` without its imports (so a config cannot import any module it names): this registry and its parents, ``scope.Name`` in the registry tree."""
     registry.import_from_location()
     scope, name = Registry.split_scope_key(key)
     if scope is None or scope == registry.scope:
@@ -106,9 +131,9 @@ def _lookup(registry: Registry, key: str) -> Any:
             node = node.parent if scope is None else None
         return None
     if scope in registry.children:
-        return _lookup(registry.children[scope], name)
+        return lookup(registry.children[scope], name)
     root = registry._get_root_registry()
-    return _lookup(root, key) if root is not registry and (scope == root.scope or scope in root.children) else None
+    return lookup(root, key) if root is not registry and (scope == root.scope or scope in root.children) else None
 
 
 def registered_names(registry: Registry = HOOKS) -> list[str]:
@@ -145,13 +170,51 @@ MAPPED = ("param_scheduler", "resume", "val_cfg", "test_cfg", "default_hooks", "
 _EVAL_LOOPS = {"val_cfg": "ValLoop", "test_cfg": "TestLoop"}
 
 
-def runtime_options(config: dict[str, Any], accepted: list[str]) -> tuple[dict[str, Any], str | None, list[str]]:
+class HookConfig:
+    """``default_hooks`` / ``custom_hooks`` as ``from_config`` got them, built once the adapter's runner exists (its
+    default scope and visualizer), as MMEngine's ``Runner`` builds its hooks.
+
+    Example::
+
+        MMEngineAdapter(HookConfig(dict(checkpoint=dict(type="CheckpointHook")), None), default_scope="mmdet")
+    """
+
+    def __init__(self, default_hooks: dict | None, custom_hooks: list | None) -> None:
+        self.default_hooks, self.custom_hooks = default_hooks, custom_hooks
+
+    def build(self, default_scope: str | None) -> list[Hook]:
+        return build_hooks(default_hooks=self.default_hooks, custom_hooks=self.custom_hooks, default_scope=default_scope)
+
+
+def adapter_from_config(
+    cls: type[Adapter], default_hooks: dict | None, custom_hooks: list | None, options: dict[str, Any]
+) -> Adapter:
+    """``MMEngineAdapter.from_config``: the adapter ``cls`` of a whole MMEngine config (see :func:`runtime_options`),
+    warning once about the keys it ignores; the hooks are built after the runner, as the Runner builds them."""
+    accepted = keywords(cls.__init__, skip=("self", "hooks"))
+    config = dict(options, default_hooks=default_hooks, custom_hooks=custom_hooks)
+    options, ckpt_path, notes, differences = runtime_options(config, accepted)
+    if notes:  # stacklevel: the caller of from_config
+        warnings.warn(f"MMEngineAdapter.from_config ignores keys that Lightning objects own: {'; '.join(notes)}.",
+                      stacklevel=3)  # fmt: skip
+    if differences:
+        warnings.warn(f"MMEngineAdapter.from_config: {'; '.join(differences)}.", stacklevel=3)
+    adapter = cls(HookConfig(default_hooks, custom_hooks), **options)
+    adapter.ckpt_path = ckpt_path
+    return adapter
+
+
+def runtime_options(
+    config: dict[str, Any], accepted: list[str]
+) -> tuple[dict[str, Any], str | None, list[str], list[str]]:
     """Split a whole MMEngine config (``default_runtime.py`` + schedule + model/data keys) for ``from_config``.
 
     Returns the adapter options (``param_scheduler`` becomes ``param_schedulers``; ``load_from`` without ``resume``
     stays ``load_from``), the checkpoint a ``resume=True`` config resumes from (``load_from``, else the
-    ``last_checkpoint`` in ``work_dir``, as the Runner finds it; None to start fresh) and notes on the keys ignored. A key close to a known one raises a ``ValueError`` with a "did you
-    mean"; other unknown keys are the config's own variables (``vis_backends``, ``train_pipeline``, ...).
+    ``last_checkpoint`` in ``work_dir``, as the Runner finds it; None to start fresh), notes on the keys ignored and
+    on the keys that run differently from the Runner (``val_cfg`` / ``test_cfg``). A key that looks like a misspelled
+    runtime key raises a ``ValueError`` with a "did you mean"; other unknown keys are the config's own variables
+    (``vis_backends``, ``train_pipeline``, ...), never errors.
     """
     from mmengine.runner import find_latest_checkpoint
 
@@ -165,8 +228,7 @@ def runtime_options(config: dict[str, Any], accepted: list[str]) -> tuple[dict[s
                 "keep one."
             )
         options["param_schedulers"] = config["param_scheduler"]
-    for key, loop in _EVAL_LOOPS.items():
-        _check_eval_cfg(key, loop, config.get(key))
+    differences = [note for key, loop in _EVAL_LOOPS.items() for note in _eval_cfg_notes(key, loop, config.get(key))]
     ckpt_path = None
     load_from, resume = config.get("load_from"), config.get("resume", False)
     if resume:
@@ -182,7 +244,7 @@ def runtime_options(config: dict[str, Any], accepted: list[str]) -> tuple[dict[s
         if key in OWNED_ELSEWHERE:
             notes.append(f"{key} ({OWNED_ELSEWHERE[key]})")
             continue
-        close = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+        close = [name for name in close_names(key, known, n=1, cutoff=0.8) if _edits(key, name) <= _typo_edits(name)]
         if close:
             raise ValueError(
                 f"MMEngineAdapter.from_config: unknown config key {key!r}. Did you mean {close[0]!r}? Keys it takes: "
@@ -191,26 +253,55 @@ def runtime_options(config: dict[str, Any], accepted: list[str]) -> tuple[dict[s
         variables.append(key)
     if variables:
         notes.append(f"config variables not read by the Runner: {', '.join(variables)}")
-    return options, ckpt_path, notes
+    return options, ckpt_path, notes, differences
 
 
-def _check_eval_cfg(key: str, loop: str, cfg: Any) -> None:
-    """``val_cfg`` / ``test_cfg``: MMEngine's own loop, which Lightning's validation/test loop stands for."""
+def _typo_edits(name: str) -> int:
+    """The most edits (insert, delete, substitute, swap two neighbours) a misspelling of runtime key ``name`` is from
+    it: 1, 2 for names over 8 letters, none for names of 5 letters or fewer, whose neighbours are words (``models``).
+    The variables of every shipped OpenMMLab config are further: ``train_pipeline``, ``test_pipeline`` and
+    ``val_pipeline`` are 3 edits from ``tta_pipeline``, ``conv_cfg`` 2 from ``env_cfg``."""
+    return 0 if len(name) <= 5 else 1 if len(name) <= 8 else 2
+
+
+def _edits(a: str, b: str) -> int:
+    """The edit distance of ``a`` and ``b``, a swap of two neighbouring letters counting as one edit."""
+    rows = [list(range(len(b) + 1))]
+    for i, x in enumerate(a, 1):
+        row = [i]
+        for j, y in enumerate(b, 1):
+            row.append(min(rows[-1][j] + 1, row[j - 1] + 1, rows[-1][j - 1] + (x != y)))
+            if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                row[j] = min(row[j], rows[-2][j - 2] + 1)
+        rows.append(row)
+    return rows[-1][-1]
+
+
+def _eval_cfg_notes(key: str, loop: str, cfg: Any) -> list[str]:
+    """``val_cfg`` / ``test_cfg``: the MMEngine loop that Lightning's validation/test loop stands for. Returns what
+    runs differently from the Runner: a custom loop type's own ``run()`` does not run (Lightning runs one evaluation
+    loop over the stage's dataloaders; hooks still see ``runner.{stage}_loop`` as a ``ValLoop`` / ``TestLoop``), and
+    ``fp16=True`` evaluates at the Trainer's precision. A typo in a ``ValLoop`` / ``TestLoop`` option raises."""
     if cfg is None:
-        return
+        return []
     cfg = dict(cfg)
     kind = cfg.pop("type", loop)
+    cfg.pop("_scope_", None)  # the registry scope of the loop type
     name = kind if isinstance(kind, str) else getattr(kind, "__name__", repr(kind))
-    if name != loop:
-        raise ValueError(
-            f"MMEngineAdapter.from_config: {key}=dict(type={name!r}) is not MMEngine's {loop}: Lightning's own loop "
-            "runs this stage, so a custom loop's run() has no counterpart. Put its per-batch work in the "
-            f"LightningModule's {'validation' if key == 'val_cfg' else 'test'}_step, or use type='{loop}'."
+    stage, step = ("validation", "validation_step") if key == "val_cfg" else ("test", "test_step")
+    notes = []
+    if name.rpartition(".")[2] != loop:
+        notes.append(
+            f"{key}=dict(type={name!r}): Lightning's {stage} loop runs this stage over the {stage} dataloaders "
+            f"(hooks see runner.{key[:-4]}_loop as MMEngine's {loop}), so what {name}.run() adds to {loop} (several "
+            f"dataloaders and evaluators, a teacher and a student, ...) belongs in the LightningModule's {step}"
         )
+        cfg.clear()  # the custom loop's own options
     if cfg.pop("fp16", False):
-        raise ValueError(
-            f"MMEngineAdapter.from_config: {key}=dict(fp16=True): set Lightning's precision instead "
-            "(Trainer(precision='16-mixed')), which covers training and evaluation."
+        notes.append(
+            f"{key}=dict(fp16=True): {stage} runs at the Trainer's precision; for fp16 autocast as {loop}(fp16=True), "
+            "build the Trainer with precision='16-mixed' (training then runs in it too)"
         )
     if cfg:
         raise ValueError(f"MMEngineAdapter.from_config: {key} has options {sorted(cfg)} that {loop} does not take.")
+    return notes

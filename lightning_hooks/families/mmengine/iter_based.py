@@ -1,4 +1,5 @@
-"""MMEngine's ``IterBasedTrainLoop`` on Lightning's fit loop: one endless train epoch, validation by iteration.
+"""MMEngine's train loops' settings (``train_cfg``) on Lightning's fit loop, and ``IterBasedTrainLoop`` as one endless
+train epoch with validation by iteration.
 
 ``train_cfg=dict(type="IterBasedTrainLoop", max_iters=N, val_interval=k)`` (or ``dict(by_epoch=False, ...)``) turns
 the adapter's iteration-based mode on. Lightning then iterates :class:`Endless`, a view of the train loader without a
@@ -7,7 +8,9 @@ one Lightning epoch of ``max_iters`` batches. Hooks still see the loader itself 
 ``len()`` LoggerHook and param schedulers read). Before each validation check the adapter sets
 ``trainer.val_check_batch`` from :meth:`IterLoopConfig.validates_at`, so validation runs exactly where
 ``IterBasedTrainLoop`` runs it (every ``val_interval`` iterations from ``val_begin``, ``dynamic_intervals``, and at
-``max_iters``); the run ends at ``max_iters`` by bounding the epoch loop's ``max_steps``.
+``max_iters``); the run ends at ``max_iters`` by bounding the epoch loop's ``max_steps`` (:func:`plan_iteration`).
+An epoch-based ``train_cfg`` with ``val_begin`` / ``dynamic_intervals`` is planned the same way at each epoch's last
+batch (:func:`plan_epoch`).
 """
 
 from __future__ import annotations
@@ -23,17 +26,20 @@ from lightning_hooks.core.lightning_api import pl
 _LOOPS = {"IterBasedTrainLoop": False, "EpochBasedTrainLoop": True}
 
 
-@dataclass(frozen=True)
-class IterLoopConfig:
-    """The settings of MMEngine's ``IterBasedTrainLoop`` (``train_cfg``), and the Trainer arguments they need."""
+class _ValSchedule:
+    """MMEngine's validation schedule of a train loop: after every ``val_interval`` epochs (iterations) from
+    ``val_begin`` on, the interval changing at ``dynamic_intervals``' milestones, and at the end of training."""
 
-    max_iters: int
-    val_interval: int = 1000
-    val_begin: int = 1
-    dynamic_intervals: tuple[tuple[int, int], ...] = ()
+    val_interval: int
+    val_begin: int
+    dynamic_intervals: tuple[tuple[int, int], ...]
+
+    @property
+    def end(self) -> int:
+        raise NotImplementedError
 
     def interval_at(self, it: int) -> int:
-        """The validation interval once ``it`` iterations are done (``_decide_current_val_interval``)."""
+        """The validation interval once ``it`` epochs (iterations) are done (``_decide_current_val_interval``)."""
         if not self.dynamic_intervals:  # read at every iteration
             return self.val_interval
         milestones = [0, *(m for m, _ in self.dynamic_intervals)]
@@ -41,8 +47,22 @@ class IterLoopConfig:
         return intervals[bisect.bisect(milestones, it + 1) - 1]
 
     def validates_at(self, it: int) -> bool:
-        """Whether ``IterBasedTrainLoop`` validates once ``it`` iterations are done."""
-        return it >= self.val_begin and (it % self.interval_at(it) == 0 or it == self.max_iters)
+        """Whether MMEngine's loop validates once ``it`` epochs (iterations) are done."""
+        return it >= self.val_begin and (it % self.interval_at(it) == 0 or it == self.end)
+
+
+@dataclass(frozen=True)
+class IterLoopConfig(_ValSchedule):
+    """The settings of MMEngine's ``IterBasedTrainLoop`` (``train_cfg``), and the Trainer arguments they need."""
+
+    max_iters: int
+    val_interval: int = 1000
+    val_begin: int = 1
+    dynamic_intervals: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def end(self) -> int:
+        return self.max_iters
 
     def trainer_kwargs(self) -> dict[str, Any]:
         """``Trainer`` arguments of this loop: one endless epoch bounded by ``max_steps``, validation by iteration."""
@@ -51,14 +71,32 @@ class IterLoopConfig:
 
 
 @dataclass(frozen=True)
-class EpochLoopConfig:
-    """The settings of MMEngine's ``EpochBasedTrainLoop`` (``train_cfg``) that map to Trainer arguments."""
+class EpochLoopConfig(_ValSchedule):
+    """The settings of MMEngine's ``EpochBasedTrainLoop`` (``train_cfg``), and the Trainer arguments they need.
+
+    Example: ``EpochLoopConfig(max_epochs=300, val_interval=10, val_begin=10, dynamic_intervals=((280, 1),))``
+    validates after epochs 10, 20, ..., 280 and then after every epoch, as RTMDet's configs do.
+    """
 
     max_epochs: int
     val_interval: int = 1
+    val_begin: int = 1
+    dynamic_intervals: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def end(self) -> int:
+        return self.max_epochs
+
+    @property
+    def scheduled(self) -> bool:
+        """Whether the adapter decides at each epoch's end where to validate (:func:`plan_epoch`), because
+        ``Trainer(check_val_every_n_epoch)`` cannot: ``val_begin``, ``dynamic_intervals``, or a last epoch that is
+        no multiple of ``val_interval`` (MMEngine validates at ``max_epochs`` too)."""
+        return self.val_begin != 1 or bool(self.dynamic_intervals) or self.max_epochs % self.val_interval != 0
 
     def trainer_kwargs(self) -> dict[str, Any]:
-        return dict(max_epochs=self.max_epochs, check_val_every_n_epoch=self.val_interval)
+        every = 1 if self.scheduled else self.val_interval  # scheduled: every epoch is a candidate
+        return dict(max_epochs=self.max_epochs, check_val_every_n_epoch=every)
 
 
 def parse_train_cfg(train_cfg: dict[str, Any]) -> IterLoopConfig | EpochLoopConfig:
@@ -83,19 +121,32 @@ def parse_train_cfg(train_cfg: dict[str, Any]) -> IterLoopConfig | EpochLoopConf
             "by_epoch=False (IterBasedTrainLoop), as MMEngine's Runner requires."
         )
     try:
-        if by_epoch:
-            if cfg.pop("val_begin", 1) != 1 or cfg.pop("dynamic_intervals", None):
-                raise ValueError(
-                    "MMEngineAdapter: an epoch-based train_cfg with val_begin or dynamic_intervals has no Lightning "
-                    "counterpart (check_val_every_n_epoch validates from the first epoch at one interval). Drop "
-                    "them, or train iteration-based (type='IterBasedTrainLoop')."
-                )
-            return EpochLoopConfig(**cfg)
         dynamic = tuple((int(m), int(i)) for m, i in cfg.pop("dynamic_intervals", None) or ())
-        return IterLoopConfig(dynamic_intervals=dynamic, **cfg)
+        return (EpochLoopConfig if by_epoch else IterLoopConfig)(dynamic_intervals=dynamic, **cfg)
     except TypeError as err:
         loop = "EpochBasedTrainLoop" if by_epoch else "IterBasedTrainLoop"
         raise ValueError(f"MMEngineAdapter: train_cfg {train_cfg!r} does not fit {loop}: {err}") from None
+
+
+def plan_iteration(trainer: pl.Trainer, cfg: IterLoopConfig, done: int, stop_requested: bool) -> None:
+    """Before Lightning's validation check after ``done`` iterations: validate where ``IterBasedTrainLoop`` does, and
+    end the run at ``max_iters`` or once a hook set ``stop_training`` (after this check, as MMEngine's ``while``
+    reads it), without the validation Lightning forces on ``should_stop``."""
+    lightning_api.validate_after(trainer, 1 if done and cfg.validates_at(done) else float("inf"))
+    end_if_done(trainer, cfg, done, stop_requested)
+
+
+def plan_epoch(trainer: pl.Trainer, cfg: EpochLoopConfig, done: int) -> None:
+    """At the last batch of epoch ``done`` (1-based), before Lightning's validation check: validate there if
+    ``EpochBasedTrainLoop`` does (``val_begin``, ``dynamic_intervals``, the last epoch), else not."""
+    batches = trainer.num_training_batches
+    lightning_api.validate_after(trainer, batches if cfg.validates_at(done) else batches + 1)
+
+
+def end_if_done(trainer: pl.Trainer, cfg: IterLoopConfig, done: int, stop_requested: bool) -> None:
+    """End the endless train epoch now if ``done`` iterations reach ``max_iters`` or a hook requested a stop."""
+    if done >= cfg.max_iters or stop_requested:
+        lightning_api.end_train_epoch_at(trainer, trainer.global_step)
 
 
 class Endless:

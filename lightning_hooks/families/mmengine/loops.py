@@ -5,75 +5,208 @@ Each facade is an instance of the MMEngine loop it stands for (``EpochBasedTrain
 under MMEngine's ``Runner``. The loop classes' constructors are not called (they build dataloaders and evaluators):
 every attribute a hook reads is served from the Lightning trainer, and ``run`` refuses, because Lightning runs the
 loops.
+
+As in MMEngine's ``runner/loops.py``, the loops own the run's counters and limits (``iter``, ``epoch``,
+``max_iters``, ``max_epochs``) and their data; the runner facade reads them from its loops (``runner.iter`` is
+``runner.train_loop.iter``). A loop is given what it needs, the Lightning trainer (:meth:`attach`), the ``train_cfg``
+loop settings and the adapter's ``fire``, and reads nothing from the runner.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import math
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 from mmengine.evaluator import Evaluator
 from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
 
+from lightning_hooks.core import lightning_api
+from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.triggers import ON
+from lightning_hooks.families.mmengine.iter_based import EndlessSource, EpochLoopConfig, IterLoopConfig
 
-if TYPE_CHECKING:
-    from lightning_hooks.families.mmengine.runner import Runner
+#: the adapter's ``fire(trigger, **context)``, which runs the hooks of a Lightning event's mount points
+Fire = Callable[..., None]
 
 
-class _TrainLoop:
+class _Loop:
+    """What every loop facade holds: the Lightning trainer of the running stage and, for hooks that read
+    ``loop.runner`` (MMEngine's ``BaseLoop.runner``), the runner facade, which the loop itself never reads."""
+
+    def __init__(self, runner: Any) -> None:
+        self._runner = runner  # served by BaseLoop.runner
+        self.trainer: pl.Trainer | None = None
+
+    def attach(self, trainer: pl.Trainer) -> None:
+        """Serve ``trainer``'s run (``setup`` of fit, validate or test)."""
+        self.trainer = trainer
+
+
+class _TrainLoop(_Loop):
     """What MMEngine's train loops give hooks: dataloader (assignable), limits, counters, validation schedule and
     ``stop_training``, which stops the Lightning trainer between epochs as MMEngine's loops do: set inside a train
-    epoch, Lightning stops after it."""
+    epoch, Lightning stops after it.
 
-    def __init__(self, runner: Runner) -> None:
-        self._runner = runner
-        #: the runner's values that hold for the running train epoch (``runner._PerTrainEpoch``); None outside one
+    ``iter`` is the 0-based index of the current train iteration inside iter hooks and the number of finished
+    iterations elsewhere (MMEngine's loop counts an iteration after its ``after_train_iter`` hooks);
+    ``epoch`` is the current epoch in train hooks and epoch + 1 once it ended.
+    """
+
+    def __init__(self, runner: Any) -> None:
+        super().__init__(runner)
+        self._iter = 0  # served by the MMEngine loop's own iter / epoch properties
+        self._epoch = 0
+        self._stepped = False  # the current iteration's train step ran; its after_train_iter hooks are running
+        #: values that hold for the running train epoch (:meth:`per_epoch`); None outside one
         self.epoch_values: dict[str, Any] | None = None
         self._stop = False
 
+    def attach(self, trainer: pl.Trainer) -> None:
+        """Serve ``trainer``'s run: no stop requested, no train epoch open, ``epoch`` from the trainer."""
+        super().attach(trainer)
+        self.epoch_values = None
+        self._stop = False
+        self.sync_epoch()
+
+    # ---------------------------------------------------------- counters (MMEngine's ``iter`` / ``epoch`` read them)
     @property
-    def runner(self) -> Runner:
-        return self._runner
+    def finished_iters(self) -> int:
+        """Train iterations whose train step ran: ``iter``, plus the current one while its ``after_train_iter`` hooks
+        run (a checkpoint written there resumes after it)."""
+        return self._iter + self._stepped
 
-    @property
-    def dataloader(self) -> Any:
-        return self._runner.train_dataloader
+    def restart(self, finished_iters: int = 0) -> None:
+        """A training run starts (from scratch, or resumed after ``finished_iters`` iterations)."""
+        self._iter, self._stepped = finished_iters, False
 
-    @dataloader.setter
-    def dataloader(self, loader: Any) -> None:
-        self._runner.set_train_dataloader(loader)
+    def batch_idx(self, batch_idx: int) -> int:
+        """The ``batch_idx`` train iter hooks get for Lightning's ``batch_idx``: the index in the epoch."""
+        return batch_idx
 
+    def step_done(self) -> None:
+        """The current iteration's train step ran (before its ``after_train_iter`` hooks)."""
+        self._stepped = True
+
+    def advance(self) -> None:
+        """The current iteration ended (after its ``after_train_iter`` hooks): ``iter`` counts it."""
+        self._iter, self._stepped = self._iter + 1, False
+
+    def sync_epoch(self, ended: bool = False) -> None:
+        """``epoch`` from Lightning's epoch, + 1 once the epoch ended, as ``EpochBasedTrainLoop`` counts."""
+        self._epoch = self.trainer.current_epoch + ended if self.trainer is not None else 0
+
+    def start_epoch(self) -> None:
+        """A train epoch starts (Lightning has set up its data): the per-epoch values are computed anew."""
+        self.sync_epoch()
+        self.epoch_values = {}
+
+    def end_epoch(self) -> None:
+        """The train epoch ended: a stop requested during it stops Lightning now (after the epoch's validation)."""
+        self.sync_epoch(ended=True)
+        self.epoch_values = None
+        self._apply_stop()
+
+    def per_epoch(self, name: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per train epoch for a value hooks read every iteration (IterTimerHook ``max_iters``,
+        LoggerHook ``train_dataloader``, RuntimeInfoHook ``optim_wrapper``); computed on every read outside one.
+
+        Lightning sets up an epoch's train data and optimizers before the epoch starts, so the value holds until the
+        epoch ends or a hook assigns ``dataloader``."""
+        values = self.epoch_values
+        if values is None:
+            return compute()
+        if name not in values:
+            values[name] = compute()
+        return values[name]
+
+    # -------------------------------------------------------------------------------------------------- limits
     @property
     def max_iters(self) -> int:
-        return self._runner.max_iters
+        """Train iterations (batches) of the whole run, as MMEngine counts them: ``max_epochs`` or ``max_steps``,
+        whichever ends the run first."""
+        return self.per_epoch("max_iters", self._max_iters)
+
+    def _max_iters(self) -> int:
+        trainer = self.trainer
+        if trainer is None:
+            return 0
+        batches = self._train_batches()
+        if trainer.max_steps < 0:
+            return int(trainer.max_epochs * batches)
+        by_steps = trainer.max_steps * trainer.accumulate_grad_batches
+        if trainer.max_epochs < 0 or batches == float("inf"):
+            return by_steps
+        return min(by_steps, trainer.max_epochs * batches)
 
     @property
     def max_epochs(self) -> int:
-        return self._runner.max_epochs
+        """Train epochs of the run: ``Trainer(max_epochs)``, or the passes over the data that ``max_steps`` allows when
+        it ends the run first (1, as MMEngine's ``IterBasedTrainLoop`` reports, when the loader has no length)."""
+        trainer = self.trainer
+        if trainer is None:
+            return 0
+        if trainer.max_steps < 0:
+            return trainer.max_epochs
+        batches = self._train_batches()
+        if batches in (0, float("inf")):
+            return trainer.max_epochs if trainer.max_epochs > 0 else 1
+        return math.ceil(self.max_iters / batches)
 
-    @property
-    def iter(self) -> int:
-        return self._runner.iter
-
-    @property
-    def epoch(self) -> int:
-        return self._runner.epoch
-
-    @property
-    def val_begin(self) -> int:
-        """The first epoch (iteration) after which Lightning validates: 1, as MMEngine's default."""
-        return 1
+    def _train_batches(self) -> int | float:
+        trainer = self.trainer
+        if trainer.num_training_batches == float("inf") and trainer.state.fn == "fit":
+            # hooks read the limits in before_run, before Lightning sized the loader
+            lightning_api.setup_train_data(trainer)
+        return trainer.num_training_batches
 
     @property
     def val_interval(self) -> int:
-        """``Trainer(check_val_every_n_epoch)`` for the epoch-based loop."""
-        trainer = self._runner.trainer
+        """``Trainer(check_val_every_n_epoch)``."""
+        trainer = self.trainer
         return (trainer.check_val_every_n_epoch or 1) if trainer is not None else 1
 
+    # ---------------------------------------------------------------------------------------------------- data
+    @property
+    def dataloader(self) -> Any:
+        """The loader Lightning trains on (iteration-based: the loader, not the endless view Lightning iterates)."""
+        return self.per_epoch("dataloader", self._dataloader)
+
+    def _dataloader(self) -> Any:
+        trainer = self.trainer
+        source = lightning_api.train_data_source(trainer)
+        if isinstance(source, EndlessSource):  # iteration-based: the loader, not the endless view Lightning iterates
+            return source.loader
+        if trainer.train_dataloader is None and trainer.state.fn == "fit":
+            # asked for before Lightning sized the loader (before_run, on_fit_start)
+            lightning_api.setup_train_data(trainer)
+        return trainer.train_dataloader
+
+    @dataloader.setter
+    def dataloader(self, loader: Any) -> None:
+        """``runner.train_loop.dataloader = loader``: train on ``loader`` from where MMEngine's epoch-based loop would.
+
+        The loop iterates ``train_loop.dataloader`` after ``before_train_epoch``, so an assignment in that mount point
+        trains the same epoch on the new loader; one anywhere else takes effect at the next epoch. Lightning gets
+        the loader as its train data source and rebuilds its train data (distributed sampler, batch count, validation
+        schedule) as ``Trainer(reload_dataloaders_every_n_epochs)`` does.
+        """
+        trainer = self.trainer
+        if trainer is None or trainer.state.fn != "fit":
+            raise RuntimeError(
+                "runner.train_loop.dataloader = ...: assign the train dataloader while trainer.fit runs (a train hook); "
+                "outside fit, pass the loader to trainer.fit(...)"
+            )
+        # inside before_train_epoch this epoch's batches are still to come; elsewhere the next epoch takes it
+        if self.epoch_values is not None:
+            self.epoch_values.clear()  # the new loader's length
+        lightning_api.replace_train_loader(trainer, loader, now=lightning_api.train_epoch_pending(trainer))
+
+    # ---------------------------------------------------------------------------------------------------- stop
     @property
     def stop_training(self) -> bool:
-        trainer = self._runner.trainer
+        trainer = self.trainer
         return self._stop or (trainer is not None and trainer.should_stop)
 
     @stop_training.setter
@@ -82,18 +215,20 @@ class _TrainLoop:
         if self.epoch_values is None:  # between train epochs
             self._apply_stop()
 
-    def start_epoch(self) -> None:
-        """A train epoch starts (Lightning has set up its data): the runner's per-epoch values are computed anew."""
-        self.epoch_values = {}
+    @property
+    def stop_requested(self) -> bool:
+        """Whether a hook of this process set ``stop_training`` in this run."""
+        return self._stop
 
-    def end_epoch(self) -> None:
-        """The train epoch ended: a stop requested during it stops Lightning now (after the epoch's validation)."""
-        self.epoch_values = None
-        self._apply_stop()
+    def agree_on_stop(self) -> None:
+        """Under DDP, stop every rank when any rank's hooks set ``stop_training`` (as Lightning's EarlyStopping)."""
+        trainer = self.trainer
+        if trainer.world_size > 1 and trainer.strategy.reduce_boolean_decision(self._stop, all=False):
+            self.stop_training = True
 
     def _apply_stop(self) -> None:
-        if self._stop and self._runner.trainer is not None:
-            self._runner.trainer.should_stop = True
+        if self._stop and self.trainer is not None:
+            self.trainer.should_stop = True
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(
@@ -105,45 +240,81 @@ class _TrainLoop:
 
 
 class EpochTrainLoop(_TrainLoop, EpochBasedTrainLoop):
-    """``runner.train_loop`` of an epoch-based run: an ``EpochBasedTrainLoop`` to hooks."""
+    """``runner.train_loop`` of an epoch-based run: an ``EpochBasedTrainLoop`` to hooks; its validation schedule is
+    ``cfg``'s (``train_cfg``) when that has ``val_begin`` / ``dynamic_intervals``, else the Trainer's.
 
+    Example: ``isinstance(runner.train_loop, EpochBasedTrainLoop)`` holds, as mmpretrain's ``PreciseBNHook`` checks.
+    """
 
-class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
-    """``runner.train_loop`` of an iteration-based run: an ``IterBasedTrainLoop`` to hooks."""
-
-    @property
-    def max_epochs(self) -> int:
-        return 1  # IterBasedTrainLoop's value
+    def __init__(self, runner: Any, cfg: EpochLoopConfig | None = None) -> None:
+        super().__init__(runner)
+        self.cfg = cfg if cfg is not None and cfg.scheduled else None
 
     @property
     def val_begin(self) -> int:
-        return self._runner._loop_cfg.val_begin
+        return self.cfg.val_begin if self.cfg is not None else 1
+
+    @property
+    def val_interval(self) -> int:
+        """The interval in force now (``dynamic_intervals``), as ``EpochBasedTrainLoop`` updates it; without a
+        schedule, ``Trainer(check_val_every_n_epoch)``."""
+        return self.cfg.interval_at(self._epoch) if self.cfg is not None else super().val_interval
+
+
+class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
+    """``runner.train_loop`` of an iteration-based run: an ``IterBasedTrainLoop`` to hooks, whose whole run is one
+    epoch (``epoch`` 0, ``max_epochs`` 1) of ``cfg.max_iters`` iterations, ``batch_idx`` the global iteration.
+
+    Example: ``runner.train_loop.val_interval`` follows ``cfg.dynamic_intervals`` as ``runner.iter`` advances.
+    """
+
+    def __init__(self, runner: Any, cfg: IterLoopConfig) -> None:
+        super().__init__(runner)
+        self.cfg = cfg
+
+    def batch_idx(self, batch_idx: int) -> int:
+        """``IterBasedTrainLoop`` passes the global iteration as ``batch_idx``."""
+        return self._iter
+
+    def sync_epoch(self, ended: bool = False) -> None:
+        self._epoch = 0  # IterBasedTrainLoop's epoch stays 0
+
+    @property
+    def max_iters(self) -> int:
+        return self.cfg.max_iters
+
+    @property
+    def max_epochs(self) -> int:
+        return 1  # IterBasedTrainLoop's value: the whole run is one epoch
+
+    @property
+    def val_begin(self) -> int:
+        return self.cfg.val_begin
 
     @property
     def val_interval(self) -> int:
         """The interval in force now (``dynamic_intervals``), as ``IterBasedTrainLoop`` updates it."""
-        return self._runner._loop_cfg.interval_at(self._runner.iter)
+        return self.cfg.interval_at(self._iter)
 
-    @property
-    def dataloader(self) -> Any:
-        return self._runner.train_dataloader
-
-    @dataloader.setter
+    @_TrainLoop.dataloader.setter
     def dataloader(self, loader: Any) -> None:
         raise RuntimeError(
             "runner.train_loop.dataloader = ...: MMEngine's IterBasedTrainLoop draws batches from an iterator it "
-            "builds once, so assigning its dataloader changes nothing under MMEngine either. To switch the data of an "
-            "iteration-based run, return the new loader from your LightningModule/LightningDataModule "
-            "train_dataloader() and set Trainer(reload_dataloaders_every_n_epochs=1)."
+            "builds once, so assigning its dataloader changes nothing under MMEngine either. A hook that then assigns "
+            "runner.train_loop.dataloader_iterator too (mmagic's PGGANFetchDataHook) switches the data from the next "
+            "iteration under MMEngine, which lightning-hooks cannot do yet: Lightning has already fetched the next "
+            "batch. Change the samples inside the dataset instead (its __getitem__ reading what the hook sets), or "
+            "train epoch-based, where the assignment takes effect as under EpochBasedTrainLoop."
         )
 
 
-def train_loop(runner: Runner, by_epoch: bool = True) -> EpochTrainLoop | IterTrainLoop:
-    """The train loop facade: ``EpochBasedTrainLoop`` semantics when ``by_epoch``, else ``IterBasedTrainLoop``."""
-    return EpochTrainLoop(runner) if by_epoch else IterTrainLoop(runner)
+def train_loop(runner: Any, cfg: EpochLoopConfig | IterLoopConfig | None) -> EpochTrainLoop | IterTrainLoop:
+    """The train loop facade of ``train_cfg`` (``cfg``, parsed): ``IterBasedTrainLoop`` semantics for an
+    :class:`IterLoopConfig`, else ``EpochBasedTrainLoop``'s."""
+    return IterTrainLoop(runner, cfg) if isinstance(cfg, IterLoopConfig) else EpochTrainLoop(runner, cfg)
 
 
-class _EvalLoop:
+class _EvalLoop(_Loop):
     """What ``ValLoop`` / ``TestLoop`` give hooks: ``dataloader``, ``evaluator`` and ``run_iter``, which runs one batch
     as MMEngine's loop does (``before_*_iter`` hooks, the LightningModule's ``validation_step``/``test_step`` without
     gradients, ``after_*_iter`` hooks). The LightningModule's step must feed ``evaluator`` (``evaluator.process``), as
@@ -151,18 +322,17 @@ class _EvalLoop:
 
     stage = ""
     step = ""
+    #: the MMEngine loop class this facade stands for
+    upstream: ClassVar[type]
     fp16 = False
 
-    def __init__(self, runner: Runner) -> None:
-        self._runner = runner
-
-    @property
-    def runner(self) -> Runner:
-        return self._runner
+    def __init__(self, runner: Any, fire: Fire) -> None:
+        super().__init__(runner)
+        self._fire = fire
 
     @property
     def dataloader(self) -> Any:
-        return getattr(self._runner, f"{self.stage}_dataloader")
+        return _first(getattr(self.trainer, f"{self.stage}_dataloaders"))
 
     def found_evaluator(self) -> Evaluator | None:
         """The LightningModule's ``{stage}_evaluator`` or ``evaluator`` attribute (an ``mmengine.evaluator.Evaluator``),
@@ -183,7 +353,7 @@ class _EvalLoop:
         module = self._module()
         raise AttributeError(
             f"runner.{self.stage}_loop.evaluator: {type(module).__name__} has no mmengine Evaluator. MMEngine's "
-            f"{type(self).__mro__[2].__name__} holds the evaluator its hooks read; under Lightning, keep it on the "
+            f"{self.upstream.__name__} holds the evaluator its hooks read; under Lightning, keep it on the "
             f"LightningModule as self.{self.stage}_evaluator or self.evaluator (an mmengine.evaluator.Evaluator) and "
             f"call its process(data_samples=..., data_batch=...) in {self.step}, as MMEngine's loop does."
         )
@@ -192,10 +362,9 @@ class _EvalLoop:
     def run_iter(self, idx: int, data_batch: Any) -> None:
         """One batch as MMEngine's loop runs it: hooks, the LightningModule's step, hooks."""
         event = "validation" if self.stage == "val" else "test"
-        adapter = self._runner._adapter
-        adapter.fire(ON[f"on_{event}_batch_start"], batch_idx=idx, data_batch=data_batch)
+        self._fire(ON[f"on_{event}_batch_start"], batch_idx=idx, data_batch=data_batch)
         outputs = getattr(self._module(), self.step)(data_batch, idx)
-        adapter.fire(ON[f"on_{event}_batch_end"], batch_idx=idx, data_batch=data_batch, outputs=outputs)
+        self._fire(ON[f"on_{event}_batch_end"], batch_idx=idx, data_batch=data_batch, outputs=outputs)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         call = "trainer.validate(...)" if self.stage == "val" else "trainer.test(...)"
@@ -205,19 +374,34 @@ class _EvalLoop:
         )
 
     def _module(self) -> Any:
-        trainer = self._runner.trainer
+        trainer = self.trainer
         if trainer is None:
             raise AttributeError(f"runner.{self.stage}_loop: no Lightning trainer is running yet")
         return trainer.lightning_module
 
 
 class EvalValLoop(_EvalLoop, ValLoop):
-    """``runner.val_loop``: a ``ValLoop`` to hooks."""
+    """``runner.val_loop``: a ``ValLoop`` to hooks. Example: ``runner.val_loop.evaluator.dataset_meta``."""
 
-    stage, step = "val", "validation_step"
+    stage, step, upstream = "val", "validation_step", ValLoop
+
+    @property
+    def dataloader(self) -> Any:
+        """Lightning's (first) val loader, loaded as the fit loop's start would if a hook asks first (before_run)."""
+        trainer = self.trainer
+        if trainer.val_dataloaders is None and trainer.state.fn == "fit" and trainer.enable_validation:
+            stage = trainer.state.stage
+            trainer.validating = True
+            lightning_api.setup_fit_val_data(trainer)
+            trainer.state.stage = stage
+        return _first(trainer.val_dataloaders)
 
 
 class EvalTestLoop(_EvalLoop, TestLoop):
-    """``runner.test_loop``: a ``TestLoop`` to hooks."""
+    """``runner.test_loop``: a ``TestLoop`` to hooks. Example: ``runner.test_loop.run_iter(idx, data_batch)``."""
 
-    stage, step = "test", "test_step"
+    stage, step, upstream = "test", "test_step", TestLoop
+
+
+def _first(loaders: Any) -> Any:
+    return loaders[0] if isinstance(loaders, (list, tuple)) else loaders

@@ -1,10 +1,16 @@
-"""The ``runner`` facade MMEngine hooks receive: MMEngine's ``Runner`` surface, backed by a Lightning trainer."""
+"""The ``runner`` facade MMEngine hooks receive: MMEngine's ``Runner`` surface, backed by a Lightning trainer.
+
+The runner holds what MMEngine's ``Runner`` holds (work dir, logger, message hub, visualizer, scope, model,
+optimizer view, schedulers) and reads the run's counters, limits and data from its loops, as the Runner does
+(:mod:`~lightning_hooks.families.mmengine.loops`); checkpoints go through
+:mod:`~lightning_hooks.families.mmengine.checkpoint` and schedulers through
+:mod:`~lightning_hooks.families.mmengine.schedulers`.
+"""
 
 from __future__ import annotations
 
 import itertools
 import logging
-import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -13,59 +19,48 @@ from typing import Any
 import torch
 from mmengine.config import Config
 from mmengine.evaluator import Evaluator
-from mmengine.logging import HistoryBuffer, MessageHub, MMLogger
+from mmengine.logging import MessageHub, MMLogger
+from mmengine.model import BaseModel
 from mmengine.optim import OptimWrapper, OptimWrapperDict
-from mmengine.runner import LogProcessor
 from mmengine.registry import VISUALIZERS, DefaultScope
+from mmengine.runner import LogProcessor
 from mmengine.visualization import Visualizer
 
 from lightning_hooks.core.console import DropMessages, route_console
-from lightning_hooks.core import lightning_api
-from lightning_hooks.callbacks.checkpoint_io import durable_checkpoint_io
-from lightning_hooks.core.checkpoint_files import load_checkpoint_file
-from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.core.facade import Facade, WorkDir
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
-from lightning_hooks.core.safety import plain
+from lightning_hooks.core.models import find_model, submodule
+from lightning_hooks.families.mmengine import checkpoint, schedulers
 from lightning_hooks.families.mmengine.events import LOAD_CHECKPOINT
-from lightning_hooks.families.mmengine.iter_based import EndlessSource, IterLoopConfig, parse_train_cfg
-from lightning_hooks.families.mmengine.loops import EvalTestLoop, EvalValLoop, train_loop
+from lightning_hooks.families.mmengine.iter_based import EpochLoopConfig, IterLoopConfig
+from lightning_hooks.families.mmengine.loops import EvalTestLoop, EvalValLoop, Fire, IterTrainLoop, train_loop
 
 _instances = itertools.count()
 
 
-class _PerTrainEpoch:
-    """A read-only ``runner`` attribute that hooks read every iteration (IterTimerHook ``max_iters``, LoggerHook
-    ``train_dataloader``, RuntimeInfoHook ``optim_wrapper``), computed by the decorated method once per train epoch.
+class _ReadOnly:
+    """A ``runner`` attribute that MMEngine's ``Runner`` computes (a property there), served by the decorated method;
+    assigning it raises an error that says so."""
 
-    Lightning sets up an epoch's train data and optimizers before the epoch starts, so the value holds until the epoch
-    ends (the train loop's ``start_epoch`` / ``end_epoch``, which keep the values in ``train_loop.epoch_values``) or a
-    hook assigns ``train_loop.dataloader``. Outside a train epoch it is computed on every read.
-    """
-
-    def __init__(self, compute: Callable[[Runner], Any]) -> None:
+    def __init__(self, compute: Callable[[Runner], Any], doc: str | None = None) -> None:
         self.compute = compute
-        self.__doc__ = compute.__doc__
+        self.__doc__ = doc or compute.__doc__
+
+    @classmethod
+    def of_train_loop(cls, name: str, what: str) -> _ReadOnly:
+        """``runner.<attribute>``: ``train_loop.<name>`` (``what``), as MMEngine's ``Runner`` reads it."""
+        return cls(lambda runner: getattr(runner.train_loop, name), f"``train_loop.{name}``: {what}.")
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
     def __get__(self, runner: Runner | None, owner: type | None = None) -> Any:
-        if runner is None:
-            return self
-        values = runner.train_loop.epoch_values
-        if values is None:
-            return self.compute(runner)
-        try:
-            return values[self.name]
-        except KeyError:
-            value = values[self.name] = self.compute(runner)
-            return value
+        return self if runner is None else self.compute(runner)
 
     def __set__(self, runner: Runner, value: Any) -> None:
         raise AttributeError(
             f"runner.{self.name} is read-only under lightning-hooks: it is computed from the Lightning trainer "
-            "(the train loader, Trainer limits and the optimizers configure_optimizers() returns)"
+            "(the train loader, Trainer limits, the run's progress and the optimizers configure_optimizers() returns)"
         )
 
 
@@ -77,10 +72,10 @@ UPSTREAM_NOTICES = DropMessages('"FileClient" will be deprecated', '"HardDiskBac
 class Runner(Facade):
     """MMEngine's ``Runner`` as its hooks see it, backed by a Lightning trainer.
 
-    ``iter`` is the 0-based index of the current train iteration inside iter hooks and the number of finished
-    iterations elsewhere; ``epoch`` is the current epoch in train hooks and epoch + 1 during the validation that
-    follows it. ``message_hub`` is a real ``MessageHub`` (one per facade), ``logger`` an ``MMLogger`` writing
-    ``{log_dir}/{timestamp}.log``. ``train_loop``, ``val_loop`` and ``test_loop`` are MMEngine loops to hooks
+    ``iter``, ``epoch``, ``max_iters``, ``max_epochs`` and ``train_dataloader`` are the train loop's
+    (:class:`~lightning_hooks.families.mmengine.loops.EpochTrainLoop`), as in MMEngine. ``message_hub`` is a real
+    ``MessageHub`` (one per facade), ``logger`` an ``MMLogger`` writing ``{log_dir}/{timestamp}.log``.
+    ``train_loop``, ``val_loop`` and ``test_loop`` are MMEngine loops to hooks
     (:mod:`~lightning_hooks.families.mmengine.loops`).
 
     As MMEngine's ``Runner``, the facade sets up ``default_scope`` (a ``DefaultScope``, e.g. ``"mmdet"``, made
@@ -90,6 +85,9 @@ class Runner(Facade):
     adapter builds hook configs: hooks that take ``Visualizer.get_current_instance()`` in ``__init__`` get this one.
     Each run hands the visualizer its datasets' ``metainfo`` (train, then val; test for ``trainer.test``), as
     MMEngine's loops do when they are built.
+
+    The adapter builds it from its own options (``MMEngineAdapter(work_dir=..., ...)``, documented there), its
+    ``fire`` and the parsed ``train_cfg``.
 
     Example::
 
@@ -102,68 +100,51 @@ class Runner(Facade):
     by_epoch = True
 
     def __init__(
-        self,
-        work_dir: str | os.PathLike | None = None,
-        experiment_name: str | None = None,
-        cfg: dict | Config | None = None,
-        seed: int | None = None,
-        log_processor: dict | LogProcessor | None = None,
-        param_schedulers: Any = None,
-        log_level: str = "INFO",
-        train_cfg: dict | None = None,
-        visualizer: dict | Visualizer | None = None,
-        default_scope: str | None = None,
-        model: str | None = None,
+        self, options: Mapping[str, Any], fire: Fire, loop_cfg: EpochLoopConfig | IterLoopConfig | None
     ) -> None:
         self.trainer: pl.Trainer | None = None
-        self._model_path = model
+        self._fire = fire
+        self._model_path: str | None = options["model"]
         #: the OpenMMLab model hooks see as ``runner.model``, and its key prefix in the LightningModule's state_dict;
         #: None: the LightningModule itself is the model
         self._model: torch.nn.Module | None = None
         self._model_prefix = ""
-        #: the ``train_cfg`` loop settings; an ``IterLoopConfig`` runs ``IterBasedTrainLoop``'s semantics
-        self._loop_cfg = parse_train_cfg(train_cfg) if train_cfg is not None else None
-        self._iter_based = isinstance(self._loop_cfg, IterLoopConfig)
-        self.by_epoch = not self._iter_based
-        self._work_dir = WorkDir(work_dir, "MMEngineAdapter", family="mmengine")
+        self._work_dir = WorkDir(options["work_dir"], "MMEngineAdapter", family="mmengine")
         self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime())
-        self._experiment_name = experiment_name
-        self.experiment_name = experiment_name or self.timestamp
+        self._experiment_name = options["experiment_name"]
+        self.experiment_name = self._experiment_name or self.timestamp
         self._instance_name = f"lightning-hooks:{self.experiment_name}:{next(_instances)}"
+        cfg = options["cfg"]
         self.cfg = cfg if isinstance(cfg, Config) else Config(dict(cfg or {}))
-        self._seed = seed
+        self._seed: int | None = options["seed"]
         self.message_hub = MessageHub.get_instance(self._instance_name)
-        if isinstance(log_processor, LogProcessor):
-            self.log_processor = log_processor
-        else:
-            self.log_processor = _build_log_processor(log_processor)
+        self.log_processor = _build_log_processor(options["log_processor"])
         #: mmengine schedulers or their configs; configs are built on Lightning's optimizer at each ``on_fit_start``.
-        _check_scheduler_configs(param_schedulers)
-        self.param_schedulers = param_schedulers
-        self._scheduler_configs = param_schedulers
-        self._log_level = log_level
+        self._scheduler_configs = self.param_schedulers = options["param_schedulers"]
+        schedulers.check_configs(self._scheduler_configs, options["default_scope"])
+        self._log_level: str = options["log_level"]
         self._logger: MMLogger | None = None
+        default_scope = options["default_scope"]
         self.default_scope = None if default_scope is None else DefaultScope.get_instance(
             self._instance_name, scope_name=default_scope
         )
-        self._visualizer = self._build_visualizer(visualizer)
+        self._visualizer = self._build_visualizer(options["visualizer"])
         self._vis_log_dir = self.log_dir  # where a visualizer built with the default save_dir writes (vis_data/)
-        self.iter = 0
-        self.epoch = 0
         self._resume = False
-        self.train_loop = train_loop(self, self.by_epoch)
-        self.val_loop = EvalValLoop(self)
-        self.test_loop = EvalTestLoop(self)
-        self._pending_save: dict[str, Any] | None = None
+        self.train_loop = train_loop(self, loop_cfg)
+        self.by_epoch = not isinstance(self.train_loop, IterTrainLoop)
+        self.val_loop = EvalValLoop(self, fire)
+        self.test_loop = EvalTestLoop(self, fire)
+        self._pending_save: checkpoint.PendingSave | None = None
         self._optim_wrappers: tuple[list[Any], list[OptimWrapper]] = ([], [])  # Lightning's optimizers, their views
 
     def attach(self, trainer: pl.Trainer) -> None:
         """Serve ``trainer``'s run; build the logger and visualizer before ``before_run``, as the Runner does."""
         self.trainer = trainer
         self._resume = False
-        self._model, self._model_prefix = find_model(trainer.lightning_module, self._model_path)
-        self.train_loop = train_loop(self, self.by_epoch)
-        self.epoch = 0 if self._iter_based else trainer.current_epoch  # IterBasedTrainLoop's epoch stays 0
+        self._model, self._model_prefix = _openmmlab_model(trainer.lightning_module, self._model_path)
+        for loop in (self.train_loop, self.val_loop, self.test_loop):
+            loop.attach(trainer)
         if self._logger is None:
             self._share_timestamp()
             self._follow_log_dir()
@@ -299,15 +280,19 @@ class Runner(Facade):
     # ------------------------------------------------------------------------------------------------ model
     @property
     def model(self) -> Any:
-        """The OpenMMLab model the LightningModule holds (see :func:`find_model`); else the LightningModule, or the
-        DDP wrapper around it when the strategy wrapped it."""
+        """The OpenMMLab model the LightningModule holds (see :func:`_openmmlab_model`); else the LightningModule, or
+        the DDP wrapper around it when the strategy wrapped it."""
         if self._model is not None:
             return self._model
         return self.trainer.strategy.model if self.trainer is not None else None
 
-    @_PerTrainEpoch
+    @_ReadOnly
     def optim_wrapper(self) -> OptimWrapper | OptimWrapperDict:
-        """An ``OptimWrapper`` view of Lightning's optimizer (``OptimWrapperDict`` when there are several)."""
+        """An ``OptimWrapper`` view of Lightning's optimizer (``OptimWrapperDict`` when there are several), the same
+        objects for a whole train epoch."""
+        return self.train_loop.per_epoch("optim_wrapper", self._optim_wrapper)
+
+    def _optim_wrapper(self) -> OptimWrapper | OptimWrapperDict:
         optimizers = self.trainer.optimizers if self.trainer is not None else []
         if not optimizers:
             raise AttributeError("runner.optim_wrapper: the Lightning trainer has no optimizer (yet)")
@@ -319,93 +304,27 @@ class Runner(Facade):
             return cached[0]
         return OptimWrapperDict(**{f"optimizer{i}": w for i, w in enumerate(cached)})
 
-    # ------------------------------------------------------------------------------------------------ limits
-    @property
-    def max_epochs(self) -> int:
-        """Train epochs of the run: ``Trainer(max_epochs)``, or the passes over the data that ``max_steps`` allows when
-        it ends the run first (1, as MMEngine's ``IterBasedTrainLoop`` reports, when the loader has no length)."""
-        trainer = self.trainer
-        if self._iter_based:
-            return 1  # IterBasedTrainLoop's max_epochs: the whole run is one epoch
-        if trainer is None:
-            return 0
-        if trainer.max_steps < 0:
-            return trainer.max_epochs
-        batches = self._train_batches()
-        if batches in (0, float("inf")):
-            return trainer.max_epochs if trainer.max_epochs > 0 else 1
-        return math.ceil(self.max_iters / batches)
+    def build_param_schedulers(self) -> None:
+        """Build scheduler configs on this fit's optimizer view, as ``Runner.build_param_scheduler`` does."""
+        if self._scheduler_configs is not None:
+            built = schedulers.build(self._scheduler_configs, lambda: self.optim_wrapper, self.train_loop)
+            self.param_schedulers = built
 
-    @_PerTrainEpoch
-    def max_iters(self) -> int:
-        """Train iterations (batches) of the whole run, as MMEngine counts them: ``max_epochs`` or ``max_steps``,
-        whichever ends the run first; ``train_cfg``'s ``max_iters`` when iteration-based."""
-        trainer = self.trainer
-        if self._iter_based:
-            return self._loop_cfg.max_iters
-        if trainer is None:
-            return 0
-        batches = self._train_batches()
-        if trainer.max_steps < 0:
-            return int(trainer.max_epochs * batches)
-        by_steps = trainer.max_steps * trainer.accumulate_grad_batches
-        if trainer.max_epochs < 0 or batches == float("inf"):
-            return by_steps
-        return min(by_steps, trainer.max_epochs * batches)
-
-    def _train_batches(self) -> int | float:
-        trainer = self.trainer
-        if trainer.num_training_batches == float("inf") and trainer.state.fn == "fit":
-            # hooks read the limits in before_run, before Lightning sized the loader
-            lightning_api.setup_train_data(trainer)
-        return trainer.num_training_batches
-
-    # ------------------------------------------------------------------------------------------ dataloaders
-    @_PerTrainEpoch
-    def train_dataloader(self) -> Any:
-        """The loader Lightning trains on (iteration-based: the loader, not the endless view Lightning iterates)."""
-        trainer = self.trainer
-        source = lightning_api.train_data_source(trainer)
-        if isinstance(source, EndlessSource):  # iteration-based: the loader, not the endless view Lightning iterates
-            return source.loader
-        if trainer.train_dataloader is None and trainer.state.fn == "fit":
-            # asked for before Lightning sized the loader (before_run, on_fit_start)
-            lightning_api.setup_train_data(trainer)
-        return trainer.train_dataloader
-
-    def set_train_dataloader(self, loader: Any) -> None:
-        """``runner.train_loop.dataloader = loader``: train on ``loader`` from where MMEngine's epoch-based loop would.
-
-        The loop iterates ``train_loop.dataloader`` after ``before_train_epoch``, so an assignment in that mount point
-        trains the same epoch on the new loader; one anywhere else takes effect at the next epoch. Lightning gets
-        the loader as its train data source and rebuilds its train data (distributed sampler, batch count, validation
-        schedule) as ``Trainer(reload_dataloaders_every_n_epochs)`` does.
-        """
-        trainer = self.trainer
-        if trainer is None or trainer.state.fn != "fit":
-            raise RuntimeError(
-                "runner.train_loop.dataloader = ...: assign the train dataloader while trainer.fit runs (a train hook); "
-                "outside fit, pass the loader to trainer.fit(...)"
-            )
-        # inside before_train_epoch this epoch's batches are still to come; elsewhere the next epoch takes it
-        if self.train_loop.epoch_values is not None:
-            self.train_loop.epoch_values.clear()  # the new loader's length
-        lightning_api.replace_train_loader(trainer, loader, now=lightning_api.train_epoch_pending(trainer))
+    # ------------------------------------------------------------------------------------ train loop's values
+    iter = _ReadOnly.of_train_loop("iter", "the 0-based index of the current train iteration inside iter hooks, the "
+                                   "number of finished iterations elsewhere")
+    epoch = _ReadOnly.of_train_loop("epoch", "the current epoch in train hooks, + 1 during the validation after it")
+    max_iters = _ReadOnly.of_train_loop("max_iters", "train iterations of the whole run")
+    max_epochs = _ReadOnly.of_train_loop("max_epochs", "train epochs of the run")
+    train_dataloader = _ReadOnly.of_train_loop("dataloader", "the loader Lightning trains on")
 
     @property
     def val_dataloader(self) -> Any:
-        trainer = self.trainer
-        if trainer.val_dataloaders is None and trainer.state.fn == "fit" and trainer.enable_validation:
-            # asked for before Lightning loaded it (before_run): load it as the fit loop's start would
-            stage = trainer.state.stage
-            trainer.validating = True
-            lightning_api.setup_fit_val_data(trainer)
-            trainer.state.stage = stage
-        return _first(trainer.val_dataloaders)
+        return self.val_loop.dataloader
 
     @property
     def test_dataloader(self) -> Any:
-        return _first(self.trainer.test_dataloaders)
+        return self.test_loop.dataloader
 
     @property
     def _train_loop(self) -> Any:
@@ -450,19 +369,10 @@ class Runner(Facade):
                 "Run without fast_dev_run to save checkpoints."
             )
             return
-        meta = dict(meta or {})
-        if by_epoch:
-            meta.setdefault("epoch", self.epoch + 1)
-            meta.setdefault("iter", self.iter)
-        else:
-            meta.setdefault("epoch", self.epoch)
-            meta.setdefault("iter", self.iter + 1)
-        self._pending_save = {"meta": meta, "optimizer": save_optimizer, "param_schedulers": save_param_scheduler}
+        meta = checkpoint.save_meta(meta, by_epoch, self.epoch, self.iter)
+        self._pending_save = checkpoint.PendingSave(meta, save_optimizer, save_param_scheduler, model_keys=True)
         try:
-            # a full checkpoint: before_save_checkpoint hooks (EMAHook) only run on those; written atomically and
-            # durably unless the Trainer has a CheckpointIO of the user's
-            with durable_checkpoint_io(self.trainer):
-                self.trainer.save_checkpoint(os.path.join(out_dir, filename), weights_only=False)
+            checkpoint.write(self.trainer, os.path.join(out_dir, filename))
         finally:
             self._pending_save = None
 
@@ -475,227 +385,44 @@ class Runner(Facade):
         ``runner.save_checkpoint`` writes. A checkpoint written by MMEngine itself pickles its MessageHub: if you trust
         the file, pass ``weights_only=False``. URLs and other backends go to MMEngine's loader.
         """
-        from mmengine.runner.checkpoint import _load_checkpoint, _load_checkpoint_to_model
+        loaded = checkpoint.read(filename, map_location, weights_only)
+        self._fire(LOAD_CHECKPOINT, checkpoint=loaded)
+        return checkpoint.load_into_model(self.model, loaded, strict)
 
-        if os.path.isfile(filename):
-            checkpoint = load_checkpoint_file(filename, owner="runner.load_checkpoint", map_location=map_location,
-                                              weights_only=weights_only)  # fmt: skip
-        else:
-            checkpoint = _load_checkpoint(filename, map_location=map_location)
-        self._adapter.fire(LOAD_CHECKPOINT, checkpoint=checkpoint)
-        model = self.model.module if hasattr(self.model, "module") else self.model
-        return _load_checkpoint_to_model(model, checkpoint, strict)
-
-    def mmengine_checkpoint(self, checkpoint: dict[str, Any], saved: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Add MMEngine's checkpoint layout to Lightning's ``checkpoint`` dict, in place, sharing its tensors, and the
-        ``message_hub`` / ``param_schedulers`` states ``saved`` already holds (the adapter's, written once)."""
-        saved = saved or {}
-        import mmengine
-
-        pending = self._pending_save or {"meta": {"epoch": self.epoch, "iter": self.iter}, "optimizer": True,
-                                         "param_schedulers": True}
-        meta = dict(pending["meta"])
-        meta.update(
-            cfg=self.cfg.pretty_text,
-            seed=self.seed,
-            experiment_name=self.experiment_name,
-            time=time.strftime("%Y%m%d_%H%M%S", time.localtime()),
-            mmengine_version=mmengine.__version__,
-        )
-        checkpoint["meta"] = meta
-        checkpoint["message_hub"] = saved.get("message_hub") or hub_state(self.message_hub)
-        if self._pending_save is not None:  # a file of runner.save_checkpoint (CheckpointHook): MMEngine's keys
-            self._to_model_keys(checkpoint)
-        states = checkpoint.get("optimizer_states")
-        if pending["optimizer"] and states:
-            checkpoint["optimizer"] = states[0] if len(states) == 1 else {f"optimizer{i}": s for i, s in enumerate(states)}
-        elif not pending["optimizer"]:
-            checkpoint.pop("optimizer_states", None)
-        if pending["param_schedulers"] and self._built_schedulers():
-            checkpoint["param_schedulers"] = saved.get("param_schedulers") or [
-                plain(s.state_dict()) for s in self._built_schedulers()
-            ]
-        return checkpoint
-
-    def _to_model_keys(self, checkpoint: dict[str, Any]) -> None:
-        """``state_dict`` keyed as the Runner writes it, the model's own keys (so MMEngine, ``load_from`` and
-        OpenMMLab's tools load the file); the LightningModule's other entries go to :data:`OUTSIDE_MODEL`."""
-        prefix = self._model_prefix
-        if not prefix:
-            return
-        state = checkpoint["state_dict"]
-        checkpoint["state_dict"] = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
-        outside = {k: v for k, v in state.items() if not k.startswith(prefix)}
-        checkpoint[OUTSIDE_MODEL] = {"model_prefix": prefix, "state_dict": outside}
-
-    def _built_schedulers(self) -> list[Any]:
-        schedulers = self.param_schedulers
-        if not schedulers:
-            return []
-        if isinstance(schedulers, dict):
-            return [s for group in schedulers.values() for s in group]
-        return [s for s in schedulers if hasattr(s, "state_dict")]
-
-    def build_param_schedulers(self) -> None:
-        """Build scheduler configs on this fit's optimizer view, as ``Runner.build_param_scheduler`` does."""
-        from mmengine.optim.scheduler import _ParamScheduler
-        from mmengine.registry import PARAM_SCHEDULERS
-
-        configs = self._scheduler_configs
-        if configs is None:
-            return
-        items = configs if isinstance(configs, (list, tuple)) else [configs]
-        built = []
-        for item in items:
-            if isinstance(item, _ParamScheduler):
-                built.append(item)
-                continue
-            cfg = dict(item)
-            cfg.setdefault("end", self.max_epochs if cfg.get("by_epoch", True) else self.max_iters)
-            try:
-                built.append(
-                    PARAM_SCHEDULERS.build(
-                        cfg, default_args=dict(optimizer=self.optim_wrapper, epoch_length=len(self.train_dataloader))
-                    )
-                )
-            except Exception as err:
-                trainer = self.trainer
-                note = f"[lightning-hooks] MMEngineAdapter(param_schedulers=...) could not build {item!r}"
-                if "end" not in item and cfg["end"] <= cfg.get("begin", 0):  # the end this facade filled in
-                    note += (
-                        f" (end={cfg['end']}). A config without 'end' ends at runner.max_epochs (by_epoch) or "
-                        f"runner.max_iters, here {self.max_epochs} and {self.max_iters}, from "
-                        f"Trainer(max_epochs={trainer.max_epochs}, max_steps={trainer.max_steps}): bound the Trainer "
-                        "with max_epochs or max_steps, or set 'begin' and 'end' in the config"
-                    )
-                err.add_note(note + ".")
-                raise
-        self.param_schedulers = built
-        wrapper = self.optim_wrapper
-        if isinstance(wrapper, OptimWrapper) and hasattr(wrapper, "_global_step"):
-            # schedulers count OptimWrapper.step calls to check the step order; Lightning steps the torch optimizer
-            wrapper.optimizer.register_step_post_hook(lambda *_: setattr(wrapper, "_global_step", wrapper._global_step + 1))
+    def mmengine_checkpoint(self, lightning: dict[str, Any], saved: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Add MMEngine's checkpoint layout to Lightning's checkpoint dict ``lightning``, in place (see
+        :func:`~lightning_hooks.families.mmengine.checkpoint.add_mmengine_layout`); ``saved``: the ``message_hub`` /
+        ``param_schedulers`` states the adapter's own state already holds."""
+        pending = self._pending_save or checkpoint.PendingSave({"epoch": self.epoch, "iter": self.iter})
+        run_meta = dict(cfg=self.cfg.pretty_text, seed=self.seed, experiment_name=self.experiment_name)
+        return checkpoint.add_mmengine_layout(
+            lightning, pending, run_meta=run_meta, hub=self.message_hub, model_prefix=self._model_prefix,
+            schedulers=schedulers.stateful(self.param_schedulers), saved=saved,
+        )  # fmt: skip
 
 
-#: checkpoint key of what :meth:`Runner.mmengine_checkpoint` moved out of ``state_dict``: the model's prefix in the
-#: LightningModule and the LightningModule's entries outside the model
-OUTSIDE_MODEL = "lightning_hooks_outside_model"
-
-
-def to_lightning_keys(checkpoint: dict[str, Any]) -> None:
-    """Undo :meth:`Runner._to_model_keys` in a checkpoint Lightning is about to load into the LightningModule."""
-    layout = checkpoint.pop(OUTSIDE_MODEL, None)
-    if layout is not None:
-        prefix = layout["model_prefix"]
-        checkpoint["state_dict"] = {**{prefix + k: v for k, v in checkpoint["state_dict"].items()}, **layout["state_dict"]}
-
-
-def find_model(pl_module: torch.nn.Module, path: str | None) -> tuple[torch.nn.Module | None, str]:
+def _openmmlab_model(pl_module: torch.nn.Module, path: str | None) -> tuple[torch.nn.Module | None, str]:
     """The model hooks see as ``runner.model`` and its key prefix in ``pl_module.state_dict()``.
 
     ``path`` names it (``"model"``, ``"detector.model"``; ``""``: the LightningModule). Without one, it is the
     LightningModule when that is an ``mmengine.model.BaseModel``, else the one outermost ``BaseModel`` it holds; with
     none, the LightningModule (None here). Several outermost ones are ambiguous and raise."""
-    from mmengine.model import BaseModel
-
-    if path is not None:
-        try:
-            module = pl_module.get_submodule(path)
-        except AttributeError as err:
-            raise AttributeError(
-                f"MMEngineAdapter(model={path!r}): {type(pl_module).__qualname__} has no submodule {path!r} ({err}). "
-                "Name the attribute that holds your OpenMMLab model, e.g. model='model'."
-            ) from None
-        return (None, "") if module is pl_module else (module, path + ".")
-    if isinstance(pl_module, BaseModel):
-        return None, ""
-    outermost: list[tuple[str, torch.nn.Module]] = []
-    for name, module in pl_module.named_modules():  # parents come before their children
-        if isinstance(module, BaseModel) and not any(name.startswith(outer + ".") for outer, _ in outermost):
-            outermost.append((name, module))
-    if len(outermost) > 1:
-        names = ", ".join(repr(name) for name, _ in outermost)
-        raise ValueError(
-            f"MMEngineAdapter: {type(pl_module).__qualname__} holds several MMEngine models ({names}); name the one "
-            f"hooks see as runner.model with MMEngineAdapter(..., model={outermost[0][0]!r}), or model='' for the "
-            "LightningModule itself."
-        )
-    return (outermost[0][1], outermost[0][0] + ".") if outermost else (None, "")
+    if path is None:
+        path = find_model(pl_module, lambda m: isinstance(m, BaseModel), adapter="MMEngineAdapter",
+                          what="MMEngine models")  # fmt: skip
+        if path is None:
+            return None, ""
+    module = submodule(pl_module, path, adapter="MMEngineAdapter")
+    return (None, "") if module is pl_module else (module, path + ".")
 
 
-def hub_state(hub: MessageHub) -> dict[str, Any]:
-    """``hub.state_dict()`` in tensors and plain containers, so ``torch.load(weights_only=True)`` reads it.
-
-    Each ``HistoryBuffer`` becomes ``{"log_history": tensor, "count_history": tensor, "max_length": int}``;
-    :func:`load_hub_state` rebuilds it. (MMEngine's own ``MessageHub.load_state_dict`` skips such entries with a
-    warning and restores only the runtime info.)
-    """
-    state = hub.state_dict()
-    scalars = {
-        key: {"log_history": plain(buf._log_history), "count_history": plain(buf._count_history),
-              "max_length": buf.max_length}
-        for key, buf in state["log_scalars"].items()
-    }  # fmt: skip
-    return {"log_scalars": scalars, "runtime_info": plain(state["runtime_info"]), "resumed_keys": dict(state["resumed_keys"])}
-
-
-def load_hub_state(hub: MessageHub, state: dict[str, Any]) -> None:
-    """Restore :func:`hub_state` (or a ``MessageHub.state_dict()`` of MMEngine objects) into ``hub``."""
-    scalars = {
-        key: HistoryBuffer(buf["log_history"].numpy(), buf["count_history"].numpy(), buf["max_length"])
-        if isinstance(buf, dict) else buf
-        for key, buf in state["log_scalars"].items()
-    }  # fmt: skip
-    hub.load_state_dict({**state, "log_scalars": scalars})
-
-
-def _check_scheduler_configs(configs: Any) -> None:
-    """Refuse, when the adapter is built, a scheduler config with a keyword its class does not take (``milestone``)."""
-    from mmengine.registry import PARAM_SCHEDULERS
-
-    for item in configs if isinstance(configs, (list, tuple)) else [configs]:
-        if not isinstance(item, Mapping) or not isinstance(item.get("type"), (str, type)):
-            continue
-        cls = PARAM_SCHEDULERS.get(item["type"]) if isinstance(item["type"], str) else item["type"]
-        if cls is None:
-            known = PARAM_SCHEDULERS.module_dict
-            raise KeyError(f"MMEngineAdapter(param_schedulers=...): {unknown_name('scheduler type', item['type'], known)}")
-        accepted = _init_keywords(cls)
-        if accepted is None:
-            continue
-        accepted -= {"self", "optimizer", "epoch_length"}
-        unknown = [k for k in item if k not in accepted | {"type", "convert_to_iter_based", "_scope_"}]
-        if unknown:
-            raise TypeError(
-                f"MMEngineAdapter(param_schedulers=...): {dict(item)!r}: "
-                f"{unknown_name(f'{cls.__name__} argument', unknown[0], accepted)}"
-            )
-
-
-def _init_keywords(cls: type) -> set[str] | None:
-    """The keywords ``cls(...)`` accepts, following ``**kwargs`` up the MRO (mixins); None if it takes any."""
-    import inspect
-
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        if "__init__" not in vars(klass) or klass is object:
-            continue
-        params = inspect.signature(klass.__init__).parameters
-        names |= {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-            return names
-    return None
-
-
-def _first(loaders: Any) -> Any:
-    return loaders[0] if isinstance(loaders, (list, tuple)) else loaders
-
-
-
-def _build_log_processor(config: dict | None) -> LogProcessor:
-    """``Runner.build_log_processor``: a config with ``type`` through ``LOG_PROCESSORS``, else a ``LogProcessor``."""
+def _build_log_processor(config: dict | LogProcessor | None) -> LogProcessor:
+    """``Runner.build_log_processor``: an instance as given, a config with ``type`` through ``LOG_PROCESSORS``, else a
+    ``LogProcessor``."""
     from mmengine.registry import LOG_PROCESSORS
 
+    if isinstance(config, LogProcessor):
+        return config
     config = dict(config or {})
     config.setdefault("type", "LogProcessor")
     processor = LOG_PROCESSORS.build(config)

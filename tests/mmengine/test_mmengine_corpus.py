@@ -1,0 +1,163 @@
+"""Every config file the installed OpenMMLab libraries ship (``<package>/.mim/configs/**/*.py``, as ``tools/train.py``
+takes them) loads with ``MMEngineAdapter.from_file`` and builds the hooks MMEngine's ``Runner`` registers (class,
+priority, order) and the train loop it builds (limits and validation schedule, through ``trainer_kwargs()``).
+
+The reference is the Runner's own code on the same config: ``Runner.register_hooks`` under the config's
+``default_scope`` and the train loop ``Runner.build_train_loop`` builds (``LOOPS``), asked where it validates. A file
+the reference cannot take here (a library the venv lacks, a ``_base_`` that is not shipped) is not the adapter's to
+load. The whole corpus is marked ``corpus`` (``pytest -m corpus``); a sample of it runs in the default suite.
+"""
+
+from __future__ import annotations
+
+import copy
+import glob
+import importlib.util
+import itertools
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mmengine.config import Config
+from mmengine.registry import LOOPS, VISUALIZERS, DefaultScope
+from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop, Runner, get_priority
+from mmengine.visualization import Visualizer
+from openmmlab_stubs import import_modules, import_openmmlab
+from torch.utils.data import DataLoader
+
+from lightning_hooks.families.mmengine import MMEngineAdapter
+from lightning_hooks.families.mmengine.iter_based import EpochLoopConfig
+
+LIBRARIES = [name for name in ("mmdet", "mmpretrain", "mmseg", "mmpose", "mmagic") if importlib.util.find_spec(name)]
+_names = itertools.count()
+
+
+def shipped_configs() -> list[Path]:
+    """The runnable configs of the installed libraries (``_base_`` files are parts of others)."""
+    files = []
+    for library in LIBRARIES:
+        root = Path(importlib.util.find_spec(library).origin).parent / ".mim" / "configs"
+        files += sorted(Path(f) for f in glob.glob(str(root / "**" / "*.py"), recursive=True) if "/_base_/" not in f)
+    return files
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _libraries() -> None:
+    import_openmmlab()  # mmdet, mmpretrain, mmseg: register all their modules
+    import_modules(["mmpose.engine.hooks"])  # its datasets need xtcocotools
+
+
+def runner_view(path: Path, work_dir: str) -> tuple[list[tuple[str, int]], dict[str, Any] | None]:
+    """What MMEngine's Runner builds from the file: its hooks (class, priority) in order, and its train loop."""
+    cfg = Config.fromfile(str(path))
+    runner = Runner.__new__(Runner)  # the Runner's own register_hooks / loop classes, without building the model
+    runner._hooks = []
+    with DefaultScope.overwrite_default_scope(cfg.get("default_scope")):
+        visualizer = dict(cfg.get("visualizer") or dict(type="Visualizer"), name=f"corpus-{next(_names)}",
+                          save_dir=work_dir)  # fmt: skip
+        runner._visualizer = VISUALIZERS.build(visualizer)
+        runner.register_hooks(copy.deepcopy(cfg.get("default_hooks")), copy.deepcopy(cfg.get("custom_hooks")))
+        hooks = [(type(h).__qualname__, get_priority(h.priority)) for h in runner._hooks]
+        return hooks, _loop(runner, cfg.get("train_cfg"))
+
+
+def _loop(runner: Runner, train_cfg: Any) -> dict[str, Any] | None:
+    """The train loop ``Runner.build_train_loop`` builds: its kind, length and the epochs (iterations) after which it
+    validates, asked at :func:`_probes`."""
+    if not train_cfg:
+        return None
+    cfg = copy.deepcopy(dict(train_cfg))
+    data = DataLoader(list(range(4)))
+    if "type" in cfg:
+        loop = LOOPS.build(cfg, default_args=dict(runner=runner, dataloader=data))
+    elif cfg.pop("by_epoch"):
+        loop = EpochBasedTrainLoop(**cfg, runner=runner, dataloader=data)
+    else:
+        loop = IterBasedTrainLoop(**cfg, runner=runner, dataloader=data)
+    by_epoch = isinstance(loop, EpochBasedTrainLoop)
+    end = loop.max_epochs if by_epoch else loop.max_iters
+    validates = {}
+    for done in _probes(loop, end):
+        setattr(loop, "_epoch" if by_epoch else "_iter", done)
+        loop._decide_current_val_interval()  # as the loop does after each epoch (iteration)
+        validates[done] = done >= loop.val_begin and (done % loop.val_interval == 0 or done == end)
+    return dict(by_epoch=by_epoch, end=end, validates=validates)
+
+
+def _probes(loop: Any, end: int) -> list[int]:
+    """Where to ask the loop whether it validates: the start, around each milestone and interval, and the end."""
+    points = set(range(1, 40))
+    for milestone, interval in zip(loop.dynamic_milestones, loop.dynamic_intervals):
+        points |= {milestone + k * interval + d for k in (0, 1, 2) for d in (-2, -1, 0, 1, 2)}
+    points |= {end + d for d in range(-3, 1)}
+    return sorted(p for p in points if 1 <= p <= end)
+
+
+def adapter_view(path: Path, work_dir: str, probes: list[int]) -> tuple[list[tuple[str, int]], dict[str, Any] | None]:
+    """The same from ``MMEngineAdapter.from_file``: its hooks, and the Lightning loop it plans (``trainer_kwargs()``
+    and, where the adapter decides, its validation schedule), asked at ``probes``."""
+    adapter = MMEngineAdapter.from_file(path, work_dir=work_dir)
+    hooks = [(type(h).__qualname__, get_priority(h.priority)) for h in adapter.hooks]
+    cfg, kwargs = adapter.loop_cfg, adapter.trainer_kwargs()
+    if cfg is None:
+        return hooks, None
+    by_epoch = isinstance(cfg, EpochLoopConfig)
+    end = kwargs["max_epochs"] if by_epoch else kwargs["max_steps"]
+    if by_epoch and not cfg.scheduled:  # Lightning's own schedule: Trainer(check_val_every_n_epoch)
+        validates = {done: done % kwargs["check_val_every_n_epoch"] == 0 for done in probes}
+    else:  # planned by the adapter at each epoch's end (iteration)
+        validates = {done: cfg.validates_at(done) for done in probes}
+    return hooks, dict(by_epoch=by_epoch, end=end, validates=validates)
+
+
+def compare(paths: list[Path], work_dir: str) -> tuple[int, int, list[str]]:
+    """(files the Runner takes, files the adapter loads as the Runner, the differences)."""
+    taken, same, differences = 0, 0, []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for path in paths:
+            try:
+                expected = runner_view(path, work_dir)
+            except Exception:  # noqa: BLE001 - not a config the Runner takes in this venv
+                continue
+            taken += 1
+            try:
+                actual = adapter_view(path, work_dir, list(expected[1]["validates"]) if expected[1] else [])
+            except Exception as err:  # noqa: BLE001 - reported with the file
+                differences.append(f"{path}: {type(err).__name__}: {str(err)[:300]}")
+                continue
+            if actual != expected:
+                differences.append(f"{path}: adapter {actual} != runner {expected}")
+            else:
+                same += 1
+    return taken, same, differences
+
+
+def test_mmengine_a_sample_of_the_shipped_configs_loads_as_the_runner_builds_them(tmp_path):
+    files = shipped_configs()
+    sample = files[:: max(1, len(files) // 30)]
+    taken, same, differences = compare(sample, str(tmp_path))
+    assert not differences, "\n".join(differences)
+    assert taken >= 0.8 * len(sample) and same == taken
+
+
+@pytest.mark.corpus
+def test_mmengine_every_shipped_config_loads_as_the_runner_builds_it(tmp_path):
+    files = shipped_configs()
+    taken, same, differences = compare(files, str(tmp_path))
+    assert not differences, f"{len(differences)} of {taken} differ:\n" + "\n".join(differences[:50])
+    print(f"{same} of {taken} configs the Runner takes ({len(files)} shipped) load as the Runner builds them")
+
+
+def test_mmengine_scheduler_types_resolve_in_the_configs_scope_as_the_runner_resolves_them(tmp_path):
+    # mmseg's PolyLRRatio (also mmdet's / mmpretrain's own schedulers): in default_scope, or a config's _scope_
+    poly = dict(type="PolyLRRatio", eta_min_ratio=0.1, power=1.0, begin=0, end=10, by_epoch=False)
+    runtime = dict(default_hooks=dict(checkpoint=None), work_dir=str(tmp_path))
+    for options in (dict(default_scope="mmseg", param_scheduler=[poly]), dict(param_scheduler=[dict(poly, _scope_="mmseg")])):
+        adapter = MMEngineAdapter.from_config(**runtime, **options)
+        assert adapter.runner.param_schedulers[0]["type"] == "PolyLRRatio"
+    with pytest.raises(TypeError, match=r"unknown PolyLRRatio argument 'powr'\. Did you mean: power\?"):
+        MMEngineAdapter.from_config(**runtime, default_scope="mmseg", param_scheduler=[dict(poly, powr=1.0)])
+    with pytest.raises(KeyError, match=r"unknown scheduler type 'PolyLRRatio'\. .*Registered: .*mmseg\.PolyLRRatio"):
+        MMEngineAdapter.from_config(**runtime, default_scope="mmengine", param_scheduler=[poly])
