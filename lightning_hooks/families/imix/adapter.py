@@ -172,7 +172,6 @@ class IMIXAdapter(LegacyHookAdapter):
         return self._train_running
 
     # ------------------------------------------------------------------------------------------ lightning glue
-    @override
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Unpickled (``ddp_spawn``'s ranks): pickling a hook's ``weakref.proxy`` copied the engine into each hook, so
         point every hook at this adapter's engine again."""
@@ -180,6 +179,7 @@ class IMIXAdapter(LegacyHookAdapter):
         for hook in self.hooks:
             hook.trainer = weakref.proxy(self.engine)
 
+    @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
         others = [type(c).__name__ for c in trainer.callbacks if isinstance(c, IMIXAdapter) and c is not self]
