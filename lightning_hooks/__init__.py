@@ -15,11 +15,13 @@ if TYPE_CHECKING:
     from lightning_hooks.config import build_callbacks
     from lightning_hooks.families.classy import ClassyAdapter
     from lightning_hooks.families.imix import IMIXAdapter
+    from lightning_hooks.families.mmcv import MMCVAdapter
     from lightning_hooks.families.mmengine import MMEngineAdapter
 
 _HOMES = {
     "ClassyAdapter": "lightning_hooks.families.classy",
     "IMIXAdapter": "lightning_hooks.families.imix",
+    "MMCVAdapter": "lightning_hooks.families.mmcv",
     "MMEngineAdapter": "lightning_hooks.families.mmengine",
     "adapt": "lightning_hooks.adapt",
     "build_callbacks": "lightning_hooks.config",

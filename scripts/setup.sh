@@ -4,7 +4,8 @@
 #   bash scripts/setup.sh test   -> the same plus the test dependencies: OpenMMLab libraries, the real torchvision and
 #                                   VISSL outside the venv's import path (.venv/vissl-site), and .venv-lt24: the
 #                                   oldest supported Lightning (2.4, both namespaces) for the reduced suite that
-#                                   tests/core/test_core_lightning_versions.py runs there
+#                                   tests/core/test_core_lightning_versions.py runs there, and .venv-mmcv1:
+#                                   mmcv 1.x (mmcv.runner) with mmdet 2.x / mmcls 0.x / mmseg 0.x for tests/mmcv
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,6 +44,20 @@ with zipfile.ZipFile(".venv/wheels/vissl-0.1.6-py3-none-any.whl") as wheel:
     wheel.extractall(sys.argv[1], [n for n in wheel.namelist() if n.split("/")[0] in ("vissl", "configs", "hydra_plugins")])
 PY
   install .venv-lt24 legacy lightning==2.4.0 pytorch-lightning==2.4.0 "pytest>=8"
+  # .venv-mmcv1: OpenMMLab 1.x (mmcv.runner), whose import name `mmcv` the main venv's mmcv-lite 2.x takes, for
+  # tests/mmcv (run from the main suite by tests/core/test_core_mmcv_env.py). mmcv 1.7.2 builds from its sdist without
+  # compiled ops (the tests stub mmcv._ext); its setup.py needs pkg_resources (setuptools<70) and wheel, unisolated.
+  install .venv-mmcv1 legacy "pytest>=8" addict yapf pycocotools terminaltables prettytable
+  mmcv_pip=(.venv-mmcv1/bin/python -m pip install --quiet --disable-pip-version-check)
+  "${mmcv_pip[@]}" "setuptools<70" wheel
+  MMCV_WITH_OPS=0 "${mmcv_pip[@]}" --no-deps --no-build-isolation mmcv==1.7.2
+  # mmcv.runner imports torchvision: the registry's CUDA build, which imports on the CPU torch once its op schemas
+  # exist (scripts/torchvision_cpu_ops.py, loaded by a .pth at interpreter start); the OpenMMLab 1.x libraries pin
+  # old mmcv-full/torch builds, so alone
+  "${mmcv_pip[@]}" --no-deps torchvision==0.28.0 mmdet==2.28.2 mmcls==0.25.0 mmsegmentation==0.30.0
+  mmcv_site=$(.venv-mmcv1/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  cp scripts/torchvision_cpu_ops.py "$mmcv_site/"
+  echo "import torchvision_cpu_ops" > "$mmcv_site/torchvision_cpu_ops.pth"
 else
   install .venv legacy
 fi

@@ -1,22 +1,20 @@
 """The legacy hook families, one folder each: the registry below is the one place that lists them.
 
 A family folder exports ``FAMILY`` (a :class:`~lightning_hooks.core.family.Family`); adding a family is its folder
-plus one line in ``FAMILIES``. ``adapt`` tries families in this order.
+plus its folder name in ``NAMES``. ``adapt`` tries families in this order.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.family import Family
-from lightning_hooks.families import classy, imix, mmengine
+#: the family folders, in the order ``adapt`` tries them
+NAMES = ("mmengine", "classy", "imix", "mmcv")
 
-FAMILIES: list[Family] = [
-    mmengine.FAMILY,
-    classy.FAMILY,
-    imix.FAMILY,
-]
+FAMILIES: list[Family] = [importlib.import_module(f"{__name__}.{name}").FAMILY for name in NAMES]
 
 
 def registered() -> tuple[Family, ...]:

@@ -182,7 +182,21 @@ def imix_runs(tmp_path):
     return [lightning_steps, hooks_step, failed]
 
 
-RUNS = {"mmengine": mmengine_runs, "classy": classy_runs, "imix": imix_runs}
+def mmcv_runs(tmp_path):
+    runner = pytest.importorskip("mmcv.runner", reason="mmcv 1.x lives in .venv-mmcv1 (tests/core/test_core_mmcv_env.py)")
+    from lightning_hooks import MMCVAdapter
+
+    make = lambda *extra, **options: MMCVAdapter([probe(runner.Hook, MMCVAdapter), *extra], **options)  # noqa: E731
+    lightning_steps, hooks_step, short = make(), make(runner.OptimizerHook()), make()
+    iter_based = make(runner=dict(type="IterBasedRunner", max_iters=6))
+    fit(lightning_steps, tmp_path / "a", test=False)
+    fit(hooks_step, tmp_path / "b", test=False)
+    fit(short, tmp_path / "c", max_steps=3, test=False)  # cut inside epoch 0
+    fit(iter_based, tmp_path / "d", test=False, max_steps=6, max_epochs=-1)
+    return [lightning_steps, hooks_step, short, iter_based]
+
+
+RUNS = {"mmengine": mmengine_runs, "classy": classy_runs, "imix": imix_runs, "mmcv": mmcv_runs}
 
 
 def test_every_registered_family_is_covered_here():
@@ -247,7 +261,8 @@ _VALID = {
 
 def _receives(row: Mount, adapter: Any, args: tuple, kwargs: dict[str, Any]) -> bool:
     """Whether a call received the host object (positional) and exactly the row's arguments, with plausible values."""
-    hosts = {"mmengine": lambda: (adapter.runner,), "classy": lambda: (adapter.task,), "imix": lambda: ()}
+    hosts = {"mmengine": lambda: (adapter.runner,), "classy": lambda: (adapter.task,), "imix": lambda: (),
+             "mmcv": lambda: (adapter.runner,)}
     host = hosts[adapter.family]()
     return (len(args) == len(host) and all(a is h for a, h in zip(args, host)) and set(kwargs) == set(row.args)
             and all(_VALID[name](kwargs[name]) for name in row.args))  # fmt: skip

@@ -8,7 +8,7 @@ from typing import Any
 import lightning as L
 import pytest
 import torch
-from imix_testkit import TinyModule
+from imix_testkit import OptimizerFirstModule
 from torch.utils.data import DataLoader, TensorDataset
 
 N_BATCHES = 6
@@ -56,11 +56,11 @@ def _trainer(tmp_path: Any, callbacks: list[Any], **kwargs: Any) -> L.Trainer:
 
 
 @pytest.fixture
-def module() -> TinyModule:
-    return TinyModule()
+def module() -> OptimizerFirstModule:
+    return OptimizerFirstModule()
 
 
 @pytest.fixture
-def twin(module: TinyModule) -> torch.nn.Linear:
+def twin(module: OptimizerFirstModule) -> torch.nn.Linear:
     """An independent copy of the module's network for reference loops."""
     return copy.deepcopy(module.net)

@@ -8,7 +8,7 @@ import lightning as L
 import torch
 
 
-class TinyModule(L.LightningModule):
+class OptimizerFirstModule(L.LightningModule):
     """Linear(4 -> 1) with MSE; the optimizer (and so iMIX hooks that need it) is built before the Trainer."""
 
     def __init__(self, lr: float = 0.1) -> None:

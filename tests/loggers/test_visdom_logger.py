@@ -32,7 +32,7 @@ class RecordingVisdomLogger(VisdomLogger):
         return [(float(step), float(m[key])) for m, step in self.calls[first_call:] if key in m]
 
 
-class TinyModule(L.LightningModule):
+class LoggingModule(L.LightningModule):
     def __init__(self, lr: float = 0.05, hidden: int = 3) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -67,7 +67,7 @@ def fit(logger: VisdomLogger, tmp_path: Any, steps: int, callbacks: Optional[lis
         enable_model_summary=False,
         default_root_dir=tmp_path,
     )
-    trainer.fit(TinyModule())
+    trainer.fit(LoggingModule())
     return trainer
 
 

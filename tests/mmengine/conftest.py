@@ -9,10 +9,6 @@ import pytest
 pytest.register_assert_rewrite("downstream_kit")  # its comparisons report the differing values
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "corpus: runs every config file the installed OpenMMLab libraries ship")
-
-
 @pytest.fixture(autouse=True)
 def _quiet_cwd(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

@@ -19,6 +19,7 @@ from lh_testing import load_options
 from torch.utils.data import DataLoader, Dataset
 
 from lightning_hooks.families.mmengine import MMEngineAdapter, build_hooks
+from lightning_hooks.families.mmengine.module import MMEngineModule
 
 _runs = itertools.count()
 
@@ -125,17 +126,15 @@ class MMEngineSteps(pl.LightningModule):
     on_test_epoch_end = on_validation_epoch_end
 
 
-class LitToy(MMEngineSteps):
-    """The same ``Toy`` trained by Lightning: ``training_step`` returns the model's parsed loss dict."""
+class LitToy(MMEngineModule):
+    """The same ``Toy`` trained by Lightning as MMEngine's loops train it (lightning-hooks' ``MMEngineModule``): the
+    model's ``train_step`` with an MMEngine ``OptimWrapper`` of SGD, the ``ToyMSE`` evaluator in validation and test."""
 
     def __init__(self, model: Toy, lr: float = 0.1, momentum: float = 0.0) -> None:
-        super().__init__()
-        self.model = model
+        evaluator = Evaluator([ToyMSE()])
+        super().__init__(model, optim_wrapper=dict(optimizer=dict(type="SGD", lr=lr, momentum=momentum)),
+                         val_evaluator=evaluator, test_evaluator=evaluator)  # fmt: skip
         self.lr, self.momentum = lr, momentum
-        self.evaluator = Evaluator([ToyMSE()])
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=self.momentum)
 
 
 def make_model(seed: int = 0) -> Toy:

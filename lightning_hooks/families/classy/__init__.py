@@ -8,6 +8,7 @@ from lightning_hooks.core.family import Family, build_adapter, build_each, expec
 from lightning_hooks.families.classy.adapter import ClassyAdapter
 from lightning_hooks.families.classy.demo import demo_hooks
 from lightning_hooks.families.classy.logging import configure_logging as classy_logging
+from lightning_hooks.families.classy.train import COMMANDS
 
 __all__ = ["FAMILY", "ClassyAdapter"]
 
@@ -24,4 +25,5 @@ def build_section(section: Any, path: str) -> ClassyAdapter:
 FAMILY = Family("classy", ClassyAdapter, build_section, demo_hooks=demo_hooks,
                 section_example="[{name: precise_bn}, ...]", hook_example="PreciseBatchNormHook(num_samples=64)",
                 config_example="ClassyAdapter([dict(name=...)])", configure_logging=classy_logging,
+                train=COMMANDS,
                 accepts="classy_vision.hooks.ClassyHook or lightning_hooks.compat.classy.ClassyHook (VISSL hooks derive from it)")  # fmt: skip  # the registry line, options aligned

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from lightning_hooks.core.family import Family, build_adapter, build_each, build_one, expect
+from lightning_hooks.core.family import Family, TrainCommand, build_adapter, build_each, build_one, expect
+from lightning_hooks.families.mmengine import train
 from lightning_hooks.families.mmengine.adapter import MMEngineAdapter
 from lightning_hooks.families.mmengine.demo import demo_hooks
 
-__all__ = ["FAMILY", "MMEngineAdapter", "build_hooks"]
+__all__ = ["FAMILY", "LightningLoggerVisBackend", "MMEngineAdapter", "MMEngineData", "MMEngineModule", "build_hooks"]
+
+#: names this package exports from modules that import mmengine (not a dependency of lightning-hooks): imported on use
+_LAZY = {
+    "MMEngineModule": "lightning_hooks.families.mmengine.module",
+    "MMEngineData": "lightning_hooks.families.mmengine.data",
+    "LightningLoggerVisBackend": "lightning_hooks.families.mmengine.vis_backend",
+}
 
 
 def build_section(section: Any, path: str) -> MMEngineAdapter:
@@ -34,7 +42,9 @@ def build_section(section: Any, path: str) -> MMEngineAdapter:
 FAMILY = Family("mmengine", MMEngineAdapter, build_section, demo_hooks=demo_hooks,
                 section_example="{work_dir: ..., custom_hooks: [...]}", hook_example="EMAHook()",
                 config_example="MMEngineAdapter.from_config(custom_hooks=[...]) or MMEngineAdapter([dict(type=...)])",
-                accepts="mmengine.hooks.Hook")  # fmt: skip  # the registry line, options aligned
+                accepts="mmengine.hooks.Hook",
+                train=(TrainCommand(legacy="OpenMMLab tools/train.py", usage=train.USAGE, claims=train.claims,
+                                    main=train.main),))  # fmt: skip  # the registry line, options aligned
 
 
 def __getattr__(name: str) -> Any:
@@ -42,4 +52,8 @@ def __getattr__(name: str) -> Any:
         from lightning_hooks.families.mmengine.config import build_hooks as mmengine_hooks
 
         return mmengine_hooks
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

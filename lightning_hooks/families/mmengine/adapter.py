@@ -85,6 +85,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         from mmengine.dist import get_world_size
 
         from lightning_hooks.families.mmengine.config import HookConfig
+        from lightning_hooks.families.mmengine import vis_backend  # noqa: F401  registers LightningLoggerVisBackend
         from lightning_hooks.families.mmengine.runner import Runner
 
         #: the ``train_cfg`` loop settings; an ``IterLoopConfig`` runs ``IterBasedTrainLoop``'s semantics
@@ -210,6 +211,9 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._end_current()  # a run that failed before teardown left its instances current
         # its own MessageHub, Visualizer and MMLogger are the current ones while it runs, as a new Runner's are
         self._restore_current = make_current([self.runner.message_hub, self.runner.visualizer, self.runner.logger])
+        from lightning_hooks.families.mmengine.vis_backend import attach_trainer
+
+        attach_trainer(self.runner.visualizer, trainer)  # LightningLoggerVisBackend writes to trainer.loggers
         hook_checks.refuse_model_type_checks(self.hooks, self.runner._model or pl_module)
         self._hooks_world_size = hook_checks.init_dist_flags(self.hooks, self._hooks_world_size)
         self.fire(ON["setup"])

@@ -1,0 +1,405 @@
+"""LightningModules built from a whole Classy task config and from a whole VISSL config.
+
+- :class:`ClassyTaskModule`: what ``ClassificationTask.from_config`` builds (Classy's own builder runs): the model, the
+  loss, the optimizer with Classy's param schedulers (applied per step and per phase as Classy's task does), mixup,
+  ``clip_grad_norm``; its meters and config hooks go to the :class:`ClassyAdapter` that :meth:`ClassyTaskModule.adapter`
+  returns.
+- :class:`VisslConfigModule`: what VISSL's ``SelfSupervisionTask`` builds from a VISSL config (VISSL's builders): the
+  model (trunk + heads), the loss (built in ``setup``, after the adapter set Classy's device, as VISSL's trainer does)
+  and the optimizer with its ``OPTIMIZER.param_schedulers`` (the adapter applies them).
+
+Both log the values Classy's / VISSL's logging hooks print (losses, learning rates, meters) with ``self.log``, so they
+reach ``trainer.loggers``. The data comes from :mod:`lightning_hooks.families.classy.data`.
+
+Classy and VISSL are imported when a module is built.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from typing_extensions import override
+
+from lightning_hooks.core.errors import ConfigError
+from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.families.classy.adapter import ClassyAdapter
+from lightning_hooks.families.classy.data import load_task_config
+
+#: Classy task names this module builds (``ClassificationTask``; fine-tuning needs a pretrained checkpoint flow).
+CLASSY_TASKS = ("classification_task",)
+
+
+def build_classy_task(config: Mapping[str, Any]) -> Any:
+    """Classy's ``build_task(config)`` on a copy, refusing what a Lightning run does not reproduce."""
+    name = config.get("name")
+    if name not in CLASSY_TASKS:
+        raise ConfigError(
+            f"name: the Classy task {name!r} is not built under Lightning (only {', '.join(CLASSY_TASKS)}); "
+            "train it with classy_train.py, or use a classification_task config."
+        )
+    if config.get("test_only"):
+        raise ConfigError("test_only: a test-only Classy task is a Lightning trainer.test(); this module trains")
+    phases = config.get("dataset", {}).get("train", {}).get("phases_per_epoch", 1)
+    if phases != 1:
+        raise ConfigError(
+            f"dataset.train.phases_per_epoch: {phases}; Lightning runs one train epoch per phase: set it to 1 and "
+            "multiply num_epochs instead."
+        )
+    amp = config.get("amp_args")
+    if amp is not None and str(amp.get("amp_type", "apex")).lower() != "pytorch":
+        raise ConfigError(
+            "amp_args: Apex AMP is not reproduced under Lightning; use amp_args.amp_type: pytorch (Lightning's "
+            "precision='16-mixed') or drop amp_args and pass --precision."
+        )
+    if config.get("use_sharded_ddp"):
+        raise ConfigError("use_sharded_ddp: use Lightning's strategy instead (--strategy fsdp)")
+    from classy_vision.tasks import build_task
+
+    return build_task(copy.deepcopy(dict(config)))
+
+
+class ClassyTaskModule(pl.LightningModule):
+    """A LightningModule from a Classy task config, built by Classy's own ``ClassificationTask.from_config``.
+
+    ``self.model`` is the ``ClassyModel``, ``self.criterion`` the loss, ``self.task`` the Classy task the rest was
+    built on (optimizer and param schedulers, datasets, meters, config hooks, mixup, ``clip_grad_norm``). The steps
+    follow Classy's ``train_step`` / ``eval_step`` on its ``{"input", "target"}`` samples; the optimizer's param
+    groups are Classy's (``bn_weight_decay``) and its scheduled options are set from Classy's param schedulers at
+    Classy's ``where`` before each step, the per-epoch ones at each train phase end.
+
+    Train with :meth:`adapter` (the config's meters and hooks) and :meth:`datamodule` (the config's datasets), for
+    ``max_epochs`` = the config's ``num_epochs`` and ``check_val_every_n_epoch`` = its ``test_phase_period``
+    (:meth:`trainer_options`).
+
+    Example::
+
+        module = ClassyTaskModule("my_task.json")
+        trainer = Trainer(callbacks=[module.adapter()], **module.trainer_options())
+        trainer.fit(module, datamodule=module.datamodule())
+    """
+
+    def __init__(self, config: Mapping[str, Any] | str | os.PathLike[str]) -> None:
+        super().__init__()
+        self.config = load_task_config(config)
+        task = build_classy_task(self.config)
+        self.model = task.base_model
+        self.criterion = task.base_loss
+        self.task = task  # not a Module: the model and loss are registered once, above
+        self._step_lr: float | None = None
+
+    # ----------------------------------------------------------------------------------------------- wiring
+    def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
+        """A :class:`ClassyAdapter` with ``hooks`` (e.g. those ``classy_train.py`` adds from its flags) then the
+        config's hooks, and the config's meters, as ``classy_train.py`` sets ``task.hooks``; the hooks see
+        ``self.model`` as ``task.base_model`` and ``self.criterion`` as ``task.loss``."""
+        options = {"meters": self.task.meters, "model": "model", "loss": "criterion", **options}
+        return ClassyAdapter([*(hooks or []), *self.task.hooks], **options)
+
+    def datamodule(self) -> Any:
+        """The config's train and test datasets (those ``from_config`` built) as a LightningDataModule."""
+        from lightning_hooks.families.classy.data import ClassyTaskData
+
+        return ClassyTaskData(self.task)
+
+    def trainer_options(self) -> dict[str, Any]:
+        """The ``Trainer`` options the config fixes: epochs, test period, no sanity check, Classy's samplers kept."""
+        options: dict[str, Any] = {
+            "max_epochs": int(self.task.num_epochs),
+            "check_val_every_n_epoch": int(self.task.test_phase_period),
+            "num_sanity_val_steps": 0,
+            "use_distributed_sampler": False,  # Classy's datasets shard with their own DistributedSampler
+        }
+        if self.task.amp_args is not None:
+            options["precision"] = "16-mixed"
+        if self.config.get("simulated_global_batchsize"):
+            options["accumulate_grad_batches"] = self._accumulation()
+        return options
+
+    def _accumulation(self) -> int:
+        simulated = int(self.config["simulated_global_batchsize"])
+        batch = self.task.datasets["train"].get_global_batchsize()
+        if simulated % batch:
+            raise ConfigError(
+                f"simulated_global_batchsize: {simulated} is not a multiple of the global batch size {batch}"
+            )
+        return simulated // batch
+
+    # ------------------------------------------------------------------------------------------------ steps
+    @override
+    def forward(self, x: Any) -> Any:
+        return self.model(x)
+
+    @override
+    def training_step(self, sample: dict[str, Any], batch_idx: int) -> dict[str, Any]:
+        if self.task.mixup_transform is not None:
+            sample = self.task.mixup_transform(sample)
+        output = self.model(sample["input"])
+        loss = self.criterion(output, sample["target"])
+        return {"loss": loss, "output": output, "target": sample["target"]}
+
+    @override
+    def validation_step(self, sample: dict[str, Any], batch_idx: int) -> dict[str, Any]:
+        return self._eval_step(sample)
+
+    @override
+    def test_step(self, sample: dict[str, Any], batch_idx: int) -> dict[str, Any]:
+        return self._eval_step(sample)
+
+    def _eval_step(self, sample: dict[str, Any]) -> dict[str, Any]:
+        output = self.model(sample["input"])
+        return {"loss": self.criterion(output, sample["target"]), "output": output, "target": sample["target"]}
+
+    # ---------------------------------------------------------------------------------- optimizer, schedule
+    @override
+    def configure_optimizers(self) -> dict[str, Any]:
+        """Classy's ``prepare_optimizer``: non-BatchNorm then BatchNorm parameter groups (loss's included), the
+        latter without weight decay unless ``bn_weight_decay``; the ClassyOptimizer's torch optimizer, with
+        :class:`ClassyPhaseSchedule` (Classy's ``optimizer.on_epoch(where)`` at each train phase end)."""
+        classy = self.task.optimizer
+        self.task.prepare_optimizer(optimizer=classy, model=self.model, loss=self.criterion)
+        schedule = ClassyPhaseSchedule(classy, self.task.num_epochs)
+        return {"optimizer": classy.optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "epoch"}}
+
+    @override
+    def on_fit_start(self) -> None:
+        epochs = self.trainer.max_epochs
+        if epochs != self.task.num_epochs:
+            raise ConfigError(
+                f"num_epochs: the config trains {self.task.num_epochs} epochs (its param schedulers span them) but "
+                f"Trainer(max_epochs={epochs}); pass max_epochs={self.task.num_epochs} (trainer_options())."
+            )
+
+    @override
+    def on_train_start(self) -> None:
+        """Every scheduled option at the ``where`` the run starts from (0, or where a resumed checkpoint left off)."""
+        self._schedule(self.current_epoch / self.task.num_epochs, None)
+
+    @override
+    def optimizer_step(self, epoch: int, batch_idx: int, optimizer: Any, optimizer_closure: Any = None) -> None:
+        """Classy's ``optimizer.step(where=task.where)``: the per-step options at ``where``, then the step."""
+        from classy_vision.optim.param_scheduler import UpdateInterval
+
+        batches = self.trainer.num_training_batches
+        self._schedule((epoch * batches + batch_idx) / (self.task.num_epochs * batches), UpdateInterval.STEP)
+        self._step_lr = optimizer.param_groups[0]["lr"]
+        optimizer.step(closure=optimizer_closure)
+
+    def _schedule(self, where: float, interval: Any) -> None:
+        classy = self.task.optimizer
+        classy._update_schedule(classy._run_schedulers(min(where, 1.0 - 1e-12), interval))
+
+    @override
+    def configure_gradient_clipping(
+        self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:  # fmt: skip
+        """Classy's ``clip_grad_norm`` (the norm over the optimizer's parameters), else Lightning's own setting."""
+        if self.task.clip_grad_norm is not None:
+            self.clip_gradients(optimizer, gradient_clip_val=self.task.clip_grad_norm, gradient_clip_algorithm="norm")
+        else:
+            self.clip_gradients(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
+    # ------------------------------------------------------------------------------- values to the loggers
+    @override
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """On Lightning's logging steps (``log_every_n_steps``), the step's loss and LR as ``train/loss`` and
+        ``train/lr``; after a train phase's last batch (its phase end has run), the phase's values."""
+        task = self._host_task()
+        if task is not None and task.losses and self.trainer.global_step % self.trainer.log_every_n_steps == 0:
+            self.log_dict({"train/loss": task.losses[-1], "train/lr": self._step_lr}, on_step=True, on_epoch=False,
+                          batch_size=1)  # fmt: skip
+        if batch_idx + 1 == self.trainer.num_training_batches:
+            self._log_phase("train")
+
+    @override
+    def on_validation_epoch_end(self) -> None:
+        if not self.trainer.sanity_checking:
+            self._log_phase("test")
+
+    @override
+    def on_test_epoch_end(self) -> None:
+        self._log_phase("test")
+
+    def _host_task(self) -> Any:
+        """The task facade of the ClassyAdapter training this module (None without one)."""
+        adapter = next((cb for cb in self.trainer.callbacks if isinstance(cb, ClassyAdapter)), None)
+        return None if adapter is None else adapter.task
+
+    def _log_phase(self, phase: str) -> None:
+        """What Classy's TensorboardPlotHook plots at a phase end, under its tags: the phase's mean loss
+        (``Losses/{phase}``) and each meter's values (``Meters/{phase}/{meter}/{value}``)."""
+        task = self._host_task()
+        values = {f"Losses/{phase}": sum(task.losses) / len(task.losses)} if task is not None and task.losses else {}
+        for meter in self.task.meters:
+            value = meter.value
+            items = value.items() if isinstance(value, Mapping) else [("value", value)]
+            values.update({f"Meters/{phase}/{meter.name}/{k}": float(v) for k, v in items if _number(v)})
+        if values:
+            self.log_dict(values, on_step=False, on_epoch=True, batch_size=1)
+
+
+class VisslConfigModule(pl.LightningModule):
+    """A LightningModule from a VISSL config, built by VISSL's own builders as its ``SelfSupervisionTask`` does.
+
+    ``config``: VISSL's command-line overrides (``["config=test/integration_test/quick_simclr_synthetic", ...]``,
+    composed with VISSL's hydra plugin) or a composed ``AttrDict``. ``self.model`` is VISSL's model (trunk + heads),
+    ``self.criterion`` its loss, built in ``setup`` (after the adapter set Classy's device, as VISSL's trainer builds
+    it after its device); ``self.classy_optimizer`` VISSL's ClassyOptimizer with VISSL's param groups, whose
+    ``OPTIMIZER.param_schedulers`` the adapter applies. Steps follow VISSL's ``standard_train_step``.
+
+    Train with :meth:`adapter` (``default_hook_generator``'s hooks, the checkpoint folder) and :meth:`datamodule`.
+
+    Example::
+
+        module = VisslConfigModule(["config=test/integration_test/quick_simclr_synthetic", "config.MACHINE.DEVICE=cpu"])
+        trainer = Trainer(callbacks=[module.adapter()], **module.trainer_options())
+        trainer.fit(module, datamodule=module.datamodule())
+    """
+
+    def __init__(self, config: Any) -> None:
+        from vissl.models import build_model
+
+        from lightning_hooks.families.classy.vissl import compose
+
+        super().__init__()
+        self.config = config = compose(config)
+        if config.get("TEST_MODEL") and not config.get("TEST_ONLY"):
+            _check_vissl_test(config)
+        self.model = build_model(config.MODEL, config.OPTIMIZER)
+
+    def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
+        """A :class:`ClassyAdapter` with VISSL's ``default_hook_generator(config)`` hooks, then ``hooks``."""
+        return ClassyAdapter(hooks or [], vissl=self.config, loss="criterion", **options)
+
+    def datamodule(self) -> Any:
+        """The config's ``DATA.TRAIN`` through VISSL's dataset and dataloader builders, as a LightningDataModule."""
+        from lightning_hooks.families.classy.data import VisslConfigData
+
+        return VisslConfigData(self.config)
+
+    def trainer_options(self) -> dict[str, Any]:
+        """The ``Trainer`` options the config fixes: ``OPTIMIZER.num_epochs``, VISSL's own samplers kept."""
+        options: dict[str, Any] = {
+            "max_epochs": int(self.config.OPTIMIZER.num_epochs),
+            "num_sanity_val_steps": 0,
+            "use_distributed_sampler": False,  # VISSL's StatefulDistributedSampler shards and seeds the data
+            "limit_val_batches": 0,
+        }
+        amp = self.config.MODEL.get("AMP_PARAMS", {})
+        if amp.get("USE_AMP"):
+            options["precision"] = "16-mixed"
+        return options
+
+    @override
+    def setup(self, stage: str) -> None:
+        import vissl.losses  # noqa: F401  (registers VISSL's losses)
+        from classy_vision.losses import build_loss
+
+        if hasattr(self, "criterion"):
+            return
+        name = self.config.LOSS.name
+        loss_config = copy.deepcopy(self.config.LOSS[name])
+        loss_config["name"] = name
+        self.criterion = build_loss(loss_config)
+
+    @override
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """VISSL's ``construct_sample_for_model``: the collated batch as ``{"input", "target", ...}``."""
+        import types
+
+        from vissl.trainer.train_steps.standard_train_step import construct_sample_for_model
+
+        data = self.config.DATA.TRAIN
+        keys = {"input": data.INPUT_KEY_NAMES, "target": data.TARGET_KEY_NAMES}
+        return construct_sample_for_model(batch, types.SimpleNamespace(data_and_label_keys=keys))
+
+    @override
+    def forward(self, x: Any) -> Any:
+        return self.model(x)
+
+    @override
+    def training_step(self, sample: dict[str, Any], batch_idx: int) -> torch.Tensor:
+        output = self.model(sample["input"])
+        return self.criterion(output[0] if len(output) == 1 else output, sample["target"])
+
+    @override
+    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """On Lightning's logging steps (``log_every_n_steps``), what LogLossLrEtaHook prints: the step's loss
+        (averaged over ranks, as VISSL's ``last_batch.loss``) and the LR it used, as ``train/loss`` and ``train/lr``."""
+        if self.trainer.global_step % self.trainer.log_every_n_steps:
+            return
+        adapter = next((cb for cb in self.trainer.callbacks if isinstance(cb, ClassyAdapter)), None)
+        last = None if adapter is None else adapter.task.last_batch
+        loss = outputs["loss"] if last is None or last.loss is None else last.loss
+        lr = self.classy_optimizer.optimizer.param_groups[0]["lr"]
+        self.log_dict({"train/loss": loss, "train/lr": lr}, on_step=True, on_epoch=False, batch_size=1)
+
+    @override
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        """VISSL's optimizer and param groups (``get_optimizer_param_groups``); the adapter applies its schedulers
+        through ``self.classy_optimizer``."""
+        import vissl.optimizers  # noqa: F401  (registers VISSL's optimizers)
+        from classy_vision.optim import build_optimizer, build_optimizer_schedulers
+        from vissl.optimizers import get_optimizer_param_groups
+
+        optimizer_config = self.config.OPTIMIZER
+        if optimizer_config.get("use_larc") and optimizer_config.name != "sgd_fsdp":
+            _check_apex("OPTIMIZER.use_larc")
+        self.classy_optimizer = build_optimizer(optimizer_config)
+        schedulers = build_optimizer_schedulers(optimizer_config)
+        groups = get_optimizer_param_groups(self.model, self.config.MODEL, optimizer_config, schedulers)
+        self.classy_optimizer.set_param_groups(groups)
+        return self.classy_optimizer.optimizer
+
+
+class ClassyPhaseSchedule(torch.optim.lr_scheduler.LRScheduler):
+    """Classy's ``optimizer.on_epoch(where)`` at the end of each train phase, as a Lightning ``"epoch"`` scheduler:
+    Lightning steps it after the phase's last optimizer step and before the phase-end hooks, which then see the
+    per-epoch options (``where`` < 1) in ``options_view``, as in Classy. ``where`` is the phases done over
+    ``num_epochs``.
+    """
+
+    def __init__(self, classy_optimizer: Any, num_epochs: int) -> None:
+        self.classy = classy_optimizer
+        self.num_epochs = num_epochs
+        super().__init__(classy_optimizer.optimizer)
+
+    @override
+    def step(self, epoch: int | None = None) -> None:
+        self.last_epoch += 1
+        if self.last_epoch > 0:
+            self.classy.on_epoch(self.last_epoch / self.num_epochs)
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    @override
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_epoch": self.last_epoch}
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.last_epoch = state_dict["last_epoch"]
+
+
+def _check_vissl_test(config: Any) -> None:
+    raise ConfigError(
+        "config.TEST_MODEL: VISSL's test phases are not built under Lightning yet; set config.TEST_MODEL=false "
+        "(train), and evaluate with VISSL's benchmark configs."
+    )
+
+
+def _check_apex(option: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("apex") is None:
+        raise ConfigError(
+            f"config.{option}: VISSL needs NVIDIA Apex for it (its trainer asserts the same); set "
+            f"config.{option}=false, or install Apex."
+        )
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) or (isinstance(value, torch.Tensor) and value.numel() == 1)

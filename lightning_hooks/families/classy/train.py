@@ -1,0 +1,225 @@
+"""``lightning-hooks train``'s two Classy-family entry points.
+
+- ``lightning-hooks train my_task.json [classy_train.py's flags] [--devices N ...]``: Classy's ``classy_train.py``:
+  Classy's own flags (``classy_vision.generic.opts``), the hooks it adds from them (``LossLrMeterLoggingHook``,
+  ``ModelComplexityHook``, ``TensorboardPlotHook``, ``CheckpointHook``, ``ProfilerHook``, ``ProgressBarHook``,
+  ``VisdomHook``) before the config's, ``torch.manual_seed(0)``, resume from ``--checkpoint_load_path``.
+- ``lightning-hooks train config=<VISSL config> [overrides ...] [--devices N ...]``: VISSL's
+  ``tools/run_distributed_engines.py``: the config composed by VISSL's hydra plugin, its seeds, logging to
+  ``CHECKPOINT.DIR``, ``default_hook_generator``'s hooks, auto-resume from the checkpoint folder.
+
+Both then train with ``lightning.Trainer`` + ``ClassyAdapter``; Lightning's ``--devices``, ``--num-nodes``,
+``--strategy``, ``--precision`` and ``--accelerator`` pick the hardware, and a ``CSVLogger`` in the checkpoint folder
+receives the losses, learning rates and meters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from lightning_hooks.core.family import TrainCommand
+
+
+def lightning_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Lightning's hardware flags, shared by both commands (None: the config's / Lightning's default)."""
+    group = parser.add_argument_group("Lightning")
+    group.add_argument("--accelerator", default=None, help="cpu, gpu, ... (default: the config's device, else auto)")
+    group.add_argument("--devices", default=None, help="devices per node (int, list or auto)")
+    group.add_argument("--num-nodes", "--num_nodes", dest="num_nodes", type=int, default=None, help="nodes")
+    group.add_argument("--strategy", default=None, help="Lightning strategy (ddp, fsdp, ...)")
+    group.add_argument("--precision", default=None, help="Lightning precision (32, 16-mixed, bf16-mixed, ...)")
+    return parser
+
+
+def _devices(value: str | None) -> Any:
+    if value is None or value == "auto":
+        return value
+    return int(value) if value.lstrip("-").isdigit() else value
+
+
+def _trainer(
+    args: argparse.Namespace, options: dict[str, Any], callbacks: list[Any], folder: str, **defaults: Any
+) -> Any:
+    """A ``lightning.Trainer`` with the config's options, the flags over the defaults, and a CSVLogger in ``folder``."""
+    from lightning_hooks.core.lightning_api import pl, submodule
+
+    hardware = {"accelerator": args.accelerator, "devices": _devices(args.devices), "num_nodes": args.num_nodes,
+                "strategy": args.strategy, "precision": args.precision}  # fmt: skip
+    for key, value in hardware.items():
+        if value is not None:
+            options[key] = value
+        elif key in defaults and defaults[key] is not None:
+            options.setdefault(key, defaults[key])
+    return pl.Trainer(
+        callbacks=callbacks, logger=submodule("loggers").CSVLogger(folder, name="lightning_logs"),
+        default_root_dir=folder, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        **options,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------------- Classy
+def classy_parser() -> argparse.ArgumentParser:
+    """``classy_train.py``'s parser (Classy's own ``add_generic_args``) with the config as the first argument."""
+    from classy_vision.generic.opts import add_generic_args
+
+    parser = argparse.ArgumentParser(
+        prog="lightning-hooks train CONFIG.json",
+        description="Train a Classy Vision task config under Lightning, as classy_train.py does.",
+    )
+    add_generic_args(parser)
+    parser.add_argument("--device", choices=("cpu", "gpu"), default=None,
+                        help="older classy_train.py's device flag: Lightning's accelerator")  # fmt: skip
+    return lightning_arguments(parser)
+
+
+def classy_hooks(args: argparse.Namespace, config: dict[str, Any]) -> list[Any]:
+    """The hooks ``classy_train.py``'s ``configure_hooks`` adds from its flags, in its order; creates the folders it
+    creates (``output_<time>/`` in the working directory: checkpoints unless ``--checkpoint_folder``, TensorBoard)."""
+    from classy_vision.hooks import (
+        CheckpointHook, LossLrMeterLoggingHook, ModelComplexityHook, ProfilerHook, ProgressBarHook, TensorboardPlotHook,
+        VisdomHook,
+    )  # fmt: skip
+
+    hooks: list[Any] = [LossLrMeterLoggingHook(args.log_freq), ModelComplexityHook()]
+    base_folder = Path.cwd() / f"output_{datetime.now().isoformat()}"
+    if args.checkpoint_folder == "":
+        args.checkpoint_folder = str(base_folder / "checkpoints")
+        os.makedirs(args.checkpoint_folder, exist_ok=True)
+    logging.info(f"Logging outputs to {base_folder}")
+    logging.info(f"Logging checkpoints to {args.checkpoint_folder}")
+    if not args.skip_tensorboard:
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            os.makedirs(base_folder / "tensorboard", exist_ok=True)
+            hooks.append(TensorboardPlotHook(SummaryWriter(log_dir=base_folder / "tensorboard")))
+        except ImportError:
+            logging.warning("tensorboard not installed, skipping tensorboard hooks")
+    args_dict = vars(args)
+    args_dict["config"] = config
+    hooks.append(CheckpointHook(args.checkpoint_folder, args_dict, checkpoint_period=args.checkpoint_period))
+    if args.profiler:
+        hooks.append(ProfilerHook())
+    if args.show_progress:
+        hooks.append(ProgressBarHook())
+    if args.visdom_server != "":
+        hooks.append(VisdomHook(args.visdom_server, args.visdom_port))
+    return hooks
+
+
+def classy_main(argv: list[str]) -> None:
+    """``classy_train.py --config_file argv[0] argv[1:]`` under Lightning."""
+    import torch
+    from classy_vision.generic.opts import check_generic_args
+
+    from lightning_hooks.families.classy.data import load_task_config
+    from lightning_hooks.families.classy.module import ClassyTaskModule
+
+    parser = classy_parser()
+    config_first = bool(argv) and not argv[0].startswith("-")
+    args = check_generic_args(parser.parse_args(["--config_file", *argv] if config_first else argv))
+    if args.pretrained_checkpoint_path:
+        parser.error("--pretrained_checkpoint_path is for Classy's fine_tuning task, not built under Lightning")
+    if args.distributed_backend not in ("none", "ddp"):
+        parser.error(f"--distributed_backend {args.distributed_backend}: none or ddp")
+    logging.getLogger().setLevel(logging.INFO)
+    _set_backends(args)
+    config = load_task_config(args.config_file)
+    torch.manual_seed(0)
+    module = ClassyTaskModule(config)
+    hooks = classy_hooks(args, config)
+    options = {**module.trainer_options(), "log_every_n_steps": args.log_freq}
+    strategy = "ddp" if args.distributed_backend == "ddp" else None
+    accelerator = {"cpu": "cpu", "gpu": "gpu", None: None}[args.device]
+    if accelerator is None and config.get("use_gpu") is not None:
+        accelerator = "gpu" if config["use_gpu"] else "cpu"
+    trainer = _trainer(args, options, [module.adapter(hooks)], args.checkpoint_folder,
+                       strategy=strategy, accelerator=accelerator)  # fmt: skip
+    logging.info(f"Starting training on rank {trainer.global_rank} worker. World size is {trainer.world_size}")
+    trainer.fit(module, datamodule=module.datamodule(), ckpt_path=args.checkpoint_load_path or None)
+    logging.info("Training successful!")
+    logging.info(f'Results of this training run are available at: "{Path(args.checkpoint_folder).resolve()}"')
+
+
+def _set_backends(args: argparse.Namespace) -> None:
+    """``classy_train.py``'s torchvision image and video backends (when torchvision is installed)."""
+    try:
+        from torchvision import set_image_backend, set_video_backend
+    except ImportError:
+        return
+    set_image_backend(args.image_backend)
+    set_video_backend(args.video_backend)
+
+
+# ---------------------------------------------------------------------------------------------------------- VISSL
+def vissl_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lightning-hooks train config=<VISSL config> [overrides ...]",
+        description="Train a VISSL config under Lightning, as VISSL's tools/run_distributed_engines.py does. The "
+        "arguments without a leading '-' are VISSL's hydra overrides (config.OPTIMIZER.num_epochs=2 ...).",
+    )
+    return lightning_arguments(parser)
+
+
+def vissl_main(argv: list[str]) -> None:
+    """``run_distributed_engines.py config=... overrides...`` under Lightning."""
+    from vissl.utils.checkpoint import get_checkpoint_folder, get_resume_checkpoint, is_training_finished
+    from vissl.utils.hydra_config import compose_hydra_configuration, convert_to_attrdict
+    from vissl.utils.logger import setup_logging, shutdown_logging
+    from vissl.utils.misc import set_seeds
+
+    from lightning_hooks.families.classy.module import VisslConfigModule
+
+    parser = vissl_parser()
+    args, overrides = parser.parse_known_args(argv)
+    flags = [item for item in overrides if item.startswith("-")]
+    if flags:
+        parser.error(f"unrecognized arguments: {' '.join(flags)}")
+    _, config = convert_to_attrdict(compose_hydra_configuration(overrides))
+    folder = get_checkpoint_folder(config)
+    if is_training_finished(config, checkpoint_folder=folder):
+        logging.getLogger().info(f"Training already succeeded in {folder}, exiting.")
+        return
+    symlink = f"{folder}/checkpoint.torch"
+    if config.CHECKPOINT.USE_SYMLINK_CHECKPOINT_FOR_RESUME and os.path.exists(symlink):
+        checkpoint = symlink
+    else:
+        checkpoint = get_resume_checkpoint(config, checkpoint_folder=folder)
+    rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", 0)))
+    setup_logging(__name__, output_dir=folder, rank=rank)
+    try:
+        set_seeds(config, rank)
+        module = VisslConfigModule(config)
+        distributed = config.DISTRIBUTED
+        trainer = _trainer(
+            args, {**module.trainer_options(), "log_every_n_steps": config.LOG_FREQUENCY}, [module.adapter()], folder,
+            accelerator="gpu" if config.MACHINE.DEVICE == "gpu" else "cpu",
+            devices=distributed.NUM_PROC_PER_NODE, num_nodes=distributed.NUM_NODES,
+        )  # fmt: skip
+        trainer.fit(module, datamodule=module.datamodule(), ckpt_path=checkpoint)
+        logging.getLogger().info("All Done!")
+    finally:
+        shutdown_logging()
+
+
+COMMANDS = (
+    TrainCommand(
+        legacy="Classy Vision classy_train.py",
+        usage="TASK.json [--checkpoint_folder DIR] [--checkpoint_load_path PATH] [--log_freq N] [--device cpu] "
+        "[--devices N] [--num-nodes N] [--strategy S] [--precision P] ...",
+        claims=lambda first: first.endswith(".json"),
+        main=classy_main,
+    ),
+    TrainCommand(
+        legacy="VISSL tools/run_distributed_engines.py",
+        usage="config=<VISSL config> [config.KEY=VALUE ...] [--devices N] [--num-nodes N] [--strategy S] "
+        "[--precision P]",
+        claims=lambda first: first.startswith("config="),
+        main=vissl_main,
+    ),
+)

@@ -1,0 +1,42 @@
+"""OpenMMLab 1.x hooks (``mmcv.runner``, mmcv 1.x) inside lightning.Trainer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightning_hooks.core.errors import ConfigError
+from lightning_hooks.core.family import Family, adapter_options, check_keys, expect, message
+from lightning_hooks.families.mmcv.adapter import MMCVAdapter
+from lightning_hooks.families.mmcv import logging as mmcv_logging
+from lightning_hooks.families.mmcv.demo import available, demo_hooks
+
+__all__ = ["FAMILY", "MMCVAdapter"]
+
+#: the hook keys of an ``mmcv:`` section, as in an mmcv config
+_HOOK_KEYS = ("lr_config", "optimizer_config", "checkpoint_config", "log_config", "momentum_config", "custom_hooks",
+              "fp16", "timer_config", "profiler_config")  # fmt: skip
+
+
+def build_section(section: Any, path: str) -> MMCVAdapter:
+    """``mmcv:``: the hook configs of an mmcv 1.x config (``lr_config``, ``optimizer_config``, ``checkpoint_config``,
+    ``log_config``, ``momentum_config``, ``custom_hooks``, ...), registered as ``runner.register_training_hooks``
+    does; other keys are :class:`MMCVAdapter` options (``runner``, ``work_dir``, ...)."""
+    section = dict(expect(section, dict, path, FAMILY.section_example))
+    hooks = {k: section.pop(k) for k in _HOOK_KEYS if k in section}
+    if not hooks:
+        raise ConfigError(f"{path}: no hook configs; write e.g. {path}: {FAMILY.section_example}")
+    check_keys(section, adapter_options(MMCVAdapter), path, "MMCVAdapter option")
+    try:
+        return MMCVAdapter.from_config(**hooks, **section)
+    except ConfigError:
+        raise
+    except Exception as err:
+        raise ConfigError(f"{path}: {message(err)}") from err
+
+
+FAMILY = Family("mmcv", MMCVAdapter, build_section, demo_hooks=demo_hooks if available() else None,
+                section_example="{lr_config: {policy: step, step: [8, 11]}, checkpoint_config: {interval: 1}}",
+                hook_example="CheckpointHook(interval=1)",
+                config_example="MMCVAdapter.from_config(lr_config=..., custom_hooks=[dict(type=...)])",
+                configure_logging=mmcv_logging.configure_logging, batches_per_step=mmcv_logging.batches_per_step,
+                accepts="mmcv.runner.Hook (mmcv 1.x)")  # fmt: skip

@@ -1,0 +1,413 @@
+"""``MMCVAdapter``: OpenMMLab 1.x hooks (``mmcv.runner``), ordered by priority, driven by Lightning."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from typing_extensions import override
+
+from lightning_hooks.core import lightning_api
+from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
+from lightning_hooks.core.checks import check_argument, is_int
+from lightning_hooks.core.errors import unknown_name
+from lightning_hooks.core.family import adapter_options
+from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.triggers import ON, ModuleLoadCheckpoint, Trigger
+from lightning_hooks.families.mmcv.events import AFTER_STEP, BEFORE_STEP, EVENTS
+
+# mmcv 1.x is not a dependency of lightning-hooks (and mmcv 2.x has no mmcv.runner): its modules are imported where
+# an mmcv hook or config is already in hand.
+
+_SWITCHED = "_lightning_hooks_mmcv_manual"  # marks a module the adapter switched to manual optimisation
+_STAGES = ("train", "val")
+_LOAD_CHECKPOINT = ModuleLoadCheckpoint()
+
+
+class MMCVAdapter(LegacyHookAdapter):
+    """Run ``mmcv.runner.Hook`` hooks (mmcv 1.x: mmdet 2.x, mmcls 0.x, mmseg 0.x, ...) inside ``lightning.Trainer``.
+
+    Hooks are ordered by priority as mmcv's ``register_hook`` does (a hook's ``priority`` attribute, ``NORMAL`` when
+    it has none) and receive a :class:`~lightning_hooks.families.mmcv.runner.Runner` facade. ``runner`` picks the
+    runner replayed: ``"EpochBasedRunner"`` (default) or ``"IterBasedRunner"`` (one run-long epoch for the hooks:
+    ``before_epoch`` / ``after_epoch`` once, no train epoch mount points), or mmcv's config dict
+    ``dict(type=..., max_epochs=... | max_iters=...)``; build the Trainer with :meth:`trainer_kwargs`.
+
+    The LightningModule's ``training_step`` plays mmcv's ``model.train_step``: it returns mmcv's output dict
+    (``loss``, ``log_vars``, ``num_samples``: ``log_vars`` go to ``runner.log_buffer``) or the loss tensor. If a hook
+    owns the step (``OptimizerHook``, ``Fp16OptimizerHook``, ``GradientCumulative*OptimizerHook``), Lightning doesn't:
+    the adapter switches the module to manual optimisation, and the hook's backward, clipping and ``step()`` of
+    Lightning's optimizer wrapper run in ``after_train_iter``, so ``trainer.global_step`` counts its steps. The module
+    stays in manual optimisation after the fit; the next fit with an MMCVAdapter that has no such hook switches it back.
+
+    Example::
+
+        from mmcv.runner import CheckpointHook, OptimizerHook, StepLrUpdaterHook
+        adapter = MMCVAdapter([StepLrUpdaterHook(step=[8, 11]), OptimizerHook(grad_clip=dict(max_norm=35)),
+                               CheckpointHook(interval=1)], work_dir="work_dirs/demo")
+        Trainer(callbacks=[adapter], enable_checkpointing=False, **adapter.trainer_kwargs()).fit(model, loader)
+
+        adapter = MMCVAdapter.from_config(lr_config=dict(policy="step", step=[8, 11]),
+                                          optimizer_config=dict(grad_clip=None),
+                                          checkpoint_config=dict(interval=1),
+                                          log_config=dict(interval=50, hooks=[dict(type="TextLoggerHook")]),
+                                          runner=dict(type="EpochBasedRunner", max_epochs=12))
+    """
+
+    family = "mmcv"
+    events = EVENTS
+    family_title, host_args, upstream = "mmcv", ("runner",), ("mmcv.", "mmdet.", "mmcls.", "mmseg.")
+    delegates = {
+        **{f"{w}_{stage}_epoch": (f"{w}_epoch",) for w in ("before", "after") for stage in _STAGES},
+        **{f"{w}_{stage}_iter": (f"{w}_iter",) for w in ("before", "after") for stage in _STAGES},
+    }
+
+    def __init__(
+        self,
+        hooks: Any,
+        runner: str | Mapping[str, Any] = "EpochBasedRunner",
+        work_dir: str | os.PathLike | None = None,
+        meta: dict[str, Any] | None = None,
+        logger: logging.Logger | None = None,
+        model: str | None = None,
+    ) -> None:
+        from lightning_hooks.families.mmcv.runner import RUNNERS, Runner
+
+        runner_cfg = dict(runner) if isinstance(runner, Mapping) else {"type": runner}
+        runner_type = runner_cfg.pop("type", "EpochBasedRunner")
+        if runner_type not in RUNNERS:
+            unknown = unknown_name("runner type", str(runner_type), RUNNERS, listed="Accepted")
+            raise ValueError(f"MMCVAdapter(runner={runner!r}): {unknown}")
+        for key in runner_cfg:
+            if key not in ("max_epochs", "max_iters"):
+                unknown = unknown_name("runner option", key, ["type", "max_epochs", "max_iters"], listed="Accepted")
+                raise ValueError(f"MMCVAdapter(runner={runner!r}): {unknown}")
+        self._runner_cfg = runner_cfg
+        super().__init__(hooks)
+        self.runner = self.host = Runner(self.hooks, runner_type, work_dir, meta, logger, model)
+        real = _runner_module()
+        self.steppers = [h for h in self.hooks if isinstance(h, real.OptimizerHook)]
+        self._build_plan((self.runner,))
+
+    @classmethod
+    def base_classes(cls) -> tuple[type, ...]:
+        real = sys.modules.get("mmcv.runner")  # an mmcv hook instance implies mmcv.runner was imported
+        return (real.Hook,) if real is not None and hasattr(real, "Hook") else ()
+
+    @classmethod
+    def build_hook(cls, config: dict[str, Any]) -> Any:
+        """One ``dict(type=..., priority=..., **kwargs)`` through mmcv's ``HOOKS`` registry, as in ``custom_hooks``."""
+        from mmcv.runner import HOOKS
+
+        from lightning_hooks.families.mmcv.config import build_hook
+
+        return build_hook(config, HOOKS)
+
+    @classmethod
+    def from_config(cls, lr_config: Any = None, optimizer_config: Any = None, checkpoint_config: Any = None,
+                    log_config: Any = None, momentum_config: Any = None, custom_hooks: Any = None,
+                    **options: Any) -> MMCVAdapter:  # fmt: skip
+        """The hooks mmcv's ``runner.register_training_hooks`` registers for these configs (plus ``custom_hooks``,
+        ``timer_config`` and ``profiler_config`` where mmdet/mmcls/mmseg's train scripts pass them), in its order and
+        with its priorities; ``IterBasedRunner`` defaults ``by_epoch=False`` as that runner does. ``options`` are
+        adapter options (``runner`` as mmcv's ``runner = dict(type=..., max_epochs=...)``, ``work_dir``, ...) or other
+        keys of a whole mmcv config, which are ignored: ``MMCVAdapter.from_config(**mmcv.Config.fromfile(path))``.
+        """
+        from lightning_hooks.families.mmcv.config import register_training_hooks, split_options
+
+        options, hook_options = split_options(options, adapter_options(cls))
+        runner = options.get("runner", "EpochBasedRunner")
+        runner_type = runner.get("type", "EpochBasedRunner") if isinstance(runner, Mapping) else runner
+        hooks = register_training_hooks(
+            runner_type, lr_config=lr_config, optimizer_config=optimizer_config,
+            checkpoint_config=checkpoint_config, log_config=log_config, momentum_config=momentum_config,
+            custom_hooks=custom_hooks, **hook_options,
+        )  # fmt: skip
+        return cls(hooks, **options)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, **overrides: Any) -> MMCVAdapter:
+        """:meth:`from_config` of an mmcv 1.x config file (``mmcv.Config.fromfile``, ``_base_`` and all).
+
+        ``overrides`` with a dot (``**{"lr_config.step": [8, 11]}``) are merged into the config as mmcv's
+        ``--cfg-options`` are; the others replace a top-level key as given (hook objects stay the same objects):
+        ``MMCVAdapter.from_file("configs/faster_rcnn.py", work_dir="work_dirs/frcnn", custom_hooks=[MyHook()])``."""
+        from mmcv import Config
+
+        config = Config.fromfile(os.fspath(path))
+        config.merge_from_dict({k: v for k, v in overrides.items() if "." in k})
+        options = config._cfg_dict.to_dict()
+        options.update({k: v for k, v in overrides.items() if "." not in k})
+        return cls.from_config(**options)
+
+    def trainer_kwargs(self) -> dict[str, Any]:
+        """The ``Trainer`` arguments for ``runner``'s ``max_epochs`` / ``max_iters``: ``max_epochs`` for
+        ``EpochBasedRunner``; ``max_steps`` (optimizer steps: ``max_iters`` over a ``GradientCumulativeOptimizerHook``'s
+        ``cumulative_iters``) and ``max_epochs=-1`` for ``IterBasedRunner``."""
+        cfg = self._runner_cfg
+        if self.runner._runner_type == "IterBasedRunner":
+            if "max_iters" not in cfg:
+                return {}
+            return {"max_steps": math.ceil(cfg["max_iters"] / self.runner._iters_per_step()), "max_epochs": -1}
+        return {"max_epochs": cfg["max_epochs"]} if "max_epochs" in cfg else {}
+
+    def order(self, hooks: list[Any]) -> list[Any]:
+        """mmcv's ``register_hook`` queue: ascending priority, registration order among equals. Each hook's
+        ``priority`` becomes the number ``register_hook`` stores (``NORMAL`` for a hook without one)."""
+        from mmcv.runner import get_priority
+
+        for hook in hooks:
+            hook.priority = get_priority(getattr(hook, "priority", "NORMAL"))
+        return sorted(hooks, key=lambda h: h.priority)
+
+    def active(self, hook: Any, mount: str) -> bool:
+        """Also a mount point set on the instance (``ClosureHook(fn_name, fn)`` sets ``hook.<fn_name> = fn``)."""
+        return callable(vars(hook).get(mount)) or super().active(hook, mount)
+
+    def check_arguments(self, hook: Any) -> None:
+        """``interval`` (CheckpointHook, LoggerHook, EvalHook, ...) must be an int and ``by_epoch`` a bool."""
+        check_argument(type(self).__name__, hook, "interval", is_int, "an int, e.g. interval=1")
+        check_argument(type(self).__name__, hook, "by_epoch", lambda v: isinstance(v, bool), "a bool")
+
+    # ------------------------------------------------------------------------------------------ conditions
+    def iter_based(self) -> bool:
+        return self.runner._runner_type == "IterBasedRunner"
+
+    def epoch_based(self) -> bool:
+        return not self.iter_based()
+
+    def epoch_cut_short(self) -> bool:
+        """``on_train_epoch_end`` ends only an epoch still open (one cut short); ``IterBasedRunner`` has none."""
+        return self.epoch_based() and self.train_epoch_open()
+
+    def hooks_step(self) -> bool:
+        return bool(self.steppers)
+
+    def lightning_steps(self) -> bool:
+        return not self.steppers
+
+    def epoch_validation(self) -> bool:
+        return self.epoch_based() and self.real_validation()
+
+    @property
+    def ends_train_epoch_at_last_batch(self) -> bool:
+        """``IterBasedRunner`` has no train epochs: nothing ends at a loader's last batch."""
+        return self.epoch_based()
+
+    # ------------------------------------------------------------------------------------------ lightning glue
+    @override
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)
+        others = [c for c in trainer.callbacks if isinstance(c, MMCVAdapter) and c is not self]
+        if others:
+            raise ValueError(
+                f"MMCVAdapter ({', '.join(self.hook_keys())}): this Trainer has another MMCVAdapter, but mmcv runs one "
+                "runner per fit (one log buffer, one hook queue). Put all mmcv hooks in one MMCVAdapter, or pass them "
+                "together to adapt()."
+            )
+        self.runner._attach(trainer)
+        if stage != "fit":
+            return
+        self.runner._reset()  # a new run; a resumed one restores the counters after setup (load_host_state)
+        # not a table row (mmcv has no mount point there): set aside the weights of buffers that hooks register on
+        # the model in before_run (EMAHook's ema_*), which a resumed checkpoint holds before they exist
+        self._patches.append(_LOAD_CHECKPOINT.install(self, trainer, pl_module))
+        self._held_back: dict[str, torch.Tensor] = {}
+        self._check_trainer(trainer)
+        if self.steppers:
+            if pl_module.automatic_optimization:
+                pl_module.automatic_optimization = False
+                setattr(pl_module, _SWITCHED, True)
+        elif vars(pl_module).pop(_SWITCHED, False):
+            pl_module.automatic_optimization = True  # an earlier fit's adapter switched it for its OptimizerHook
+
+    @override
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.epoch_based():
+            warn_if_last_epoch_unvalidated(trainer, "MMCVAdapter", "while mmcv's workflow [('train', 1), ('val', 1)] "
+                                           "also validates after the last epoch")  # fmt: skip
+        # mmcv's runners know max_iters before before_run (CyclicLrUpdaterHook reads it there): size the loader now
+        lightning_api.setup_train_data(trainer)
+        self.fire(ON["on_fit_start"])
+        self._restore_held_back(pl_module)
+
+    @override
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # the loader was built at on_fit_start, before Lightning restored its mid-epoch position: apply it now
+        lightning_api.load_combined_loader_states(trainer)
+        if self.iter_based():
+            self.runner._epoch = trainer.current_epoch
+        self.fire(ON["on_train_start"])
+
+    def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
+        self.runner._start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
+        self.fire(ON["on_train_epoch_start"])
+
+    def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        if self.runner.mode != "train":
+            self.runner._start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
+        if self.iter_based():
+            # IterBasedRunner reads its IterLoader's epoch before drawing the batch: the first batch of a new pass
+            # still sees the previous pass's epoch
+            self.runner._epoch = trainer.current_epoch - (batch_idx == 0 and trainer.current_epoch > 0)
+        self.runner._start_iter(0 if self.iter_based() else batch_idx, batch)
+        self.fire(ON["on_train_batch_start"])
+
+    def run_step(self, method: str, step: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """One mmcv iteration inside ``training_step``: [before_train_iter], the step, ``runner.outputs`` and the log
+        buffer update of mmcv's ``run_iter``; ``after_train_iter`` follows from the strategy or the batch end."""
+        self.fire(BEFORE_STEP)
+        result = step(*args, **kwargs)
+        self._take_outputs(result, "training_step")
+        return result
+
+    def trigger(self, trigger: Trigger, **context: Any) -> None:
+        """``after_train_iter`` once the strategy returned from the step, when a hook owns backward and step; before
+        Lightning loads a resumed checkpoint's weights, hold back those of buffers the hooks have not registered yet."""
+        if trigger == _LOAD_CHECKPOINT:
+            self._hold_back(context["checkpoint"])
+        elif trigger == AFTER_STEP and self.steppers:
+            # the hook calls loss.backward() itself: tell Lightning's callbacks and module, and arm DDP's reducer
+            # first, as LightningModule.manual_backward does
+            trainer, loss = self._trainer, self.runner.outputs["loss"]
+            lightning_api.call_before_backward(trainer, loss)
+            trainer.strategy.pre_backward(loss)
+            self.fire(AFTER_STEP)
+            self.runner._end_iter(train=True)
+
+    def end_train_batch(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if not self.steppers:
+            self.fire(ON["on_train_batch_end"])
+            self.runner._end_iter(train=True)
+
+    def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
+        self.fire(trigger)
+        if self.epoch_based():
+            self.runner._epoch += 1
+
+    # ------------------------------------------------------------------------------------------ validation
+    @override
+    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._start_validation(trainer)
+        self.fire(ON["on_validation_epoch_start"])
+
+    def _start_validation(self, trainer: pl.Trainer) -> None:
+        """mmcv's ``val`` workflow: ``mode="val"`` and the val loader (not for Lightning's sanity check)."""
+        if self.real_validation():
+            loaders = trainer.val_dataloaders
+            loader = loaders[0] if isinstance(loaders, (list, tuple)) else loaders
+            self.runner._start_mode("val", loader, _batches(sum(trainer.num_val_batches)))
+
+    @override
+    def on_validation_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None:
+        if self.runner.mode != "val":  # a validation that started without an epoch start
+            self._start_validation(trainer)
+        self.runner._start_iter(batch_idx, batch)
+        self.fire(ON["on_validation_batch_start"])
+
+    @override
+    def on_validation_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None:  # fmt: skip
+        if self.real_validation() and outputs is not None:
+            self._take_outputs(outputs, "validation_step")
+        self.fire(ON["on_validation_batch_end"])
+        self.runner._end_iter(train=False)
+
+    # ------------------------------------------------------------------------------------------ checkpoint state
+    def host_state(self) -> dict[str, Any]:
+        return {"epoch": self.runner._epoch, "iter": self.runner._iter, "meta": self.runner.meta}
+
+    def load_host_state(self, state: dict[str, Any]) -> None:
+        self.runner._epoch = state.get("epoch", 0)
+        self.runner._iter = state.get("iter", 0)
+        if state.get("meta") is not None:
+            self.runner.meta = state["meta"]
+
+    # ---------------------------------------------------------------------------------------------- helpers
+    def _hold_back(self, checkpoint: dict[str, Any]) -> None:
+        """Take the checkpoint's weights that the LightningModule has no entry for out of its ``state_dict``."""
+        state = checkpoint.get("state_dict", {})
+        known = self._trainer.lightning_module.state_dict().keys()
+        self._held_back = {key: state.pop(key) for key in [k for k in state if k not in known]}
+
+    def _restore_held_back(self, pl_module: pl.LightningModule) -> None:
+        """Load the held-back weights once ``before_run`` registered their buffers; any left over is an error."""
+        held, self._held_back = self._held_back, {}
+        if not held:
+            return
+        missing = sorted(held.keys() - pl_module.state_dict().keys())
+        if missing:
+            raise RuntimeError(
+                f"MMCVAdapter: the checkpoint holds weights {missing} that neither the LightningModule nor the mmcv "
+                f"hooks' before_run ({', '.join(self.hook_keys())}) define. Resume with the module and hooks the "
+                "checkpoint was written with."
+            )
+        pl_module.load_state_dict(held, strict=False)
+
+    def _take_outputs(self, result: Any, step: str) -> None:
+        """mmcv's ``run_iter``: the step's dict becomes ``runner.outputs``; its ``log_vars`` go to the log buffer."""
+        if isinstance(result, torch.Tensor):
+            result = {"loss": result}
+        if not isinstance(result, Mapping):
+            raise TypeError(
+                f"MMCVAdapter: {step} must return mmcv's output dict (loss, log_vars, num_samples) or the loss tensor "
+                f"(Lightning event 'LightningModule.{step}'); got {type(result).__name__}."
+            )
+        if "log_vars" in result:
+            self.runner.log_buffer.update(result["log_vars"], result.get("num_samples", 1))
+        self.runner.outputs = dict(result)
+
+    def _check_trainer(self, trainer: pl.Trainer) -> None:
+        expected = self.trainer_kwargs()
+        wrong = {k: getattr(trainer, k) for k, v in expected.items() if getattr(trainer, k) != v}
+        if wrong:
+            raise ValueError(
+                f"MMCVAdapter(runner={dict(type=self.runner._runner_type, **self._runner_cfg)}) runs with "
+                f"Trainer({_kwargs(expected)}), but this Trainer has {_kwargs(wrong)}. "
+                "Build it with Trainer(**adapter.trainer_kwargs(), ...)."
+            )
+        if not self.steppers:
+            return
+        owner = type(self.steppers[0]).__name__
+        if trainer.accumulate_grad_batches != 1:
+            raise ValueError(
+                f"MMCVAdapter: {owner} owns backward and the optimizer step, so Lightning must not accumulate "
+                f"(Trainer(accumulate_grad_batches={trainer.accumulate_grad_batches})). Use mmcv's "
+                f"GradientCumulativeOptimizerHook(cumulative_iters={trainer.accumulate_grad_batches}) instead."
+            )
+        if trainer.gradient_clip_val:
+            raise ValueError(
+                f"MMCVAdapter: {owner} owns backward and the optimizer step, so Lightning's "
+                f"gradient_clip_val={trainer.gradient_clip_val} would be ignored. "
+                f"Clip with {owner}(grad_clip=dict(max_norm=...)) instead."
+            )
+        if trainer.precision != "32-true":
+            raise ValueError(
+                f"MMCVAdapter: {owner} calls backward itself, so Lightning must run at precision='32-true', not "
+                f"{trainer.precision!r}; use mmcv's Fp16OptimizerHook (optimizer_config=dict(type="
+                "'Fp16OptimizerHook', loss_scale=...) or fp16=dict(loss_scale=...)) for mixed precision."
+            )
+
+
+def _batches(count: float) -> int:
+    return count if math.isinf(count) else int(count)
+
+
+def _kwargs(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in values.items())
+
+
+def _runner_module() -> Any:
+    """``mmcv.runner`` (imported: the adapter was given mmcv hooks)."""
+    return sys.modules["mmcv.runner"]

@@ -1,0 +1,331 @@
+"""``MMEngineModule``: an OpenMMLab model trained, validated and tested as MMEngine's loops run it, under Lightning.
+
+The model, its ``data_preprocessor``, the ``optim_wrapper`` and the evaluators are built from an MMEngine config as
+``Runner.from_cfg`` builds them; each step calls the model's own ``train_step`` / ``val_step`` / ``test_step`` with
+MMEngine's ``OptimWrapper`` (Lightning's manual optimization), so ``clip_grad``, ``accumulative_counts`` and
+``AmpOptimWrapper`` do exactly what they do under the Runner.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import numbers
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+from mmengine.config import Config
+from mmengine.evaluator import Evaluator
+from mmengine.model import BaseModel, revert_sync_batchnorm
+from mmengine.optim import OptimWrapper, OptimWrapperDict, build_optim_wrapper
+from mmengine.registry import EVALUATOR, MODELS, DefaultScope
+from mmengine.runner import set_random_seed
+from mmengine.runner.loops import _parse_losses, _update_losses
+from typing_extensions import override
+
+from lightning_hooks.core.lightning_api import pl
+
+#: the seed a config without one draws, shared with the processes Lightning launches for DDP (they inherit the
+#: launching process's environment). Not Lightning's ``PL_GLOBAL_SEED``: Lightning re-seeds every generator from that
+#: one when the process group starts, after the model's initialisation drew from them, where the Runner does not.
+SEED_ENV = "LIGHTNING_HOOKS_MMENGINE_SEED"
+
+
+def scope(cfg: Mapping[str, Any]) -> contextlib.AbstractContextManager:
+    """The config's ``default_scope`` made current, as it is while ``Runner.from_cfg`` builds (``"mmdet"``, ...)."""
+    return DefaultScope.overwrite_default_scope(cfg.get("default_scope"))
+
+
+def seed_from_config(cfg: Mapping[str, Any]) -> int:
+    """Seed ``random``, ``numpy`` and ``torch`` as ``Runner(randomness=...)`` does and return the seed.
+
+    ``randomness=dict(seed=None)`` (or none) draws a seed, as the Runner does; it is kept in :data:`SEED_ENV` so
+    that the processes Lightning launches for DDP draw the same one. ``diff_rank_seed=True`` adds the process's
+    global rank (from the launcher's ``RANK`` / ``LOCAL_RANK`` environment, as the process group is not up yet).
+    """
+    randomness = dict(cfg.get("randomness") or {})
+    seed = randomness.get("seed")
+    if seed is None:
+        seed = int(os.environ.get(SEED_ENV) or torch.randint(2**31, ()).item())
+    os.environ[SEED_ENV] = str(seed)
+    rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))) if randomness.get("diff_rank_seed") else 0
+    set_random_seed(seed + rank, deterministic=randomness.get("deterministic", False))
+    return seed
+
+
+def build_model(cfg: Mapping[str, Any], init_weights: bool = True) -> BaseModel:
+    """``model`` (with the config's top-level ``data_preprocessor``) through ``MODELS``, as ``Runner.from_cfg`` builds
+    it, then ``init_weights()`` (``init_cfg``) as ``Runner.train`` initialises it (:func:`init_model_weights`)."""
+    model_cfg = copy.deepcopy(cfg["model"])
+    if isinstance(model_cfg, dict) and cfg.get("data_preprocessor") is not None:
+        model_cfg.setdefault("data_preprocessor", copy.deepcopy(cfg["data_preprocessor"]))
+    with scope(cfg):
+        model = MODELS.build(model_cfg) if isinstance(model_cfg, dict) else model_cfg
+    if init_weights:
+        init_model_weights(model, cfg)
+    return model
+
+
+def init_model_weights(model: torch.nn.Module, cfg: Mapping[str, Any]) -> None:
+    """``model.init_weights()`` where it has one (its ``init_cfg``), in the config's scope."""
+    if hasattr(model, "init_weights"):
+        with scope(cfg):
+            model.init_weights()
+
+
+def build_evaluator(evaluator: Any) -> Evaluator | None:
+    """``Runner.build_evaluator``: an ``Evaluator``, a metric config, a list of them, or ``dict(metrics=...)``."""
+    if evaluator is None or isinstance(evaluator, Evaluator):
+        return evaluator
+    evaluator = copy.deepcopy(evaluator)
+    if isinstance(evaluator, dict) and "metrics" in evaluator:
+        evaluator.setdefault("type", "Evaluator")
+        return EVALUATOR.build(evaluator)
+    return Evaluator(evaluator)
+
+
+class MMEngineModule(pl.LightningModule):
+    """An MMEngine ``BaseModel`` trained by Lightning as MMEngine's ``Runner`` trains it.
+
+    ``training_step`` runs ``model.train_step(batch, optim_wrapper)``: the model's data preprocessor, forward, loss
+    parsing and MMEngine's ``OptimWrapper.update_params`` (backward, ``clip_grad``, ``accumulative_counts``, AMP loss
+    scaling, step) under Lightning's manual optimization; it returns the model's ``log_vars``, which ``MMEngineAdapter``
+    hands to ``after_train_iter`` hooks. Validation and test run ``model.val_step`` / ``test_step`` into the
+    evaluator, as ``ValLoop`` / ``TestLoop`` do, and log its metrics (``accuracy/top1``, ``mIoU``, ...).
+
+    Batches reach the steps as the dataloader yields them: the model's data preprocessor moves them to its device.
+
+    Example::
+
+        cfg = Config.fromfile("configs/resnet/resnet18_8xb16_cifar10.py")
+        module, data = MMEngineModule.from_config(cfg), MMEngineData.from_config(cfg)
+        adapter = MMEngineAdapter.from_config(**runtime_keys, cfg=cfg)  # see docs/migration-mmengine.md
+        Trainer(callbacks=[adapter], **adapter.trainer_kwargs(), use_distributed_sampler=False).fit(module, data)
+    """
+
+    def __init__(
+        self,
+        model: BaseModel,
+        optim_wrapper: Mapping[str, Any] | OptimWrapper | OptimWrapperDict | None = None,
+        val_evaluator: Any = None,
+        test_evaluator: Any = None,
+        auto_scale_lr: Mapping[str, Any] | None = None,
+        train_batch_size: int | None = None,
+        val_fp16: bool = False,
+        test_fp16: bool = False,
+    ) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.model = model
+        self._optim_cfg = optim_wrapper
+        #: the ``OptimWrapper`` (or ``OptimWrapperDict``) the model's ``train_step`` updates; built at each fit
+        self.optim_wrapper: OptimWrapper | OptimWrapperDict | None = None
+        self.val_evaluator = build_evaluator(val_evaluator)
+        self.test_evaluator = build_evaluator(test_evaluator)
+        self._auto_scale_lr = dict(auto_scale_lr or {})
+        self._train_batch_size = train_batch_size
+        self._fp16 = {"val": val_fp16, "test": test_fp16}
+        self._eval_losses: dict[str, Any] = {}
+        #: the evaluator's last metrics as it returned them (non-scalar entries included)
+        self.last_metrics: dict[str, Any] = {}
+
+    @classmethod
+    def from_config(
+        cls, cfg: Config | Mapping[str, Any], *, seed: bool = True, model: BaseModel | None = None
+    ) -> MMEngineModule:
+        """The module a whole MMEngine config describes (``model``, ``data_preprocessor``, ``optim_wrapper``,
+        ``auto_scale_lr``, ``val_evaluator`` / ``test_evaluator``, ``val_cfg`` / ``test_cfg`` ``fp16``).
+
+        With ``seed=True`` the config's ``randomness`` seeds ``random``, ``numpy`` and ``torch`` first, as the Runner
+        does before it builds the model (:func:`seed_from_config`), so the initial weights are the Runner's. ``model``:
+        the config's model, already built (:func:`build_model`).
+        """
+        if seed:
+            seed_from_config(cfg)
+        train_loader = cfg.get("train_dataloader") or {}
+        with scope(cfg):
+            return cls(
+                build_model(cfg) if model is None else model,
+                optim_wrapper=copy.deepcopy(cfg.get("optim_wrapper")),
+                val_evaluator=cfg.get("val_evaluator") if cfg.get("val_cfg") is not None else None,
+                test_evaluator=cfg.get("test_evaluator") if cfg.get("test_cfg") is not None else None,
+                auto_scale_lr=cfg.get("auto_scale_lr"),
+                train_batch_size=train_loader.get("batch_size") if isinstance(train_loader, Mapping) else None,
+                val_fp16=bool((cfg.get("val_cfg") or {}).get("fp16", False)),
+                test_fp16=bool((cfg.get("test_cfg") or {}).get("fp16", False)),
+            )
+
+    # ------------------------------------------------------------------------------------------ optimizers
+    @override
+    def setup(self, stage: str) -> None:
+        """One process: MMEngine's ``SyncBatchNorm`` layers become plain batch norm, as ``Runner.wrap_model`` reverts
+        them when training is not distributed."""
+        if self.trainer.world_size == 1:
+            self.model = revert_sync_batchnorm(self.model)
+
+    @override
+    def configure_optimizers(self) -> Any:
+        """Build the ``optim_wrapper`` config on the model (``Runner.build_optim_wrapper``), scale its learning rates
+        for ``auto_scale_lr=dict(enable=True)`` (``Runner.scale_lr``) and hand Lightning its optimizers."""
+        if self._optim_cfg is None:
+            raise ValueError(
+                "MMEngineModule: training needs an optim_wrapper; give MMEngineModule(optim_wrapper=dict(optimizer=...)) "
+                "or a config with optim_wrapper."
+            )
+        built = isinstance(self._optim_cfg, (OptimWrapper, OptimWrapperDict))  # its optimizer holds the parameters
+        self.optim_wrapper = self._build_optim_wrapper(self._optim_cfg if built else copy.deepcopy(self._optim_cfg))
+        self._scale_lr()
+        return [wrapper.optimizer for wrapper in self._wrappers()]
+
+    def _build_optim_wrapper(self, cfg: Any) -> OptimWrapper | OptimWrapperDict:
+        if isinstance(cfg, (OptimWrapper, OptimWrapperDict)):
+            return cfg
+        if cfg.get("optimizer") is not None or "constructor" in cfg:
+            return build_optim_wrapper(self.model, cfg)
+        return OptimWrapperDict(**cfg)  # already built wrappers by name
+
+    def _wrappers(self) -> list[OptimWrapper]:
+        wrapper = self.optim_wrapper
+        return list(wrapper.values()) if isinstance(wrapper, OptimWrapperDict) else [wrapper]
+
+    def _scale_lr(self) -> None:
+        cfg = self._auto_scale_lr
+        if not cfg.get("enable", False):
+            return
+        if "base_batch_size" not in cfg or self._train_batch_size is None:
+            raise ValueError(
+                f"MMEngineModule: auto_scale_lr={cfg} needs base_batch_size and the train batch size "
+                "(train_dataloader.batch_size in the config, or MMEngineModule(train_batch_size=...))."
+            )
+        ratio = float(self.trainer.world_size * self._train_batch_size) / float(cfg["base_batch_size"])
+        for wrapper in self._wrappers():
+            for group in wrapper.optimizer.param_groups:
+                group["lr"] = group["lr"] * ratio
+
+    @override
+    def on_train_start(self) -> None:
+        """Step through Lightning's optimizers (so ``trainer.global_step`` counts the steps) and start the
+        gradient-accumulation count where the run is (``OptimWrapper.initialize_count_status``, as ``Runner.train``)."""
+        optimizers = self.optimizers()
+        optimizers = optimizers if isinstance(optimizers, list) else [optimizers]
+        done = self.trainer.global_step  # optimizer steps so far: a run resumes at a step
+        for wrapper, optimizer in zip(self._wrappers(), optimizers):
+            wrapper.optimizer = optimizer
+            wrapper.initialize_count_status(self.model, done * wrapper._accumulative_counts,
+                                            int(self.trainer.estimated_stepping_batches))  # fmt: skip
+            if "backward" not in vars(wrapper):
+                wrapper.backward = _strategy_backward(wrapper.backward, self.trainer.strategy)
+
+    # ------------------------------------------------------------------------------------------- modes
+    @override
+    def on_train_epoch_start(self) -> None:
+        """``model.train()``, as ``EpochBasedTrainLoop`` at each epoch and ``IterBasedTrainLoop`` at its start: the
+        model's own ``train()`` runs (a backbone with ``norm_eval=True`` keeps its batch norms in eval mode)."""
+        self.train()
+
+    @override
+    def on_validation_model_zero_grad(self) -> None:
+        """Keep the gradients across validation, as the Runner does: with ``accumulative_counts`` an update can span
+        a validation (Lightning would release them here)."""
+
+    @override
+    def on_validation_model_train(self) -> None:
+        """After validation, ``train()`` again, as MMEngine's train loops before the next iteration (Lightning would
+        restore each submodule's flag without calling the model's ``train()``)."""
+        self.train()
+
+    # ------------------------------------------------------------------------------------------- steps
+    @override
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """Batches stay as the loader yields them: the model's ``data_preprocessor`` casts them to its device."""
+        return batch
+
+    @override
+    def training_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
+        return self.model.train_step(batch, optim_wrapper=self.optim_wrapper)
+
+    @override
+    def on_validation_epoch_start(self) -> None:
+        self._eval_losses = {}
+
+    on_test_epoch_start = on_validation_epoch_start
+
+    @override
+    def validation_step(self, batch: Any, batch_idx: int) -> list:
+        return self._eval_step("val", self.model.val_step, batch)
+
+    @override
+    def test_step(self, batch: Any, batch_idx: int) -> list:
+        return self._eval_step("test", self.model.test_step, batch)
+
+    def _eval_step(self, stage: str, step: Any, batch: Any) -> list:
+        """One ``ValLoop`` / ``TestLoop`` iteration: the step (autocast with ``fp16``), its losses kept aside, the
+        outputs into the evaluator."""
+        with _autocast(self._fp16[stage]):
+            outputs = step(batch)
+        outputs, self._eval_losses = _update_losses(outputs, self._eval_losses)
+        self._evaluator(stage).process(data_samples=outputs, data_batch=batch)
+        return outputs
+
+    @override
+    def on_validation_epoch_end(self) -> None:
+        self._log_metrics("val", self.trainer.val_dataloaders)
+
+    @override
+    def on_test_epoch_end(self) -> None:
+        self._log_metrics("test", self.trainer.test_dataloaders)
+
+    def _log_metrics(self, stage: str, loaders: Any) -> None:
+        """The evaluator's metrics over the whole dataset (``evaluate(len(dataset))``, all ranks' results), plus the
+        mean of each loss the steps returned, logged in float64 so hooks and loggers see the evaluator's numbers."""
+        loader = loaders[0] if isinstance(loaders, (list, tuple)) else loaders
+        metrics = self._evaluator(stage).evaluate(len(loader.dataset))
+        if self._eval_losses:
+            metrics.update(_parse_losses(self._eval_losses, stage))
+        self.last_metrics = metrics
+        scalars = {k: torch.tensor(float(v), dtype=torch.float64) for k, v in metrics.items() if _is_scalar(v)}
+        self.log_dict(scalars, batch_size=1, sync_dist=self.trainer.world_size > 1)  # every rank has the same values
+
+    def _evaluator(self, stage: str) -> Evaluator:
+        evaluator = getattr(self, f"{stage}_evaluator")
+        if evaluator is None:
+            raise ValueError(
+                f"MMEngineModule: {stage} needs an evaluator; give MMEngineModule({stage}_evaluator=dict(type=...)) "
+                f"or a config with {stage}_cfg and {stage}_evaluator."
+            )
+        return evaluator
+
+
+def _strategy_backward(backward: Any, strategy: Any) -> Any:
+    """``OptimWrapper.backward`` (its loss scaling and count included) between the strategy's ``pre_backward`` and
+    ``post_backward``: under DDP the model's ``train_step`` runs its backward inside the strategy's forward, and
+    ``pre_backward`` readies the gradient all-reduce as ``manual_backward`` does."""
+
+    def strategy_backward(loss: torch.Tensor, **kwargs: Any) -> None:
+        strategy.pre_backward(loss)
+        backward(loss, **kwargs)
+        strategy.post_backward(loss)
+
+    return strategy_backward
+
+
+def _is_scalar(value: Any) -> bool:
+    """A number Lightning can log (evaluators may also return lists or tables, which stay in ``last_metrics``)."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() == 1
+    return isinstance(value, numbers.Number) and not isinstance(value, (bool, complex))
+
+
+@contextlib.contextmanager
+def _autocast(enabled: bool) -> Iterator[None]:
+    """MMEngine's ``autocast`` when ``fp16`` is set, as ``ValLoop`` / ``TestLoop`` run the step."""
+    if not enabled:
+        yield
+        return
+    from mmengine.runner import autocast
+
+    with autocast(enabled=True):
+        yield
+

@@ -1,0 +1,190 @@
+"""``lightning-hooks train CONFIG.py``: OpenMMLab's ``tools/train.py`` under Lightning.
+
+The command reads the config as ``tools/train.py`` does (``--work-dir``, ``--cfg-options``, ``--resume``, ``--amp``,
+``--auto-scale-lr``), builds what ``Runner.from_cfg`` builds (:class:`MMEngineModule`, :class:`MMEngineData`, and an
+:class:`MMEngineAdapter` for the hooks, visualizer, log processor, schedulers and loop) and trains with
+``lightning.Trainer``, which adds Lightning's ``--devices``, ``--num-nodes``, ``--strategy`` and ``--precision``.
+
+This module imports no MMEngine until a command runs: ``claims`` reads the file's text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import re
+import warnings
+from typing import Any
+
+USAGE = ("CONFIG.py [--work-dir DIR] [--cfg-options KEY=VALUE ...] [--resume [CKPT]] [--amp] [--auto-scale-lr] "
+         "[--devices N] [--num-nodes N] [--strategy S] [--precision P]")  # fmt: skip
+
+#: top-level keys that only an MMEngine (OpenMMLab 2.0) config has
+_MMENGINE_KEYS = ("train_cfg", "default_hooks", "optim_wrapper", "param_scheduler", "train_dataloader", "default_scope")
+#: top-level keys of an OpenMMLab 1.x (mmcv.runner) config, which another family trains
+_MMCV_KEYS = ("runner", "checkpoint_config", "optimizer_config", "lr_config", "log_config", "data")
+
+#: the config keys :meth:`MMEngineAdapter.from_config` takes: the hooks, loop, schedulers, visualizer, log processor,
+#: scope, work dir and checkpoint to load or resume. The model, data, optimizer and evaluator keys are built into the
+#: LightningModule and LightningDataModule; the config's own variables (``train_pipeline``, ...) are read by the keys
+#: that name them and are not given to the adapter.
+ADAPTER_KEYS = ("default_hooks", "custom_hooks", "param_scheduler", "train_cfg", "visualizer", "default_scope",
+                "log_processor", "log_level", "work_dir", "load_from", "resume")  # fmt: skip
+
+
+def claims(path: str) -> bool:
+    """An MMEngine-style ``.py`` config: one of :data:`_MMENGINE_KEYS` at top level, in the file or its ``_base_``
+    files, and none of the 1.x keys (``runner=``, ``checkpoint_config``, ...)."""
+    if not (path.endswith(".py") and os.path.isfile(path)):
+        return False
+    keys = _top_level_keys(path)
+    if "_base_" in keys and not keys & set(_MMENGINE_KEYS) | keys & set(_MMCV_KEYS):
+        try:
+            from mmengine.config import Config
+
+            keys = set(Config.fromfile(path).keys())
+        except Exception:  # not a config MMEngine loads: not this command's
+            return False
+    return bool(keys & set(_MMENGINE_KEYS)) and not keys & set(_MMCV_KEYS)
+
+
+def _top_level_keys(path: str) -> set[str]:
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return set(re.findall(r"^([A-Za-z_]\w*)\s*=", text, flags=re.MULTILINE))
+
+
+def parser() -> argparse.ArgumentParser:
+    """``tools/train.py``'s arguments, with Lightning's instead of ``--launcher``."""
+    from mmengine.config import DictAction
+
+    p = argparse.ArgumentParser(
+        prog="lightning-hooks train", description="Train an OpenMMLab config under Lightning, as tools/train.py does."
+    )
+    p.add_argument("config", help="train config file path")
+    p.add_argument("--work-dir", help="the dir to save logs and models (default: work_dirs/<config name>)")
+    p.add_argument("--amp", action="store_true", help="enable automatic-mixed-precision training (AmpOptimWrapper)")
+    p.add_argument("--auto-scale-lr", action="store_true", help="scale the learning rate by the actual batch size")
+    p.add_argument("--resume", nargs="?", type=str, const="auto",
+                   help="resume from this checkpoint, or without one from the latest in the work dir")  # fmt: skip
+    p.add_argument("--cfg-options", nargs="+", action=DictAction,
+                   help="override config settings, KEY=VALUE pairs merged into the config")  # fmt: skip
+    lightning = p.add_argument_group("Lightning")
+    lightning.add_argument("--devices", default="auto", help="Trainer(devices=...): e.g. 2 for two processes")
+    lightning.add_argument("--num-nodes", type=int, default=1, help="Trainer(num_nodes=...)")
+    lightning.add_argument("--strategy", default="auto", help="Trainer(strategy=...): e.g. ddp")
+    lightning.add_argument("--accelerator", default="auto", help="Trainer(accelerator=...): cpu, gpu, ...")
+    lightning.add_argument("--precision", default=None, help="Trainer(precision=...): e.g. bf16-mixed")
+    return p
+
+
+def load_config(args: argparse.Namespace) -> Any:
+    """The config as ``tools/train.py`` makes it: ``--cfg-options`` merged, then the work dir, AMP, resume and
+    learning-rate scaling flags."""
+    from mmengine.config import Config
+
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get("work_dir", None) is None:
+        cfg.work_dir = os.path.join("./work_dirs", os.path.splitext(os.path.basename(args.config))[0])
+    if args.amp:
+        cfg.optim_wrapper.type = "AmpOptimWrapper"
+        cfg.optim_wrapper.loss_scale = "dynamic"
+    if args.auto_scale_lr:
+        scale = cfg.get("auto_scale_lr")
+        if not (scale and "base_batch_size" in scale):  # mmdet's script also wants "enable"; mmpretrain's sets it
+            raise RuntimeError(
+                "lightning-hooks train --auto-scale-lr: the config has no auto_scale_lr=dict(base_batch_size=...); "
+                "add one (base_batch_size: the total batch size the learning rate is set for)."
+            )
+        cfg.auto_scale_lr.enable = True
+    if args.resume == "auto":
+        cfg.resume, cfg.load_from = True, None
+    elif args.resume is not None:
+        cfg.resume, cfg.load_from = True, args.resume
+    return cfg
+
+
+def build(cfg: Any, **trainer_options: Any) -> tuple[Any, Any, Any, Any]:
+    """``(trainer, module, data, adapter)`` for a loaded config, built in ``Runner.from_cfg``'s order: seed, model,
+    hooks; ``trainer_options`` go to ``lightning.Trainer`` (``devices``, ``strategy``, ...)."""
+    from lightning_hooks.core.lightning_api import pl
+    from lightning_hooks.families.mmengine import vis_backend  # noqa: F401  registers LightningLoggerVisBackend
+    from lightning_hooks.families.mmengine.adapter import MMEngineAdapter
+    from lightning_hooks.families.mmengine.data import MMEngineData
+    from lightning_hooks.families.mmengine.iter_based import IterLoopConfig, parse_train_cfg
+    from lightning_hooks.families.mmengine.module import MMEngineModule, build_model, init_model_weights, seed_from_config
+
+    randomness = dict(cfg.get("randomness") or {})
+    options: dict[str, Any] = dict(
+        default_root_dir=cfg.work_dir,
+        enable_checkpointing=False,  # CheckpointHook writes the checkpoints
+        logger=False,  # LoggerHook logs; LightningLoggerVisBackend sends its scalars to Lightning loggers
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,  # the Runner runs no validation before training
+        inference_mode=False,  # ValLoop runs under torch.no_grad
+        use_distributed_sampler=False,  # DefaultSampler / InfiniteSampler shard by rank themselves
+        deterministic=True if randomness.get("deterministic") else None,
+    )
+    options.update({k: v for k, v in trainer_options.items() if v is not None})
+    world_size = pl.Trainer(**options).world_size  # the processes the run will have, before any starts
+    if options.get("strategy") == "ddp":  # MMDistributedDataParallel's arguments under the Runner
+        options["strategy"] = pl.strategies.DDPStrategy(
+            broadcast_buffers=False, find_unused_parameters=bool(cfg.get("find_unused_parameters", False))
+        )
+    _setup_env(cfg.get("env_cfg") or {}, distributed=world_size > 1)
+    # Runner.from_cfg's order, which fixes what each draw from the seeded generators is: seed, model, the train
+    # loop (an iteration-based loop starts iterating its loader), then the model's init_weights
+    seed = seed_from_config(cfg)
+    model = build_model(cfg, init_weights=False)
+    data = MMEngineData.from_config(cfg, seed=seed)
+    iter_based = isinstance(parse_train_cfg(cfg.train_cfg), IterLoopConfig)
+    if iter_based and world_size == 1:
+        data.start_train_iterator()
+    init_model_weights(model, cfg)
+    module = MMEngineModule.from_config(cfg, seed=False, model=model)
+    runtime = copy.deepcopy({key: cfg[key] for key in ADAPTER_KEYS if key in cfg})  # building changes configs
+    adapter = MMEngineAdapter.from_config(**runtime, cfg=cfg, seed=seed, model="model")
+    options.update(callbacks=[adapter], **adapter.trainer_kwargs())
+    if not data.has("val"):
+        options["limit_val_batches"] = 0
+    return pl.Trainer(**options), module, data, adapter
+
+
+def _setup_env(env_cfg: dict, distributed: bool) -> None:
+    """``env_cfg`` as ``Runner.setup_env`` applies it: ``cudnn_benchmark`` and ``mp_cfg`` (the multiprocessing start
+    method, OpenCV and OpenMP threads); ``dist_cfg`` is Lightning's strategy here."""
+    import torch
+    from mmengine.utils.dl_utils import set_multi_processing
+
+    if env_cfg.get("cudnn_benchmark"):
+        torch.backends.cudnn.benchmark = True
+    set_multi_processing(**env_cfg.get("mp_cfg", {}), distributed=distributed)
+    if distributed and os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        # MMEngine asks for one thread per process in a distributed run (torchrun, which launches the Runner, sets it
+        # before the process starts); this process's torch already started, so the variable alone would not apply
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+def train(cfg: Any, **trainer_options: Any) -> Any:
+    """Build (:func:`build`) and fit; returns the trainer. ``resume`` continues from ``adapter.ckpt_path``."""
+    trainer, module, data, adapter = build(cfg, **trainer_options)
+    with warnings.catch_warnings():
+        # MMEngineModule keeps batches as the loader gives them (its data preprocessor moves them), on purpose
+        warnings.filterwarnings("ignore", message="You have overridden `transfer_batch_to_device`")
+        trainer.fit(module, datamodule=data, ckpt_path=adapter.ckpt_path)
+    return trainer
+
+
+def main(argv: list[str]) -> None:
+    """``lightning-hooks train CONFIG.py ...``: parse as ``tools/train.py`` and train."""
+    args = parser().parse_args(argv)
+    cfg = load_config(args)
+    devices = int(args.devices) if str(args.devices).isdigit() else args.devices
+    train(cfg, devices=devices, num_nodes=args.num_nodes, strategy=args.strategy, accelerator=args.accelerator,
+          precision=args.precision)  # fmt: skip

@@ -1,0 +1,75 @@
+"""``lightning-hooks train config=...`` against VISSL's own launcher on VISSL's integration-test configs (CPU, bitwise).
+
+One subprocess (the real torchvision and VISSL) runs ``quick_simclr_synthetic`` and ``quick_moco``, made small by
+overrides, through VISSL's ``launch_distributed`` (what ``tools/run_distributed_engines.py`` calls) and through
+``lightning-hooks train`` (vissl_train_runs.py); then both auto-resume from VISSL's ``model_phase0.torch``. Compared:
+``stdout.json`` (losses and LRs per iteration), ``metrics.json``, the checkpoint files and their contents, the final
+weights, and the values Lightning's CSVLogger received.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+import real_torchvision
+
+pytestmark = pytest.mark.skipif(not real_torchvision.available(), reason="run `bash scripts/setup.sh test` (real torchvision)")
+
+#: stdout.json fields that hold times, which differ between any two runs.
+TIMES = ("btime", "eta", "rolling_eta", "peak_mem")
+SCENARIOS = ("simclr", "moco", "resume")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return real_torchvision.run_child("vissl_train_runs", tmp_path_factory.mktemp("vissl_train"), timeout=1200)
+
+
+def _run(runs, name):
+    result = real_torchvision.scenario_result(runs, name)
+    return result["vissl"], result["lightning"]
+
+
+def _without_times(rows):
+    return [{k: v for k, v in row.items() if not any(k.startswith(t) for t in TIMES)} for row in rows]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_vissl_train_stdout_json_and_metrics_json(runs, name):
+    theirs, ours = _run(runs, name)
+    assert len(theirs["stdout"]) == (3 if name == "resume" else 6)
+    assert _without_times(ours["stdout"]) == _without_times(theirs["stdout"])
+    assert ours["metrics"] == theirs["metrics"]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_vissl_train_checkpoint_files_and_final_weights(runs, name):
+    theirs, ours = _run(runs, name)
+    assert ours["files"] == theirs["files"] and theirs["final"] == "model_final_checkpoint_phase1.torch"
+    for file, ref in theirs["checkpoints"].items():
+        mine = ours["checkpoints"][file]
+        assert sorted(mine) == sorted(ref), file
+        for key in ("iteration", "iteration_num", "phase_idx", "train_phase_idx", "type"):
+            assert mine[key] == ref[key], (file, key)
+        assert mine["loss"] == ref["loss"], file  # MoCo: the queue and the key encoder (digests, bitwise)
+        task, ref_task = mine["classy_state_dict"], ref["classy_state_dict"]
+        assert sorted(task) == sorted(ref_task), file
+        for key in ("train", "phase_idx", "train_phase_idx", "num_updates", "losses"):
+            assert task[key] == ref_task[key], (file, key)
+        assert task["base_model"] == ref_task["base_model"], file  # the weights, bitwise
+        assert task["optimizer"]["optim"]["state"] == ref_task["optimizer"]["optim"]["state"], file
+
+
+@pytest.mark.parametrize("name", ("simclr", "moco"))
+def test_vissl_train_values_reach_the_lightning_loggers(runs, name):
+    """Every iteration's loss and LR (stdout.json's, rounded there) in the CSVLogger's metrics.csv."""
+    theirs, ours = _run(runs, name)
+    [text] = ours["csv"]
+    rows = list(csv.DictReader(io.StringIO(text)))
+    losses = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
+    lrs = [float(r["train/lr"]) for r in rows if r.get("train/lr")]
+    assert losses == pytest.approx([row["loss"] for row in theirs["stdout"]], abs=1e-5)
+    assert lrs == pytest.approx([row["lr"] for row in theirs["stdout"]], abs=5.1e-6)  # stdout.json: 5 decimals
+

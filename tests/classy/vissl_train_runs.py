@@ -1,0 +1,166 @@
+"""A VISSL config trained by VISSL's own launcher and by ``lightning-hooks train config=...`` (subprocess side).
+
+Both read VISSL's shipped integration-test configs (``quick_simclr_synthetic``, ``quick_moco``) composed by VISSL's
+hydra plugin with the same overrides, which make them small for a CPU: synthetic 32 px images, a handful of samples,
+the configs' own transforms at 32 px, in-process loading, gloo, no LARC (it needs Apex). The reference is what
+``tools/run_distributed_engines.py`` runs: ``launch_distributed(cfg, node_id=0, engine_name="train",
+hook_generator=default_hook_generator)``. Compared by the tests: ``stdout.json``, ``metrics.json``, the checkpoint
+files and the final weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+
+#: Small and CPU-only, for every scenario (the configs' transforms, at 32 px).
+SMALL = [
+    "config.MACHINE.DEVICE=cpu",
+    "config.DISTRIBUTED.BACKEND=gloo",
+    "config.DISTRIBUTED.INIT_METHOD=file",
+    "config.DATA.NUM_DATALOADER_WORKERS=0",
+    "config.DATA.TRAIN.DATA_SOURCES=[synthetic]",
+    "config.DATA.TRAIN.DATA_LIMIT=12",
+    "config.DATA.TRAIN.BATCHSIZE_PER_REPLICA=4",
+    "config.DATA.TRAIN.RANDOM_SYNTHETIC_IMAGES=true",
+    "config.DATA.TRAIN.DEFAULT_GRAY_IMG_SIZE=32",
+    "config.OPTIMIZER.use_larc=false",
+    "config.OPTIMIZER.num_epochs=2",
+    "config.MODEL.SYNC_BN_CONFIG.CONVERT_BN_TO_SYNC_BN=false",
+    "config.LOG_FREQUENCY=1",
+    "config.CHECKPOINT.CHECKPOINT_FREQUENCY=1",
+    "config.HOOKS.PERF_STATS.MONITOR_PERF_STATS=false",
+]
+TRANSFORMS = ("config.DATA.TRAIN.TRANSFORMS=[{name: ImgReplicatePil, num_times: 2}, {name: RandomResizedCrop, size: 32},"
+              " {name: RandomHorizontalFlip, p: 0.5}, {name: ImgPilColorDistortion, strength: %s},"
+              " {name: ImgPilGaussianBlur, p: 0.5, radius_min: 0.1, radius_max: 2.0}, {name: ToTensor},"
+              " {name: Normalize, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}]")  # fmt: skip
+CONFIGS: dict[str, list[str]] = {
+    "simclr": ["config=test/integration_test/quick_simclr_synthetic", TRANSFORMS % 1.0],
+    # resumed: VISSL draws its data iterator's seed once more when it resumes, so random transforms would differ
+    "simclr_plain": ["config=test/integration_test/quick_simclr_synthetic",
+                     "config.DATA.TRAIN.TRANSFORMS=[{name: ImgReplicatePil, num_times: 2}, {name: ToTensor}]"],
+    "moco": ["config=test/integration_test/quick_moco", TRANSFORMS % 0.5, "config.DATA.TRAIN.DATASET_NAMES=[synthetic]",
+             "config.LOSS.moco_loss.queue_size=64"],  # fmt: skip
+}
+
+
+#: Every LogLossLrEtaHook built in this process (:func:`track_log_hooks`), whose stdout.json :func:`collect` flushes.
+LOG_HOOKS: list[Any] = []
+
+
+def track_log_hooks() -> None:
+    from vissl.hooks.log_hooks import LogLossLrEtaHook
+
+    init = LogLossLrEtaHook.__init__
+
+    def tracked(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        LOG_HOOKS.append(self)
+
+    LogLossLrEtaHook.__init__ = tracked
+
+
+def overrides(name: str, out: Path) -> list[str]:
+    return [*CONFIGS[name], *SMALL, f"config.CHECKPOINT.DIR={out}"]
+
+
+def run_vissl(name: str, out: Path) -> dict[str, Any]:
+    """VISSL's ``run_distributed_engines.py`` main for one process."""
+    import classy_vision.generic.distributed_util as classy_dist
+    from vissl.hooks import default_hook_generator
+    from vissl.utils.distributed_launcher import launch_distributed
+    from vissl.utils.hydra_config import compose_hydra_configuration, convert_to_attrdict
+
+    _, config = convert_to_attrdict(compose_hydra_configuration(overrides(name, out)))
+    try:
+        launch_distributed(config, node_id=0, engine_name="train", hook_generator=default_hook_generator)
+    finally:
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+        classy_dist._cuda_device_index = 0
+    return collect(out)
+
+
+def run_lightning(name: str, out: Path, flags: list[str] = ()) -> dict[str, Any]:
+    """``lightning-hooks train config=... overrides``."""
+    from lightning_hooks.train import main
+
+    main([*overrides(name, out), *flags])
+    return collect(out)
+
+
+def collect(out: Path) -> dict[str, Any]:
+    """What the run wrote: stdout.json and metrics.json rows, checkpoint files, final weights, Lightning's CSV."""
+
+    for hook in LOG_HOOKS:  # LogLossLrEtaHook's stdout.json: a buffered file closed at exit, flushed here
+        if hook.json_stdout_logger is not None:
+            hook.json_stdout_logger.flush()
+
+    def rows(path: Path) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    files = sorted(p.name for p in out.glob("*.torch"))
+    final = next((name for name in files if "final" in name), None)
+    checkpoints = {name: digest(torch.load(out / name, weights_only=False)) for name in files if name != "checkpoint.torch"}
+    metrics = sorted(out.glob("lightning_logs/version_*/metrics.csv"))
+    return {"stdout": rows(out / "stdout.json"), "metrics": rows(out / "metrics.json"), "files": files,
+            "final": final, "checkpoints": checkpoints, "csv": [p.read_text() for p in metrics]}  # fmt: skip
+
+
+def resume(root: Path, name: str) -> dict[str, Any]:
+    """Each side auto-resumes (VISSL's AUTO_RESUME) from a folder holding VISSL's ``model_phase0.torch`` of ``name``."""
+    first = root / name
+    run_vissl(name, first)
+    runs = {}
+    for side, run in (("vissl", run_vissl), ("lightning", run_lightning)):
+        out = root / "resume" / side
+        out.mkdir(parents=True)
+        shutil.copy(first / "model_phase0.torch", out / "model_phase0.torch")
+        runs[side] = run(name, out)
+    return runs
+
+
+def digest(value: Any) -> Any:
+    """``value`` with each tensor replaced by its dtype, shape and a hash of its bytes (bitwise comparisons without
+    carrying ResNet-50 checkpoints between processes)."""
+    if isinstance(value, dict):
+        return {k: digest(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [digest(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        data = value.detach().cpu().contiguous().reshape(-1)
+        raw = data.view(torch.uint8).numpy().tobytes() if data.numel() else b""
+        return ("tensor", str(data.dtype), tuple(value.shape), hashlib.sha1(raw).hexdigest())
+    return value
+
+
+def child_main(out: str) -> None:
+    torch.set_num_threads(1)
+    sys.path.insert(0, str(HERE))
+    import real_torchvision
+
+    real_torchvision.activate()
+    track_log_hooks()
+    root = Path(out)
+    results: dict[str, Any] = {}
+    for name in ("simclr", "moco"):
+        try:
+            results[name] = {"vissl": run_vissl(name, root / name / "vissl"),
+                             "lightning": run_lightning(name, root / name / "lightning")}  # fmt: skip
+        except Exception:  # noqa: BLE001  (reported by the scenario's test)
+            results[name] = {"failed": traceback.format_exc()}
+    try:
+        results["resume"] = resume(root, "simclr_plain")
+    except Exception:  # noqa: BLE001
+        results["resume"] = {"failed": traceback.format_exc()}
+    torch.save(results, root / "results.pt")
