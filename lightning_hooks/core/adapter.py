@@ -47,6 +47,9 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
     upstream: ClassVar[tuple[str, ...]] = ()
     #: whether the host ends a train epoch at its last batch, before validating (MMEngine, Classy; not iMIX).
     ends_train_epoch_at_last_batch: ClassVar[bool] = True
+    #: names of the family's hook classes that write checkpoint files (a hook deriving from one, too): they do not
+    #: run under ``Trainer(fast_dev_run=...)``, which suppresses checkpointing (see :meth:`_mute_checkpoint_hooks`).
+    checkpoint_hooks: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, hooks: Any | Sequence[Any]) -> None:
         hooks = list(hooks) if isinstance(hooks, (list, tuple, ListConfig)) else [hooks]
@@ -77,6 +80,7 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         self._trainer: pl.Trainer | None = None
         self._patches: list[Callable[[], None]] = []
         self._train_epoch_open = False  # a train epoch started in the host and has not ended
+        self._resumed_without_state = False  # see on_load_checkpoint
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (``strategy="ddp_spawn"`` sends the callbacks to its ranks so): a hook that cannot travel (an open
@@ -178,13 +182,69 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._key_by_position(trainer)
         check_one_weight_swap(trainer)
+        self._check_hooks_not_shared(trainer)
+        self._mute_checkpoint_hooks(trainer)
         self._trainer = trainer
         self._train_epoch_open = False
+        self._resumed_without_state = False
         self._install_patches(trainer, pl_module)
+
+    def _check_hooks_not_shared(self, trainer: pl.Trainer) -> None:
+        """Refuse a hook object that another adapter of ``trainer`` also drives: it would run once per adapter at
+        every event (a shared EMA would update twice per step)."""
+        callbacks = trainer.callbacks  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
+        for other in callbacks:
+            if other is self or not isinstance(other, LegacyHookAdapter):
+                continue
+            shared = [h for h in self.hooks if any(h is o for o in other.hooks)]
+            if shared:
+                names = ", ".join(type(h).__qualname__ for h in shared)
+                raise ValueError(
+                    f"{type(self).__name__} ({self.state_key}) at setup: it and {type(other).__name__} ({other.state_key}) in one "
+                    f"Trainer were given the same hook object(s): {names}. Each adapter would run it at every event, "
+                    "so it would run twice per step (a shared EMA would update twice). Give each hook object to one "
+                    "adapter only, or build a separate instance per adapter."
+                )
+
+    def _mute_checkpoint_hooks(self, trainer: pl.Trainer) -> None:
+        """Under ``Trainer(fast_dev_run=...)`` Lightning writes no checkpoint or log (``ModelCheckpoint`` skips saving,
+        loggers are replaced), so a smoke test leaves nothing a later run could resume from: the family's checkpoint
+        hooks do not run either, and a host's work dir is a temporary folder (:class:`WorkDir`); one warning names
+        them. In other runs every hook runs."""
+        fast_dev_run = trainer.fast_dev_run  # type: ignore[attr-defined]  # Lightning's connectors set it; Trainer does not declare it
+        muted = [h for h in self.hooks if fast_dev_run and self._writes_checkpoints(h)]
+        self._mute(muted)
+        notes = []
+        if muted:
+            mounts = sorted({m for h in muted for m in self.events.mount_points() if self._overrides(h, m)})
+            notes.append(
+                f"its checkpoint hooks {', '.join(type(h).__qualname__ for h in muted)} are skipped (mount points "
+                f"{', '.join(mounts)} are not called) and write no checkpoint a later run could resume from"
+            )
+        if fast_dev_run and self.host._work_dir is not None:
+            notes.append(
+                f"its {self.host.host}'s work_dir is a temporary folder, removed when the run ends, for the files "
+                "its hooks write there (logs, config dumps, visualizer data)"
+            )
+        if notes:
+            rank_zero_warn(
+                f"{type(self).__name__}: Trainer(fast_dev_run={fast_dev_run}) suppresses checkpointing and "
+                f"logging, so {'; and '.join(notes)}. Run without fast_dev_run to save checkpoints and logs."
+            )
+
+    def _writes_checkpoints(self, hook: Any) -> bool:
+        return any(klass.__name__ in self.checkpoint_hooks for klass in type(hook).__mro__)
+
+    def _release_work_dir(self) -> None:
+        """Remove the temporary work dir a ``fast_dev_run`` wrote its host's files to (see :class:`WorkDir`)."""
+        work_dir = self.host._work_dir
+        if work_dir is not None:
+            work_dir.release()
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._remove_patches()
+        self._release_work_dir()
 
     @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
@@ -198,6 +258,7 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         finally:
             self.restore_live_weights()
             self._failed_at = None
+            self._release_work_dir()
 
     # ------------------------------------------------------------------------------------------- EMA weight swaps
     @classmethod
@@ -335,6 +396,9 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
                 stacklevel=2,
             )
         self.migrate_state(trainer, checkpoint)
+        #: the fit resumes from a checkpoint with no state of this adapter (a plain Lightning one, written without it):
+        #: the family's host counters then follow Lightning's restored loop (MMEngine) or start fresh
+        self._resumed_without_state = trainer.state.fn == "fit" and self.checkpoint_state(trainer, checkpoint) is None
 
 
 def _container(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -54,6 +54,12 @@ class AdapterState(Callback):
     def load_hook_state(self, hook: Any, state: Any) -> None:
         raise NotImplementedError
 
+    def removed_hooks_note(self, removed: list[str]) -> str:
+        """What the run continues from when hooks of the checkpoint (``removed``: their keys) are no longer in the
+        list, for :meth:`migrate_state`'s warning (MMEngine: the EMA weights ``EMAHook`` saved as the model's); ""
+        when their state is simply dropped."""
+        return ""
+
     def host_state(self) -> dict[str, Any]:
         """State of the facade (counters, message hubs, log buffers)."""
         return {}
@@ -104,9 +110,10 @@ class AdapterState(Callback):
             added = [k for k in self.hook_keys() if k not in saved]
             removed = [k for k in saved if k not in self.hook_keys()]
             changes = [f"added (start fresh): {added}"] * bool(added) + [f"removed (state dropped): {removed}"] * bool(removed)
+            note = self.removed_hooks_note(removed) if removed else ""
             warnings.warn(
                 f"{name}: the checkpoint was written with hooks {saved}; loading its state for the shared hooks and "
-                f"the host. Hooks {', '.join(changes) or 'reordered'}."
+                f"the host. Hooks {', '.join(changes) or 'reordered'}." + (f" {note}" if note else "")
             )
             self.load_state_dict(copy.deepcopy(state))
 

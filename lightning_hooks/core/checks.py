@@ -81,3 +81,52 @@ def check_argument(owner: str, hook: Any, attr: str, valid: Callable[[Any], bool
 def is_int(value: Any) -> bool:
     """An ``int`` that is not a ``bool``."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_period(owner: str, hook: Any, attr: str, mount: str, *, allow_none: bool = False, never_ok: bool = False) -> None:
+    """Check, when the hook is adapted, a period option of ``hook`` (``interval``, ``log_freq``, ``iter_period``, ...)
+    that its mount point ``mount`` divides by: an int > 0, or None where ``allow_none``.
+
+    A value that is not an int is refused (:func:`check_argument`). A value <= 0 makes the host skip the periodic work
+    for the whole run, or fail on a division by zero: it is refused, or only warned about where the library documents
+    it as "never" (``never_ok``: MMEngine's ``CheckpointHook(interval=-1)``).
+
+    Example::
+
+        check_period("ClassyAdapter", LossLrMeterLoggingHook(log_freq=0), "log_freq", "on_step", allow_none=True)
+        # ValueError: ... log_freq=0 ...
+    """
+    if not hasattr(hook, attr):
+        return
+    value = getattr(hook, attr)
+    if value is None and allow_none:
+        return
+    expected = "an int > 0" + (" or None" if allow_none else "")
+    check_argument(owner, hook, attr, is_int, f"{expected}, e.g. {attr.lstrip('_')}=1")
+    if value > 0:
+        return
+    option, name = attr.lstrip("_"), type(hook).__qualname__
+    if never_ok:
+        warnings.warn(
+            f"{owner}: {name} was built with {option}={value}: its periodic work in {mount} never runs in this run (the "
+            f"legacy host reads {option} <= 0 as never). If you meant a period, build it with {option} >= 1.",
+            stacklevel=4,
+        )
+        return
+    raise ValueError(
+        f"{owner}: {name} was built with {option}={value}, but {mount} divides its counter by {option}: it would fail "
+        f"there on a division by zero, or run its periodic work never or at a period the library does not define. "
+        f"Build it with {expected}, e.g. {option}=1" + (f", or {option}=None to turn it off." if allow_none else ".")
+    )
+
+
+#: class name -> its period options: (attribute, mount point that divides by it, whether None is accepted)
+Periods = dict[str, tuple[tuple[str, str, bool], ...]]
+
+
+def check_periods(owner: str, hook: Any, periods: Periods, *, never_ok: bool = False) -> None:
+    """:func:`check_period` for each period option of the classes in ``periods`` that ``hook`` derives from (by class
+    name along its MRO, so a user's subclass of ``CheckpointHook`` is checked too)."""
+    for klass in type(hook).__mro__:
+        for attr, mount, allow_none in periods.get(klass.__name__, ()):
+            check_period(owner, hook, attr, mount, allow_none=allow_none, never_ok=never_ok)

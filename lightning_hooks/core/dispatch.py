@@ -65,9 +65,13 @@ class HookDispatch:
         self._plan_by_value: dict[Trigger, tuple[Step, ...]] = dict.fromkeys(self._triggers, ())
         self._plan: dict[int, tuple[Step, ...]] = {id(t): () for t in self._triggers}
         self._failed_at: tuple[str, Any] | None = None  # (mount point, hook) of the last hook error
+        self._muted: list[Any] = []  # hooks that fire nothing in this run (see _mute)
 
     def active(self, hook: Any, mount: str) -> bool:
-        """Whether ``hook`` does something at ``mount``: it overrides the mount point or one of its delegates."""
+        """Whether ``hook`` does something at ``mount``: it is not muted and overrides the mount point or one of its
+        delegates."""
+        if any(hook is m for m in self._muted):
+            return False
         return any(self._overrides(hook, name) for name in (mount, *self.delegates.get(mount, ())))
 
     def _overrides(self, hook: Any, name: str) -> bool:
@@ -88,6 +92,12 @@ class HookDispatch:
                 plan.setdefault(row.event, []).append((index, row, when, calls))
         self._plan_by_value = {trigger: tuple(plan.get(trigger, ())) for trigger in self._triggers}
         self._plan = {id(trigger): steps for trigger, steps in self._plan_by_value.items()}
+
+    def _mute(self, hooks: list[Any]) -> None:
+        """Fire nothing for ``hooks`` (and again everything for the others) from now on; rebuilds the plan."""
+        if len(hooks) != len(self._muted) or any(a is not b for a, b in zip(hooks, self._muted)):
+            self._muted = list(hooks)
+            self._build_plan(self._host_args)
 
     def fire(self, trigger: Trigger, *, errors: str = "raise", **context: Any) -> None:
         """Call, in table order, every mount point ``trigger`` fires, with the arguments its row names.

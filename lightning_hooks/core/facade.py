@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from typing import Any, ClassVar
 
 
@@ -16,6 +18,9 @@ class Facade:
     host: ClassVar[str] = "host"
     #: the adapter attribute that holds this facade, when it is not named as the hooks name it (iMIX: ``engine``)
     adapter_attribute: ClassVar[str | None] = None
+    #: the host's work dir, for facades whose host has one (MMEngine's runner, iMIX's engine): the adapter removes its
+    #: temporary ``fast_dev_run`` folder when a run ends (:meth:`WorkDir.release`)
+    _work_dir: WorkDir | None = None
 
     def provides(self) -> list[str]:
         """Public attribute names this facade answers."""
@@ -36,16 +41,44 @@ class Facade:
 
 
 class WorkDir:
-    """A host's ``work_dir``: the folder given to the adapter, else the Trainer's ``default_root_dir`` (the current
-    folder before a Trainer exists). Shared by the facades whose host has a work dir (MMEngine's runner, iMIX's
-    engine)."""
+    """A host's ``work_dir``: the folder given to the adapter, else ``{root}/work_dirs/{name}`` as OpenMMLab's
+    ``tools/train.py`` (``work_dirs/{config file stem}``), under the Trainer's ``default_root_dir`` (the current
+    folder before a Trainer exists); ``name`` is the stem of the host's config file, else the family name. Shared by
+    the facades whose host has a work dir (MMEngine's runner, iMIX's engine).
 
-    def __init__(self, path: str | os.PathLike | None, adapter: str) -> None:
+    Example::
+
+        WorkDir(None, "MMEngineAdapter", family="mmengine").resolve(trainer, "configs/demo_2e.py")
+        # '{trainer.default_root_dir}/work_dirs/demo_2e'
+    """
+
+    def __init__(self, path: str | os.PathLike | None, adapter: str, *, family: str) -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"{adapter}(work_dir={path!r}): work_dir must be a path (str or os.PathLike), not {type(path).__name__}")
         self.given = None if path is None else os.fspath(path)
+        self.family = family
+        self._temporary: str | None = None  # under Trainer(fast_dev_run=...): a folder removed by release()
 
-    def resolve(self, trainer: Any) -> str:
+    def resolve(self, trainer: Any, config_file: str | None = None) -> str:
+        """The work dir for ``trainer``'s run; ``config_file``: the host's config file, which names the default.
+        Under ``Trainer(fast_dev_run=...)``, where Lightning writes no logs or checkpoints, a temporary folder that
+        :meth:`release` removes."""
+        if trainer is not None and trainer.fast_dev_run:
+            if self._temporary is None:
+                self._temporary = tempfile.mkdtemp(prefix=f"lightning-hooks-fast-dev-run-{self.family}-")
+            return self._temporary
+        return self.permanent(trainer, config_file)
+
+    def release(self) -> None:
+        """Remove the temporary work dir of a ``fast_dev_run`` (idempotent)."""
+        folder, self._temporary = self._temporary, None
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def permanent(self, trainer: Any, config_file: str | None = None) -> str:
+        """The work dir outside ``fast_dev_run``."""
         if self.given is not None:
             return self.given
-        return trainer.default_root_dir if trainer is not None else os.getcwd()
+        root = trainer.default_root_dir if trainer is not None else os.getcwd()
+        name = os.path.splitext(os.path.basename(config_file))[0] if config_file else self.family
+        return os.path.join(root, "work_dirs", name)

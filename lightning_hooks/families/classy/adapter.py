@@ -14,6 +14,7 @@ from typing_extensions import override
 
 from lightning_hooks.compat import classy as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
+from lightning_hooks.core.checks import Periods, check_periods
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.core.triggers import ON, Trigger
 from lightning_hooks.families.classy import vissl as vissl_host
@@ -25,6 +26,14 @@ from lightning_hooks.families.classy.schedule import VisslSchedule
 from lightning_hooks.families.classy.task import LastBatch, Task
 from lightning_hooks.families.classy.timing import StepClock, count_batch, record_step
 from lightning_hooks.families.classy.vissl_task import VisslTask
+
+
+#: Classy's hooks with a period option: (attribute, the mount point that divides by it, None accepted)
+_PERIODS: Periods = {
+    "LossLrMeterLoggingHook": (("log_freq", "on_step", True),),
+    "TensorboardPlotHook": (("log_period", "on_phase_end", False),),
+    "CheckpointHook": (("checkpoint_period", "on_phase_end", False),),
+}
 
 
 class ClassyAdapter(LegacyHookAdapter):
@@ -74,6 +83,7 @@ class ClassyAdapter(LegacyHookAdapter):
     family = "classy"
     events = EVENTS
     family_title, host_args, upstream = "Classy", ("task",), ("classy_vision.", "vissl.", "lightning_hooks.compat.")
+    checkpoint_hooks = frozenset({"CheckpointHook", "LogLossMetricsCheckpointHook"})  # Classy's, VISSL's
 
     def __init__(
         self,
@@ -128,6 +138,11 @@ class ClassyAdapter(LegacyHookAdapter):
 
     def order(self, hooks: list[Any]) -> list[Any]:
         return sorted(hooks, key=lambda h: type(h).__name__ == "CheckpointHook")
+
+    def check_arguments(self, hook: Any) -> None:
+        """Period options Classy divides a counter by must be ints > 0 (``log_freq`` may be None): 0 fails at the
+        first division, a negative one runs at a period Classy does not define."""
+        check_periods(type(self).__name__, hook, _PERIODS)
 
     # ------------------------------------------------------------------------------------------------ state
     def hook_keys(self) -> list[str]:

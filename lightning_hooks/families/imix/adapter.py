@@ -19,12 +19,19 @@ from lightning_hooks.compat import imix as compat
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.lightning_api import pl
-from lightning_hooks.core.checks import check_argument
+from lightning_hooks.core.checks import Periods, check_argument, check_periods
 from lightning_hooks.core.triggers import ON, Trigger
 from lightning_hooks.families.imix.events import AFTER_STEP, BEFORE_STEP, EVENTS
 from lightning_hooks.families.imix.engine import Engine
 
 _SWITCHED = "_lightning_hooks_imix_manual"  # marks a module the adapter switched to manual optimisation
+
+
+#: iMIX's hooks with a period option: (attribute, the mount point that divides by it, None accepted)
+_PERIODS: Periods = {
+    "CheckPointHook": (("iter_period", "after_train_iter", True), ("epoch_period", "after_train_epoch", False)),
+    "EvaluateHook": (("_eval_iter_period", "after_train_iter", True),),
+}
 
 
 class IMIXAdapter(LegacyHookAdapter):
@@ -56,6 +63,7 @@ class IMIXAdapter(LegacyHookAdapter):
     family = "imix"
     events = EVENTS
     family_title, host_args, upstream = "iMIX", (), ("imix.", "lightning_hooks.compat.")
+    checkpoint_hooks = frozenset({"CheckPointHook"})
     ends_train_epoch_at_last_batch = False  # iMIX has no validation: its epochs end at on_train_epoch_end
 
     def __init__(
@@ -119,6 +127,7 @@ class IMIXAdapter(LegacyHookAdapter):
             f"None or a dict of clip_grad_norm_ arguments ({', '.join(sorted(clip_args))}), e.g. "
             "grad_clip=dict(max_norm=1.0)",
         )  # fmt: skip
+        check_periods(type(self).__name__, hook, _PERIODS)
 
     def order(self, hooks: list[Any]) -> list[Any]:
         """iMIX's rule: each hook goes after the last hook of lower or equal level (a stable sort by level)."""

@@ -55,7 +55,7 @@ class Engine(Facade):
         self.by_epoch = by_epoch
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.is_lr_accumulation = is_lr_accumulation
-        self._work_dir = WorkDir(work_dir, "IMIXAdapter")
+        self._work_dir = WorkDir(work_dir, "IMIXAdapter", family="imix")
         self._cfg = Config(cfg) if isinstance(cfg, Mapping) else cfg
         self.iter = 0
         self.start_iter = 0

@@ -10,8 +10,8 @@ from lightning_hooks.core.console import route_console
 
 def configure_logging(trainer: Any, adapter: Any) -> None:
     """iMIX's ``default_setup``: ``imix.utils.logger.setup_logger(work_dir, rank)``: the ``imix`` logger at DEBUG,
-    printing on rank 0 (above the progress bar) and writing ``imix.log`` in the adapter's work dir (default: the
-    Trainer's root dir)."""
+    printing on rank 0 (above the progress bar) and writing ``imix.log`` in the adapter's work dir (default:
+    ``{trainer.default_root_dir}/work_dirs/imix``)."""
     from imix.utils.logger import setup_logger
 
     work_dir = adapter.host._work_dir.resolve(trainer)

@@ -6,6 +6,7 @@ import contextlib
 import copy
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -13,11 +14,12 @@ from typing_extensions import override
 
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.adapter import LegacyHookAdapter
-from lightning_hooks.core.checks import check_argument, is_int
-from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.checks import check_argument, check_period, is_int
+from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.core.safety import plain
 from lightning_hooks.core.triggers import ON, Trigger
 from lightning_hooks.families.mmengine import hook_checks, iter_based, trainer_checks
+from lightning_hooks.families.mmengine.current import make_current
 from lightning_hooks.families.mmengine.events import EVENTS, LOAD_CHECKPOINT
 
 # mmengine is not a dependency of lightning-hooks: the modules that import it (runner, loops, checkpoint, schedulers,
@@ -56,6 +58,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     family = "mmengine"
     events = EVENTS
     family_title, host_args, upstream = "MMEngine", ("runner",), ("mmengine.",)
+    checkpoint_hooks = frozenset({"CheckpointHook"})
     delegates = {
         **{f"{w}_{m}_epoch": (f"_{w}_epoch",) for w in ("before", "after") for m in ("train", "val", "test")},
         **{f"{w}_{m}_iter": (f"_{w}_iter",) for w in ("before", "after") for m in ("train", "val", "test")},
@@ -102,6 +105,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._load_from = None if load_from is None else os.fspath(load_from)
         self._scheduler_states: list[dict] | None = None
         self._ema_swapped = False  # between before_{val,test}_epoch and after_{val,test}_epoch
+        self._restore_current: Callable[[], None] = _nothing  # makes the instances current before setup current
         self._build_plan((self.runner,))
 
     @classmethod
@@ -175,9 +179,12 @@ class MMEngineAdapter(LegacyHookAdapter):
         return sorted(hooks, key=lambda h: priority_of(h.priority, type(h).__qualname__))
 
     def check_arguments(self, hook: Any) -> None:
-        """``interval`` (CheckpointHook, LoggerHook, ...) must be an int and ``by_epoch`` a bool."""
+        """``interval`` (CheckpointHook, LoggerHook, ...) must be an int and ``by_epoch`` a bool; an ``interval``
+        <= 0, MMEngine's "never" (``CheckpointHook``'s default -1), warns: the hook's periodic work never runs."""
         check_argument(type(self).__name__, hook, "interval", is_int, "an int, e.g. interval=1")
         check_argument(type(self).__name__, hook, "by_epoch", lambda v: isinstance(v, bool), "a bool")
+        mount = "after_train_epoch" if getattr(hook, "by_epoch", False) is True else "after_train_iter"
+        check_period(type(self).__name__, hook, "interval", mount, never_ok=True)
 
     # ------------------------------------------------------------------------------------------ conditions
     def writes_checkpoint(self) -> bool:
@@ -201,6 +208,9 @@ class MMEngineAdapter(LegacyHookAdapter):
                 iter_based.serve_endless(trainer, skip=lambda: loop.finished_iters)
         self._enter_default_scope()
         self.runner.attach(trainer)
+        self._end_current()  # a run that failed before teardown left its instances current
+        # its own MessageHub, Visualizer and MMLogger are the current ones while it runs, as a new Runner's are
+        self._restore_current = make_current([self.runner.message_hub, self.runner.visualizer, self.runner.logger])
         from lightning_hooks.families.mmengine.vis_backend import attach_trainer
 
         attach_trainer(self.runner.visualizer, trainer)  # LightningLoggerVisBackend writes to trainer.loggers
@@ -218,6 +228,9 @@ class MMEngineAdapter(LegacyHookAdapter):
         finally:
             iter_based.restore_source(trainer)
             self._exit_default_scope()
+            self._end_current()
+            if trainer.fast_dev_run:  # its log file is in the temporary work dir the base class removes
+                self.runner.close_log_file()
             super().teardown(trainer, pl_module, stage)
 
     @override
@@ -228,7 +241,28 @@ class MMEngineAdapter(LegacyHookAdapter):
         finally:
             iter_based.restore_source(trainer)
             self._exit_default_scope()
+            self._end_current()
             self.runner.close_log_file()
+
+    def _follow_restored_loop(self, trainer: pl.Trainer) -> None:
+        """A fit resumed from a checkpoint without this adapter's state (a plain Lightning checkpoint): ``runner.iter``
+        counts the train batches Lightning's restored loop has run, so by-iteration hooks (``CheckpointHook``,
+        ``LoggerHook``) keep MMEngine's schedule; the hooks' own state and the message hub start fresh (warned)."""
+        batches = lightning_api.train_batches_fetched(trainer)
+        self.runner.train_loop.restart(batches)
+        epoch = trainer.current_epoch if self.runner.by_epoch else 0  # IterBasedTrainLoop's epoch stays 0
+        rank_zero_warn(
+            f"MMEngineAdapter ({', '.join(self.hook_keys())}): the checkpoint this fit resumes from holds no "
+            f"MMEngineAdapter state (it was written without it): runner.iter {batches} and runner.epoch "
+            f"{epoch} follow Lightning's restored loop (global step {trainer.global_step}), while the "
+            "hooks' own state and the runner's message hub start fresh. Resume from a checkpoint written with the "
+            "adapter to restore them."
+        )
+
+    def _end_current(self) -> None:
+        """Make the MMEngine instances that were current before this run's setup current again."""
+        restore, self._restore_current = self._restore_current, _nothing
+        restore()
 
     def _enter_default_scope(self) -> None:
         """Make ``default_scope`` the current ``DefaultScope`` until teardown, as it is for a whole ``Runner`` run."""
@@ -269,6 +303,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         # the facade may have sized the train loader before Lightning restored its mid-epoch position: apply it now
         lightning_api.load_combined_loader_states(trainer)
         loop = self.runner.train_loop
+        if self._resumed_without_state:
+            self._follow_restored_loop(trainer)
         if self.runner.by_epoch:
             trainer_checks.warn_loop_differences(trainer, loop.max_iters)
         else:
@@ -390,6 +426,23 @@ class MMEngineAdapter(LegacyHookAdapter):
         if "message_hub" in state:
             load_hub_state(self.runner.message_hub, state["message_hub"])
         self._scheduler_states = state.get("param_schedulers") or None
+
+    def removed_hooks_note(self, removed: list[str]) -> str:
+        """A removed ``EMAHook``: its checkpoint holds the EMA weights as the model's (``before_save_checkpoint``
+        swaps them in, the trained ones go to ``ema_state_dict``), so the run continues from the EMA weights, as
+        MMEngine's Runner does; the note says so and how to keep the trained weights."""
+        if not any(key.split("#")[0] == "EMAHook" for key in removed):
+            return ""
+        return (
+            "The model continues from the checkpoint's model weights, which are EMAHook's averaged (EMA) weights "
+            "(EMAHook swaps them in when it saves), as MMEngine's Runner does; the trained weights, saved in the "
+            "checkpoint's 'ema_state_dict', are not used. To continue from the trained weights and the average, keep "
+            "EMAHook in the hook list."
+        )
+
+
+def _nothing() -> None:
+    pass
 
 
 def _epoch_metrics(trainer: pl.Trainer) -> dict[str, float]:

@@ -28,7 +28,7 @@ from mmengine.visualization import Visualizer
 
 from lightning_hooks.core.console import DropMessages, route_console
 from lightning_hooks.core.facade import Facade, WorkDir
-from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.core.models import find_model, submodule
 from lightning_hooks.families.mmengine import checkpoint, schedulers
 from lightning_hooks.families.mmengine.events import LOAD_CHECKPOINT
@@ -109,7 +109,7 @@ class Runner(Facade):
         #: None: the LightningModule itself is the model
         self._model: torch.nn.Module | None = None
         self._model_prefix = ""
-        self._work_dir = WorkDir(options["work_dir"], "MMEngineAdapter")
+        self._work_dir = WorkDir(options["work_dir"], "MMEngineAdapter", family="mmengine")
         self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime())
         self._experiment_name = options["experiment_name"]
         self.experiment_name = self._experiment_name or self.timestamp
@@ -129,6 +129,7 @@ class Runner(Facade):
             self._instance_name, scope_name=default_scope
         )
         self._visualizer = self._build_visualizer(options["visualizer"])
+        self._vis_log_dir = self.log_dir  # where a visualizer built with the default save_dir writes (vis_data/)
         self._resume = False
         self.train_loop = train_loop(self, loop_cfg)
         self.by_epoch = not isinstance(self.train_loop, IterTrainLoop)
@@ -146,6 +147,7 @@ class Runner(Facade):
             loop.attach(trainer)
         if self._logger is None:
             self._share_timestamp()
+            self._follow_log_dir()
             self._dump_config()
         self._logger = self._logger or self.logger
         self._hand_metainfo(trainer)
@@ -174,7 +176,7 @@ class Runner(Facade):
     # ------------------------------------------------------------------------------------------------ places
     @property
     def work_dir(self) -> str:
-        return self._work_dir.resolve(self.trainer)
+        return self._work_dir.resolve(self.trainer, self.cfg.filename)
 
     @property
     def log_dir(self) -> str:
@@ -221,6 +223,16 @@ class Runner(Facade):
         if not isinstance(visualizer, Visualizer):
             raise TypeError(f"runner.visualizer must be an mmengine Visualizer, got {type(visualizer).__name__}")
         self._visualizer = visualizer
+
+    def _follow_log_dir(self) -> None:
+        """Backends of the visualizer that write under the default ``{log_dir}/vis_data``, computed when the adapter
+        was built (before a Trainer gave the work dir its root, or rank 0 its timestamp), write under this run's
+        ``log_dir``; backends create their folder when they first write."""
+        old, new = os.path.join(self._vis_log_dir, "vis_data"), os.path.join(self.log_dir, "vis_data")
+        for backend in getattr(self._visualizer, "_vis_backends", {}).values():
+            if not getattr(backend, "_env_initialized", True) and getattr(backend, "_save_dir", None) == old:
+                backend._save_dir = new
+        self._vis_log_dir = self.log_dir
 
     def _build_visualizer(self, visualizer: dict | Visualizer | None) -> Visualizer:
         """``Runner.build_visualizer``: an instance as given, a config through ``VISUALIZERS``, else a local one."""
@@ -350,6 +362,13 @@ class Runner(Facade):
         The file holds Lightning's checkpoint plus MMEngine's layout (``meta``, ``message_hub``, ``optimizer``,
         ``param_schedulers``) and whatever ``before_save_checkpoint`` hooks add, so both hosts can resume from it.
         """
+        if self.trainer is not None and self.trainer.fast_dev_run:
+            rank_zero_warn(
+                f"runner.save_checkpoint({out_dir!r}, {filename!r}) writes nothing under "
+                f"Trainer(fast_dev_run={self.trainer.fast_dev_run}), which suppresses checkpointing (a hook called it). "
+                "Run without fast_dev_run to save checkpoints."
+            )
+            return
         meta = checkpoint.save_meta(meta, by_epoch, self.epoch, self.iter)
         self._pending_save = checkpoint.PendingSave(meta, save_optimizer, save_param_scheduler, model_keys=True)
         try:
