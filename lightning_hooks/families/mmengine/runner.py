@@ -227,7 +227,10 @@ class Runner(Facade):
     def _follow_log_dir(self) -> None:
         """Backends of the visualizer that write under the default ``{log_dir}/vis_data``, computed when the adapter
         was built (before a Trainer gave the work dir its root, or rank 0 its timestamp), write under this run's
-        ``log_dir``; backends create their folder when they first write."""
+        ``log_dir``; backends create their folder when they first write. A given ``work_dir`` (outside
+        ``fast_dev_run``'s temporary one) was known then."""
+        if self._work_dir.given is not None and not (self.trainer is not None and self.trainer.fast_dev_run):
+            return
         old, new = os.path.join(self._vis_log_dir, "vis_data"), os.path.join(self.log_dir, "vis_data")
         for backend in getattr(self._visualizer, "_vis_backends", {}).values():
             if not getattr(backend, "_env_initialized", True) and getattr(backend, "_save_dir", None) == old:
