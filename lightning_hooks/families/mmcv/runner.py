@@ -53,7 +53,7 @@ class Runner(Facade):
         self.lightning: pl.Trainer | None = None
         self._hooks = hooks
         self._runner_type = runner_type
-        self._work_dir = WorkDir(work_dir, "MMCVAdapter")
+        self._work_dir = WorkDir(work_dir, "MMCVAdapter", family="mmcv")
         self.meta = meta
         self._given_logger = logger
         self.logger = logger if logger is not None else logging.getLogger("mmcv")
