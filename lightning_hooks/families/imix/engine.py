@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from lightning_hooks.core.loaders import Loader
 from lightning_hooks.core.facade import Facade, WorkDir
 from lightning_hooks.core.lightning_api import pl
 
@@ -152,19 +153,3 @@ class Engine(Facade):
     def _lightning(self, name: str) -> pl.Trainer:
         return self._need(name, self.lightning, "before the Lightning trainer has set the adapter up")
 
-
-class Loader:
-    """A train dataloader whose ``len()`` is the number of batches Lightning runs per epoch."""
-
-    def __init__(self, loader: Any, batches: int) -> None:
-        self.loader = loader
-        self.batches = batches
-
-    def __len__(self) -> int:
-        return self.batches
-
-    def __iter__(self) -> Any:
-        return iter(self.loader)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.loader, name)

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from lightning_hooks.core.loaders import Loader
 from lightning_hooks.core.facade import Facade, WorkDir
 from lightning_hooks.core.lightning_api import LIGHTNING_MODULES, pl
 
@@ -273,20 +274,3 @@ def _is_mmcv_model(module: torch.nn.Module) -> bool:
     """An mmcv model: a module with mmcv's ``train_step`` (not a LightningModule, whose step is ``training_step``)."""
     return callable(getattr(module, "train_step", None)) and not isinstance(module, LIGHTNING_MODULES)
 
-
-class Loader:
-    """A dataloader whose ``len()`` is the number of batches Lightning runs per epoch (mmcv hooks call
-    ``len(runner.data_loader)``); other attributes (``sampler``, ``dataset``) are the loader's."""
-
-    def __init__(self, loader: Any, batches: int) -> None:
-        self.loader = loader
-        self.batches = batches
-
-    def __len__(self) -> int:
-        return self.batches
-
-    def __iter__(self) -> Any:
-        return iter(self.loader)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.loader, name)
