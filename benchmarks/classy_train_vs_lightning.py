@@ -6,7 +6,7 @@ ModelComplexityHook, CheckpointHook; ``--skip_tensorboard``). A timing hook in t
 object type on both sides) measures each train phase from ``on_phase_start`` to ``on_phase_end`` in process CPU time
 and divides by its steps; the first train phase of each run is dropped (warm-up).
 
-Cases (the configs of tests/classy/classy_train_runs.py, larger):
+Cases (the configs of tests/helpers/classy_train_runs.py, larger):
 
 * ``template``: Classy's synthetic template config (its ``my_model``: pooling + one linear layer), 256 images of
   32 px, batch 32: a step is a few milliseconds, so the loops' fixed per-step cost shows.

@@ -4,8 +4,8 @@
 #   bash scripts/setup.sh test   -> the same plus the test dependencies: OpenMMLab libraries, the real torchvision and
 #                                   VISSL outside the venv's import path (.venv/vissl-site), and .venv-lt24: the
 #                                   oldest supported Lightning (2.4, both namespaces) for the reduced suite that
-#                                   tests/core/test_core_lightning_versions.py runs there, and .venv-mmcv1:
-#                                   mmcv 1.x (mmcv.runner) with mmdet 2.x / mmcls 0.x / mmseg 0.x for tests/mmcv
+#                                   tests/core/test_lightning_versions.py runs there, and .venv-mmcv1:
+#                                   mmcv 1.x (mmcv.runner) with mmdet 2.x / mmcls 0.x / mmseg 0.x for tests/families/mmcv
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,7 +31,7 @@ if [ "${1:-}" = test ]; then
   # 2.0.1 is the newest that all of them accept (mmyolo 0.6 asserts mmcv<2.1 when imported).
   "${pip[@]}" --no-deps mmcv-lite==2.0.1 mmdet==3.3.0 mmpretrain==1.2.0 mmsegmentation==1.2.2 mmyolo==0.6.0 mmpose==1.3.2
   # The tests run Classy's ClassificationTask and VISSL's trainer in subprocesses that import the real torchvision
-  # from .venv/vissl-site, outside the venv's import path (tests/classy/real_torchvision.py says why): torchvision
+  # from .venv/vissl-site, outside the venv's import path (tests/helpers/real_torchvision.py says why): torchvision
   # (CUDA build, without its CUDA ops), fairscale, setuptools<81 for pkg_resources, and VISSL's own packages
   # extracted from its wheel, which is never installed (it bundles its own classy_vision and fairscale).
   site=.venv/vissl-site
@@ -45,7 +45,7 @@ with zipfile.ZipFile(".venv/wheels/vissl-0.1.6-py3-none-any.whl") as wheel:
 PY
   install .venv-lt24 legacy lightning==2.4.0 pytorch-lightning==2.4.0 "pytest>=8"
   # .venv-mmcv1: OpenMMLab 1.x (mmcv.runner), whose import name `mmcv` the main venv's mmcv-lite 2.x takes, for
-  # tests/mmcv (run from the main suite by tests/core/test_core_mmcv_env.py). mmcv 1.7.2 builds from its sdist without
+  # tests/families/mmcv (run from the main suite by tests/families/mmcv/test_venv.py). mmcv 1.7.2 builds from its sdist without
   # compiled ops (the tests stub mmcv._ext); its setup.py needs pkg_resources (setuptools<70) and wheel, unisolated.
   install .venv-mmcv1 legacy "pytest>=8" addict yapf pycocotools terminaltables prettytable
   mmcv_pip=(.venv-mmcv1/bin/python -m pip install --quiet --disable-pip-version-check)

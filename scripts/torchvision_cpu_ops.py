@@ -6,7 +6,7 @@ registry's torchvision 0.28.0 is a CUDA build whose compiled ops need ``libtorch
 ``operator torchvision::nms does not exist`` unless the ``torchvision::nms`` / ``torchvision::qnms`` op schemas are
 defined first (no kernels: nothing here runs NMS). This module defines them right before the first ``import
 torchvision``, from a ``sys.meta_path`` finder, so interpreters that never import torchvision (pip) do not pay for
-importing torch. tests/classy/real_torchvision.py does the same for the main venv's test subprocesses.
+importing torch. tests/helpers/real_torchvision.py does the same for the main venv's test subprocesses.
 """
 
 from __future__ import annotations

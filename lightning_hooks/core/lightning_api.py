@@ -6,7 +6,7 @@ only callbacks, loggers and plugins derived from *its* classes, so the bases her
 installed namespace in :data:`SUPPORTED` releases. The rest of the package imports Lightning only through this module.
 
 Every function that reaches past Lightning's public API names the releases it was checked on (:data:`CHECKED_ON`);
-``tests/core/test_core_lightning_api.py`` pins each signature and attribute it relies on, so a release that changes
+``tests/core/test_lightning_api.py`` pins each signature and attribute it relies on, so a release that changes
 one fails there, not in a user's run.
 """
 
