@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "classy")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "helpers")]
 
 #: Per train phase (after the first): CPU seconds per step, appended by the ``step_timer`` hook.
 SAMPLES: list[float] = []

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "mmengine"))  # mmcv-lite: stub the compiled ops module
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "helpers"))  # mmcv-lite: stub the compiled ops module
 from openmmlab_stubs import import_openmmlab  # noqa: E402
 
 import_openmmlab(["mmpretrain"])
