@@ -17,7 +17,7 @@ from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.checks import check_argument, check_period, is_int
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.core.safety import plain
-from lightning_hooks.core.triggers import ON, Trigger
+from lightning_hooks.core.triggers import ON, Patch, Trigger
 from lightning_hooks.families.mmengine import hook_checks, iter_based, trainer_checks
 from lightning_hooks.families.mmengine.current import make_current
 from lightning_hooks.families.mmengine.events import EVENTS, LOAD_CHECKPOINT
@@ -195,6 +195,16 @@ class MMEngineAdapter(LegacyHookAdapter):
         """``IterBasedTrainLoop`` runs one train epoch for the whole run: it never ends at a loader's last batch."""
         return self.runner.by_epoch
 
+    def run_patches(self, stage: str) -> tuple[Patch, ...]:
+        """In a fit, also the step count of the optimizer view schedulers are built on, and the endless train loader
+        of an ``IterBasedTrainLoop`` (neither fires a row)."""
+        from lightning_hooks.families.mmengine import schedulers
+
+        if stage != "fit":
+            return super().run_patches(stage)
+        endless = () if self.runner.by_epoch else (iter_based.ENDLESS_TRAIN_DATA,)
+        return (*super().run_patches(stage), *endless, schedulers.COUNT_WRAPPER_STEPS)
+
     # ---------------------------------------------------------------------------------------- run lifecycle
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -204,8 +214,6 @@ class MMEngineAdapter(LegacyHookAdapter):
             loop.restart()
             if self.loop_cfg is not None:
                 trainer_checks.check_trainer(trainer, self.loop_cfg)
-            if not self.runner.by_epoch:
-                iter_based.serve_endless(trainer, skip=lambda: loop.finished_iters)
         self._enter_default_scope()
         self.runner.attach(trainer)
         self._end_current()  # a run that failed before teardown left its instances current
@@ -226,7 +234,6 @@ class MMEngineAdapter(LegacyHookAdapter):
         try:
             self.fire(ON["teardown"])
         finally:
-            iter_based.restore_source(trainer)
             self._exit_default_scope()
             self._end_current()
             if trainer.fast_dev_run:  # its log file is in the temporary work dir the base class removes
@@ -239,7 +246,6 @@ class MMEngineAdapter(LegacyHookAdapter):
         try:
             super().on_exception(trainer, pl_module, exception)
         finally:
-            iter_based.restore_source(trainer)
             self._exit_default_scope()
             self._end_current()
             self.runner.close_log_file()

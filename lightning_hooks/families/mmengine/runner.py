@@ -137,6 +137,7 @@ class Runner(Facade):
         self.test_loop = EvalTestLoop(self, fire)
         self._pending_save: checkpoint.PendingSave | None = None
         self._optim_wrappers: tuple[list[Any], list[OptimWrapper]] = ([], [])  # Lightning's optimizers, their views
+        self._step_counted: OptimWrapper | None = None  # the view whose step count schedulers check (a fit's)
 
     def attach(self, trainer: pl.Trainer) -> None:
         """Serve ``trainer``'s run; build the logger and visualizer before ``before_run``, as the Runner does."""
@@ -312,6 +313,7 @@ class Runner(Facade):
         if self._scheduler_configs is not None:
             built = schedulers.build(self._scheduler_configs, lambda: self.optim_wrapper, self.train_loop)
             self.param_schedulers = built
+            self._step_counted = schedulers.step_counted(self.optim_wrapper)
 
     # ------------------------------------------------------------------------------------ train loop's values
     iter = _ReadOnly.of_train_loop("iter", "the 0-based index of the current train iteration inside iter hooks, the "
