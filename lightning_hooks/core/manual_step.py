@@ -105,6 +105,7 @@ class ManualStepAdapter(LegacyHookAdapter):
                 # the hook calls loss.backward() itself: tell Lightning's callbacks and module (on_before_backward:
                 # the loss AnomalyDetector checks) and arm DDP's reducer first, as LightningModule.manual_backward does
                 trainer, loss = self._trainer, self.step_loss()
+                assert trainer is not None, "the strategy's training_step runs inside a fit, after setup()"
                 lightning_api.call_before_backward(trainer, loss)
                 trainer.strategy.pre_backward(loss)
                 self.fire(AFTER_STEP)

@@ -12,15 +12,14 @@ from pathlib import Path
 
 import torch
 from mmcv_testkit import BATCH, mmcv_runner, run_mmcv
+from lh_testing import DDP_LAUNCH_VARIABLES, subprocess_env
 
 R = mmcv_runner
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_ddp_two_processes_match_the_single_process_runner(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
+    env = subprocess_env(drop=DDP_LAUNCH_VARIABLES)
     proc = subprocess.run([sys.executable, str(Path(__file__).with_name("mmcv_ddp.py")), str(tmp_path)], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
