@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from torch import nn
 from lightning_hooks.cli import main
 from lightning_hooks.demo import DemoNet, SyntheticData
 from lightning_hooks.lightning_cli import LightningHooksCLI
+from lh_testing import subprocess_env
 
 ROOT = Path(__file__).parents[1]
 QUIET = ["--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false", "--trainer.logger=false"]
@@ -94,7 +94,7 @@ def test_cli_errors_are_short_and_suggest_the_option_meant(config, args, expecte
 def test_cli_shows_the_legacy_loggers_lines_as_their_hosts_did(name, line, tmp_path):
     args = ["fit", "--config", str(ROOT / "configs" / f"{name}.yaml"), "--trainer.max_epochs=1",
             "--trainer.limit_train_batches=8", "--trainer.limit_val_batches=2"]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = subprocess_env()
     result = subprocess.run([sys.executable, "-m", "lightning_hooks", *args], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from lh_testing import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = """trainer:
@@ -26,7 +26,7 @@ seed_everything: 0
 ])  # fmt: skip
 def test_cli_unknown_hook_type_is_one_line_with_did_you_mean(adapter, hook, expected, tmp_path):
     (tmp_path / "bad.yaml").write_text(CONFIG.format(adapter=adapter, hook=hook))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = subprocess_env()
     result = subprocess.run([sys.executable, "-m", "lightning_hooks", "fit", "--config", "bad.yaml"], cwd=tmp_path,
                             env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
     lines = [line for line in result.stderr.splitlines() if "error" in line or "Traceback" in line]

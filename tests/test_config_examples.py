@@ -3,7 +3,6 @@ examples/train_hydra.py. Each test checks what the real legacy hooks produced.""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ from hydra.utils import instantiate
 from lightning_hooks import ClassyAdapter, IMIXAdapter, MMEngineAdapter, build_callbacks
 from lightning_hooks.callbacks import EMA
 from lightning_hooks.lightning_cli import LightningHooksCLI
+from lh_testing import subprocess_env
 
 ROOT = Path(__file__).parents[1]
 SHORT = ["--trainer.max_epochs=1", "--trainer.limit_train_batches=6", "--trainer.limit_val_batches=2",
@@ -86,7 +86,7 @@ def test_hydra_app_runs_from_the_command_line(tmp_path):
          "+trainer.limit_train_batches=4", "+trainer.limit_val_batches=2", "+trainer.enable_progress_bar=false",
          "+callbacks=[anomaly_detector,profiler]", "callbacks.profiler.start_step=0", "callbacks.profiler.num_steps=1",
          f"callbacks.profiler.dirpath={tmp_path / 'prof'}", f"hydra.run.dir={tmp_path}"],  # fmt: skip
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=subprocess_env(inherit=False),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "work_dirs/hydra/epoch_1.pth").exists()
@@ -111,7 +111,7 @@ def test_hydra_app_runs_every_hooks_choice_without_native_callbacks(form, tmp_pa
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "train_hydra.py"), *form, "trainer.max_epochs=1",
          "+trainer.limit_train_batches=2", "+trainer.limit_val_batches=1", f"hydra.run.dir={tmp_path}"],  # fmt: skip
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=subprocess_env(inherit=False),
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "`Trainer.fit` stopped: `max_epochs=1` reached." in result.stdout + result.stderr

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import torch
+from lh_testing import subprocess_env
 
 ROOT = Path(__file__).parents[1]
 
 
 def test_demo_runs_every_family_reports_each_hook_and_prints_no_warning(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = subprocess_env()
     result = subprocess.run([sys.executable, "-m", "lightning_hooks", "demo", "--out", "out", "--epochs", "2"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]

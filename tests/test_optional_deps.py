@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from lh_testing import subprocess_env
 
 ROOT = Path(__file__).parents[1]
 
@@ -53,6 +53,6 @@ SCRIPT = textwrap.dedent(
 
 
 def test_package_works_without_any_legacy_framework(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "helpers")])}
+    env = subprocess_env(inherit=False)
     result = subprocess.run([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-3000:]

@@ -20,7 +20,7 @@ from lightning_hooks.core.dispatch import HookDispatch
 from lightning_hooks.core.facade import Facade
 from lightning_hooks.core.lightning_api import Callback, pl, rank_zero_warn
 from lightning_hooks.core.state_keys import UniqueStateKey
-from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, LightningEvent, Trigger
+from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, LightningEvent, Patch, Trigger
 from lightning_hooks.core.weight_swaps import check_one_weight_swap
 
 
@@ -167,10 +167,17 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         trainer = self._trainer
         return f"epoch {trainer.current_epoch}, global step {trainer.global_step}" if trainer is not None else "before setup"
 
+    def run_patches(self, stage: str) -> tuple[Patch, ...]:
+        """The patches installed for a run of ``stage`` (``"fit"``, ``"validate"``, ...): one per patch trigger of the
+        table; a family adds, after them, patches of its own machinery that fire no row (a checkpoint-load wrapper, the
+        endless train loader of an iteration-based host). All are removed at ``teardown`` or on a failure."""
+        return self.events.patches()
+
     # ------------------------------------------------------------------------------------------ lightning glue
-    def _install_patches(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def _install_patches(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._remove_patches()  # a fit that failed before teardown left them
-        self._patches = [patch.install(self, trainer, pl_module) for patch in self.events.patches()]
+        for patch in self.run_patches(stage):
+            self._patches.append(patch.install(self, trainer, pl_module))
 
     def _remove_patches(self) -> None:
         """Undo the patches of this run (idempotent): the module and strategy are as they came in."""
@@ -187,7 +194,7 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         self._trainer = trainer
         self._train_epoch_open = False
         self._resumed_without_state = False
-        self._install_patches(trainer, pl_module)
+        self._install_patches(trainer, pl_module, stage)
 
     def _check_hooks_not_shared(self, trainer: pl.Trainer) -> None:
         """Refuse a hook object that another adapter of ``trainer`` also drives: it would run once per adapter at

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from lightning_hooks.core import lightning_api
+from lh_testing import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
 OLDEST = ROOT / ".venv-lt24" / "bin" / "python"
@@ -50,8 +51,7 @@ def test_oldest_environment_has_lightning_2_4_in_both_namespaces():
 
 
 def test_reduced_suite_passes_on_the_oldest_supported_lightning():
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'helpers'}"  # this checkout, also in the suite's subprocesses
+    env = subprocess_env(inherit=False)  # this checkout, also in the suite's subprocesses
     out = subprocess.run(
         [_oldest_python(), "-m", "pytest", "-q", "-p", "no:cacheprovider", *REDUCED_SUITE],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=900,

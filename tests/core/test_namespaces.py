@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -24,6 +23,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from lightning_hooks import ClassyAdapter, IMIXAdapter, MMEngineAdapter, adapt
 from lightning_hooks.callbacks import EMA, AnomalyDetector, AtomicCheckpointIO, LossScaleMonitor, PreciseBN, Profiler
 from lightning_hooks.core import lightning_api
+from lh_testing import subprocess_env
 
 NAMESPACES = {ns.__name__: ns for ns in lightning_api.NAMESPACES}
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,7 +111,7 @@ def test_with_one_namespace_only_the_package_uses_that_one(tmp_path):
         print(" ".join(ns.__name__ for ns in lightning_api.NAMESPACES), lightning_api.fabric.__name__)
         """
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = subprocess_env()
     for blocked, dist, expected in (("lightning", "lightning", "pytorch_lightning lightning_fabric"),
                                     ("pytorch_lightning", "pytorch-lightning", "lightning.pytorch lightning.fabric")):
         out = subprocess.run([sys.executable, "-c", script, blocked, dist], capture_output=True, text=True, env=env,

@@ -14,7 +14,6 @@ with ``a`` first, and writes the state each instance resumed with to OUT.json.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ from lh_testing import TinyModule, load_options, tiny_loader
 from lightning_hooks import ClassyAdapter
 from lightning_hooks.callbacks import AnomalyDetector
 from lightning_hooks.compat import classy as compat_classy
+from lh_testing import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,8 +92,7 @@ def test_equal_callbacks_resume_their_own_state_in_a_new_process(tmp_path):
     assert stale[0].hooks[0].state.tag == "stale"  # alive until the checkpoint is written
 
     out = tmp_path / "resumed.json"
-    path = os.pathsep.join([str(ROOT), str(ROOT / "tests" / "helpers"), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "PYTHONPATH": path}
+    env = subprocess_env()
     proc = subprocess.run([sys.executable, __file__, str(checkpoint), str(out)], env=env, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]

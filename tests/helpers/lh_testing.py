@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import inspect
+import os
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
+
+HELPERS = Path(__file__).resolve().parent  # tests/helpers: the kits and the scripts test subprocesses run
+ROOT = HELPERS.parents[1]  # the checkout under test
+#: what a DDP launch sets in its ranks: a test that launches DDP itself starts its subprocess without them
+DDP_LAUNCH_VARIABLES = ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
 class TinyModule(pl.LightningModule):
@@ -47,3 +55,26 @@ def load_options(weights_only: bool | None) -> dict[str, Any]:
         return {"weights_only": weights_only}
     assert not weights_only, "this Lightning cannot load checkpoints with weights_only=True"
     return {}
+
+
+def python_path(*paths: str | os.PathLike, inherit: bool = True) -> str:
+    """``PYTHONPATH`` for a test's subprocess: this checkout and ``tests/helpers``, then ``paths``, then (``inherit``)
+    the suite's own."""
+    parts = [str(ROOT), str(HELPERS), *map(str, paths), os.environ.get("PYTHONPATH", "") if inherit else ""]
+    return os.pathsep.join(filter(None, parts))
+
+
+def subprocess_env(
+    *paths: str | os.PathLike, inherit: bool = True, drop: Iterable[str] = (), **variables: str
+) -> dict[str, str]:
+    """The environment of a test's subprocess: ``os.environ`` with :func:`python_path` (``paths``, ``inherit``) as
+    ``PYTHONPATH``, without the variables in ``drop``, plus ``variables``.
+
+    Example::
+
+        subprocess.run([sys.executable, "ddp_scenarios.py"], env=subprocess_env(HERE, drop=DDP_LAUNCH_VARIABLES))
+    """
+    drop = set(drop)
+    env = {key: value for key, value in os.environ.items() if key not in drop}
+    env.update(PYTHONPATH=python_path(*paths, inherit=inherit), **variables)
+    return env

@@ -16,7 +16,7 @@ from lightning_hooks.compat import classy as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
 from lightning_hooks.core.checks import Periods, check_periods
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
-from lightning_hooks.core.triggers import ON, Trigger
+from lightning_hooks.core.triggers import ON, Patch, Trigger
 from lightning_hooks.families.classy import vissl as vissl_host
 from lightning_hooks.families.classy.config import build_hook
 from lightning_hooks.families.classy.events import EVENTS, FORWARD, OPTIMIZER_STEP, STEPS
@@ -257,7 +257,10 @@ class ClassyAdapter(LegacyHookAdapter):
             if self.task.has_loss() and not isinstance(self.task._loss, str):
                 vissl_host.check_loss_device(self.task.loss, trainer.strategy.root_device)
         self.legacy_start.position = None
-        self._patches.append(LOAD_CHECKPOINT.install(self, trainer, pl_module))  # removed with the table's patches
+
+    def run_patches(self, stage: str) -> tuple[Patch, ...]:
+        """Also the checkpoint IO's ``load_checkpoint``, which reads Classy's and VISSL's own checkpoints (no row)."""
+        return (*super().run_patches(stage), LOAD_CHECKPOINT)
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:

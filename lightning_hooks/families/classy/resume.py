@@ -62,7 +62,7 @@ def _nothing() -> None:
     pass
 
 
-#: the one :class:`LoadCheckpoint` patch (ClassyAdapter installs it at ``setup``, with the event table's patches)
+#: the one :class:`LoadCheckpoint` patch (in ClassyAdapter.run_patches: installed at ``setup``, after the table's)
 LOAD_CHECKPOINT = LoadCheckpoint()
 
 

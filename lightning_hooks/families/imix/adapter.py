@@ -17,14 +17,12 @@ from typing_extensions import override
 
 from lightning_hooks.compat import imix as compat
 from lightning_hooks.core import lightning_api
-from lightning_hooks.core.adapter import LegacyHookAdapter
-from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.checks import Periods, check_argument, check_periods
+from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.manual_step import BEFORE_STEP, ManualStepAdapter
 from lightning_hooks.core.triggers import ON, Trigger
-from lightning_hooks.families.imix.events import AFTER_STEP, BEFORE_STEP, EVENTS
 from lightning_hooks.families.imix.engine import Engine
-
-_SWITCHED = "_lightning_hooks_imix_manual"  # marks a module the adapter switched to manual optimisation
+from lightning_hooks.families.imix.events import EVENTS
 
 
 #: iMIX's hooks with a period option: (attribute, the mount point that divides by it, None accepted)
@@ -34,7 +32,7 @@ _PERIODS: Periods = {
 }
 
 
-class IMIXAdapter(LegacyHookAdapter):
+class IMIXAdapter(ManualStepAdapter):
     """Run ``imix.engine.hooks.HookBase`` hooks inside ``lightning.Trainer``.
 
     Hooks are ordered by level as iMIX's engine does; each reaches the :class:`Engine` facade (``adapter.engine``,
@@ -162,12 +160,6 @@ class IMIXAdapter(LegacyHookAdapter):
     def by_epoch(self) -> bool:
         return self.engine.by_epoch
 
-    def hooks_step(self) -> bool:
-        return bool(self.steppers)
-
-    def lightning_steps(self) -> bool:
-        return not self.steppers
-
     def train_running(self) -> bool:
         return self._train_running
 
@@ -195,12 +187,7 @@ class IMIXAdapter(LegacyHookAdapter):
             return
         self._check_trainer(trainer)
         self.engine._epoch = self.engine._inner_iter = None
-        if self.steppers:
-            if pl_module.automatic_optimization:
-                pl_module.automatic_optimization = False
-                setattr(pl_module, _SWITCHED, True)
-        elif vars(pl_module).pop(_SWITCHED, False):
-            pl_module.automatic_optimization = True  # an earlier fit's adapter switched it for its OptimizerHook
+        self.switch_optimization(pl_module)
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -242,23 +229,13 @@ class IMIXAdapter(LegacyHookAdapter):
             self._write_metrics({"data_time": self._data_time, **output})
         return result
 
-    def trigger(self, trigger: Trigger, **context: Any) -> None:
-        """``after_train_iter`` once the strategy returned from the step, when a hook owns backward and step."""
-        if trigger == AFTER_STEP and self.steppers:
-            # the hook calls loss.backward() itself: tell Lightning's callbacks and module (on_before_backward: the
-            # loss AnomalyDetector checks) and arm DDP's reducer first, as LightningModule.manual_backward does
-            trainer, loss = self.engine.lightning, self.engine.output["loss"]
-            lightning_api.call_before_backward(trainer, loss)
-            trainer.strategy.pre_backward(loss)
-            self.fire(AFTER_STEP)
-            self._end_iter()
+    def step_loss(self) -> torch.Tensor:
+        return self.engine.output["loss"]
 
     def end_train_batch(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if not self.steppers:
-            self.fire(ON["on_train_batch_end"])
-            self._end_iter()
+        super().end_train_batch(trainer, pl_module, outputs, batch, batch_idx)
         self._data_start = time.perf_counter()
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
@@ -287,7 +264,7 @@ class IMIXAdapter(LegacyHookAdapter):
         self._close_buffer()
 
     # ---------------------------------------------------------------------------------------------- helpers
-    def _end_iter(self) -> None:
+    def end_iter(self) -> None:
         """What iMIX's engine does after every ``after_train_iter``."""
         trainer = self.engine
         if trainer._log_buffer is not None:
@@ -304,20 +281,11 @@ class IMIXAdapter(LegacyHookAdapter):
 
     def _check_trainer(self, trainer: pl.Trainer) -> None:
         gas = self.engine.gradient_accumulation_steps
+        self.check_step_owner(
+            trainer, f"Use IMIXAdapter(gradient_accumulation_steps={trainer.accumulate_grad_batches}) instead."
+        )
         if self.steppers:
             owner = type(self.steppers[0]).__name__
-            if trainer.accumulate_grad_batches != 1:
-                raise ValueError(
-                    f"IMIXAdapter: {owner} owns backward and the optimizer step, so Lightning must not accumulate "
-                    f"(Trainer(accumulate_grad_batches={trainer.accumulate_grad_batches})). "
-                    f"Use IMIXAdapter(gradient_accumulation_steps={trainer.accumulate_grad_batches}) instead."
-                )
-            if trainer.gradient_clip_val:
-                raise ValueError(
-                    f"IMIXAdapter: {owner} owns backward and the optimizer step, so Lightning's "
-                    f"gradient_clip_val={trainer.gradient_clip_val} would be ignored. "
-                    f"Clip with {owner}(grad_clip=dict(max_norm=...)) instead."
-                )
             if getattr(trainer.precision_plugin, "scaler", None) is not None:
                 raise ValueError(
                     f"IMIXAdapter: {owner} calls backward itself, so it cannot share Lightning's GradScaler "

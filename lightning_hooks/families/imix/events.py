@@ -8,30 +8,22 @@ also runs when training fails.
 """
 
 from lightning_hooks.core.events import EventTable, Mount
-from lightning_hooks.core.triggers import ON, ModuleStep, StrategyTrainingStep
-
-#: iMIX's ``before_train_iter`` right before the forward, inside the wrapped ``training_step``
-BEFORE_STEP = ModuleStep("training_step", at="before")
-#: iMIX's ``after_train_iter`` (backward, step) once the step returned, outside a DDP wrapper's forward
-AFTER_STEP = StrategyTrainingStep()
+from lightning_hooks.core.manual_step import step_conditions, step_rows
+from lightning_hooks.core.triggers import ON
 
 EVENTS = EventTable(
     "imix",
     [
         Mount(ON["on_train_start"], "before_train"),
         Mount(ON["on_train_epoch_start"], "before_train_epoch", when="by_epoch"),
-        Mount(ON["on_train_batch_start"], "before_train_iter", when="lightning_steps"),
-        Mount(BEFORE_STEP, "before_train_iter", when="hooks_step"),
-        Mount(AFTER_STEP, "after_train_iter", when="hooks_step"),
-        Mount(ON["on_train_batch_end"], "after_train_iter", when="lightning_steps"),
+        *step_rows("before_train_iter", "after_train_iter"),
         Mount(ON["on_train_epoch_end"], "after_train_epoch", when="by_epoch"),
         Mount(ON["on_train_end"], "after_train"),
         Mount(ON["on_exception"], "after_train", when="train_running"),
     ],
     conditions={
         "by_epoch": "`by_epoch=True` (iMIX's by-iteration engine has no epochs)",
-        "lightning_steps": "no hook owns the optimizer step (Lightning's automatic optimisation)",
-        "hooks_step": "a hook owns the optimizer step (OptimizerHook, Fp16OptimizerHook): manual optimisation",
+        **step_conditions("OptimizerHook, Fp16OptimizerHook"),
         "train_running": "`before_train` has run and `after_train` has not",
     },
 )

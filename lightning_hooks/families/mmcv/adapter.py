@@ -13,23 +13,23 @@ import torch
 from typing_extensions import override
 
 from lightning_hooks.core import lightning_api
-from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
+from lightning_hooks.core.adapter import warn_if_last_epoch_unvalidated
 from lightning_hooks.core.checks import check_argument, is_int
 from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.core.family import adapter_options
 from lightning_hooks.core.lightning_api import pl
-from lightning_hooks.core.triggers import ON, ModuleLoadCheckpoint, Trigger
-from lightning_hooks.families.mmcv.events import AFTER_STEP, BEFORE_STEP, EVENTS
+from lightning_hooks.core.manual_step import BEFORE_STEP, ManualStepAdapter
+from lightning_hooks.core.triggers import ON, ModuleLoadCheckpoint, Patch, Trigger
+from lightning_hooks.families.mmcv.events import EVENTS
 
 # mmcv 1.x is not a dependency of lightning-hooks (and mmcv 2.x has no mmcv.runner): its modules are imported where
 # an mmcv hook or config is already in hand.
 
-_SWITCHED = "_lightning_hooks_mmcv_manual"  # marks a module the adapter switched to manual optimisation
 _STAGES = ("train", "val")
 _LOAD_CHECKPOINT = ModuleLoadCheckpoint()
 
 
-class MMCVAdapter(LegacyHookAdapter):
+class MMCVAdapter(ManualStepAdapter):
     """Run ``mmcv.runner.Hook`` hooks (mmcv 1.x: mmdet 2.x, mmcls 0.x, mmseg 0.x, ...) inside ``lightning.Trainer``.
 
     Hooks are ordered by priority as mmcv's ``register_hook`` does (a hook's ``priority`` attribute, ``NORMAL`` when
@@ -185,12 +185,6 @@ class MMCVAdapter(LegacyHookAdapter):
         """``on_train_epoch_end`` ends only an epoch still open (one cut short); ``IterBasedRunner`` has none."""
         return self.epoch_based() and self.train_epoch_open()
 
-    def hooks_step(self) -> bool:
-        return bool(self.steppers)
-
-    def lightning_steps(self) -> bool:
-        return not self.steppers
-
     def epoch_validation(self) -> bool:
         return self.epoch_based() and self.real_validation()
 
@@ -214,17 +208,15 @@ class MMCVAdapter(LegacyHookAdapter):
         if stage != "fit":
             return
         self.runner._reset()  # a new run; a resumed one restores the counters after setup (load_host_state)
-        # not a table row (mmcv has no mount point there): set aside the weights of buffers that hooks register on
-        # the model in before_run (EMAHook's ema_*), which a resumed checkpoint holds before they exist
-        self._patches.append(_LOAD_CHECKPOINT.install(self, trainer, pl_module))
         self._held_back: dict[str, torch.Tensor] = {}
         self._check_trainer(trainer)
-        if self.steppers:
-            if pl_module.automatic_optimization:
-                pl_module.automatic_optimization = False
-                setattr(pl_module, _SWITCHED, True)
-        elif vars(pl_module).pop(_SWITCHED, False):
-            pl_module.automatic_optimization = True  # an earlier fit's adapter switched it for its OptimizerHook
+        self.switch_optimization(pl_module)
+
+    def run_patches(self, stage: str) -> tuple[Patch, ...]:
+        """In a fit, also the module's ``on_load_checkpoint`` (not a table row: mmcv has no mount point there), to set
+        aside the weights of buffers that hooks register on the model in ``before_run`` (EMAHook's ``ema_*``), which a
+        resumed checkpoint holds before they exist."""
+        return (*super().run_patches(stage), *((_LOAD_CHECKPOINT,) if stage == "fit" else ()))
 
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -271,21 +263,14 @@ class MMCVAdapter(LegacyHookAdapter):
         Lightning loads a resumed checkpoint's weights, hold back those of buffers the hooks have not registered yet."""
         if trigger == _LOAD_CHECKPOINT:
             self._hold_back(context["checkpoint"])
-        elif trigger == AFTER_STEP and self.steppers:
-            # the hook calls loss.backward() itself: tell Lightning's callbacks and module, and arm DDP's reducer
-            # first, as LightningModule.manual_backward does
-            trainer, loss = self._trainer, self.runner.outputs["loss"]
-            lightning_api.call_before_backward(trainer, loss)
-            trainer.strategy.pre_backward(loss)
-            self.fire(AFTER_STEP)
-            self.runner._end_iter(train=True)
+        else:
+            super().trigger(trigger, **context)
 
-    def end_train_batch(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        if not self.steppers:
-            self.fire(ON["on_train_batch_end"])
-            self.runner._end_iter(train=True)
+    def step_loss(self) -> torch.Tensor:
+        return self.runner.outputs["loss"]
+
+    def end_iter(self) -> None:
+        self.runner._end_iter(train=True)
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         self.fire(trigger)
@@ -377,21 +362,13 @@ class MMCVAdapter(LegacyHookAdapter):
                 f"Trainer({_kwargs(expected)}), but this Trainer has {_kwargs(wrong)}. "
                 "Build it with Trainer(**adapter.trainer_kwargs(), ...)."
             )
+        self.check_step_owner(
+            trainer, "Use mmcv's GradientCumulativeOptimizerHook"
+            f"(cumulative_iters={trainer.accumulate_grad_batches}) instead.",
+        )
         if not self.steppers:
             return
         owner = type(self.steppers[0]).__name__
-        if trainer.accumulate_grad_batches != 1:
-            raise ValueError(
-                f"MMCVAdapter: {owner} owns backward and the optimizer step, so Lightning must not accumulate "
-                f"(Trainer(accumulate_grad_batches={trainer.accumulate_grad_batches})). Use mmcv's "
-                f"GradientCumulativeOptimizerHook(cumulative_iters={trainer.accumulate_grad_batches}) instead."
-            )
-        if trainer.gradient_clip_val:
-            raise ValueError(
-                f"MMCVAdapter: {owner} owns backward and the optimizer step, so Lightning's "
-                f"gradient_clip_val={trainer.gradient_clip_val} would be ignored. "
-                f"Clip with {owner}(grad_clip=dict(max_norm=...)) instead."
-            )
         if trainer.precision != "32-true":
             raise ValueError(
                 f"MMCVAdapter: {owner} calls backward itself, so Lightning must run at precision='32-true', not "

@@ -10,12 +10,8 @@ the iteration mount points of validation. Neither runner has a test loop (mmcv t
 """
 
 from lightning_hooks.core.events import EventTable, Mount
-from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, ModuleStep, StrategyTrainingStep
-
-#: ``before_train_iter`` right before the model's step, inside the wrapped ``training_step``
-BEFORE_STEP = ModuleStep("training_step", at="before")
-#: ``after_train_iter`` (backward, step) once the step returned, outside a DDP wrapper's forward
-AFTER_STEP = StrategyTrainingStep()
+from lightning_hooks.core.manual_step import step_conditions, step_rows
+from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON
 
 EVENTS = EventTable(
     "mmcv",
@@ -23,10 +19,7 @@ EVENTS = EventTable(
         Mount(ON["on_fit_start"], "before_run"),
         Mount(ON["on_train_start"], "before_epoch", when="iter_based"),
         Mount(ON["on_train_epoch_start"], "before_train_epoch", when="epoch_based"),
-        Mount(ON["on_train_batch_start"], "before_train_iter", when="lightning_steps"),
-        Mount(BEFORE_STEP, "before_train_iter", when="hooks_step"),
-        Mount(AFTER_STEP, "after_train_iter", when="hooks_step"),
-        Mount(ON["on_train_batch_end"], "after_train_iter", when="lightning_steps"),
+        *step_rows("before_train_iter", "after_train_iter"),
         Mount(LAST_TRAIN_BATCH, "after_train_epoch", when="epoch_based"),
         Mount(ON["on_train_epoch_end"], "after_train_epoch", when="epoch_cut_short"),
         Mount(ON["on_validation_epoch_start"], "before_val_epoch", when="epoch_validation"),
@@ -40,8 +33,7 @@ EVENTS = EventTable(
         "iter_based": "`MMCVAdapter(runner='IterBasedRunner')`: once around the whole run, as that runner",
         "epoch_based": "`EpochBasedRunner` (the default)",
         "epoch_cut_short": "`EpochBasedRunner`, an epoch that ended before its last batch (`max_steps`, `should_stop`)",
-        "lightning_steps": "no hook owns the optimizer step (Lightning's automatic optimisation)",
-        "hooks_step": "a hook owns the optimizer step (`OptimizerHook` and its subclasses): manual optimisation",
+        **step_conditions("`OptimizerHook` and its subclasses"),
         "real_validation": "not during Lightning's sanity check (mmcv's `workflow` `('val', 1)`)",
         "epoch_validation": "`EpochBasedRunner`, not during Lightning's sanity check",
     },

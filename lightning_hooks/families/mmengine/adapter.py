@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
 
-import torch
 from typing_extensions import override
 
 from lightning_hooks.core import lightning_api
@@ -17,9 +14,9 @@ from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.checks import check_argument, check_period, is_int
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.core.safety import plain
-from lightning_hooks.core.triggers import ON, Trigger
-from lightning_hooks.families.mmengine import hook_checks, iter_based, trainer_checks
-from lightning_hooks.families.mmengine.current import make_current
+from lightning_hooks.core.triggers import ON, Patch, Trigger
+from lightning_hooks.families.mmengine import ema, hook_checks, iter_based, trainer_checks
+from lightning_hooks.families.mmengine.current import RunInstances
 from lightning_hooks.families.mmengine.events import EVENTS, LOAD_CHECKPOINT
 
 # mmengine is not a dependency of lightning-hooks: the modules that import it (runner, loops, checkpoint, schedulers,
@@ -98,14 +95,13 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._hooks_world_size = get_world_size()
         super().__init__(hooks)
         self.runner = self.host = runner
-        self._scope: contextlib.ExitStack | None = None
+        self._current = RunInstances()  # the default scope and MMEngine instances current while a run goes
         #: the checkpoint a ``from_config(resume=True)`` config resumes from: ``trainer.fit(..., ckpt_path=...)``
         self.ckpt_path: str | None = None
         #: weights loaded into ``runner.model`` once, after ``before_run`` of the first run (``Runner.load_or_resume``)
         self._load_from = None if load_from is None else os.fspath(load_from)
         self._scheduler_states: list[dict] | None = None
         self._ema_swapped = False  # between before_{val,test}_epoch and after_{val,test}_epoch
-        self._restore_current: Callable[[], None] = _nothing  # makes the instances current before setup current
         self._build_plan((self.runner,))
 
     @classmethod
@@ -195,6 +191,16 @@ class MMEngineAdapter(LegacyHookAdapter):
         """``IterBasedTrainLoop`` runs one train epoch for the whole run: it never ends at a loader's last batch."""
         return self.runner.by_epoch
 
+    def run_patches(self, stage: str) -> tuple[Patch, ...]:
+        """In a fit, also the step count of the optimizer view schedulers are built on, and the endless train loader
+        of an ``IterBasedTrainLoop`` (neither fires a row)."""
+        from lightning_hooks.families.mmengine import schedulers
+
+        if stage != "fit":
+            return super().run_patches(stage)
+        endless = () if self.runner.by_epoch else (iter_based.ENDLESS_TRAIN_DATA,)
+        return (*super().run_patches(stage), *endless, schedulers.COUNT_WRAPPER_STEPS)
+
     # ---------------------------------------------------------------------------------------- run lifecycle
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -204,13 +210,10 @@ class MMEngineAdapter(LegacyHookAdapter):
             loop.restart()
             if self.loop_cfg is not None:
                 trainer_checks.check_trainer(trainer, self.loop_cfg)
-            if not self.runner.by_epoch:
-                iter_based.serve_endless(trainer, skip=lambda: loop.finished_iters)
-        self._enter_default_scope()
+        self._current.enter_scope(self.runner.default_scope)
         self.runner.attach(trainer)
-        self._end_current()  # a run that failed before teardown left its instances current
         # its own MessageHub, Visualizer and MMLogger are the current ones while it runs, as a new Runner's are
-        self._restore_current = make_current([self.runner.message_hub, self.runner.visualizer, self.runner.logger])
+        self._current.make_current([self.runner.message_hub, self.runner.visualizer, self.runner.logger])
         from lightning_hooks.families.mmengine.vis_backend import attach_trainer
 
         attach_trainer(self.runner.visualizer, trainer)  # LightningLoggerVisBackend writes to trainer.loggers
@@ -226,9 +229,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         try:
             self.fire(ON["teardown"])
         finally:
-            iter_based.restore_source(trainer)
-            self._exit_default_scope()
-            self._end_current()
+            self._current.end()
             if trainer.fast_dev_run:  # its log file is in the temporary work dir the base class removes
                 self.runner.close_log_file()
             super().teardown(trainer, pl_module, stage)
@@ -239,9 +240,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         try:
             super().on_exception(trainer, pl_module, exception)
         finally:
-            iter_based.restore_source(trainer)
-            self._exit_default_scope()
-            self._end_current()
+            self._current.end()
             self.runner.close_log_file()
 
     def _follow_restored_loop(self, trainer: pl.Trainer) -> None:
@@ -258,26 +257,6 @@ class MMEngineAdapter(LegacyHookAdapter):
             "hooks' own state and the runner's message hub start fresh. Resume from a checkpoint written with the "
             "adapter to restore them."
         )
-
-    def _end_current(self) -> None:
-        """Make the MMEngine instances that were current before this run's setup current again."""
-        restore, self._restore_current = self._restore_current, _nothing
-        restore()
-
-    def _enter_default_scope(self) -> None:
-        """Make ``default_scope`` the current ``DefaultScope`` until teardown, as it is for a whole ``Runner`` run."""
-        scope = self.runner.default_scope
-        if scope is None or self._scope is not None:
-            return
-        from mmengine.registry import DefaultScope
-
-        self._scope = contextlib.ExitStack()
-        self._scope.enter_context(DefaultScope.overwrite_default_scope(scope.scope_name))
-
-    def _exit_default_scope(self) -> None:
-        if self._scope is not None:
-            self._scope.close()
-            self._scope = None
 
     def trigger(self, trigger: Trigger, **context: Any) -> None:
         if trigger != LOAD_CHECKPOINT:
@@ -359,7 +338,9 @@ class MMEngineAdapter(LegacyHookAdapter):
 
     @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire(ON["on_validation_end"], metrics=_epoch_metrics(trainer))
+        from lightning_hooks.families.mmengine.eval_loops import epoch_metrics
+
+        self.fire(ON["on_validation_end"], metrics=epoch_metrics(trainer))
         self._ema_swapped = False
         loop = self.runner.train_loop
         loop.agree_on_stop()  # EarlyStoppingHook may have stopped this rank only
@@ -374,7 +355,9 @@ class MMEngineAdapter(LegacyHookAdapter):
 
     @override
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire(ON["on_test_end"], metrics=_epoch_metrics(trainer))
+        from lightning_hooks.families.mmengine.eval_loops import epoch_metrics
+
+        self.fire(ON["on_test_end"], metrics=epoch_metrics(trainer))
         self._ema_swapped = False
 
     @classmethod
@@ -384,21 +367,10 @@ class MMEngineAdapter(LegacyHookAdapter):
         return (EMAHook,)
 
     def restore_live_weights(self) -> None:
-        """Swap back every ``EMAHook`` whose ``before_{val,test}_epoch`` swapped the EMA in and whose
-        ``after_{val,test}_epoch`` did not run (the run failed or was interrupted in between)."""
-        if not self._ema_swapped:
-            return
-        self._ema_swapped = False
-        mount, failed = self._failed_at or ("", None)
-        position = self.hooks.index(failed) if failed is not None else None
-        for i, hook in enumerate(self.hooks):
-            if not isinstance(hook, self.weight_swap_classes()):
-                continue
-            if position is not None and mount.startswith("before_") and mount.endswith("_epoch") and i >= position:
-                continue  # the failure came before this hook swapped
-            if position is not None and mount.startswith("after_") and mount.endswith("_epoch") and i < position:
-                continue  # this hook already swapped back
-            hook._swap_ema_parameters()
+        """Swap back every ``EMAHook`` that swapped the EMA in and did not swap back (see :func:`ema.swap_back`)."""
+        if self._ema_swapped:
+            self._ema_swapped = False
+            ema.swap_back(self.hooks, self._failed_at)
 
     # ------------------------------------------------------------------------------------------- checkpoints
     @override
@@ -428,34 +400,4 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._scheduler_states = state.get("param_schedulers") or None
 
     def removed_hooks_note(self, removed: list[str]) -> str:
-        """A removed ``EMAHook``: its checkpoint holds the EMA weights as the model's (``before_save_checkpoint``
-        swaps them in, the trained ones go to ``ema_state_dict``), so the run continues from the EMA weights, as
-        MMEngine's Runner does; the note says so and how to keep the trained weights."""
-        if not any(key.split("#")[0] == "EMAHook" for key in removed):
-            return ""
-        return (
-            "The model continues from the checkpoint's model weights, which are EMAHook's averaged (EMA) weights "
-            "(EMAHook swaps them in when it saves), as MMEngine's Runner does; the trained weights, saved in the "
-            "checkpoint's 'ema_state_dict', are not used. To continue from the trained weights and the average, keep "
-            "EMAHook in the hook list."
-        )
-
-
-def _nothing() -> None:
-    pass
-
-
-def _epoch_metrics(trainer: pl.Trainer) -> dict[str, float]:
-    """Metrics logged during the evaluation epoch that just ended (MMEngine names them, e.g. ``toy/mse``).
-
-    Under DDP the float metrics are averaged over the ranks, so every rank's hooks see the same values, as MMEngine's
-    evaluator gives them (for per-rank means over equal-size shards, their mean is the mean over the whole set).
-    Every rank must log the same metric names."""
-    metrics = lightning_api.evaluation_metrics(trainer)
-    metrics = trainer.callback_metrics if metrics is None else metrics
-    out = {k: v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v for k, v in metrics.items()}
-    if trainer.world_size > 1:
-        names = sorted(k for k, v in out.items() if isinstance(v, float))
-        values = torch.tensor([out[k] for k in names], dtype=torch.float64, device=trainer.strategy.root_device)
-        out.update(zip(names, trainer.strategy.reduce(values, reduce_op="mean").tolist()))
-    return out
+        return ema.removed_note(removed)

@@ -9,6 +9,7 @@ Trainers, or one adapter reused after another) the one built last would stay cur
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -42,6 +43,55 @@ def make_current(instances: Iterable[Any]) -> Callable[[], None]:
                 registry.move_to_end(name)
 
     return restore
+
+
+class RunInstances:
+    """What an adapter's run makes current until it ends, as a whole ``Runner`` run has it: the runner's
+    ``DefaultScope`` (:meth:`enter_scope`) and its ``MessageHub`` / ``Visualizer`` / ``MMLogger``
+    (:meth:`make_current`). :meth:`end` makes the previous ones current again; teardown and a failure both call it.
+
+    Example::
+
+        current = RunInstances()
+        current.enter_scope(runner.default_scope)
+        current.make_current([runner.message_hub, runner.visualizer, runner.logger])
+        ...
+        current.end()
+    """
+
+    def __init__(self) -> None:
+        self._scope: contextlib.ExitStack | None = None
+        self._restore: Callable[[], None] = _nothing  # makes the instances current before the run current again
+
+    def enter_scope(self, scope: Any) -> None:
+        """Make ``scope`` (a ``DefaultScope``; None: none) the current default scope until :meth:`end`."""
+        if scope is None or self._scope is not None:
+            return
+        from mmengine.registry import DefaultScope
+
+        self._scope = contextlib.ExitStack()
+        self._scope.enter_context(DefaultScope.overwrite_default_scope(scope.scope_name))
+
+    def make_current(self, instances: Iterable[Any]) -> None:
+        """:func:`make_current` of ``instances``, after making current again those that a run which failed before
+        its teardown left current."""
+        self._end_current()
+        self._restore = make_current(instances)
+
+    def end(self) -> None:
+        """Leave the default scope and make the instances current before the run current again (idempotent)."""
+        if self._scope is not None:
+            self._scope.close()
+            self._scope = None
+        self._end_current()
+
+    def _end_current(self) -> None:
+        restore, self._restore = self._restore, _nothing
+        restore()
+
+
+def _nothing() -> None:
+    pass
 
 
 def _registries(instance: Any) -> list[OrderedDict[str, Any]]:

@@ -22,6 +22,7 @@ from typing import Any
 
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.triggers import Patch, Remove
 
 _LOOPS = {"IterBasedTrainLoop": False, "EpochBasedTrainLoop": True}
 
@@ -217,6 +218,25 @@ class EndlessSource(lightning_api.DataLoaderSource):
 
     def dataloader(self) -> Endless:
         return Endless(self.loader, self._skip)
+
+
+@dataclass(frozen=True)
+class EndlessTrainData(Patch):
+    """Lightning's train data source, served as :class:`Endless` for an ``IterBasedTrainLoop`` fit (it skips the
+    ``runner.train_loop.finished_iters`` a resumed run has done); removing it gives a later fit or a plain Trainer the
+    loader as given. Fires no row."""
+
+    def __str__(self) -> str:
+        return "Trainer's train data source"
+
+    def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
+        loop = adapter.runner.train_loop
+        serve_endless(trainer, skip=lambda: loop.finished_iters)
+        return lambda: restore_source(trainer)
+
+
+#: the one :class:`EndlessTrainData` patch (installed for a fit with an ``IterBasedTrainLoop``)
+ENDLESS_TRAIN_DATA = EndlessTrainData()
 
 
 def serve_endless(trainer: pl.Trainer, skip: Any) -> None:

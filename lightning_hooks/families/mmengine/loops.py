@@ -1,4 +1,5 @@
-"""``runner.train_loop`` / ``val_loop`` / ``test_loop``: MMEngine's loop classes as hooks see them, driven by Lightning.
+"""``runner.train_loop``: MMEngine's train loop classes as hooks see them, driven by Lightning (``val_loop`` /
+``test_loop``: :mod:`~lightning_hooks.families.mmengine.eval_loops`).
 
 Each facade is an instance of the MMEngine loop it stands for (``EpochBasedTrainLoop`` or ``IterBasedTrainLoop``,
 ``ValLoop``, ``TestLoop``), so hooks that branch on ``isinstance(runner.train_loop, ...)`` take the branch they take
@@ -16,22 +17,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
-import torch
-from mmengine.evaluator import Evaluator
-from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop, ValLoop
+from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop
 
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.lightning_api import pl
-from lightning_hooks.core.triggers import ON
 from lightning_hooks.families.mmengine.iter_based import EndlessSource, EpochLoopConfig, IterLoopConfig
 
 #: the adapter's ``fire(trigger, **context)``, which runs the hooks of a Lightning event's mount points
 Fire = Callable[..., None]
 
 
-class _Loop:
+class LoopFacade:
     """What every loop facade holds: the Lightning trainer of the running stage and, for hooks that read
     ``loop.runner`` (MMEngine's ``BaseLoop.runner``), the runner facade, which the loop itself never reads."""
 
@@ -44,7 +42,7 @@ class _Loop:
         self.trainer = trainer
 
 
-class _TrainLoop(_Loop):
+class _TrainLoop(LoopFacade):
     """What MMEngine's train loops give hooks: dataloader (assignable), limits, counters, validation schedule and
     ``stop_training``, which stops the Lightning trainer between epochs as MMEngine's loops do: set inside a train
     epoch, Lightning stops after it.
@@ -312,96 +310,3 @@ def train_loop(runner: Any, cfg: EpochLoopConfig | IterLoopConfig | None) -> Epo
     """The train loop facade of ``train_cfg`` (``cfg``, parsed): ``IterBasedTrainLoop`` semantics for an
     :class:`IterLoopConfig`, else ``EpochBasedTrainLoop``'s."""
     return IterTrainLoop(runner, cfg) if isinstance(cfg, IterLoopConfig) else EpochTrainLoop(runner, cfg)
-
-
-class _EvalLoop(_Loop):
-    """What ``ValLoop`` / ``TestLoop`` give hooks: ``dataloader``, ``evaluator`` and ``run_iter``, which runs one batch
-    as MMEngine's loop does (``before_*_iter`` hooks, the LightningModule's ``validation_step``/``test_step`` without
-    gradients, ``after_*_iter`` hooks). The LightningModule's step must feed ``evaluator`` (``evaluator.process``), as
-    MMEngine's loop does after ``model.val_step``."""
-
-    stage = ""
-    step = ""
-    #: the MMEngine loop class this facade stands for
-    upstream: ClassVar[type]
-    fp16 = False
-
-    def __init__(self, runner: Any, fire: Fire) -> None:
-        super().__init__(runner)
-        self._fire = fire
-
-    @property
-    def dataloader(self) -> Any:
-        return _first(getattr(self.trainer, f"{self.stage}_dataloaders"))
-
-    def found_evaluator(self) -> Evaluator | None:
-        """The LightningModule's ``{stage}_evaluator`` or ``evaluator`` attribute (an ``mmengine.evaluator.Evaluator``),
-        if it has one."""
-        module = self._module()
-        for name in (f"{self.stage}_evaluator", "evaluator"):
-            found = getattr(module, name, None)
-            if isinstance(found, Evaluator):
-                return found
-        return None
-
-    @property
-    def evaluator(self) -> Evaluator:
-        """:meth:`found_evaluator`; without one, an error naming what to keep on the LightningModule."""
-        found = self.found_evaluator()
-        if found is not None:
-            return found
-        module = self._module()
-        raise AttributeError(
-            f"runner.{self.stage}_loop.evaluator: {type(module).__name__} has no mmengine Evaluator. MMEngine's "
-            f"{self.upstream.__name__} holds the evaluator its hooks read; under Lightning, keep it on the "
-            f"LightningModule as self.{self.stage}_evaluator or self.evaluator (an mmengine.evaluator.Evaluator) and "
-            f"call its process(data_samples=..., data_batch=...) in {self.step}, as MMEngine's loop does."
-        )
-
-    @torch.no_grad()
-    def run_iter(self, idx: int, data_batch: Any) -> None:
-        """One batch as MMEngine's loop runs it: hooks, the LightningModule's step, hooks."""
-        event = "validation" if self.stage == "val" else "test"
-        self._fire(ON[f"on_{event}_batch_start"], batch_idx=idx, data_batch=data_batch)
-        outputs = getattr(self._module(), self.step)(data_batch, idx)
-        self._fire(ON[f"on_{event}_batch_end"], batch_idx=idx, data_batch=data_batch, outputs=outputs)
-
-    def run(self, *args: Any, **kwargs: Any) -> Any:
-        call = "trainer.validate(...)" if self.stage == "val" else "trainer.test(...)"
-        raise RuntimeError(
-            f"runner.{self.stage}_loop.run(): Lightning runs evaluation under lightning-hooks; call {call} "
-            "instead of running the MMEngine loop from a hook."
-        )
-
-    def _module(self) -> Any:
-        trainer = self.trainer
-        if trainer is None:
-            raise AttributeError(f"runner.{self.stage}_loop: no Lightning trainer is running yet")
-        return trainer.lightning_module
-
-
-class EvalValLoop(_EvalLoop, ValLoop):
-    """``runner.val_loop``: a ``ValLoop`` to hooks. Example: ``runner.val_loop.evaluator.dataset_meta``."""
-
-    stage, step, upstream = "val", "validation_step", ValLoop
-
-    @property
-    def dataloader(self) -> Any:
-        """Lightning's (first) val loader, loaded as the fit loop's start would if a hook asks first (before_run)."""
-        trainer = self.trainer
-        if trainer.val_dataloaders is None and trainer.state.fn == "fit" and trainer.enable_validation:
-            stage = trainer.state.stage
-            trainer.validating = True
-            lightning_api.setup_fit_val_data(trainer)
-            trainer.state.stage = stage
-        return _first(trainer.val_dataloaders)
-
-
-class EvalTestLoop(_EvalLoop, TestLoop):
-    """``runner.test_loop``: a ``TestLoop`` to hooks. Example: ``runner.test_loop.run_iter(idx, data_batch)``."""
-
-    stage, step, upstream = "test", "test_step", TestLoop
-
-
-def _first(loaders: Any) -> Any:
-    return loaders[0] if isinstance(loaders, (list, tuple)) else loaders

@@ -2,7 +2,9 @@
 
 The runner holds what MMEngine's ``Runner`` holds (work dir, logger, message hub, visualizer, scope, model,
 optimizer view, schedulers) and reads the run's counters, limits and data from its loops, as the Runner does
-(:mod:`~lightning_hooks.families.mmengine.loops`); checkpoints go through
+(:mod:`~lightning_hooks.families.mmengine.loops`, :mod:`~lightning_hooks.families.mmengine.eval_loops`); what the
+Runner builds once (timestamp, visualizer, log processor, config dump, model) comes from
+:mod:`~lightning_hooks.families.mmengine.runner_setup`, checkpoints go through
 :mod:`~lightning_hooks.families.mmengine.checkpoint` and schedulers through
 :mod:`~lightning_hooks.families.mmengine.schedulers`.
 """
@@ -20,20 +22,18 @@ import torch
 from mmengine.config import Config
 from mmengine.evaluator import Evaluator
 from mmengine.logging import MessageHub, MMLogger
-from mmengine.model import BaseModel
 from mmengine.optim import OptimWrapper, OptimWrapperDict
-from mmengine.registry import VISUALIZERS, DefaultScope
-from mmengine.runner import LogProcessor
+from mmengine.registry import DefaultScope
 from mmengine.visualization import Visualizer
 
-from lightning_hooks.core.console import DropMessages, route_console
+from lightning_hooks.core.console import route_console
 from lightning_hooks.core.facade import Facade, WorkDir
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
-from lightning_hooks.core.models import find_model, submodule
-from lightning_hooks.families.mmengine import checkpoint, schedulers
+from lightning_hooks.families.mmengine import checkpoint, runner_setup, schedulers
 from lightning_hooks.families.mmengine.events import LOAD_CHECKPOINT
 from lightning_hooks.families.mmengine.iter_based import EpochLoopConfig, IterLoopConfig
-from lightning_hooks.families.mmengine.loops import EvalTestLoop, EvalValLoop, Fire, IterTrainLoop, train_loop
+from lightning_hooks.families.mmengine.eval_loops import EvalTestLoop, EvalValLoop
+from lightning_hooks.families.mmengine.loops import Fire, IterTrainLoop, train_loop
 
 _instances = itertools.count()
 
@@ -62,11 +62,6 @@ class _ReadOnly:
             f"runner.{self.name} is read-only under lightning-hooks: it is computed from the Lightning trainer "
             "(the train loader, Trainer limits, the run's progress and the optimizers configure_optimizers() returns)"
         )
-
-
-# MMEngine's own CheckpointHook and LoggerHook build a FileClient on every run ("kept until MMEngine 1.0"), which
-# warns that FileClient and HardDiskBackend are deprecated: nothing a user can change, so these two are dropped.
-UPSTREAM_NOTICES = DropMessages('"FileClient" will be deprecated', '"HardDiskBackend" is the alias of "LocalBackend"')
 
 
 class Runner(Facade):
@@ -118,7 +113,7 @@ class Runner(Facade):
         self.cfg = cfg if isinstance(cfg, Config) else Config(dict(cfg or {}))
         self._seed: int | None = options["seed"]
         self.message_hub = MessageHub.get_instance(self._instance_name)
-        self.log_processor = _build_log_processor(options["log_processor"])
+        self.log_processor = runner_setup.build_log_processor(options["log_processor"])
         #: mmengine schedulers or their configs; configs are built on Lightning's optimizer at each ``on_fit_start``.
         self._scheduler_configs = self.param_schedulers = options["param_schedulers"]
         schedulers.check_configs(self._scheduler_configs, options["default_scope"])
@@ -128,7 +123,7 @@ class Runner(Facade):
         self.default_scope = None if default_scope is None else DefaultScope.get_instance(
             self._instance_name, scope_name=default_scope
         )
-        self._visualizer = self._build_visualizer(options["visualizer"])
+        self._visualizer = runner_setup.build_visualizer(options["visualizer"], self._instance_name, self.log_dir)
         self._vis_log_dir = self.log_dir  # where a visualizer built with the default save_dir writes (vis_data/)
         self._resume = False
         self.train_loop = train_loop(self, loop_cfg)
@@ -137,41 +132,22 @@ class Runner(Facade):
         self.test_loop = EvalTestLoop(self, fire)
         self._pending_save: checkpoint.PendingSave | None = None
         self._optim_wrappers: tuple[list[Any], list[OptimWrapper]] = ([], [])  # Lightning's optimizers, their views
+        self._step_counted: OptimWrapper | None = None  # the view whose step count schedulers check (a fit's)
 
     def attach(self, trainer: pl.Trainer) -> None:
         """Serve ``trainer``'s run; build the logger and visualizer before ``before_run``, as the Runner does."""
         self.trainer = trainer
         self._resume = False
-        self._model, self._model_prefix = _openmmlab_model(trainer.lightning_module, self._model_path)
+        self._model, self._model_prefix = runner_setup.openmmlab_model(trainer.lightning_module, self._model_path)
         for loop in (self.train_loop, self.val_loop, self.test_loop):
             loop.attach(trainer)
         if self._logger is None:
-            self._share_timestamp()
+            self.timestamp = runner_setup.shared_timestamp(self.timestamp)
+            self.experiment_name = self._experiment_name or self.timestamp
             self._follow_log_dir()
-            self._dump_config()
+            runner_setup.dump_config(self.cfg, self._visualizer, self.work_dir, self.timestamp, self.rank)
         self._logger = self._logger or self.logger
         self._hand_metainfo(trainer)
-
-    def _dump_config(self) -> None:
-        """As the Runner: ``cfg`` to the visualizer (``vis_data/config.py``) and, on rank 0, to
-        ``{work_dir}/{its file name}``, or ``{work_dir}/{timestamp}.py`` (``Runner.dump_config``)."""
-        if self.cfg:
-            self._visualizer.add_config(self.cfg)
-        if self.rank == 0:
-            filename = os.path.basename(self.cfg.filename) if self.cfg.filename is not None else f"{self.timestamp}.py"
-            os.makedirs(self.work_dir, exist_ok=True)
-            self.cfg.dump(os.path.join(self.work_dir, filename))
-
-    def _share_timestamp(self) -> None:
-        """Rank 0's timestamp on every rank (one ``log_dir``), broadcast as ``Runner.setup_env`` does."""
-        from mmengine.dist import broadcast, is_distributed
-
-        if not is_distributed():
-            return
-        stamp = torch.tensor(time.mktime(time.strptime(self.timestamp, "%Y%m%d_%H%M%S")), dtype=torch.float64)
-        broadcast(stamp)
-        self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime(stamp.item()))
-        self.experiment_name = self._experiment_name or self.timestamp
 
     # ------------------------------------------------------------------------------------------------ places
     @property
@@ -203,7 +179,7 @@ class Runner(Facade):
                 log_level=self._log_level,
             )
             route_console(self._logger)
-            self._logger.addFilter(UPSTREAM_NOTICES)
+            self._logger.addFilter(runner_setup.UPSTREAM_NOTICES)
         return self._logger
 
     def close_log_file(self) -> None:
@@ -236,24 +212,6 @@ class Runner(Facade):
             if not getattr(backend, "_env_initialized", True) and getattr(backend, "_save_dir", None) == old:
                 backend._save_dir = new
         self._vis_log_dir = self.log_dir
-
-    def _build_visualizer(self, visualizer: dict | Visualizer | None) -> Visualizer:
-        """``Runner.build_visualizer``: an instance as given, a config through ``VISUALIZERS``, else a local one."""
-        if isinstance(visualizer, Visualizer):
-            return visualizer
-        if visualizer is None:
-            return Visualizer.get_instance(
-                self._instance_name, vis_backends=[dict(type="LocalVisBackend")], save_dir=self.log_dir
-            )
-        if not isinstance(visualizer, dict):
-            raise TypeError(
-                f"MMEngineAdapter(visualizer=...) takes a config dict (dict(type='Visualizer', "
-                f"vis_backends=[dict(type='LocalVisBackend')])) or a Visualizer instance, got {type(visualizer).__name__}"
-            )
-        config = dict(visualizer)
-        config.setdefault("name", self._instance_name)
-        config.setdefault("save_dir", self.log_dir)
-        return VISUALIZERS.build(config)
 
     def _hand_metainfo(self, trainer: pl.Trainer) -> None:
         """Give the visualizer each dataset's ``metainfo``, in the order MMEngine builds the run's loops, and the
@@ -312,6 +270,7 @@ class Runner(Facade):
         if self._scheduler_configs is not None:
             built = schedulers.build(self._scheduler_configs, lambda: self.optim_wrapper, self.train_loop)
             self.param_schedulers = built
+            self._step_counted = schedulers.step_counted(self.optim_wrapper)
 
     # ------------------------------------------------------------------------------------ train loop's values
     iter = _ReadOnly.of_train_loop("iter", "the 0-based index of the current train iteration inside iter hooks, the "
@@ -402,36 +361,3 @@ class Runner(Facade):
             lightning, pending, run_meta=run_meta, hub=self.message_hub, model_prefix=self._model_prefix,
             schedulers=schedulers.stateful(self.param_schedulers), saved=saved,
         )  # fmt: skip
-
-
-def _openmmlab_model(pl_module: torch.nn.Module, path: str | None) -> tuple[torch.nn.Module | None, str]:
-    """The model hooks see as ``runner.model`` and its key prefix in ``pl_module.state_dict()``.
-
-    ``path`` names it (``"model"``, ``"detector.model"``; ``""``: the LightningModule). Without one, it is the
-    LightningModule when that is an ``mmengine.model.BaseModel``, else the one outermost ``BaseModel`` it holds; with
-    none, the LightningModule (None here). Several outermost ones are ambiguous and raise."""
-    if path is None:
-        path = find_model(pl_module, lambda m: isinstance(m, BaseModel), adapter="MMEngineAdapter",
-                          what="MMEngine models")  # fmt: skip
-        if path is None:
-            return None, ""
-    module = submodule(pl_module, path, adapter="MMEngineAdapter")
-    return (None, "") if module is pl_module else (module, path + ".")
-
-
-def _build_log_processor(config: dict | LogProcessor | None) -> LogProcessor:
-    """``Runner.build_log_processor``: an instance as given, a config with ``type`` through ``LOG_PROCESSORS``, else a
-    ``LogProcessor``."""
-    from mmengine.registry import LOG_PROCESSORS
-
-    if isinstance(config, LogProcessor):
-        return config
-    config = dict(config or {})
-    config.setdefault("type", "LogProcessor")
-    processor = LOG_PROCESSORS.build(config)
-    if not isinstance(processor, LogProcessor):
-        raise TypeError(
-            f"MMEngineAdapter(log_processor=...): {config['type']!r} built {type(processor).__name__}, not an "
-            "mmengine LogProcessor (LoggerHook calls its get_log_after_iter/get_log_after_epoch)."
-        )
-    return processor

@@ -4,13 +4,17 @@ Lightning's optimizer at each fit, as ``Runner.build_param_scheduler`` builds th
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import torch
 from mmengine.optim import OptimWrapper
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.core.introspect import init_keywords
 from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.triggers import Patch, Remove
 
 
 def check_configs(configs: Any, default_scope: str | None) -> None:
@@ -77,11 +81,44 @@ def build(configs: Any, optim_wrapper: Callable[[], Any], loop: Any) -> list[Any
                 )
             err.add_note(note + ".")
             raise
-    wrapper = optim_wrapper()
-    if isinstance(wrapper, OptimWrapper) and hasattr(wrapper, "_global_step"):
-        # schedulers count OptimWrapper.step calls to check the step order; Lightning steps the torch optimizer
-        wrapper.optimizer.register_step_post_hook(lambda *_: setattr(wrapper, "_global_step", wrapper._global_step + 1))
     return built
+
+
+def step_counted(wrapper: Any) -> OptimWrapper | None:
+    """The optimizer view whose ``_global_step`` :class:`CountWrapperSteps` advances: MMEngine's schedulers count
+    ``OptimWrapper.step`` calls to check the step order (they set ``_global_step`` on the view they are built on),
+    while Lightning steps the torch optimizer."""
+    return wrapper if isinstance(wrapper, OptimWrapper) and hasattr(wrapper, "_global_step") else None
+
+
+@dataclass(frozen=True)
+class CountWrapperSteps(Patch):
+    """After ``step()`` of the torch optimizer behind ``runner.optim_wrapper`` (a global optimizer post-hook, filtered
+    by identity): one more ``OptimWrapper._global_step``, once :func:`build` built schedulers on that view
+    (``runner._step_counted``). Fires no row."""
+
+    def __str__(self) -> str:
+        return "Optimizer.step (OptimWrapper step count)"
+
+    def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
+        runner = adapter.runner
+
+        def after_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+            wrapper = runner._step_counted
+            if wrapper is not None and wrapper.optimizer is optimizer:
+                wrapper._global_step += 1
+
+        handle = register_optimizer_step_post_hook(after_step)
+
+        def remove() -> None:
+            handle.remove()
+            runner._step_counted = None
+
+        return remove
+
+
+#: the one :class:`CountWrapperSteps` patch (installed for every fit)
+COUNT_WRAPPER_STEPS = CountWrapperSteps()
 
 
 def stateful(schedulers: Any) -> list[Any]:

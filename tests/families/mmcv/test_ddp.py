@@ -12,16 +12,15 @@ from pathlib import Path
 
 import torch
 from mmcv_testkit import BATCH, mmcv_runner, run_mmcv
+from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
 
 R = mmcv_runner
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_ddp_two_processes_match_the_single_process_runner(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
-    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "helpers" / "mmcv_ddp.py"), str(tmp_path)], cwd=tmp_path,
+    env = subprocess_env(drop=DDP_LAUNCH_VARIABLES)
+    proc = subprocess.run([sys.executable, str(HELPERS / "mmcv_ddp.py"), str(tmp_path)], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
     r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))

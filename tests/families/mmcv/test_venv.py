@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from lh_testing import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[3]
 MMCV1 = ROOT / ".venv-mmcv1" / "bin" / "python"
@@ -30,8 +31,7 @@ def test_mmcv1_environment_has_mmcv_1_and_its_runner():
 
 
 def test_mmcv_suite_passes_in_the_mmcv1_environment():
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'helpers'}"  # this checkout, also in the suite's subprocesses
+    env = subprocess_env(inherit=False)  # this checkout, also in the suite's subprocesses
     out = subprocess.run(
         [_mmcv1_python(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/families/mmcv",
          "--ignore", "tests/families/mmcv/test_venv.py", "tests/test_lifecycle.py::test_every_table_row_is_installed_and_fires[mmcv]"],

@@ -4,7 +4,6 @@ the real MMEngine ``Runner`` with the same model, data, seed and hooks (harness:
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -52,6 +51,7 @@ from mmpretrain.engine.hooks import (
 from torch.utils.data import DataLoader
 
 from lightning_hooks.families.mmengine import MMEngineAdapter
+from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -301,7 +301,7 @@ def test_mmengine_downstream_visualization_hook_builds_from_config_in_a_fresh_pr
         "assert hook._visualizer is adapter.runner.visualizer\n"
         "print(type(hook._visualizer).__name__, hook._visualizer._vis_backends['LocalVisBackend']._save_dir)\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "helpers")])}
+    env = subprocess_env(inherit=False)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     name, save_dir = done.stdout.split()[-2:]
@@ -317,7 +317,7 @@ def test_mmengine_downstream_visualization_hook_built_before_any_visualizer_says
         "from lightning_hooks.families.mmengine import build_hooks\n"
         "build_hooks(custom_hooks=[dict(type='SegVisualizationHook', draw=True)], default_scope='mmseg')\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "helpers")])}
+    env = subprocess_env(inherit=False)
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 1
     assert ("RuntimeError: build_hooks: SegVisualizationHook takes the current mmengine Visualizer when it is built, "
@@ -473,10 +473,8 @@ def test_mmengine_downstream_sync_norm_hook_under_ddp_matches_runner(tmp_path):
     # SyncNormHook is a no-op at world size 1: here 2 CPU processes (torchrun, gloo) run the Runner with
     # launcher="pytorch", then Lightning's DDP + adapter; each rank trains on its own data, so the BN running stats
     # differ per rank until the hook averages them in before_val_epoch
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "helpers")])}
-    for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
-    script = ROOT / "tests" / "helpers" / "sync_norm_ddp.py"
+    env = subprocess_env(inherit=False, drop=DDP_LAUNCH_VARIABLES)
+    script = HELPERS / "sync_norm_ddp.py"
     done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
                            str(script), str(tmp_path)], env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=240)  # fmt: skip

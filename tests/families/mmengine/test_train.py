@@ -24,6 +24,7 @@ from mmengine.runner import Runner
 
 from lightning_hooks import train as dispatcher
 from lightning_hooks.families.mmengine.train import claims
+from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
 
 _LIBRARIES = {name: Path(__import__(name).__file__).parent / ".mim" / "configs" for name in ("mmpretrain", "mmseg", "mmdet")}
 TIMING = {"time", "data_time", "eta", "memory"}
@@ -232,10 +233,8 @@ def test_ddp_two_processes_match_the_runner_launched_with_two(tmp_path: Path) ->
 
     path = derived_config(tmp_path, "mmpretrain-resnet18-cifar")
     path.write_text(path.read_text() + "custom_imports = dict(imports=['train_kit'], allow_failed_imports=False)\n")
-    here = Path(__file__).resolve().parents[2] / "helpers"  # train_kit.py and runner_train.py
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parents[1]), str(here), os.environ.get("PYTHONPATH", "")])}
-    for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "LIGHTNING_HOOKS_MMENGINE_SEED"):
-        env.pop(key, None)
+    here = HELPERS  # runner_train.py
+    env = subprocess_env(drop=(*DDP_LAUNCH_VARIABLES, "LIGHTNING_HOOKS_MMENGINE_SEED"))
     commands = {
         "runner": [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
                    str(here / "runner_train.py"), str(path), str(tmp_path / "runner")],

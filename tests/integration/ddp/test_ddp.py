@@ -5,7 +5,6 @@ rank's hooks recorded (``{family}_rank{r}.json``) and the files they wrote."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 import torch
 import torch.distributed as dist
+from lh_testing import DDP_LAUNCH_VARIABLES, subprocess_env
 
 pytestmark = pytest.mark.skipif(
     not (dist.is_available() and dist.is_gloo_available()), reason="needs torch.distributed with the gloo backend"
@@ -25,9 +25,7 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("ddp")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
+    env = subprocess_env(drop=DDP_LAUNCH_VARIABLES)
     proc = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "helpers" / "ddp_scenarios.py"), str(out)],
         cwd=out, env=env, capture_output=True, text=True, timeout=240,

@@ -5,7 +5,6 @@ epoch, then resumes the ``ModelCheckpoint`` file rank 0 wrote for a second one."
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 import torch.distributed as dist
+from lh_testing import DDP_LAUNCH_VARIABLES, subprocess_env
 
 pytestmark = pytest.mark.skipif(
     not (dist.is_available() and dist.is_gloo_available()), reason="needs torch.distributed with the gloo backend"
@@ -24,9 +24,7 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.fixture(scope="module")
 def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("ddp_spawn")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
+    env = subprocess_env(drop=DDP_LAUNCH_VARIABLES)
     for phase in ("first", "resume"):
         proc = subprocess.run(
             [sys.executable, str(ROOT / "tests" / "helpers" / "ddp_spawn_scenarios.py"), str(out), phase],

@@ -25,6 +25,7 @@ from reliability_resume_run import Net, loader
 
 from lightning_hooks import ClassyAdapter, IMIXAdapter, MMEngineAdapter
 from lightning_hooks.callbacks import AtomicCheckpointIO
+from lh_testing import DDP_LAUNCH_VARIABLES, subprocess_env
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = ROOT / "tests" / "helpers"  # the scripts the tests run
@@ -105,7 +106,7 @@ def test_fault_full_disk_mmengine_checkpoint_hook_with_the_default_io_keeps_earl
 
 # -------------------------------------------------------------------------- kill -9 during a checkpoint write
 def _killed_during_save(out: Path, family: str) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env = subprocess_env(HERE)
     proc = subprocess.run([sys.executable, str(HERE / "reliability_kill_family_save.py"), str(out), family], env=env,
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert proc.returncode == -9, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -233,9 +234,7 @@ def test_fault_corrupt_file_in_every_load_path_names_it(tmp_path):
 def test_fault_kill_9_of_rank_0_during_a_checkpoint_write_then_resume_on_two_ranks(tmp_path, strategy):
     """Rank 0 dies halfway through writing ``epoch_2.pth``; the files already written stay complete and the two
     ranks resume from ``epoch_1.pth`` to the end."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE), os.environ.get("PYTHONPATH", "")])}
-    for key in ("LOCAL_RANK", "RANK", "WORLD_SIZE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
+    env = subprocess_env(HERE, drop=DDP_LAUNCH_VARIABLES)
     script = [sys.executable, str(HERE / "reliability_kill_ddp_save.py"), str(tmp_path), strategy]
     # rank 0 dies; under ddp the surviving rank waits in a collective forever, so the whole session is ended
     proc = subprocess.Popen([*script, "kill"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 import torch
+from lh_testing import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[3]
 HERE = ROOT / "tests" / "helpers"  # the scripts the tests run
 
 
 def _start(*args: Any, env: dict[str, str] | None = None) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **(env or {})}
+    env = subprocess_env(**(env or {}))
     return subprocess.Popen([sys.executable, *map(str, args)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
 

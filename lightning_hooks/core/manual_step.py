@@ -1,0 +1,139 @@
+"""Hosts whose optimizer hook owns backward and the optimizer step (mmcv 1.x's and iMIX's ``OptimizerHook``).
+
+Their runners call ``before_train_iter``, the model's step and ``after_train_iter`` back to back, and the optimizer
+hook does backward, clipping and ``step()`` inside ``after_train_iter``. When such a hook is in the list, Lightning
+must not optimise: :class:`ManualStepAdapter` switches the LightningModule to manual optimisation, fires
+``before_train_iter`` inside the wrapped ``training_step`` and ``after_train_iter`` right after Lightning's strategy
+returned from it; otherwise both fire from the batch callbacks around Lightning's own optimisation
+(:func:`step_rows`, :func:`step_conditions`).
+
+Example::
+
+    EVENTS = EventTable("mmcv", [..., *step_rows("before_train_iter", "after_train_iter"), ...],
+                        conditions={..., **step_conditions("`OptimizerHook` and its subclasses")})
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from lightning_hooks.core import lightning_api
+from lightning_hooks.core.adapter import LegacyHookAdapter
+from lightning_hooks.core.events import Mount
+from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.triggers import ON, ModuleStep, StrategyTrainingStep, Trigger
+
+#: ``before_train_iter`` right before the model's step, inside the wrapped ``training_step``
+BEFORE_STEP = ModuleStep("training_step", at="before")
+#: ``after_train_iter`` (backward, step) once the step returned, outside a DDP wrapper's forward
+AFTER_STEP = StrategyTrainingStep()
+
+
+def step_rows(before: str, after: str) -> list[Mount]:
+    """The four rows of the mount points around a step (``before`` / ``after``): from the batch callbacks when
+    Lightning steps, around the wrapped ``training_step`` when a hook owns the step."""
+    return [
+        Mount(ON["on_train_batch_start"], before, when="lightning_steps"),
+        Mount(BEFORE_STEP, before, when="hooks_step"),
+        Mount(AFTER_STEP, after, when="hooks_step"),
+        Mount(ON["on_train_batch_end"], after, when="lightning_steps"),
+    ]
+
+
+def step_conditions(owners: str) -> dict[str, str]:
+    """The descriptions of :func:`step_rows`' conditions; ``owners`` names the hooks that own the step."""
+    return {
+        "lightning_steps": "no hook owns the optimizer step (Lightning's automatic optimisation)",
+        "hooks_step": f"a hook owns the optimizer step ({owners}): manual optimisation",
+    }
+
+
+class ManualStepAdapter(LegacyHookAdapter):
+    """A family adapter whose optimizer hooks may own backward and the optimizer step (:attr:`steppers`).
+
+    The family sets ``self.steppers`` (the hooks that own the step; empty when Lightning optimises), implements
+    :meth:`step_loss` (the loss the step returned, which the hook backwards) and :meth:`end_iter` (what the host does
+    after every ``after_train_iter``), calls :meth:`switch_optimization` in a fit's ``setup`` and
+    :meth:`check_step_owner` with its Trainer checks; its table uses :func:`step_rows`.
+
+    The module stays in manual optimisation after the fit, on purpose: ``trainer.global_step`` reads the manual step
+    count only while it is (docs/architecture.md). The next fit with an adapter of the same family that has no such
+    hook switches it back.
+
+    Example::
+
+        class MMCVAdapter(ManualStepAdapter):
+            def step_loss(self) -> torch.Tensor:
+                return self.runner.outputs["loss"]
+    """
+
+    steppers: list[Any]
+
+    # ------------------------------------------------------------------------------------------ conditions
+    def hooks_step(self) -> bool:
+        return bool(self.steppers)
+
+    def lightning_steps(self) -> bool:
+        return not self.steppers
+
+    # ------------------------------------------------------------------------------------------ family contract
+    def step_loss(self) -> torch.Tensor:
+        """The loss the wrapped ``training_step`` returned (the hook's ``loss.backward()``)."""
+        raise NotImplementedError
+
+    def end_iter(self) -> None:
+        """What the host does after every ``after_train_iter`` (its counters, its log buffer)."""
+
+    # ------------------------------------------------------------------------------------------ the step
+    def switch_optimization(self, pl_module: pl.LightningModule) -> None:
+        """At a fit's ``setup``: manual optimisation when a hook owns the step; else back to automatic if an earlier
+        fit's adapter of this family switched the module."""
+        switched = f"_lightning_hooks_{self.family}_manual"  # marks a module this family switched
+        if self.steppers:
+            if pl_module.automatic_optimization:
+                pl_module.automatic_optimization = False
+                setattr(pl_module, switched, True)
+        elif vars(pl_module).pop(switched, False):
+            pl_module.automatic_optimization = True  # an earlier fit's adapter switched it for its OptimizerHook
+
+    def trigger(self, trigger: Trigger, **context: Any) -> None:
+        """``after_train_iter`` once the strategy returned from the step, when a hook owns backward and step."""
+        if trigger == AFTER_STEP:
+            if self.steppers:
+                # the hook calls loss.backward() itself: tell Lightning's callbacks and module (on_before_backward:
+                # the loss AnomalyDetector checks) and arm DDP's reducer first, as LightningModule.manual_backward does
+                trainer, loss = self._trainer, self.step_loss()
+                assert trainer is not None, "the strategy's training_step runs inside a fit, after setup()"
+                lightning_api.call_before_backward(trainer, loss)
+                trainer.strategy.pre_backward(loss)
+                self.fire(AFTER_STEP)
+                self.end_iter()
+        else:
+            super().trigger(trigger, **context)
+
+    def end_train_batch(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if not self.steppers:
+            self.fire(ON["on_train_batch_end"])
+            self.end_iter()
+
+    def check_step_owner(self, trainer: pl.Trainer, accumulate_instead: str) -> None:
+        """Refuse Lightning's accumulation and clipping when a hook owns the step (``accumulate_instead``: the
+        family's way to accumulate, in the message)."""
+        if not self.steppers:
+            return
+        who, owner = type(self).__name__, type(self.steppers[0]).__name__
+        if trainer.accumulate_grad_batches != 1:
+            raise ValueError(
+                f"{who}: {owner} owns backward and the optimizer step, so Lightning must not accumulate "
+                f"(Trainer(accumulate_grad_batches={trainer.accumulate_grad_batches})). {accumulate_instead}"
+            )
+        if trainer.gradient_clip_val:
+            raise ValueError(
+                f"{who}: {owner} owns backward and the optimizer step, so Lightning's "
+                f"gradient_clip_val={trainer.gradient_clip_val} would be ignored. "
+                f"Clip with {owner}(grad_clip=dict(max_norm=...)) instead."
+            )

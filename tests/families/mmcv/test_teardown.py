@@ -1,0 +1,45 @@
+"""What an mmcv fit leaves behind (docs/architecture.md, "What a run leaves behind"): the module's patched methods
+are gone after teardown; the switch to manual optimisation outlives the fit on purpose and the next fit without an
+OptimizerHook switches it back."""
+
+from __future__ import annotations
+
+import torch
+from mmcv_testkit import Module, ToyModel, loader, mmcv_runner, sgd
+
+from lightning_hooks import MMCVAdapter
+from lightning_hooks.core.lightning_api import pl
+
+R = mmcv_runner
+
+
+def _fit(module: Module, hooks: list, tmp_path, **kwargs) -> pl.Trainer:
+    adapter = MMCVAdapter(hooks, work_dir=tmp_path, runner=dict(type="EpochBasedRunner", max_epochs=1))
+    trainer = pl.Trainer(callbacks=[adapter], logger=False, enable_progress_bar=False, enable_model_summary=False,
+                         enable_checkpointing=False, default_root_dir=tmp_path, num_sanity_val_steps=0,
+                         **adapter.trainer_kwargs(), **kwargs)  # fmt: skip
+    trainer.fit(module, loader())
+    return trainer
+
+
+def test_mmcv_fit_leaves_the_module_unpatched_and_switches_manual_optimisation_back(tmp_path):
+    torch.manual_seed(0)
+    module = Module(ToyModel(), sgd)
+    first = _fit(module, [R.OptimizerHook()], tmp_path / "a")
+    # training_step's wrapper and on_load_checkpoint's hold-back are removed at teardown
+    assert not {"training_step", "on_load_checkpoint"} & vars(module).keys()
+    assert module.automatic_optimization is False and first.global_step == 5  # kept so: global_step reads it
+    second = _fit(module, [R.IterTimerHook()], tmp_path / "b")
+    assert module.automatic_optimization is True and second.global_step == 5
+    assert not {"training_step", "on_load_checkpoint"} & vars(module).keys()
+
+
+def test_mmcv_fit_refused_at_setup_leaves_the_module_unpatched(tmp_path):
+    module = Module(ToyModel(), sgd)
+    try:
+        _fit(module, [R.OptimizerHook()], tmp_path, accumulate_grad_batches=2)
+    except ValueError as err:
+        assert "must not accumulate" in str(err)
+    else:
+        raise AssertionError("accumulate_grad_batches=2 with an OptimizerHook was not refused")
+    assert not {"training_step", "on_load_checkpoint"} & vars(module).keys()
