@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -23,12 +24,39 @@ from lightning_hooks.core import lightning_api
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.events import Mount
 from lightning_hooks.core.lightning_api import pl
-from lightning_hooks.core.triggers import ON, ModuleStep, StrategyTrainingStep, Trigger
+from lightning_hooks.core.triggers import ON, ModuleStep, Patch, Remove, StrategyTrainingStep, Trigger
 
 #: ``before_train_iter`` right before the model's step, inside the wrapped ``training_step``
 BEFORE_STEP = ModuleStep("training_step", at="before")
 #: ``after_train_iter`` (backward, step) once the step returned, outside a DDP wrapper's forward
 AFTER_STEP = StrategyTrainingStep()
+
+
+@dataclass(frozen=True)
+class ManualOptimization(Patch):
+    """``LightningModule.automatic_optimization = False`` for a fit whose optimizer hook owns the step. Removing it
+    switches the module back and counts the hooks' optimizer steps as Lightning's own: ``trainer.global_step`` still
+    reads them after the fit, and a later fit of the module by a plain Trainer optimises again. A module that was
+    already in manual optimisation stays as it is. Fires no row."""
+
+    def __str__(self) -> str:
+        return "LightningModule.automatic_optimization"
+
+    def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
+        if not pl_module.automatic_optimization:
+            return lambda: None
+
+        def remove() -> None:
+            steps = trainer.global_step  # the manual loop's count, read while the module is still manual
+            pl_module.automatic_optimization = True
+            lightning_api.set_optimizer_steps(trainer, steps)
+
+        pl_module.automatic_optimization = False
+        return remove
+
+
+#: the one :class:`ManualOptimization` patch
+MANUAL_OPTIMIZATION = ManualOptimization()
 
 
 def step_rows(before: str, after: str) -> list[Mount]:
@@ -55,12 +83,9 @@ class ManualStepAdapter(LegacyHookAdapter):
 
     The family sets ``self.steppers`` (the hooks that own the step; empty when Lightning optimises), implements
     :meth:`step_loss` (the loss the step returned, which the hook backwards) and :meth:`end_iter` (what the host does
-    after every ``after_train_iter``), calls :meth:`switch_optimization` in a fit's ``setup`` and
-    :meth:`check_step_owner` with its Trainer checks; its table uses :func:`step_rows`.
-
-    The module stays in manual optimisation after the fit, on purpose: ``trainer.global_step`` reads the manual step
-    count only while it is (docs/architecture.md). The next fit with an adapter of the same family that has no such
-    hook switches it back.
+    after every ``after_train_iter``), calls :meth:`check_step_owner` with its Trainer checks; its table uses
+    :func:`step_rows`. A fit with a step-owning hook runs the module in manual optimisation
+    (:class:`ManualOptimization`, one of :meth:`run_patches`), switched back at teardown.
 
     Example::
 
@@ -87,16 +112,10 @@ class ManualStepAdapter(LegacyHookAdapter):
         """What the host does after every ``after_train_iter`` (its counters, its log buffer)."""
 
     # ------------------------------------------------------------------------------------------ the step
-    def switch_optimization(self, pl_module: pl.LightningModule) -> None:
-        """At a fit's ``setup``: manual optimisation when a hook owns the step; else back to automatic if an earlier
-        fit's adapter of this family switched the module."""
-        switched = f"_lightning_hooks_{self.family}_manual"  # marks a module this family switched
-        if self.steppers:
-            if pl_module.automatic_optimization:
-                pl_module.automatic_optimization = False
-                setattr(pl_module, switched, True)
-        elif vars(pl_module).pop(switched, False):
-            pl_module.automatic_optimization = True  # an earlier fit's adapter switched it for its OptimizerHook
+    def run_patches(self, stage: str) -> tuple[Patch, ...]:
+        """In a fit with a hook that owns the step, also :data:`MANUAL_OPTIMIZATION`."""
+        manual = (MANUAL_OPTIMIZATION,) if stage == "fit" and self.steppers else ()
+        return (*super().run_patches(stage), *manual)
 
     def trigger(self, trigger: Trigger, **context: Any) -> None:
         """``after_train_iter`` once the strategy returned from the step, when a hook owns backward and step."""

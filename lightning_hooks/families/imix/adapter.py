@@ -187,7 +187,6 @@ class IMIXAdapter(ManualStepAdapter):
             return
         self._check_trainer(trainer)
         self.engine._epoch = self.engine._inner_iter = None
-        self.switch_optimization(pl_module)
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -210,7 +210,6 @@ class MMCVAdapter(ManualStepAdapter):
         self.runner._reset()  # a new run; a resumed one restores the counters after setup (load_host_state)
         self._held_back: dict[str, torch.Tensor] = {}
         self._check_trainer(trainer)
-        self.switch_optimization(pl_module)
 
     def run_patches(self, stage: str) -> tuple[Patch, ...]:
         """In a fit, also the module's ``on_load_checkpoint`` (not a table row: mmcv has no mount point there), to set

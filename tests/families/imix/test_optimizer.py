@@ -51,7 +51,7 @@ def test_optimizer_hook_owns_the_step_and_lightning_counts_it(module, loader, ma
     trainer = make_trainer([adapter])
     trainer.fit(module, loader)
     assert trainer.global_step == len(steps) == EPOCHS * 6 // 2
-    assert module.automatic_optimization is False  # switched by the adapter, no backward/step by Lightning
+    assert module.automatic_optimization is True  # manual during the fit (one step per hook step), restored after
     assert "training_step" not in vars(module)  # the iteration wrapper is removed after fit
 
 
@@ -115,10 +115,12 @@ def test_lightning_accumulation_across_an_epoch_end_is_an_error(module, loader, 
 
 
 def test_a_later_fit_without_a_step_owning_hook_optimises_again(module, twin, batches, loader, make_trainer):
+    """The switch to manual optimisation ends with the fit: the hooks' steps stay counted in ``global_step``, and a
+    plain Trainer fitting the module afterwards optimises it as Lightning does."""
     first = make_trainer([IMIXAdapter([OptimizerHook()])], max_epochs=1)
     first.fit(module, loader)
-    assert module.automatic_optimization is False and first.global_step == 6  # kept so after the fit
-    second = make_trainer([IMIXAdapter([IterationTimerHook()])], max_epochs=1)
+    assert module.automatic_optimization is True and first.global_step == 6
+    second = make_trainer([], max_epochs=1)
     second.fit(module, loader)
     assert module.automatic_optimization is True and second.global_step == 6
 
