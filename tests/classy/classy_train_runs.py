@@ -180,3 +180,14 @@ def child_main(out: str) -> None:
         except Exception:  # noqa: BLE001  (reported by the scenario's test)
             results[name] = {"failed": traceback.format_exc()}
     torch.save(results, root / "results.pt")
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two loaded states are equal: dicts, lists and tuples item by item, tensors with ``torch.equal``."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    return a == b
