@@ -91,6 +91,7 @@ class ClassyTaskModule(pl.LightningModule):
         self.criterion = task.base_loss
         self.task = task  # not a Module: the model and loss are registered once, above
         self._step_lr: float | None = None
+        self._step_loss: torch.Tensor | None = None
 
     # ----------------------------------------------------------------------------------------------- wiring
     def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
@@ -182,6 +183,7 @@ class ClassyTaskModule(pl.LightningModule):
             sample = self.task.mixup_transform(sample)
         output = self.model(sample["input"])
         loss = self.criterion(output, sample["target"])
+        self._step_loss = loss.detach()
         return {"loss": loss, "output": output, "target": sample["target"]}
 
     @override
@@ -249,11 +251,11 @@ class ClassyTaskModule(pl.LightningModule):
     # ------------------------------------------------------------------------------- values to the loggers
     @override
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """On Lightning's logging steps (``log_every_n_steps``), the step's loss and LR as ``train/loss`` and
-        ``train/lr``; after a train phase's last batch (its phase end has run), the phase's values."""
-        task = self._host_task()
-        if task is not None and task.losses and self.trainer.global_step % self.trainer.log_every_n_steps == 0:
-            self.log_dict({"train/loss": task.losses[-1], "train/lr": self._step_lr}, on_step=True, on_epoch=False,
+        """On Lightning's logging steps (``log_every_n_steps``), the step's loss (this rank's, as Classy's ``on_step``
+        hooks see it) and LR as ``train/loss`` and ``train/lr``; after a train phase's last batch (its phase end has
+        run), the phase's values."""
+        if self.trainer.global_step % self.trainer.log_every_n_steps == 0:
+            self.log_dict({"train/loss": self._step_loss, "train/lr": self._step_lr}, on_step=True, on_epoch=False,
                           batch_size=1)  # fmt: skip
         if batch_idx + 1 == self.trainer.num_training_batches:
             self._log_phase("train")
