@@ -2,8 +2,9 @@
 (Classy's DistributedTrainer) and ``lightning-hooks train --devices 2`` (Lightning's DDP), the script each process runs.
 
 ``python classy_ddp_runs.py OUT classy``, started by ``torchrun --nproc_per_node 2``, runs ``classy_train.py``'s
-``main``; ``python classy_ddp_runs.py OUT lightning`` runs ``lightning-hooks train``, whose Lightning launches rank 1
-by running this script again. The config is Classy's ResNet-50 model-zoo config shrunk as in classy_train_runs.py
+``main``; ``python classy_ddp_runs.py OUT lightning`` runs ``lightning-hooks train --devices 2``, whose Lightning
+launches rank 1 by running this script again; ``OUT torchrun``, started by ``torchrun``, runs ``lightning-hooks train
+--distributed_backend ddp`` in each process, as classy_train.py's users launch it. The config is Classy's ResNet-50 model-zoo config shrunk as in classy_train_runs.py
 (its BatchNorm buffers differ per rank until Classy's ``before_eval`` broadcast), for 2 epochs. Each rank's
 ``run_recorder`` saves ``OUT/<side>/recorded_rank<r>.pt`` and this script its log lines in ``log_rank<r>.json``;
 :func:`prepare` writes both configs first.
@@ -19,6 +20,9 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
+#: classy_train.py under torchrun; lightning-hooks train --devices 2; lightning-hooks train --distributed_backend ddp
+#: under torchrun, as classy_train.py is launched
+SIDES = ("classy", "lightning", "torchrun")
 
 
 def config(out: Path) -> Path:
@@ -35,7 +39,7 @@ def config(out: Path) -> Path:
 
 def prepare(out: Path) -> None:
     """Each side's config and checkpoint folder (in the process that starts the ranks)."""
-    for side in ("classy", "lightning"):
+    for side in SIDES:
         config(out / side)
         (out / side / "ckpt").mkdir(parents=True, exist_ok=True)
 
@@ -67,7 +71,8 @@ def main(out: Path, side: str) -> None:
     else:
         from lightning_hooks.train import main as train
 
-        train([str(path), *flags, "--accelerator", "cpu", "--devices", "2"])
+        launch = ["--devices", "2"] if side == "lightning" else ["--distributed_backend", "ddp"]
+        train([str(path), *flags, "--accelerator", "cpu", *launch])
     rank = torch.distributed.get_rank()
     (folder / f"log_rank{rank}.json").write_text(json.dumps(lines))
 

@@ -1,5 +1,6 @@
-"""``lightning-hooks train TASK.json --devices 2`` (Lightning DDP, CPU, gloo) against ``classy_train.py
---distributed_backend ddp`` under ``torchrun --nproc_per_node 2`` (Classy's DistributedTrainer), bitwise.
+"""``lightning-hooks train TASK.json --devices 2`` (Lightning DDP, CPU, gloo), and ``lightning-hooks train TASK.json
+--distributed_backend ddp`` under ``torchrun --nproc_per_node 2``, against ``classy_train.py --distributed_backend ddp``
+under ``torchrun --nproc_per_node 2`` (Classy's DistributedTrainer), bitwise.
 
 classy_ddp_runs.py is the script both launches run (Classy's shrunk ResNet-50 config, 2 epochs). Compared per rank:
 each step's loss (this rank's shard of the data, Classy's DistributedSampler), each phase's losses averaged over the
@@ -23,7 +24,7 @@ import pytest
 import real_torchvision
 import torch
 import torch.distributed as dist
-from classy_ddp_runs import prepare
+from classy_ddp_runs import SIDES, prepare
 from classy_train_runs import same
 
 pytestmark = pytest.mark.skipif(
@@ -51,25 +52,28 @@ def out(tmp_path_factory) -> Path:
         env.pop(key, None)
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
                 str(_free_port())]  # fmt: skip
-    for side, launch in (("classy", torchrun), ("lightning", [sys.executable])):
+    for side in SIDES:
+        launch = [sys.executable] if side == "lightning" else torchrun
         proc = subprocess.run([*launch, str(SCRIPT), str(out), side], cwd=out, env=env, capture_output=True, text=True,
                               timeout=600, check=False)  # fmt: skip
         assert proc.returncode == 0, (side, proc.stdout[-3000:] + proc.stderr[-6000:])
     return out
 
 
-def _runs(out: Path, rank: int) -> tuple[dict, dict]:
+def _runs(out: Path, rank: int, side: str = "lightning") -> tuple[dict, dict]:
+    """Classy's run and ``side``'s, as ``rank`` recorded them."""
     runs = []
-    for side in ("classy", "lightning"):
+    for side in ("classy", side):
         run = torch.load(out / side / f"recorded_rank{rank}.pt", weights_only=False)
         run["log"] = json.loads((out / side / f"log_rank{rank}.json").read_text())
         runs.append(run)
     return runs[0], runs[1]
 
 
+@pytest.mark.parametrize("side", SIDES[1:])
 @pytest.mark.parametrize("rank", [0, 1])
-def test_classy_ddp_steps_phases_and_weights_per_rank(out, rank):
-    theirs, ours = _runs(out, rank)
+def test_classy_ddp_steps_phases_and_weights_per_rank(out, rank, side):
+    theirs, ours = _runs(out, rank, side)
     assert [(p["type"], p["phase_idx"]) for p in theirs["phases"]] == [("train", 0), ("test", 1), ("train", 2), ("test", 3)]
     for mine, ref in zip(ours["phases"], theirs["phases"], strict=True):
         where = f"rank {rank}: {ref['type']} phase {ref['phase_idx']}"
@@ -97,9 +101,10 @@ def test_classy_ddp_ranks_train_on_their_shards_and_sync_at_phase_end(out):
         assert torch.equal(r1["final"][key], value), key  # the test phases ran with rank 0's BatchNorm buffers
 
 
-def test_classy_ddp_checkpoint_files(out):
-    files = [{p.name: torch.load(p, weights_only=False) for p in (out / side / "ckpt").glob("*.torch")}
-             for side in ("classy", "lightning")]  # fmt: skip
+@pytest.mark.parametrize("side", SIDES[1:])
+def test_classy_ddp_checkpoint_files(out, side):
+    files = [{p.name: torch.load(p, weights_only=False) for p in (out / run / "ckpt").glob("*.torch")}
+             for run in ("classy", side)]  # fmt: skip
     theirs, ours = files
     assert sorted(theirs) == sorted(ours) == ["checkpoint.torch", "model_phase-0_end.torch", "model_phase-2_end.torch"]
     for file, ref in theirs.items():
@@ -111,11 +116,12 @@ def test_classy_ddp_checkpoint_files(out):
         assert same(mine["optimizer"]["optim"]["state"], ref["optimizer"]["optim"]["state"]), file
 
 
-def test_classy_ddp_values_reach_the_lightning_loggers_from_rank_0(out):
+@pytest.mark.parametrize("side", SIDES[1:])
+def test_classy_ddp_values_reach_the_lightning_loggers_from_rank_0(out, side):
     """Rank 0's CSVLogger (Lightning logs on rank 0): each step's loss and LR as rank 0 saw them (--log_freq 1), each
     phase's mean loss and accuracy as synced over the ranks."""
     theirs, _ = _runs(out, 0)
-    [metrics] = (out / "lightning" / "ckpt" / "lightning_logs").glob("version_*/metrics.csv")
+    [metrics] = (out / side / "ckpt" / "lightning_logs").glob("version_*/metrics.csv")
     rows = list(csv.DictReader(io.StringIO(metrics.read_text())))
     steps = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
     assert steps == pytest.approx([x for p in theirs["phases"] if p["type"] == "train" for x in p["step_losses"]], rel=1e-6)
