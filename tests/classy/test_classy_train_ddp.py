@@ -74,7 +74,12 @@ def _runs(out: Path, rank: int, side: str = "lightning") -> tuple[dict, dict]:
 @pytest.mark.parametrize("rank", [0, 1])
 def test_classy_ddp_steps_phases_and_weights_per_rank(out, rank, side):
     theirs, ours = _runs(out, rank, side)
-    assert [(p["type"], p["phase_idx"]) for p in theirs["phases"]] == [("train", 0), ("test", 1), ("train", 2), ("test", 3)]
+    assert [(p["type"], p["phase_idx"]) for p in theirs["phases"]] == [
+        ("train", 0),
+        ("test", 1),
+        ("train", 2),
+        ("test", 3),
+    ]
     for mine, ref in zip(ours["phases"], theirs["phases"], strict=True):
         where = f"rank {rank}: {ref['type']} phase {ref['phase_idx']}"
         for key in ("type", "phase_idx", "train_phase_idx", "num_updates", "step_losses", "losses", "meters", "lr"):
@@ -124,7 +129,9 @@ def test_classy_ddp_values_reach_the_lightning_loggers_from_rank_0(out, side):
     [metrics] = (out / side / "ckpt" / "lightning_logs").glob("version_*/metrics.csv")
     rows = list(csv.DictReader(io.StringIO(metrics.read_text())))
     steps = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
-    assert steps == pytest.approx([x for p in theirs["phases"] if p["type"] == "train" for x in p["step_losses"]], rel=1e-6)
+    assert steps == pytest.approx(
+        [x for p in theirs["phases"] if p["type"] == "train" for x in p["step_losses"]], rel=1e-6
+    )
     assert len([r for r in rows if r.get("train/lr")]) == len(steps)
     for phase in ("train", "test"):
         logged = [float(r[f"Meters/{phase}/accuracy/top_1"]) for r in rows if r.get(f"Meters/{phase}/accuracy/top_1")]

@@ -14,7 +14,9 @@ import torch
 from classy_resume_runs import RESUMES
 from classy_train_runs import same
 
-pytestmark = pytest.mark.skipif(not real_torchvision.available(), reason="run `bash scripts/setup.sh test` (real torchvision)")
+pytestmark = pytest.mark.skipif(
+    not real_torchvision.available(), reason="run `bash scripts/setup.sh test` (real torchvision)"
+)
 
 REFERENCE = "classy_from_classy"
 
@@ -27,7 +29,9 @@ def runs(tmp_path_factory):
 def assert_same_run(ours: dict, theirs: dict, where: str) -> None:
     """Phases (counters, losses, LR, meters, the weights each test phase ran with), final weights, LossLrMeterLoggingHook's
     lines and CheckpointHook's files."""
-    assert [(p["type"], p["phase_idx"]) for p in ours["phases"]] == [(p["type"], p["phase_idx"]) for p in theirs["phases"]]
+    assert [(p["type"], p["phase_idx"]) for p in ours["phases"]] == [
+        (p["type"], p["phase_idx"]) for p in theirs["phases"]
+    ]
     for mine, ref in zip(ours["phases"], theirs["phases"], strict=True):
         at = f"{where}: {ref['type']} phase {ref['phase_idx']}"
         for key in ("train_phase_idx", "num_updates", "losses", "meters", "lr"):
@@ -57,7 +61,9 @@ def test_classy_resume_reference_runs_the_pending_test_phase_first(runs):
 @pytest.mark.parametrize("name", [name for name, *_ in RESUMES if name != REFERENCE])
 def test_classy_resume_matches_classy_train(runs, name):
     """lightning-hooks train from Classy's checkpoint (folder, file) and from its own; classy_train.py from ours."""
-    assert_same_run(real_torchvision.scenario_result(runs, name), real_torchvision.scenario_result(runs, REFERENCE), name)
+    assert_same_run(
+        real_torchvision.scenario_result(runs, name), real_torchvision.scenario_result(runs, REFERENCE), name
+    )
 
 
 def test_classy_resume_from_a_missing_path_starts_fresh_as_classy(runs):
