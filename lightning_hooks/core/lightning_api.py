@@ -382,6 +382,13 @@ def sampler_inside_wrapper(sampler: Any) -> Any | None:
     return sampler.dataset._sampler if isinstance(sampler, _SAMPLER_WRAPPERS) else None
 
 
+def ddp_kwargs(strategy: Any) -> dict[str, Any] | None:
+    """The keyword arguments a ``DDPStrategy`` of either namespace passes to ``DistributedDataParallel`` when it wraps
+    the model at ``strategy.setup`` (its ``_ddp_kwargs``, mutable until then); None for another strategy.
+    Checked on :data:`CHECKED_ON`."""
+    return strategy._ddp_kwargs if isinstance(strategy, _each("strategies", "DDPStrategy")) else None
+
+
 _progress = importlib.import_module(f"{pl.__name__}.callbacks.progress")
 #: :data:`pl`'s tqdm progress bar, for the package's own entry points.
 TQDMProgressBar: type = _progress.TQDMProgressBar

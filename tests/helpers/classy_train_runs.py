@@ -70,6 +70,7 @@ def _write(config: dict[str, Any], path: Path, out: Path) -> Path:
 def register() -> None:
     """Classy's template modules (as classy-project generates them) and the recorder hook, registered once."""
     import classy_vision
+    from classy_vision.generic.distributed_util import get_rank
     from classy_vision.hooks import ClassyHook, register_hook
 
     # a classy-project folder: datasets/, losses/, models/ packages that classy_train.py imports from its folder
@@ -79,13 +80,22 @@ def register() -> None:
 
     @register_hook("run_recorder")
     class RunRecorder(ClassyHook):
-        """Saves, per phase end: counters, losses, LR (train), meter values, and the weights of test phases."""
+        """Saves, per phase end: counters, losses, LR and buffers (train), meter values, and the weights of test
+        phases; and
+        each step's loss as ``on_step`` sees it (this rank's, before Classy averages them over ranks at the phase
+        end). ``out`` may name ``{rank}``."""
 
-        on_start = on_phase_start = on_step = ClassyHook._noop
+        on_start = ClassyHook._noop
 
         def __init__(self, out: str) -> None:
             super().__init__()
-            self.out, self.phases = out, []
+            self.out, self.phases, self.steps = out, [], []
+
+        def on_phase_start(self, task: Any) -> None:
+            self.steps = []
+
+        def on_step(self, task: Any) -> None:
+            self.steps.append(task.losses[-1])
 
         @classmethod
         def from_config(cls, config: dict[str, Any]) -> RunRecorder:
@@ -94,16 +104,17 @@ def register() -> None:
         def on_phase_end(self, task: Any) -> None:
             record = {"type": task.phase_type, "phase_idx": task.phase_idx, "train_phase_idx": task.train_phase_idx,
                       "losses": list(task.losses), "meters": [m.value for m in task.meters],
-                      "num_updates": task.num_updates}  # fmt: skip
+                      "num_updates": task.num_updates, "step_losses": self.steps}  # fmt: skip
             if task.train:
                 record["lr"] = task.optimizer.options_view.lr
+                record["buffers"] = {k: v.detach().clone() for k, v in task.base_model.named_buffers()}
             else:
                 record["weights"] = {k: v.detach().clone() for k, v in task.base_model.state_dict().items()}
             self.phases.append(record)
 
         def on_end(self, task: Any) -> None:
             state = {k: v.detach().clone() for k, v in task.base_model.state_dict().items()}
-            torch.save({"phases": self.phases, "final": state}, self.out)
+            torch.save({"phases": self.phases, "final": state}, self.out.format(rank=get_rank()))
 
 
 def run_classy(config: Path, out: Path, flags: list[str]) -> dict[str, Any]:
@@ -180,3 +191,14 @@ def child_main(out: str) -> None:
         except Exception:  # noqa: BLE001  (reported by the scenario's test)
             results[name] = {"failed": traceback.format_exc()}
     torch.save(results, root / "results.pt")
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two loaded states are equal: dicts, lists and tuples item by item, tensors with ``torch.equal``."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and torch.equal(a, b)
+    return a == b

@@ -17,6 +17,7 @@ Classy and VISSL are imported when a module is built.
 from __future__ import annotations
 
 import copy
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -25,7 +26,7 @@ import torch
 from typing_extensions import override
 
 from lightning_hooks.core.errors import ConfigError
-from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.lightning_api import ddp_kwargs, pl
 from lightning_hooks.families.classy.adapter import ClassyAdapter
 from lightning_hooks.families.classy.data import load_task_config
 
@@ -90,6 +91,7 @@ class ClassyTaskModule(pl.LightningModule):
         self.criterion = task.base_loss
         self.task = task  # not a Module: the model and loss are registered once, above
         self._step_lr: float | None = None
+        self._step_loss: torch.Tensor | None = None
 
     # ----------------------------------------------------------------------------------------------- wiring
     def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
@@ -115,6 +117,8 @@ class ClassyTaskModule(pl.LightningModule):
         }
         if self.task.amp_args is not None:
             options["precision"] = "16-mixed"
+        if self.task.batch_norm_sync_mode.name == "PYTORCH":
+            options["sync_batchnorm"] = True  # Classy's distributed.batch_norm_sync_mode: pytorch (SyncBatchNorm)
         if self.config.get("simulated_global_batchsize"):
             options["accumulate_grad_batches"] = self._accumulation()
         return options
@@ -128,10 +132,50 @@ class ClassyTaskModule(pl.LightningModule):
             )
         return simulated // batch
 
+    def ddp_options(self) -> dict[str, Any]:
+        """The ``DistributedDataParallel`` arguments Classy's task wraps its model with, from the config's
+        ``distributed`` section: ``broadcast_buffers`` only in its ``forward_pass`` mode (its default ``before_eval``
+        broadcasts rank 0's buffers before each test phase instead: :meth:`on_validation_model_eval`),
+        ``find_unused_parameters``, ``bucket_cap_mb``."""
+        task = self.task
+        return {"broadcast_buffers": task.broadcast_buffers_mode.name == "FORWARD_PASS",
+                "find_unused_parameters": task.find_unused_parameters, "bucket_cap_mb": task.ddp_bucket_cap_mb}  # fmt: skip
+
+    @override
+    def setup(self, stage: str) -> None:
+        """Under a ``DDPStrategy``, :meth:`ddp_options` become the defaults of the arguments it wraps this module with
+        (before it wraps it; those given to ``DDPStrategy(...)`` win)."""
+        kwargs = ddp_kwargs(self.trainer.strategy)
+        if kwargs is not None:
+            for key, value in self.ddp_options().items():
+                kwargs.setdefault(key, value)
+
     # ------------------------------------------------------------------------------------------------ steps
     @override
     def forward(self, x: Any) -> Any:
         return self.model(x)
+
+    @override
+    def on_validation_model_eval(self) -> None:
+        """The model in eval mode, then Classy's ``before_eval`` buffer broadcast (its default
+        ``distributed.broadcast_buffers``): rank 0's buffers (BatchNorm statistics) to every rank before a test
+        phase, as ``ClassificationTask._set_model_train_mode`` does."""
+        super().on_validation_model_eval()
+        self._broadcast_buffers()
+
+    @override
+    def on_test_model_eval(self) -> None:
+        """As :meth:`on_validation_model_eval`, for ``trainer.test``."""
+        super().on_test_model_eval()
+        self._broadcast_buffers()
+
+    def _broadcast_buffers(self) -> None:
+        buffers = list(self.model.buffers())
+        if self.task.broadcast_buffers_mode.name != "BEFORE_EVAL" or self.trainer.world_size <= 1 or not buffers:
+            return
+        logging.info("Synchronizing buffers before evaluation.")  # Classy's line
+        for buffer in buffers:
+            torch.distributed.broadcast(buffer, 0)
 
     @override
     def training_step(self, sample: dict[str, Any], batch_idx: int) -> dict[str, Any]:
@@ -139,6 +183,7 @@ class ClassyTaskModule(pl.LightningModule):
             sample = self.task.mixup_transform(sample)
         output = self.model(sample["input"])
         loss = self.criterion(output, sample["target"])
+        self._step_loss = loss.detach()
         return {"loss": loss, "output": output, "target": sample["target"]}
 
     @override
@@ -206,11 +251,11 @@ class ClassyTaskModule(pl.LightningModule):
     # ------------------------------------------------------------------------------- values to the loggers
     @override
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """On Lightning's logging steps (``log_every_n_steps``), the step's loss and LR as ``train/loss`` and
-        ``train/lr``; after a train phase's last batch (its phase end has run), the phase's values."""
-        task = self._host_task()
-        if task is not None and task.losses and self.trainer.global_step % self.trainer.log_every_n_steps == 0:
-            self.log_dict({"train/loss": task.losses[-1], "train/lr": self._step_lr}, on_step=True, on_epoch=False,
+        """On Lightning's logging steps (``log_every_n_steps``), the step's loss (this rank's, as Classy's ``on_step``
+        hooks see it) and LR as ``train/loss`` and ``train/lr``; after a train phase's last batch (its phase end has
+        run), the phase's values."""
+        if self.trainer.global_step % self.trainer.log_every_n_steps == 0:
+            self.log_dict({"train/loss": self._step_loss, "train/lr": self._step_lr}, on_step=True, on_epoch=False,
                           batch_size=1)  # fmt: skip
         if batch_idx + 1 == self.trainer.num_training_batches:
             self._log_phase("train")

@@ -134,16 +134,49 @@ def classy_main(argv: list[str]) -> None:
     module = ClassyTaskModule(config)
     hooks = classy_hooks(args, config)
     options = {**module.trainer_options(), "log_every_n_steps": args.log_freq}
-    strategy = "ddp" if args.distributed_backend == "ddp" else None
     accelerator = {"cpu": "cpu", "gpu": "gpu", None: None}[args.device]
     if accelerator is None and config.get("use_gpu") is not None:
         accelerator = "gpu" if config["use_gpu"] else "cpu"
     trainer = _trainer(args, options, [module.adapter(hooks)], args.checkpoint_folder,
-                       strategy=strategy, accelerator=accelerator)  # fmt: skip
+                       accelerator=accelerator, **_classy_distributed(args))  # fmt: skip
+    if trainer.world_size > 1:
+        args.distributed_backend = "ddp"  # as CheckpointHook stores the flags of a distributed classy_train.py run
     logging.info(f"Starting training on rank {trainer.global_rank} worker. World size is {trainer.world_size}")
-    trainer.fit(module, datamodule=module.datamodule(), ckpt_path=args.checkpoint_load_path or None)
+    checkpoint = classy_checkpoint(args.checkpoint_load_path)
+    trainer.fit(module, datamodule=module.datamodule(), ckpt_path=checkpoint)
     logging.info("Training successful!")
     logging.info(f'Results of this training run are available at: "{Path(args.checkpoint_folder).resolve()}"')
+
+
+def _classy_distributed(args: argparse.Namespace) -> dict[str, Any]:
+    """The Trainer defaults for ``--distributed_backend ddp``: Lightning's DDP strategy, and under ``torchrun`` (or
+    ``torch.distributed.launch --use_env``), as classy_train.py is launched, its processes per node and nodes."""
+    if args.distributed_backend != "ddp":
+        return {}
+    defaults: dict[str, Any] = {"strategy": "ddp"}
+    world, local = os.environ.get("WORLD_SIZE"), os.environ.get("LOCAL_WORLD_SIZE")
+    if world and local:
+        defaults.update(devices=int(local), num_nodes=int(world) // int(local))
+    return defaults
+
+
+def classy_checkpoint(path: str) -> str | None:
+    """``--checkpoint_load_path`` as Classy's ``load_checkpoint`` reads it: a file, or a folder holding
+    ``checkpoint.torch``. As in Classy, a path that does not exist, or a folder without that file, is logged as a
+    warning and the run starts from scratch (a job that always passes its checkpoint folder starts fresh the first
+    time); a Lightning checkpoint file resumes as ``trainer.fit(ckpt_path=...)`` does."""
+    from classy_vision.generic.util import CHECKPOINT_FILE
+
+    if not path:
+        return None
+    if not os.path.exists(path):
+        logging.warning(f"Checkpoint path {path} not found")
+        return None
+    file = f"{path.rstrip('/')}/{CHECKPOINT_FILE}" if os.path.isdir(path) else path
+    if not os.path.exists(file):
+        logging.warning(f"Checkpoint file {file} not found.")
+        return None
+    return file
 
 
 def _set_backends(args: argparse.Namespace) -> None:

@@ -10,7 +10,6 @@ import pytest
 import torch
 from imix.engine.hooks import (
     Fp16OptimizerHook,
-    IterationTimerHook,
     LRSchedulerHook,
     OptimizerHook,
 )

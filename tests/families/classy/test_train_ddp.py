@@ -1,0 +1,138 @@
+"""``lightning-hooks train TASK.json --devices 2`` (Lightning DDP, CPU, gloo), and ``lightning-hooks train TASK.json
+--distributed_backend ddp`` under ``torchrun --nproc_per_node 2``, against ``classy_train.py --distributed_backend ddp``
+under ``torchrun --nproc_per_node 2`` (Classy's DistributedTrainer), bitwise.
+
+classy_ddp_runs.py is the script both launches run (Classy's shrunk ResNet-50 config, 2 epochs). Compared per rank:
+each step's loss (this rank's shard of the data, Classy's DistributedSampler), each phase's losses averaged over the
+ranks and meters synced over them, the LR, the weights each test phase ran with (BatchNorm buffers broadcast from
+rank 0 before it, Classy's default ``before_eval``), the final weights, LossLrMeterLoggingHook's lines; the checkpoint
+files rank 0 wrote; and the values rank 0 logged to Lightning's CSVLogger.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import real_torchvision
+import torch
+import torch.distributed as dist
+from classy_ddp_runs import SIDES, prepare
+from classy_train_runs import same
+from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
+
+pytestmark = pytest.mark.skipif(
+    not (real_torchvision.available() and dist.is_available() and dist.is_gloo_available()),
+    reason="needs the real torchvision (`bash scripts/setup.sh test`) and torch.distributed with gloo",
+)
+
+SCRIPT = HELPERS / "classy_ddp_runs.py"
+STEM = "initial_block._module.1.running_mean"  # the ResNet's first BatchNorm
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("classy_ddp")
+    prepare(out)
+    env = subprocess_env(drop=(*DDP_LAUNCH_VARIABLES, "LOCAL_WORLD_SIZE"))
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                str(_free_port())]  # fmt: skip
+    for side in SIDES:
+        launch = [sys.executable] if side == "lightning" else torchrun
+        proc = subprocess.run([*launch, str(SCRIPT), str(out), side], cwd=out, env=env, capture_output=True, text=True,
+                              timeout=600, check=False)  # fmt: skip
+        assert proc.returncode == 0, (side, proc.stdout[-3000:] + proc.stderr[-6000:])
+    return out
+
+
+def _runs(out: Path, rank: int, side: str = "lightning") -> tuple[dict, dict]:
+    """Classy's run and ``side``'s, as ``rank`` recorded them."""
+    runs = []
+    for side in ("classy", side):
+        run = torch.load(out / side / f"recorded_rank{rank}.pt", weights_only=False)
+        run["log"] = json.loads((out / side / f"log_rank{rank}.json").read_text())
+        runs.append(run)
+    return runs[0], runs[1]
+
+
+@pytest.mark.parametrize("side", SIDES[1:])
+@pytest.mark.parametrize("rank", [0, 1])
+def test_classy_ddp_steps_phases_and_weights_per_rank(out, rank, side):
+    theirs, ours = _runs(out, rank, side)
+    assert [(p["type"], p["phase_idx"]) for p in theirs["phases"]] == [
+        ("train", 0),
+        ("test", 1),
+        ("train", 2),
+        ("test", 3),
+    ]
+    for mine, ref in zip(ours["phases"], theirs["phases"], strict=True):
+        where = f"rank {rank}: {ref['type']} phase {ref['phase_idx']}"
+        for key in ("type", "phase_idx", "train_phase_idx", "num_updates", "step_losses", "losses", "meters", "lr"):
+            assert mine.get(key) == ref.get(key), (where, key, mine.get(key), ref.get(key))
+        for kind in ("weights", "buffers"):  # the buffers at a train phase's end: this rank's own (no broadcast)
+            for key, value in ref.get(kind, {}).items():
+                assert torch.equal(mine[kind][key], value), (where, kind, key)
+    for key, value in theirs["final"].items():
+        assert torch.equal(ours["final"][key], value), (rank, key)
+    lines = [[line for line in run["log"] if "meters: [" in line] for run in (theirs, ours)]
+    assert lines[0] and lines[1] == lines[0] and all(f"[{rank}]" in line for line in lines[0])
+
+
+def test_classy_ddp_ranks_train_on_their_shards_and_sync_at_phase_end(out):
+    """The check that the comparison above compares something: the ranks saw different batches (different step
+    losses), and the phase-end losses and meters are the same on both (Classy's all-reduce)."""
+    r0, r1 = (_runs(out, rank)[1] for rank in (0, 1))
+    for p0, p1 in zip(r0["phases"], r1["phases"], strict=True):
+        assert p0["step_losses"] != p1["step_losses"]
+        if p0["type"] == "train":
+            assert not torch.equal(p0["buffers"][STEM], p1["buffers"][STEM])
+        assert p0["losses"] == p1["losses"] and p0["meters"] == p1["meters"]
+    for key, value in r0["final"].items():
+        assert torch.equal(r1["final"][key], value), key  # the test phases ran with rank 0's BatchNorm buffers
+
+
+@pytest.mark.parametrize("side", SIDES[1:])
+def test_classy_ddp_checkpoint_files(out, side):
+    files = [{p.name: torch.load(p, weights_only=False) for p in (out / run / "ckpt").glob("*.torch")}
+             for run in ("classy", side)]  # fmt: skip
+    theirs, ours = files
+    assert sorted(theirs) == sorted(ours) == ["checkpoint.torch", "model_phase-0_end.torch", "model_phase-2_end.torch"]
+    for file, ref in theirs.items():
+        mine = ours[file]
+        assert mine["input_args"]["distributed_backend"] == ref["input_args"]["distributed_backend"] == "ddp"
+        mine, ref = mine["classy_state_dict"], ref["classy_state_dict"]
+        for key in ("train", "phase_idx", "train_phase_idx", "num_updates", "losses", "meters", "base_model"):
+            assert same(mine[key], ref[key]), (file, key)
+        assert same(mine["optimizer"]["optim"]["state"], ref["optimizer"]["optim"]["state"]), file
+
+
+@pytest.mark.parametrize("side", SIDES[1:])
+def test_classy_ddp_values_reach_the_lightning_loggers_from_rank_0(out, side):
+    """Rank 0's CSVLogger (Lightning logs on rank 0): each step's loss and LR as rank 0 saw them (--log_freq 1), each
+    phase's mean loss and accuracy as synced over the ranks."""
+    theirs, _ = _runs(out, 0)
+    [metrics] = (out / side / "ckpt" / "lightning_logs").glob("version_*/metrics.csv")
+    rows = list(csv.DictReader(io.StringIO(metrics.read_text())))
+    steps = [float(r["train/loss"]) for r in rows if r.get("train/loss")]
+    assert steps == pytest.approx(
+        [x for p in theirs["phases"] if p["type"] == "train" for x in p["step_losses"]], rel=1e-6
+    )
+    assert len([r for r in rows if r.get("train/lr")]) == len(steps)
+    for phase in ("train", "test"):
+        logged = [float(r[f"Meters/{phase}/accuracy/top_1"]) for r in rows if r.get(f"Meters/{phase}/accuracy/top_1")]
+        assert logged == pytest.approx([p["meters"][0]["top_1"] for p in theirs["phases"] if p["type"] == phase]), phase
+        means = [float(r[f"Losses/{phase}"]) for r in rows if r.get(f"Losses/{phase}")]
+        expected = [sum(p["losses"]) / len(p["losses"]) for p in theirs["phases"] if p["type"] == phase]
+        assert means == pytest.approx(expected, rel=1e-6), phase

@@ -1,0 +1,121 @@
+"""Resuming a Classy task config from a checkpoint: ``classy_train.py --checkpoint_load_path`` and ``lightning-hooks
+train --checkpoint_load_path`` (subprocess side of tests/families/classy/test_train_resume.py).
+
+The config is Classy's ResNet-50 model-zoo config, shrunk as in classy_train_runs.py (3 epochs, a per-step LR
+schedule, gradient clipping). Run A trains it with ``--checkpoint_folder`` and is preempted right after its first
+train phase ended (a config hook raises when the next phase starts, once CheckpointHook wrote
+``checkpoint.torch``); run B trains the same config
+without that hook from A's checkpoint: Classy runs the pending test phase of epoch 0 first, then epochs 1 and 2.
+
+Each side resumes from each side's checkpoint, as a folder and as a file. A checkpoint path that does not exist
+starts the run from scratch with Classy's warning, on both sides.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+
+#: run B: (name, side that resumes, run A whose checkpoint it loads, path inside A's checkpoint folder)
+RESUMES = (
+    ("classy_from_classy", "classy", "classy", ""),
+    ("lightning_from_classy", "lightning", "classy", ""),
+    ("lightning_from_classy_file", "lightning", "classy", "model_phase-0_end.torch"),
+    ("lightning_from_lightning", "lightning", "lightning", ""),
+    ("classy_from_lightning_file", "classy", "lightning", "checkpoint.torch"),
+)
+
+
+class Preempted(Exception):
+    """Raised by the ``preempt`` hook: the job stops as a preempted one would."""
+
+
+def register_preempt() -> None:
+    from classy_vision.hooks import ClassyHook, register_hook
+
+    @register_hook("preempt")
+    class Preempt(ClassyHook):
+        """Stops the run when its first test phase starts: after train phase 0 ended, and CheckpointHook (which
+        Classy's ``set_hooks`` moves last) saved it."""
+
+        on_start = on_phase_end = on_step = on_end = ClassyHook._noop
+
+        def on_phase_start(self, task: Any) -> None:
+            if not task.train:
+                raise Preempted(f"preempted at the start of phase {task.phase_idx}")
+
+
+def _config(out: Path, preempt: bool) -> Path:
+    import classy_train_runs
+
+    path = classy_train_runs.resnet_config(out)
+    if preempt:
+        config = json.loads(path.read_text())
+        config["hooks"].append({"name": "preempt"})
+        path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+def _run(side: str, config: Path, out: Path, flags: list[str]) -> dict[str, Any]:
+    import classy_train_runs
+
+    args = ["--checkpoint_folder", str(out / "ckpt"), "--skip_tensorboard", "--log_freq", "2", *flags]
+    if side == "lightning":
+        return classy_train_runs.run_lightning(config, out, [*args, "--accelerator", "cpu"])
+    return classy_train_runs.run_classy(config, out, args)
+
+
+def preempted_run(root: Path, side: str) -> Path:
+    """Run A on ``side``: its checkpoint folder once the ``preempt`` hook stopped it."""
+    out = root / f"{side}_A"
+    try:
+        _run(side, _config(out, preempt=True), out, [])
+    except Preempted:
+        return out / "ckpt"
+    raise AssertionError(f"{side}: run A was not preempted")
+
+
+def child_main(out: str) -> None:
+    torch.set_num_threads(1)
+    sys.path.insert(0, str(HERE))
+    import real_torchvision
+
+    real_torchvision.activate()
+    import classy_train_runs
+    import classy_vision.dataset.classy_dataset as classy_dataset
+
+    classy_dataset.DEFAULT_NUM_WORKERS = 0
+    classy_train_runs.register()
+    register_preempt()
+    root = Path(out)
+    results: dict[str, Any] = {}
+    folders: dict[str, Path] = {}
+    for side in ("classy", "lightning"):
+        try:
+            folders[side] = preempted_run(root, side)
+        except Exception:  # noqa: BLE001  (reported by the scenarios that need it)
+            results[f"{side}_A"] = {"failed": traceback.format_exc()}
+    for name, side, source, file in RESUMES:
+        try:
+            if source not in folders:
+                raise RuntimeError(f"run A on {source} failed:\n{results[f'{source}_A']['failed']}")
+            path = folders[source] / file if file else folders[source]
+            results[name] = _run(side, _config(root / name, preempt=False), root / name,
+                                 ["--checkpoint_load_path", str(path)])  # fmt: skip
+        except Exception:  # noqa: BLE001  (reported by the scenario's test)
+            results[name] = {"failed": traceback.format_exc()}
+    for side in ("classy", "lightning"):
+        name = f"{side}_missing"
+        try:
+            results[name] = _run(side, _config(root / name, preempt=False), root / name,
+                                 ["--checkpoint_load_path", str(root / "no_such_folder")])  # fmt: skip
+        except Exception:  # noqa: BLE001
+            results[name] = {"failed": traceback.format_exc()}
+    torch.save(results, root / "results.pt")
