@@ -9,6 +9,7 @@ optimizer view, schedulers) and reads the run's counters, limits and data from i
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 import os
@@ -250,9 +251,10 @@ class Runner(Facade):
                 f"MMEngineAdapter(visualizer=...) takes a config dict (dict(type='Visualizer', "
                 f"vis_backends=[dict(type='LocalVisBackend')])) or a Visualizer instance, got {type(visualizer).__name__}"
             )
-        config = dict(visualizer)
+        config = copy.deepcopy(dict(visualizer))  # Visualizer gives its backends' configs the save_dir
         config.setdefault("name", self._instance_name)
         config.setdefault("save_dir", self.log_dir)
+        _forget_instance(config)
         return VISUALIZERS.build(config)
 
     def _hand_metainfo(self, trainer: pl.Trainer) -> None:
@@ -417,6 +419,19 @@ def _openmmlab_model(pl_module: torch.nn.Module, path: str | None) -> tuple[torc
             return None, ""
     module = submodule(pl_module, path, adapter="MMEngineAdapter")
     return (None, "") if module is pl_module else (module, path + ".")
+
+
+def _forget_instance(config: dict[str, Any]) -> None:
+    """Forget an earlier visualizer of the name ``config`` gives (OpenMMLab's configs all name theirs
+    ``"visualizer"``), so that this run builds its own, as in a process of its own. ``VISUALIZERS.build`` would hand
+    back the instance a previous run in this process built, with that run's ``save_dir``, and this run's scalars and
+    images would land in the previous run's work dir (as they do under MMEngine's ``Runner``)."""
+    kind = config.get("type")
+    if isinstance(kind, str):
+        with VISUALIZERS.switch_scope_and_registry(config.get("_scope_")) as registry:
+            kind = registry.get(kind)
+    if isinstance(kind, type) and issubclass(kind, Visualizer):
+        kind._instance_dict.pop(config["name"], None)
 
 
 def _build_log_processor(config: dict | LogProcessor | None) -> LogProcessor:
