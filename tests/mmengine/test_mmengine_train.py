@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import torch
-import train_kit  # noqa: F401  registers the tiny datasets
+import train_kit  # registers the tiny datasets
 from mmengine.config import Config
 from mmengine.runner import Runner
 from mmengine.visualization import Visualizer
@@ -33,25 +33,14 @@ STAMP = re.compile(r"\d{8}_\d{6}")
 #: (shipped config, the derived config's own lines)
 CASES = {
     # epoch-based, with validation (Accuracy), MultiStepLR, RandomCrop / RandomFlip on the train images
-    "mmpretrain-resnet18-cifar": ("mmpretrain", "resnet/resnet18_8xb16_cifar10.py", """
-model = dict(backbone=dict(stem_channels=8, base_channels=8), head=dict(in_channels=64))
-train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyCifar", n=12, seed=1, _delete_=True, pipeline={{_base_.train_pipeline}}))
-val_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyCifar", n=6, seed=2, _delete_=True, pipeline={{_base_.test_pipeline}}))
-test_dataloader = val_dataloader
+    "mmpretrain-resnet18-cifar": ("mmpretrain", "resnet/resnet18_8xb16_cifar10.py", train_kit.resnet_cifar() + """
 param_scheduler = dict(milestones=[1])
 train_cfg = dict(max_epochs=2)
 """),
     # MMEngine's OptimWrapper steps: gradient clipping (grad_norm in the logs) and accumulation over 2 iterations, one
     # of them across the validation between the epochs (3 iterations each)
-    "mmpretrain-resnet18-cifar-accumulate": ("mmpretrain", "resnet/resnet18_8xb16_cifar10.py", """
-model = dict(backbone=dict(stem_channels=8, base_channels=8), head=dict(in_channels=64))
-train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyCifar", n=12, seed=1, _delete_=True, pipeline={{_base_.train_pipeline}}))
-val_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyCifar", n=6, seed=2, _delete_=True, pipeline={{_base_.test_pipeline}}))
-test_dataloader = val_dataloader
+    "mmpretrain-resnet18-cifar-accumulate": ("mmpretrain", "resnet/resnet18_8xb16_cifar10.py", train_kit.resnet_cifar()
+                                             + """
 optim_wrapper = dict(accumulative_counts=2, clip_grad=dict(max_norm=1.0))
 train_cfg = dict(max_epochs=2)
 """),
@@ -77,13 +66,7 @@ model = dict(backbone=dict(init_cfg=None, stem_channels=16, base_channels=16),
 train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
     dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
                  pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-val_dataloader = None
-val_cfg = None
-val_evaluator = None
-test_dataloader = None
-test_cfg = None
-test_evaluator = None
-train_cfg = dict(max_epochs=2)
+""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=2)
 """),
 }
 COMMON = """
