@@ -24,43 +24,20 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "helpers"))  # mmcv-lite: stub the compiled ops module
-from openmmlab_stubs import import_openmmlab  # noqa: E402
-
-import_openmmlab(["mmpretrain"])
-
-import mmpretrain  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "helpers"))  # the tests' generated data (train_kit)
+import train_kit  # noqa: E402  (imports the OpenMMLab libraries with mmcv-lite's stubs; registers TinyCifar)
 from mmengine.config import Config  # noqa: E402
-from mmengine.dataset import BaseDataset  # noqa: E402
 from mmengine.hooks import Hook  # noqa: E402
 from mmengine.registry import HOOKS  # noqa: E402
 from mmengine.runner import Runner  # noqa: E402
-from mmpretrain.registry import DATASETS  # noqa: E402
 
 from _common import median, round_robin  # noqa: E402
 from lightning_hooks.families.mmengine.train import train  # noqa: E402
 
-SHIPPED = Path(mmpretrain.__file__).parent / ".mim" / "configs" / "resnet" / "resnet18_8xb16_cifar10.py"
+SHIPPED = train_kit.RESNET_CIFAR
 SPANS: list[tuple[float, int]] = []
-
-
-@DATASETS.register_module(force=True)
-class GeneratedCifar(BaseDataset):
-    """``n`` random 32x32 RGB images with labels, as mmpretrain's ``CIFAR10`` yields them."""
-
-    METAINFO = {"classes": tuple(str(i) for i in range(10))}
-
-    def __init__(self, n: int, **kwargs) -> None:
-        self.n = n
-        super().__init__(ann_file="", serialize_data=False, **kwargs)
-
-    def load_data_list(self) -> list[dict]:
-        rng = np.random.default_rng(0)
-        images = rng.integers(0, 256, (self.n, 32, 32, 3), dtype=np.uint8)
-        return [{"img": img, "gt_label": int(i % 10)} for i, img in enumerate(images)]
 
 
 @HOOKS.register_module(force=True)
@@ -80,16 +57,7 @@ def config_file(directory: str, iters: int, width: int) -> str:
     path = os.path.join(directory, "resnet18_cifar_generated.py")
     with open(path, "w") as f:
         f.write(f"""_base_ = [{str(SHIPPED)!r}]
-model = dict(backbone=dict(stem_channels={width}, base_channels={width}), head=dict(in_channels={width * 8}))
-train_dataloader = dict(batch_size=16, num_workers=0, persistent_workers=False,
-    dataset=dict(type="GeneratedCifar", n={16 * iters}, _delete_=True, pipeline={{{{_base_.train_pipeline}}}}))
-val_dataloader = None
-val_cfg = None
-val_evaluator = None
-test_dataloader = None
-test_cfg = None
-test_evaluator = None
-train_cfg = dict(max_epochs=1)
+{train_kit.resnet_cifar(width=width, batch_size=16, n_train=16 * iters, n_val=None)}train_cfg = dict(max_epochs=1)
 custom_hooks = [dict(type="TrainSpan")]
 randomness = dict(seed=0)
 log_level = "WARNING"

@@ -1,8 +1,11 @@
-"""Tiny generated datasets for the whole-config differential tests (tests/families/mmengine/test_train.py): each is
-registered in its library's ``DATASETS`` registry, so a small derived config of a shipped config swaps it in for the
-real data, as a user's own config does (``custom_imports``)."""
+"""Tiny generated datasets for the whole-config differential tests (tests/families/mmengine/test_train.py) and the
+train benchmark (benchmarks/mmengine_train.py): each is registered in its library's ``DATASETS`` registry, so a small
+derived config of a shipped config swaps it in for the real data, as a user's own config does (``custom_imports``);
+:func:`resnet_cifar` writes the lines of the derived mmpretrain config both use."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 from mmengine.dataset import BaseDataset
@@ -10,7 +13,35 @@ from openmmlab_stubs import import_openmmlab
 
 import_openmmlab()
 
-from mmpretrain.registry import DATASETS as PRETRAIN_DATASETS  # noqa: E402  (after the stubs)
+import mmpretrain  # noqa: E402  (after the stubs)
+from mmpretrain.registry import DATASETS as PRETRAIN_DATASETS  # noqa: E402
+
+#: mmpretrain's ResNet-18 for 32x32 images: its schedule (MultiStepLR) and default runtime
+RESNET_CIFAR = Path(mmpretrain.__file__).parent / ".mim" / "configs" / "resnet" / "resnet18_8xb16_cifar10.py"
+#: a derived config's lines that drop the shipped config's validation and test
+NO_VALIDATION = """val_dataloader = None
+val_cfg = None
+val_evaluator = None
+test_dataloader = None
+test_cfg = None
+test_evaluator = None
+"""
+
+
+def resnet_cifar(width: int = 8, batch_size: int = 4, n_train: int = 12, n_val: int | None = 6) -> str:
+    """The lines of a config derived from :data:`RESNET_CIFAR` (after its ``_base_`` line): the ResNet's channels
+    scaled to ``width`` (64: the shipped network), :class:`TinyCifar` data through the shipped pipelines, ``n_train``
+    train images and ``n_val`` validation (and test) images, or none (:data:`NO_VALIDATION`)."""
+    lines = f"""model = dict(backbone=dict(stem_channels={width}, base_channels={width}), head=dict(in_channels={width * 8}))
+train_dataloader = dict(batch_size={batch_size}, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyCifar", n={n_train}, seed=1, _delete_=True, pipeline={{{{_base_.train_pipeline}}}}))
+"""
+    if n_val is None:
+        return lines + NO_VALIDATION
+    return lines + f"""val_dataloader = dict(batch_size={batch_size}, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyCifar", n={n_val}, seed=2, _delete_=True, pipeline={{{{_base_.test_pipeline}}}}))
+test_dataloader = val_dataloader
+"""
 
 
 @PRETRAIN_DATASETS.register_module(force=True)

@@ -158,7 +158,8 @@ OWNED_ELSEWHERE = {
     "auto_scale_lr": "LightningModule.configure_optimizers",
     "env_cfg": "Trainer(accelerator=..., strategy=...) and your torch settings",
     "launcher": "Trainer(strategy=..., devices=..., num_nodes=...)",
-    "model_wrapper_cfg": "Trainer(strategy=...)",
+    "model_wrapper_cfg": "Trainer(strategy=DDPStrategy(find_unused_parameters=..., ...)), as lightning-hooks train "
+    "maps it",
     "randomness": "lightning.seed_everything(seed) before building the model",
     "compile": "torch.compile in the LightningModule",
     "tta_model": "the LightningModule's test_step",

@@ -5,8 +5,10 @@ or per run."""
 
 from __future__ import annotations
 
+import copy
 import os
 import time
+from typing import Any
 
 import torch
 from mmengine.config import Config
@@ -58,10 +60,24 @@ def build_visualizer(visualizer: dict | Visualizer | None, name: str, log_dir: s
             f"MMEngineAdapter(visualizer=...) takes a config dict (dict(type='Visualizer', "
             f"vis_backends=[dict(type='LocalVisBackend')])) or a Visualizer instance, got {type(visualizer).__name__}"
         )
-    config = dict(visualizer)
+    config = copy.deepcopy(dict(visualizer))  # Visualizer gives its backends' configs the save_dir
     config.setdefault("name", name)
     config.setdefault("save_dir", log_dir)
+    _forget_instance(config)
     return VISUALIZERS.build(config)
+
+
+def _forget_instance(config: dict[str, Any]) -> None:
+    """Forget an earlier visualizer of the name ``config`` gives (OpenMMLab's configs all name theirs
+    ``"visualizer"``), so that this run builds its own, as in a process of its own. ``VISUALIZERS.build`` would hand
+    back the instance a previous run in this process built, with that run's ``save_dir``, and this run's scalars and
+    images would land in the previous run's work dir (as they do under MMEngine's ``Runner``)."""
+    kind = config.get("type")
+    if isinstance(kind, str):
+        with VISUALIZERS.switch_scope_and_registry(config.get("_scope_")) as registry:
+            kind = registry.get(kind)
+    if isinstance(kind, type) and issubclass(kind, Visualizer):
+        kind._instance_dict.pop(config["name"], None)
 
 def openmmlab_model(pl_module: torch.nn.Module, path: str | None) -> tuple[torch.nn.Module | None, str]:
     """The model hooks see as ``runner.model`` and its key prefix in ``pl_module.state_dict()``.

@@ -119,6 +119,7 @@ def build(cfg: Any, **trainer_options: Any) -> tuple[Any, Any, Any, Any]:
     from lightning_hooks.families.mmengine.iter_based import IterLoopConfig, parse_train_cfg
     from lightning_hooks.families.mmengine.module import MMEngineModule, build_model, init_model_weights, seed_from_config
 
+    loop_cfg = parse_train_cfg(cfg.train_cfg)  # a loop Lightning cannot run is refused before anything is built
     randomness = dict(cfg.get("randomness") or {})
     options: dict[str, Any] = dict(
         default_root_dir=cfg.work_dir,
@@ -133,17 +134,14 @@ def build(cfg: Any, **trainer_options: Any) -> tuple[Any, Any, Any, Any]:
     )
     options.update({k: v for k, v in trainer_options.items() if v is not None})
     world_size = pl.Trainer(**options).world_size  # the processes the run will have, before any starts
-    if options.get("strategy") == "ddp":  # MMDistributedDataParallel's arguments under the Runner
-        options["strategy"] = pl.strategies.DDPStrategy(
-            broadcast_buffers=False, find_unused_parameters=bool(cfg.get("find_unused_parameters", False))
-        )
+    options["strategy"] = wrapper_strategy(cfg, options.get("strategy", "auto"), world_size)
     _setup_env(cfg.get("env_cfg") or {}, distributed=world_size > 1)
     # Runner.from_cfg's order, which fixes what each draw from the seeded generators is: seed, model, the train
     # loop (an iteration-based loop starts iterating its loader), then the model's init_weights
     seed = seed_from_config(cfg)
     model = build_model(cfg, init_weights=False)
     data = MMEngineData.from_config(cfg, seed=seed)
-    iter_based = isinstance(parse_train_cfg(cfg.train_cfg), IterLoopConfig)
+    iter_based = isinstance(loop_cfg, IterLoopConfig)
     if iter_based and world_size == 1:
         data.start_train_iterator()
     init_model_weights(model, cfg)
@@ -154,6 +152,64 @@ def build(cfg: Any, **trainer_options: Any) -> tuple[Any, Any, Any, Any]:
     if not data.has("val"):
         options["limit_val_batches"] = 0
     return pl.Trainer(**options), module, data, adapter
+
+
+#: Lightning's DDP strategies by name, and the start method each launches processes with ("auto": Lightning picks
+#: "ddp" for several processes outside a notebook)
+_DDP_STRATEGIES = {"auto": "popen", "ddp": "popen", "ddp_spawn": "spawn", "ddp_fork": "fork", "ddp_notebook": "fork"}
+#: the ``model_wrapper_cfg`` types that are one ``DistributedDataParallel`` around the whole model, as Lightning's
+#: ``DDPStrategy`` wraps the LightningModule: their options are ``DistributedDataParallel``'s
+_ONE_DDP = ("MMDistributedDataParallel", "DistributedDataParallel")
+
+
+def wrapper_strategy(cfg: Any, strategy: Any, world_size: int) -> Any:
+    """The Trainer's ``strategy`` for a run of ``world_size`` processes, with the model wrapped as
+    ``Runner.wrap_model`` wraps it: nothing in one process (``model_wrapper_cfg`` has no effect there, as under the
+    Runner); in several, a ``DDPStrategy`` with the arguments of the config's ``model_wrapper_cfg`` (``type``
+    ``MMDistributedDataParallel``, the default, or torch's ``DistributedDataParallel``: ``find_unused_parameters``,
+    ``broadcast_buffers``, ...), or without one ``broadcast_buffers=False`` and the config's
+    ``find_unused_parameters``. A wrapper Lightning cannot stand for (``MMSeparateDistributedDataParallel``, which
+    wraps each submodule apart, or a custom one) raises an error that says what to do; a strategy the user names
+    other than DDP is kept, with a warning that ``model_wrapper_cfg`` does not apply.
+
+    Example: ``wrapper_strategy(Config(dict(model_wrapper_cfg=dict(find_unused_parameters=True))), "auto", 2)``
+    is ``DDPStrategy(find_unused_parameters=True)``.
+    """
+    from lightning_hooks.core.lightning_api import pl
+
+    wrapper = cfg.get("model_wrapper_cfg")
+    if world_size == 1:
+        return strategy
+    if not (isinstance(strategy, str) and strategy in _DDP_STRATEGIES):
+        if wrapper is not None:
+            warnings.warn(
+                f"lightning-hooks train: model_wrapper_cfg={dict(wrapper)!r} does not apply under the strategy you "
+                f"chose ({strategy!r}); with --strategy ddp (or none) it configures Lightning's DDPStrategy.",
+                stacklevel=2,
+            )
+        return strategy
+    start_method = _DDP_STRATEGIES[strategy]
+    if wrapper is None:  # Runner.wrap_model's MMDistributedDataParallel
+        return pl.strategies.DDPStrategy(start_method=start_method, broadcast_buffers=False,
+                                         find_unused_parameters=bool(cfg.get("find_unused_parameters", False)))  # fmt: skip
+    kwargs = dict(wrapper)
+    kind = kwargs.pop("type", "MMDistributedDataParallel")
+    name = (kind if isinstance(kind, str) else getattr(kind, "__name__", repr(kind))).rpartition(".")[2]
+    way_out = ("train on one device, or wrap the whole model in one DistributedDataParallel as Lightning's "
+               "DDPStrategy does: --cfg-options model_wrapper_cfg.type=MMDistributedDataParallel")  # fmt: skip
+    if name not in _ONE_DDP:
+        raise ValueError(
+            f"lightning-hooks train: model_wrapper_cfg=dict(type={name!r}) has no Lightning counterpart in a run of "
+            f"{world_size} processes (Lightning's DDPStrategy wraps the whole LightningModule in one "
+            f"DistributedDataParallel; {name} wraps the model its own way): {way_out}."
+        )
+    if kwargs.pop("detect_anomalous_params", False):
+        raise ValueError(
+            "lightning-hooks train: model_wrapper_cfg=dict(detect_anomalous_params=True) is MMDistributedDataParallel's "
+            "own debugging aid, which Lightning's DDPStrategy does not have: drop it (find_unused_parameters=True "
+            "lets DistributedDataParallel report parameters without gradients)."
+        )
+    return pl.strategies.DDPStrategy(start_method=start_method, **kwargs)
 
 
 def _setup_env(env_cfg: dict, distributed: bool) -> None:

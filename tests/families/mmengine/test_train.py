@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 import torch
-import train_kit  # noqa: F401  registers the tiny datasets
+import train_kit  # registers the tiny datasets
 from mmengine.config import Config
 from mmengine.runner import Runner
+from mmengine.visualization import Visualizer
 
 from lightning_hooks import train as dispatcher
 from lightning_hooks.families.mmengine.train import claims
@@ -33,25 +34,14 @@ STAMP = re.compile(r"\d{8}_\d{6}")
 #: (shipped config, the derived config's own lines)
 CASES = {
     # epoch-based, with validation (Accuracy), MultiStepLR, RandomCrop / RandomFlip on the train images
-    "mmpretrain-resnet18-cifar": ("mmpretrain", "resnet/resnet18_8xb16_cifar10.py", """
-model = dict(backbone=dict(stem_channels=8, base_channels=8), head=dict(in_channels=64))
-train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyCifar", n=12, seed=1, _delete_=True, pipeline={{_base_.train_pipeline}}))
-val_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyCifar", n=6, seed=2, _delete_=True, pipeline={{_base_.test_pipeline}}))
-test_dataloader = val_dataloader
+    "mmpretrain-resnet18-cifar": ("mmpretrain", "resnet/resnet18_8xb16_cifar10.py", train_kit.resnet_cifar() + """
 param_scheduler = dict(milestones=[1])
 train_cfg = dict(max_epochs=2)
 """),
     # MMEngine's OptimWrapper steps: gradient clipping (grad_norm in the logs) and accumulation over 2 iterations, one
     # of them across the validation between the epochs (3 iterations each)
-    "mmpretrain-resnet18-cifar-accumulate": ("mmpretrain", "resnet/resnet18_8xb16_cifar10.py", """
-model = dict(backbone=dict(stem_channels=8, base_channels=8), head=dict(in_channels=64))
-train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyCifar", n=12, seed=1, _delete_=True, pipeline={{_base_.train_pipeline}}))
-val_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyCifar", n=6, seed=2, _delete_=True, pipeline={{_base_.test_pipeline}}))
-test_dataloader = val_dataloader
+    "mmpretrain-resnet18-cifar-accumulate": ("mmpretrain", "resnet/resnet18_8xb16_cifar10.py", train_kit.resnet_cifar()
+                                             + """
 optim_wrapper = dict(accumulative_counts=2, clip_grad=dict(max_norm=1.0))
 train_cfg = dict(max_epochs=2)
 """),
@@ -77,13 +67,7 @@ model = dict(backbone=dict(init_cfg=None, stem_channels=16, base_channels=16),
 train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
     dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
                  pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-val_dataloader = None
-val_cfg = None
-val_evaluator = None
-test_dataloader = None
-test_cfg = None
-test_evaluator = None
-train_cfg = dict(max_epochs=2)
+""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=2)
 """),
 }
 COMMON = """
@@ -101,14 +85,18 @@ def derived_config(directory: Path, case: str) -> Path:
 
 
 def run_runner(path: Path, work_dir: Path) -> None:
-    """``tools/train.py CONFIG --work-dir DIR``: the config's work dir, then ``Runner.from_cfg(cfg).train()``."""
+    """``tools/train.py CONFIG --work-dir DIR``: the config's work dir, then ``Runner.from_cfg(cfg).train()``, as in a
+    process of its own: mmseg's and mmdet's configs name their visualizer "visualizer", and the Runner would take an
+    instance of that name an earlier test built (with its save_dir) instead of building its own."""
     cfg = Config.fromfile(str(path))
     cfg.work_dir = str(work_dir)
-    runner = Runner.from_cfg(cfg)
-    runner.train()
-    # mmseg's and mmdet's configs name their visualizer "visualizer": a second build in this process would get the
-    # Runner's instance (with its save_dir), where a process of its own, as a user's, builds a new one
-    type(runner.visualizer)._instance_dict.pop(runner.visualizer.instance_name)
+    for cls in _subclasses(Visualizer):
+        cls._instance_dict.pop(cfg.visualizer.get("name"), None)
+    Runner.from_cfg(cfg).train()
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [cls] + [sub for child in cls.__subclasses__() for sub in _subclasses(child)]
 
 
 def scalars(work_dir: Path) -> list[dict[str, Any]]:
@@ -145,15 +133,9 @@ def assert_same_run(expected: Path, actual: Path, last: str) -> None:
     assert ours["param_schedulers"] == theirs["param_schedulers"]
 
 
-#: passes alone and in tests/families/mmengine; after the whole suite the work dir lists other files (open in issue #22)
-ORDER_DEPENDENT = pytest.mark.xfail(reason="work-dir file list differs after the whole suite (state left by an earlier "
-                                    "test); passes alone", strict=False)
-
-
 @pytest.mark.parametrize(("case", "last"), [
     ("mmpretrain-resnet18-cifar", "epoch_2.pth"), ("mmpretrain-resnet18-cifar-accumulate", "epoch_2.pth"),
-    pytest.param("mmseg-segformer-b0", "iter_4.pth", marks=ORDER_DEPENDENT),
-    pytest.param("mmdet-retinanet-r18", "epoch_2.pth", marks=ORDER_DEPENDENT),
+    ("mmseg-segformer-b0", "iter_4.pth"), ("mmdet-retinanet-r18", "epoch_2.pth"),
 ])  # fmt: skip
 def test_train_matches_tools_train(tmp_path: Path, case: str, last: str) -> None:
     path = derived_config(tmp_path, case)
