@@ -62,6 +62,7 @@ class MMCVAdapter(LegacyHookAdapter):
     family = "mmcv"
     events = EVENTS
     family_title, host_args, upstream = "mmcv", ("runner",), ("mmcv.", "mmdet.", "mmcls.", "mmseg.")
+    checkpoint_hooks = frozenset({"CheckpointHook"})
     delegates = {
         **{f"{w}_{stage}_epoch": (f"{w}_epoch",) for w in ("before", "after") for stage in _STAGES},
         **{f"{w}_{stage}_iter": (f"{w}_iter",) for w in ("before", "after") for stage in _STAGES},
@@ -292,6 +293,16 @@ class MMCVAdapter(LegacyHookAdapter):
         if self.epoch_based():
             self.runner._epoch += 1
 
+    def _release_work_dir(self) -> None:
+        """Also close the log file :func:`~lightning_hooks.families.mmcv.logging.configure_logging` opened in a
+        ``fast_dev_run``'s temporary work dir before the folder goes."""
+        from lightning_hooks.families.mmcv.logging import close_log_files
+
+        temporary = self.runner._work_dir.temporary
+        if temporary is not None:
+            close_log_files(temporary)
+        super()._release_work_dir()
+
     # ------------------------------------------------------------------------------------------ validation
     @override
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -369,7 +380,8 @@ class MMCVAdapter(LegacyHookAdapter):
         self.runner.outputs = dict(result)
 
     def _check_trainer(self, trainer: pl.Trainer) -> None:
-        expected = self.trainer_kwargs()
+        # Trainer(fast_dev_run=n) runs n batches of one epoch whatever the runner's length
+        expected = {} if trainer.fast_dev_run else self.trainer_kwargs()  # type: ignore[attr-defined]
         wrong = {k: getattr(trainer, k) for k, v in expected.items() if getattr(trainer, k) != v}
         if wrong:
             raise ValueError(
