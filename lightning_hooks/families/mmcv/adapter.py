@@ -246,6 +246,8 @@ class MMCVAdapter(LegacyHookAdapter):
         self.fire(ON["on_train_start"])
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
+        # mmcv's runner.train() puts the model in train mode first: an EvalHook's test left it in eval mode
+        self.runner.model.train()
         self.runner._start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
         self.fire(ON["on_train_epoch_start"])
 
@@ -253,6 +255,7 @@ class MMCVAdapter(LegacyHookAdapter):
         if self.runner.mode != "train":
             self.runner._start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
         if self.iter_based():
+            self.runner.model.train()  # IterBasedRunner.train() does, each iteration
             # IterBasedRunner reads its IterLoader's epoch before drawing the batch: the first batch of a new pass
             # still sees the previous pass's epoch
             self.runner._epoch = trainer.current_epoch - (batch_idx == 0 and trainer.current_epoch > 0)
