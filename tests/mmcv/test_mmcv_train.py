@@ -174,6 +174,9 @@ def test_the_dispatcher_tells_a_1x_config_from_an_mmengine_config(config, tmp_pa
     mmengine_cfg.write_text("train_dataloader = dict(batch_size=2)\noptim_wrapper = dict(optimizer=dict(type='SGD'))\n"
                             "train_cfg = dict(by_epoch=True, max_epochs=1)\n")  # fmt: skip
     assert not mmcv_train.claims(str(mmengine_cfg)) and mmengine_train.claims(str(mmengine_cfg))
+    half_migrated = tmp_path / "half_migrated.py"  # keys of both: neither entry point claims it
+    half_migrated.write_text(mmengine_cfg.read_text() + "lr_config = dict(policy='step', step=[1])\n")
+    assert not mmcv_train.claims(str(half_migrated)) and not mmengine_train.claims(str(half_migrated))
     assert "OpenMMLab 1.x tools/train.py" in dispatcher.usage()
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib
+import importlib.util
 import os
 import re
 import time
@@ -63,10 +64,13 @@ class Library:
 
     def owns(self, model_type: str) -> bool:
         """Whether ``model_type`` is in this library's own model registry (installed libraries only)."""
-        try:
-            registry = importlib.import_module(f"{self.package}.models.builder").MODELS
-        except ImportError:
+        if importlib.util.find_spec(self.package) is None:
             return False
+        try:
+            importlib.import_module(f"{self.package}.models")  # registers its models
+        except ImportError:  # e.g. mmdet's models without mmcv's compiled ops (mmcv._ext)
+            return False
+        registry = importlib.import_module(f"{self.package}.models.builder").MODELS
         return model_type in registry.module_dict
 
 
@@ -156,7 +160,8 @@ def library_of(cfg: Any) -> Library:
     raise ConfigError(
         f"model.type: {kind!r} is in the model registry of none of the installed OpenMMLab 1.x libraries "
         f"({', '.join(installed) or 'none installed'}; lightning-hooks train knows {', '.join(lib.package for lib in LIBRARIES)}). "
-        "Install the library the config is written for, or import the module that registers the model "
+        "Install the library the config is written for (its models must import: mmdet's need mmcv-full's ops), "
+        "or import the module that registers the model "
         "(custom_imports = dict(imports=[...]) in the config)."
     )
 
@@ -320,12 +325,21 @@ def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed
         meta["exp_name"] = os.path.basename(cfg.filename)
     model = library.function(library.builder)(cfg.model, **_builder_cfgs(library, cfg))
     model.init_weights()
+    if library.package == "mmseg":  # its script trains without DDP on BN (SyncBN needs a process group)
+        from mmcv.cnn.utils import revert_sync_batchnorm
+
+        model = revert_sync_batchnorm(model)
+        logger.info(model)
     datasets = [datasets_module.build_dataset(cfg.data.train)]
     if len(cfg.workflow) == 2:
         val = copy.deepcopy(cfg.data.val)
         val.pipeline = cfg.data.train.pipeline
         datasets.append(datasets_module.build_dataset(val))
     _record_classes(library, cfg, meta, datasets[0])
+    if library.in_checkpoint_config:
+        model.CLASSES = datasets[0].CLASSES
+    if library.package == "mmseg" and cfg.checkpoint_config is not None:
+        meta.update(cfg.checkpoint_config.meta)
     if deterministic:
         trainer_options.setdefault("deterministic", True)
     with lightning_runner(library, trainer_options) as built:
