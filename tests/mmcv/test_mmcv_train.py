@@ -183,3 +183,10 @@ def test_the_dispatcher_tells_a_1x_config_from_an_mmengine_config(config, tmp_pa
 def test_resume_from_an_mmcv_checkpoint_is_refused_with_the_way_out(config, tmp_path):
     with pytest.raises(NotImplementedError, match=r"resume_from='x.pth' .* not supported yet.*--load-from"):
         dispatcher.main([str(config), "--work-dir", str(tmp_path / "w"), "--resume-from", "x.pth"])
+
+
+def test_several_processes_are_refused_before_training(config, tmp_path):
+    with pytest.raises(NotImplementedError, match=r"2 processes for an OpenMMLab 1.x config are not supported yet"):
+        dispatcher.main([str(config), "--work-dir", str(tmp_path / "w"), "--seed", "0", "--accelerator", "cpu",
+                         "--devices", "2", "--strategy", "ddp"])  # fmt: skip
+    assert not list((tmp_path / "w").glob("*.pth"))

@@ -30,7 +30,7 @@ from typing import Any
 from lightning_hooks.core.errors import ConfigError, unknown_name
 
 USAGE = ("CONFIG.py [--work-dir DIR] [--cfg-options KEY=VALUE ...] [--no-validate] [--seed N] [--diff-seed] "
-         "[--deterministic] [--load-from CKPT] [--devices N] [--strategy S] [--accelerator A]")  # fmt: skip
+         "[--deterministic] [--load-from CKPT] [--accelerator A]")  # fmt: skip
 
 #: top-level keys of an OpenMMLab 1.x (mmcv.runner) config
 _MMCV_KEYS = ("runner", "lr_config", "optimizer_config", "checkpoint_config", "log_config", "total_epochs")
@@ -263,6 +263,12 @@ def fit(runner: LightningRunner, data_loaders: list[Any], workflow: list[tuple[s
     options.update(runner.trainer_options)
     options.update(adapter.trainer_kwargs())
     trainer = pl.Trainer(callbacks=[adapter], **{k: v for k, v in options.items() if v is not None})
+    if trainer.world_size > 1:
+        raise NotImplementedError(
+            f"lightning-hooks train: {trainer.world_size} processes for an OpenMMLab 1.x config are not supported yet: "
+            "the library's training API builds its distributed samplers only under its own launcher. Train on one "
+            "device (--devices 1), or build MMCVModule, your loaders and MMCVAdapter.from_config(...) in a script."
+        )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         trainer.fit(module, data_loaders[0], data_loaders[1] if "val" in modes else None)
