@@ -106,7 +106,14 @@ def _top_level_keys(path: str) -> set[str]:
 def parser() -> argparse.ArgumentParser:
     """The arguments of mmcls / mmdet / mmseg ``tools/train.py``, with Lightning's instead of ``--launcher`` and the
     GPU selection."""
-    from mmcv import DictAction
+    try:
+        from mmcv import DictAction
+        from mmcv.runner import BaseRunner  # noqa: F401  mmcv 2.x (and mmcv-lite) has no runner
+    except ImportError as err:
+        raise RuntimeError(
+            "lightning-hooks train: this is an OpenMMLab 1.x config (runner=, lr_config=, optimizer_config=, ...), "
+            f"which needs mmcv 1.x with mmcv.runner and its library (mmcls 0.x, mmdet 2.x, mmseg 0.x): {err}"
+        ) from err
 
     p = argparse.ArgumentParser(prog="lightning-hooks train",
                                 description="Train an OpenMMLab 1.x config under Lightning, as tools/train.py does.")  # fmt: skip
