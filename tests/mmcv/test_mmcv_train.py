@@ -52,6 +52,10 @@ class TinyCIFAR(BaseDataset):
 @pytest.fixture
 def config(tmp_path, monkeypatch):
     """A derived config of the shipped CIFAR ResNet: narrow (8 base channels), tiny data, 2 epochs, step LR."""
+    ops = sys.modules.get("mmcv.ops")  # imported with stubbed compiled ops by other tests (test_mmcv_downstream.py)
+    if ops is not None:
+        for name in ("get_compiler_version", "get_compiling_cuda_version"):  # collect_env asks them
+            monkeypatch.setattr(ops, name, lambda: "n/a")
     (tmp_path / "tiny_cifar_data.py").write_text(TINY_DATASET)
     monkeypatch.syspath_prepend(str(tmp_path))
     path = tmp_path / "tiny_resnet_cifar.py"
