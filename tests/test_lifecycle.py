@@ -196,11 +196,33 @@ def mmcv_runs(tmp_path):
     return [lightning_steps, hooks_step, short, iter_based]
 
 
-RUNS = {"mmengine": mmengine_runs, "classy": classy_runs, "imix": imix_runs, "mmcv": mmcv_runs}
+#: the runs of the families whose tables need more than :func:`default_runs` (a resume, a standalone validation, a
+#: step-owning hook, IterBasedRunner); every other registered family gets the default runs: a new family needs no line
+SCENARIOS = {"mmengine": mmengine_runs, "classy": classy_runs, "imix": imix_runs, "mmcv": mmcv_runs}
 
 
-def test_every_registered_family_is_covered_here():
-    assert sorted(RUNS) == sorted(f.name for f in families.registered())
+def default_runs(family, tmp_path):
+    """A fit with validation and test, a fit cut short inside epoch 0 and a failing fit, each with a probe of the
+    family's first hook base class."""
+    bases = family.adapter.base_classes()
+    if not bases:
+        pytest.skip(f"{family.name}: its hook library is not imported here ({family.adapter.__name__}.base_classes())")
+    make = lambda: family.adapter([probe(bases[0], family.adapter)])  # noqa: E731
+    first, short, failed = make(), make(), make()
+    fit(first, tmp_path / "a")
+    fit(short, tmp_path / "b", max_steps=3, test=False)
+    failing_fit(failed, tmp_path / "c")
+    return [first, short, failed]
+
+
+def runs(family, tmp_path):
+    """The adapters of the family's runs (:data:`SCENARIOS`, else :func:`default_runs`), each after its run."""
+    scenario = SCENARIOS.get(family.name)
+    return scenario(tmp_path) if scenario is not None else default_runs(family, tmp_path)
+
+
+def test_every_scenario_is_of_a_registered_family():
+    assert set(SCENARIOS) <= {f.name for f in families.registered()}
 
 
 def _at(trigger: Trigger, place: dict[str, str | None]) -> bool:
@@ -261,9 +283,7 @@ _VALID = {
 
 def _receives(row: Mount, adapter: Any, args: tuple, kwargs: dict[str, Any]) -> bool:
     """Whether a call received the host object (positional) and exactly the row's arguments, with plausible values."""
-    hosts = {"mmengine": lambda: (adapter.runner,), "classy": lambda: (adapter.task,), "imix": lambda: (),
-             "mmcv": lambda: (adapter.runner,)}
-    host = hosts[adapter.family]()
+    host = tuple(getattr(adapter, name) for name in adapter.host_args)  # the facades, by the names hooks give them
     return (len(args) == len(host) and all(a is h for a, h in zip(args, host)) and set(kwargs) == set(row.args)
             and all(_VALID[name](kwargs[name]) for name in row.args))  # fmt: skip
 
@@ -287,9 +307,23 @@ def _calls_by_row(adapter: Any) -> tuple[dict[Mount, int], list[str]]:
     return received, unexplained
 
 
-@pytest.mark.parametrize("family", sorted(RUNS))
+@pytest.mark.parametrize("family", families.registered(), ids=lambda f: f.name)
 def test_every_table_row_is_installed_and_fires(family, tmp_path):
-    adapters = RUNS[family](tmp_path)
+    check_every_row_fires(family, tmp_path)
+
+
+def test_a_newly_registered_family_is_checked_with_no_line_here(monkeypatch, tmp_path):
+    """The toy family (tests/core/toy_family), registered by its one registry line, is checked by the default runs."""
+    from toy_family import FAMILY
+
+    monkeypatch.setattr(families, "FAMILIES", [*families.FAMILIES, FAMILY])  # the one registry line
+    check_every_row_fires(FAMILY, tmp_path)
+
+
+def check_every_row_fires(family, tmp_path):
+    """Every row of ``family``'s table fires in its runs, at its trigger, with its arguments."""
+    adapters = runs(family, tmp_path)
+    family = family.name
     received: dict[Mount, int] = {row: 0 for row in adapters[0].events.rows}
     per_adapter = []
     for adapter in adapters:

@@ -69,6 +69,11 @@ class WorkDir:
             return self._temporary
         return self.permanent(trainer, config_file)
 
+    @property
+    def temporary(self) -> str | None:
+        """The temporary folder of the current ``fast_dev_run`` (``None`` outside one, or once released)."""
+        return self._temporary
+
     def release(self) -> None:
         """Remove the temporary work dir of a ``fast_dev_run`` (idempotent)."""
         folder, self._temporary = self._temporary, None

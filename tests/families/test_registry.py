@@ -66,3 +66,22 @@ def test_a_family_table_row_at_an_event_its_adapter_does_not_override_is_refused
         self.fire(ON["on_after_backward"])
 
     assert type("ToyWithBackward", (ToyAdapter,), {"events": table, "on_after_backward": on_after_backward})
+
+
+def test_the_package_exports_each_registered_familys_adapter(toy_registered):
+    import lightning_hooks
+
+    assert lightning_hooks.ToyAdapter is ToyAdapter
+    assert "ToyAdapter" in lightning_hooks.__all__ and "ToyAdapter" in dir(lightning_hooks)
+    namespace: dict = {}
+    exec("from lightning_hooks import *", namespace)
+    assert namespace["ToyAdapter"] is ToyAdapter
+    assert {f.adapter.__name__ for f in families.registered()} <= set(lightning_hooks.__all__)
+
+
+def test_an_unregistered_adapter_is_not_exported():
+    import lightning_hooks
+
+    assert "ToyAdapter" not in lightning_hooks.__all__
+    with pytest.raises(ImportError, match="cannot import name 'ToyAdapter' from 'lightning_hooks'"):
+        exec("from lightning_hooks import ToyAdapter", {})

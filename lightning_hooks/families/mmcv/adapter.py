@@ -62,6 +62,7 @@ class MMCVAdapter(ManualStepAdapter):
     family = "mmcv"
     events = EVENTS
     family_title, host_args, upstream = "mmcv", ("runner",), ("mmcv.", "mmdet.", "mmcls.", "mmseg.")
+    checkpoint_hooks = frozenset({"CheckpointHook"})
     delegates = {
         **{f"{w}_{stage}_epoch": (f"{w}_epoch",) for w in ("before", "after") for stage in _STAGES},
         **{f"{w}_{stage}_iter": (f"{w}_iter",) for w in ("before", "after") for stage in _STAGES},
@@ -236,6 +237,8 @@ class MMCVAdapter(ManualStepAdapter):
         self.fire(ON["on_train_start"])
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
+        # mmcv's runner.train() puts the model in train mode first: an EvalHook's test left it in eval mode
+        self.runner.model.train()
         self.runner._start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
         self.fire(ON["on_train_epoch_start"])
 
@@ -243,6 +246,7 @@ class MMCVAdapter(ManualStepAdapter):
         if self.runner.mode != "train":
             self.runner._start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
         if self.iter_based():
+            self.runner.model.train()  # IterBasedRunner.train() does, each iteration
             # IterBasedRunner reads its IterLoader's epoch before drawing the batch: the first batch of a new pass
             # still sees the previous pass's epoch
             self.runner._epoch = trainer.current_epoch - (batch_idx == 0 and trainer.current_epoch > 0)
@@ -275,6 +279,16 @@ class MMCVAdapter(ManualStepAdapter):
         self.fire(trigger)
         if self.epoch_based():
             self.runner._epoch += 1
+
+    def _release_work_dir(self) -> None:
+        """Also close the log file :func:`~lightning_hooks.families.mmcv.logging.configure_logging` opened in a
+        ``fast_dev_run``'s temporary work dir before the folder goes."""
+        from lightning_hooks.families.mmcv.logging import close_log_files
+
+        temporary = self.runner._work_dir.temporary
+        if temporary is not None:
+            close_log_files(temporary)
+        super()._release_work_dir()
 
     # ------------------------------------------------------------------------------------------ validation
     @override
@@ -353,7 +367,8 @@ class MMCVAdapter(ManualStepAdapter):
         self.runner.outputs = dict(result)
 
     def _check_trainer(self, trainer: pl.Trainer) -> None:
-        expected = self.trainer_kwargs()
+        # Trainer(fast_dev_run=n) runs n batches of one epoch whatever the runner's length
+        expected = {} if trainer.fast_dev_run else self.trainer_kwargs()  # type: ignore[attr-defined]
         wrong = {k: getattr(trainer, k) for k, v in expected.items() if getattr(trainer, k) != v}
         if wrong:
             raise ValueError(

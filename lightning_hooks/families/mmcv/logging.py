@@ -37,6 +37,17 @@ def configure_logging(trainer: Any, adapter: Any) -> None:
     route_console(logger)
 
 
+def close_log_files(folder: str) -> None:
+    """Close and remove the ``mmcv`` logger's file handlers that write into ``folder`` (a ``fast_dev_run``'s temporary
+    work dir, about to be removed): no handler is left writing to a deleted file."""
+    logger = logging.getLogger("mmcv")
+    inside = os.path.join(os.path.abspath(folder), "")
+    for handler in [h for h in logger.handlers if isinstance(h, logging.FileHandler)]:
+        if handler.baseFilename.startswith(inside):
+            logger.removeHandler(handler)
+            handler.close()
+
+
 def batches_per_step(adapter: Any) -> int | None:
     """The ``cumulative_iters`` of the ``GradientCumulative*OptimizerHook`` that owns the optimizer step (1 for the
     other optimizer hooks); None when Lightning steps (automatic optimisation)."""

@@ -12,7 +12,7 @@ import torch
 
 from lightning_hooks.core.loaders import Loader
 from lightning_hooks.core.facade import Facade, WorkDir
-from lightning_hooks.core.lightning_api import LIGHTNING_MODULES, pl
+from lightning_hooks.core.lightning_api import LIGHTNING_MODULES, pl, rank_zero_warn
 
 #: mmcv's two runners; the adapter replays the one named by ``MMCVAdapter(runner=...)``.
 RUNNERS = ("EpochBasedRunner", "IterBasedRunner")
@@ -194,6 +194,13 @@ class Runner(Facade):
         import mmcv
         from mmcv.runner.checkpoint import save_checkpoint
 
+        if self.lightning is not None and self.lightning.fast_dev_run:
+            rank_zero_warn(
+                f"runner.save_checkpoint({out_dir!r}, ...) writes nothing under Trainer(fast_dev_run="
+                f"{self.lightning.fast_dev_run}), which suppresses checkpointing (a hook called it). Run without "
+                "fast_dev_run to save checkpoints."
+            )
+            return
         iter_based = self._runner_type == "IterBasedRunner"
         names = ("meta", "save_optimizer", "create_symlink") if iter_based else ("save_optimizer", "meta", "create_symlink")
         options = {"save_optimizer": True, "meta": None, "create_symlink": True, **dict(zip(names, args)), **kwargs}

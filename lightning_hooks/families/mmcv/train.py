@@ -1,0 +1,406 @@
+"""``lightning-hooks train CONFIG.py`` for OpenMMLab 1.x configs: mmcls 0.x / mmdet 2.x / mmseg 0.x ``tools/train.py``
+under Lightning.
+
+The command does what those scripts do (config, ``--cfg-options``, work dir, seed, model from ``cfg.model`` with its
+``init_weights``, datasets from ``cfg.data.train``, ``meta``) and then calls the library's own ``train_model`` /
+``train_detector`` / ``train_segmentor``, so the data loaders, the optimizer (``build_optimizer``), the hooks
+(``register_training_hooks(cfg.lr_config, cfg.optimizer_config, ...)``, the eval hook from ``cfg.evaluation``) and
+``load_from`` are built by the library's code. Only the runner differs: the ``build_runner`` that function calls
+returns a :class:`LightningRunner`, which collects what the function registers on it and, at ``runner.run(loaders,
+workflow)``, trains with ``lightning.Trainer`` and an :class:`MMCVAdapter` holding those hooks.
+
+This module imports no mmcv until a command runs: ``claims`` reads the file's text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib
+import importlib.util
+import os
+import re
+import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from lightning_hooks.core.errors import ConfigError, unknown_name
+
+USAGE = ("CONFIG.py [--work-dir DIR] [--cfg-options KEY=VALUE ...] [--no-validate] [--seed N] [--diff-seed] "
+         "[--deterministic] [--load-from CKPT] [--accelerator A]")  # fmt: skip
+
+#: top-level keys of an OpenMMLab 1.x (mmcv.runner) config
+_MMCV_KEYS = ("runner", "lr_config", "optimizer_config", "checkpoint_config", "log_config", "total_epochs")
+#: top-level keys that only an MMEngine (OpenMMLab 2.0) config has, which the mmengine family trains
+_MMENGINE_KEYS = ("train_cfg", "default_hooks", "optim_wrapper", "param_scheduler", "train_dataloader", "default_scope")
+
+
+@dataclass(frozen=True)
+class Library:
+    """One OpenMMLab 1.x library whose ``tools/train.py`` the command stands in for.
+
+    Args:
+        package: its import name (``"mmcls"``).
+        builder: ``module:function`` that builds ``cfg.model`` (``"mmcls.models:build_classifier"``).
+        train: ``module:function`` of its training API (``"mmcls.apis.train:train_model"``), whose module's
+            ``build_runner`` is replaced while it runs.
+        classes: the dataset attributes its ``tools/train.py`` records (``CLASSES``, ``PALETTE``).
+        in_checkpoint_config: whether that script records them (with its version) in ``checkpoint_config.meta``
+            (mmdet, mmseg) rather than in ``meta`` (mmcls, which also records the config there).
+    """
+
+    package: str
+    builder: str
+    train: str
+    classes: tuple[str, ...] = ("CLASSES",)
+    in_checkpoint_config: bool = True
+
+    def function(self, path: str) -> Any:
+        module, _, name = path.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    def owns(self, model_type: str) -> bool:
+        """Whether ``model_type`` is in this library's own model registry (installed libraries only)."""
+        if importlib.util.find_spec(self.package) is None:
+            return False
+        try:
+            importlib.import_module(f"{self.package}.models")  # registers its models
+        except ImportError:  # e.g. mmdet's models without mmcv's compiled ops (mmcv._ext)
+            return False
+        registry = importlib.import_module(f"{self.package}.models.builder").MODELS
+        return model_type in registry.module_dict
+
+
+#: the libraries, in the order a model type is looked up
+LIBRARIES = (
+    Library("mmcls", "mmcls.models:build_classifier", "mmcls.apis.train:train_model", in_checkpoint_config=False),
+    Library("mmdet", "mmdet.models:build_detector", "mmdet.apis.train:train_detector"),
+    Library("mmseg", "mmseg.models:build_segmentor", "mmseg.apis.train:train_segmentor", classes=("CLASSES", "PALETTE")),
+)
+
+
+def claims(path: str) -> bool:
+    """An OpenMMLab 1.x ``.py`` config: one of :data:`_MMCV_KEYS` at top level, in the file or its ``_base_`` files,
+    and none of the MMEngine keys (``train_dataloader``, ``optim_wrapper``, ...)."""
+    if not (path.endswith(".py") and os.path.isfile(path)):
+        return False
+    keys = _top_level_keys(path)
+    if "_base_" in keys and not keys & {*_MMCV_KEYS, *_MMENGINE_KEYS}:
+        try:
+            from mmcv import Config
+
+            keys = set(Config.fromfile(path).keys())
+        except Exception:  # no mmcv 1.x here, or not a config it loads: not this command's
+            return False
+    return bool(keys & set(_MMCV_KEYS)) and not keys & set(_MMENGINE_KEYS)
+
+
+def _top_level_keys(path: str) -> set[str]:
+    with open(path, encoding="utf-8") as f:
+        return set(re.findall(r"^([A-Za-z_]\w*)\s*=", f.read(), flags=re.MULTILINE))
+
+
+def parser() -> argparse.ArgumentParser:
+    """The arguments of mmcls / mmdet / mmseg ``tools/train.py``, with Lightning's instead of ``--launcher`` and the
+    GPU selection."""
+    try:
+        from mmcv import DictAction
+        from mmcv.runner import BaseRunner  # noqa: F401  mmcv 2.x (and mmcv-lite) has no runner
+    except ImportError as err:
+        raise RuntimeError(
+            "lightning-hooks train: this is an OpenMMLab 1.x config (runner=, lr_config=, optimizer_config=, ...), "
+            f"which needs mmcv 1.x with mmcv.runner and its library (mmcls 0.x, mmdet 2.x, mmseg 0.x): {err}"
+        ) from err
+
+    p = argparse.ArgumentParser(prog="lightning-hooks train",
+                                description="Train an OpenMMLab 1.x config under Lightning, as tools/train.py does.")  # fmt: skip
+    p.add_argument("config", help="train config file path")
+    p.add_argument("--work-dir", help="the dir to save logs and models (default: work_dirs/<config name>)")
+    p.add_argument("--load-from", help="the checkpoint file to load weights from")
+    p.add_argument("--resume-from", help="the checkpoint file to resume from (not supported yet: see the error)")
+    p.add_argument("--auto-resume", action="store_true", help="resume from the latest checkpoint (not supported yet)")
+    p.add_argument("--no-validate", action="store_true", help="do not evaluate checkpoints during training")
+    p.add_argument("--seed", type=int, default=None, help="random seed")
+    p.add_argument("--diff-seed", action="store_true", help="a different seed for each process (seed + rank)")
+    p.add_argument("--deterministic", action="store_true", help="deterministic options for the CUDNN backend")
+    p.add_argument("--cfg-options", nargs="+", action=DictAction,
+                   help="override config settings, KEY=VALUE pairs merged into the config")  # fmt: skip
+    lightning = p.add_argument_group("Lightning")
+    lightning.add_argument("--devices", default="auto", help="Trainer(devices=...): e.g. 2 for two processes")
+    lightning.add_argument("--num-nodes", type=int, default=1, help="Trainer(num_nodes=...)")
+    lightning.add_argument("--strategy", default="auto", help="Trainer(strategy=...): e.g. ddp")
+    lightning.add_argument("--accelerator", default="auto", help="Trainer(accelerator=...): cpu, gpu, ...")
+    return p
+
+
+def load_config(args: argparse.Namespace) -> Any:
+    """The config as ``tools/train.py`` makes it: ``--cfg-options`` merged, then the work dir and checkpoint flags."""
+    from mmcv import Config
+
+    cfg = Config.fromfile(args.config)
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get("work_dir", None) is None:
+        cfg.work_dir = os.path.join("./work_dirs", os.path.splitext(os.path.basename(args.config))[0])
+    if args.load_from is not None:
+        cfg.load_from = args.load_from
+    if args.resume_from is not None:
+        cfg.resume_from = args.resume_from
+    if args.auto_resume:
+        cfg.auto_resume = True
+    cfg.gpu_ids = [0]  # the scripts' --gpu-id default; Lightning's --devices picks the devices
+    return cfg
+
+
+def library_of(cfg: Any) -> Library:
+    """The installed library whose model registry has ``cfg.model.type``."""
+    kind = cfg.model.get("type")
+    for library in LIBRARIES:
+        if library.owns(kind):
+            return library
+    installed = [lib.package for lib in LIBRARIES if importlib.util.find_spec(lib.package) is not None]
+    raise ConfigError(
+        f"model.type: {kind!r} is in the model registry of none of the installed OpenMMLab 1.x libraries "
+        f"({', '.join(installed) or 'none installed'}; lightning-hooks train knows {', '.join(lib.package for lib in LIBRARIES)}). "
+        "Install the library the config is written for (its models must import: mmdet's need mmcv-full's ops), "
+        "or import the module that registers the model "
+        "(custom_imports = dict(imports=[...]) in the config)."
+    )
+
+
+class LightningRunner:
+    """What the library's training API sees as its runner: it collects the hooks registered on it (mmcv's own
+    ``register_*`` methods), and its ``run(data_loaders, workflow)`` trains under Lightning (:func:`fit`).
+
+    Built by the ``build_runner`` that :func:`train` hands the training API: ``cfg`` is mmcv's ``runner`` config
+    (``type``, ``max_epochs`` / ``max_iters``); the other arguments are ``build_runner``'s ``default_args``.
+    """
+
+    def __init__(self, cfg: dict[str, Any], model: Any, optimizer: Any = None, work_dir: str | None = None,
+                 logger: Any = None, meta: dict[str, Any] | None = None, batch_processor: Any = None,
+                 trainer_options: dict[str, Any] | None = None) -> None:  # fmt: skip
+        from lightning_hooks.families.mmcv.runner import RUNNERS
+
+        self.runner_cfg = dict(cfg)
+        if self.runner_cfg.get("type") not in RUNNERS:
+            unknown = unknown_name("runner type", str(self.runner_cfg.get("type")), RUNNERS, listed="Accepted")
+            raise ConfigError(f"runner.type: {unknown}")
+        if batch_processor is not None:
+            raise ConfigError("runner: a batch_processor is not supported; give the model a train_step")
+        self.model, self.optimizer, self.work_dir, self.logger, self.meta = model, optimizer, work_dir, logger, meta
+        self.timestamp: str | None = None
+        self._hooks: list[Any] = []
+        self.trainer_options = dict(trainer_options or {})
+        self.trainer: Any = None
+
+    # mmcv's BaseRunner registration methods, on this runner's hook queue
+    def __getattr__(self, name: str) -> Any:
+        from mmcv.runner import BaseRunner
+
+        if name.startswith("register_") and hasattr(BaseRunner, name):
+            return getattr(BaseRunner, name).__get__(self)
+        raise AttributeError(
+            f"lightning-hooks' LightningRunner (the runner `lightning-hooks train` hands the OpenMMLab training API) "
+            f"has no attribute {name!r}; open an issue naming the training function that reads it."
+        )
+
+    @property
+    def hooks(self) -> list[Any]:
+        return self._hooks
+
+    def load_checkpoint(self, filename: str, map_location: Any = "cpu", strict: bool = False,
+                        revise_keys: list | None = None) -> dict[str, Any]:  # fmt: skip
+        """``load_from``: mmcv's ``load_checkpoint`` into the model now, as mmcv's runner does."""
+        from mmcv.runner import load_checkpoint
+
+        return load_checkpoint(self.model, filename, map_location, strict, self.logger,
+                               revise_keys=revise_keys if revise_keys is not None else [(r"^module.", "")])  # fmt: skip
+
+    def resume(self, checkpoint: str, *args: Any, **kwargs: Any) -> None:
+        _refuse_resume(checkpoint)
+
+    def run(self, data_loaders: list[Any], workflow: list[tuple[str, int]], max_epochs: int | None = None,
+            **kwargs: Any) -> None:  # fmt: skip
+        """mmcv's ``runner.run``: train under Lightning with the registered hooks (:func:`fit`)."""
+        self.trainer = fit(self, data_loaders, workflow)
+
+
+def _refuse_resume(checkpoint: str) -> None:
+    raise NotImplementedError(
+        f"lightning-hooks train: resume_from={checkpoint!r} (an mmcv runner checkpoint) is not supported yet: "
+        "Lightning owns the loop state. Start a new run with load_from (--load-from) for the weights, or resume "
+        "a Lightning checkpoint with trainer.fit(..., ckpt_path=...) in your own script."
+    )
+
+
+def fit(runner: LightningRunner, data_loaders: list[Any], workflow: list[tuple[str, int]]) -> Any:
+    """Train ``runner.model`` on ``data_loaders`` under ``lightning.Trainer`` with ``runner``'s hooks in an
+    :class:`MMCVAdapter`; ``workflow`` ``[('train', 1)]`` or ``[('train', 1), ('val', 1)]`` (the val loader's
+    ``val_step`` as Lightning's validation). Returns the trainer."""
+    from lightning_hooks.core.lightning_api import pl
+    from lightning_hooks.families.mmcv.adapter import MMCVAdapter
+    from lightning_hooks.families.mmcv.module import MMCVModule
+
+    modes = [mode for mode, _ in workflow]
+    if modes not in (["train"], ["train", "val"]) or any(n != 1 for _, n in workflow):
+        raise ConfigError(
+            f"workflow: {workflow!r} is not supported by lightning-hooks train; write workflow = [('train', 1)] "
+            "(evaluation comes from the eval hook, cfg.evaluation) or [('train', 1), ('val', 1)]."
+        )
+    adapter = MMCVAdapter(runner.hooks, runner=runner.runner_cfg, work_dir=runner.work_dir, meta=runner.meta,
+                          logger=runner.logger, model="model")  # fmt: skip
+    if runner.timestamp is not None:
+        adapter.runner.timestamp = runner.timestamp
+    module = MMCVModule(runner.model, runner.optimizer)
+    options: dict[str, Any] = dict(
+        default_root_dir=runner.work_dir,
+        enable_checkpointing=False,  # CheckpointHook writes the checkpoints
+        logger=False,  # the logger hooks log
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        use_distributed_sampler=False,  # the library's build_dataloader shards by rank itself
+        limit_val_batches=None if "val" in modes else 0,
+    )
+    options.update(runner.trainer_options)
+    options.update(adapter.trainer_kwargs())
+    trainer = pl.Trainer(callbacks=[adapter], **{k: v for k, v in options.items() if v is not None})
+    if trainer.world_size > 1:
+        raise NotImplementedError(
+            f"lightning-hooks train: {trainer.world_size} processes for an OpenMMLab 1.x config are not supported yet: "
+            "the library's training API builds its distributed samplers only under its own launcher. Train on one "
+            "device (--devices 1), or build MMCVModule, your loaders and MMCVAdapter.from_config(...) in a script."
+        )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        trainer.fit(module, data_loaders[0], data_loaders[1] if "val" in modes else None)
+    return trainer
+
+
+@contextmanager
+def lightning_runner(library: Library, trainer_options: dict[str, Any]) -> Iterator[list[LightningRunner]]:
+    """Within: the library's training API builds a :class:`LightningRunner` where it calls ``build_runner``; the
+    runners it built are appended to the list yielded."""
+    module = importlib.import_module(library.train.partition(":")[0])
+    built: list[LightningRunner] = []
+
+    def build_runner(cfg: dict[str, Any], default_args: dict[str, Any] | None = None) -> LightningRunner:
+        built.append(LightningRunner(copy.deepcopy(dict(cfg)), **(default_args or {}), trainer_options=trainer_options))
+        return built[-1]
+
+    original = module.build_runner
+    module.build_runner = build_runner
+    try:
+        yield built
+    finally:
+        module.build_runner = original
+
+
+def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed: bool = False,
+          deterministic: bool = False, timestamp: str | None = None, **trainer_options: Any) -> Any:  # fmt: skip
+    """``tools/train.py``'s ``main`` after parsing: seed, model, datasets, ``meta``, then the library's training API
+    with a :class:`LightningRunner`. Returns the Lightning trainer. ``trainer_options`` go to ``lightning.Trainer``."""
+    import mmcv
+    import torch
+
+    library = library_of(cfg)
+    apis = importlib.import_module(f"{library.package}.apis")
+    datasets_module = importlib.import_module(f"{library.package}.datasets")
+    if cfg.get("resume_from") or cfg.get("auto_resume"):
+        _refuse_resume(cfg.get("resume_from") or "latest.pth (auto_resume)")
+    mmcv.mkdir_or_exist(os.path.abspath(cfg.work_dir))
+    if cfg.filename:
+        cfg.dump(os.path.join(cfg.work_dir, os.path.basename(cfg.filename)))
+    timestamp = timestamp or time.strftime("%Y%m%d_%H%M%S", time.localtime())
+    # the library's root logger, writing {work_dir}/{timestamp}.log: its training API hands it to the runner
+    logger = importlib.import_module(f"{library.package}.utils").get_root_logger(
+        log_file=os.path.join(cfg.work_dir, f"{timestamp}.log"), log_level=cfg.get("log_level", "INFO")
+    )
+    device = "cuda" if torch.cuda.is_available() and trainer_options.get("accelerator") not in ("cpu",) else "cpu"
+    cfg.device = device
+    meta = _meta(library, cfg)
+    dash_line = "-" * 60 + "\n"
+    logger.info(f"Environment info:\n{dash_line}{meta['env_info']}\n{dash_line}")
+    logger.info("Distributed training: False")
+    logger.info(f"Config:\n{cfg.pretty_text}")
+    seed = apis.init_random_seed(seed, device=device)
+    if diff_seed and torch.distributed.is_available() and torch.distributed.is_initialized():
+        seed += torch.distributed.get_rank()
+    logger.info(f"Set random seed to {seed}, deterministic: {deterministic}")
+    apis.set_random_seed(seed, deterministic=deterministic)
+    cfg.seed = meta["seed"] = seed
+    if library.in_checkpoint_config:
+        meta["exp_name"] = os.path.basename(cfg.filename)
+    model = library.function(library.builder)(cfg.model, **_builder_cfgs(library, cfg))
+    model.init_weights()
+    if library.package == "mmseg":  # its script trains without DDP on BN (SyncBN needs a process group)
+        from mmcv.cnn.utils import revert_sync_batchnorm
+
+        model = revert_sync_batchnorm(model)
+        logger.info(model)
+    datasets = [datasets_module.build_dataset(cfg.data.train)]
+    if len(cfg.workflow) == 2:
+        val = copy.deepcopy(cfg.data.val)
+        val.pipeline = cfg.data.train.pipeline
+        datasets.append(datasets_module.build_dataset(val))
+    _record_classes(library, cfg, meta, datasets[0])
+    if library.in_checkpoint_config:
+        model.CLASSES = datasets[0].CLASSES
+    if library.package == "mmseg" and cfg.checkpoint_config is not None:
+        meta.update(cfg.checkpoint_config.meta)
+    if deterministic:
+        trainer_options.setdefault("deterministic", True)
+    with lightning_runner(library, trainer_options) as built:
+        library.function(library.train)(model, datasets, cfg, distributed=False, validate=validate,
+                                        timestamp=timestamp, meta=meta, **_device_kwargs(library, device))  # fmt: skip
+    return built[-1].trainer
+
+
+def _meta(library: Library, cfg: Any) -> dict[str, Any]:
+    """The ``meta`` its ``tools/train.py`` starts with: the environment (mmdet: and the config); the seed and (mmdet,
+    mmseg) the experiment name follow."""
+    env_info = "\n".join(f"{k}: {v}" for k, v in importlib.import_module(f"{library.package}.utils").collect_env().items())
+    meta: dict[str, Any] = dict(env_info=env_info)
+    if library.package == "mmdet":
+        meta["config"] = cfg.pretty_text
+    return meta
+
+
+def _record_classes(library: Library, cfg: Any, meta: dict[str, Any], dataset: Any) -> None:
+    """The library version and the dataset's ``CLASSES`` (``PALETTE``), where its ``tools/train.py`` records them."""
+    from mmcv.utils import get_git_hash
+
+    package = importlib.import_module(library.package)
+    classes = {key: getattr(dataset, key) for key in library.classes}
+    if not library.in_checkpoint_config:
+        meta.update({f"{library.package}_version": package.__version__, "config": cfg.pretty_text, **classes})
+    elif cfg.checkpoint_config is not None:
+        extra = {"config": cfg.pretty_text} if library.package == "mmseg" else {}
+        cfg.checkpoint_config.meta = {f"{library.package}_version": f"{package.__version__}+{get_git_hash()[:7]}",
+                                      **extra, **classes}  # fmt: skip
+
+
+def _builder_cfgs(library: Library, cfg: Any) -> dict[str, Any]:
+    """mmdet 2.x / mmseg 0.x builders take ``train_cfg`` / ``test_cfg`` (old configs give them at top level)."""
+    if library.package == "mmcls":
+        return {}
+    return {key: cfg.get(key) for key in ("train_cfg", "test_cfg")}
+
+
+def _device_kwargs(library: Library, device: str) -> dict[str, Any]:
+    return {"device": device} if library.package == "mmcls" else {}
+
+
+def main(argv: list[str]) -> None:
+    """``lightning-hooks train CONFIG.py ...``: parse as OpenMMLab 1.x ``tools/train.py`` and train."""
+    args = parser().parse_args(argv)
+    cfg = load_config(args)
+    devices = int(args.devices) if str(args.devices).isdigit() else args.devices
+    train(cfg, validate=not args.no_validate, seed=args.seed, diff_seed=args.diff_seed,
+          deterministic=args.deterministic, devices=devices, num_nodes=args.num_nodes, strategy=args.strategy,
+          accelerator=args.accelerator)  # fmt: skip

@@ -1,0 +1,196 @@
+"""``lightning-hooks train CONFIG.py`` for OpenMMLab 1.x configs (issue #25), differential against the library's own
+``train_model`` run in-process as mmcls 0.25's ``tools/train.py`` runs it: the shipped ``resnet18_8xb16_cifar10.py``
+as ``_base_`` of a small derived config (a narrow ResNet, 8 generated 32x32 images, 2 epochs, EvalHook each epoch).
+Same losses per iteration, json log, text log's training lines, checkpoint files and final weights, bitwise on CPU."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import re
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from mmcv_testkit import mmcv_runner  # noqa: F401  (skips outside .venv-mmcv1)
+
+mmcls = pytest.importorskip("mmcls", reason="mmcls 0.x lives in .venv-mmcv1")
+
+from mmcv import Config  # noqa: E402
+from mmcv.utils import logging as mmcv_logging  # noqa: E402
+
+from lightning_hooks import train as dispatcher  # noqa: E402
+from lightning_hooks.families.mmcv import train as mmcv_train  # noqa: E402
+from lightning_hooks.families.mmengine import train as mmengine_train  # noqa: E402
+
+CONFIGS = Path(mmcls.__file__).parent / ".mim" / "configs"
+SHIPPED = CONFIGS / "resnet" / "resnet18_8xb16_cifar10.py"
+
+TINY_DATASET = '''
+import numpy as np
+from mmcls.datasets import DATASETS, BaseDataset
+
+
+@DATASETS.register_module(force=True)
+class TinyCIFAR(BaseDataset):
+    """8 (train) or 4 (test) generated 32x32 images of the 10 CIFAR classes."""
+
+    CLASSES = [str(i) for i in range(10)]
+
+    def load_annotations(self):
+        rng = np.random.RandomState(1 if self.test_mode else 0)
+        n = 4 if self.test_mode else 8
+        return [dict(img=rng.randint(0, 255, (32, 32, 3)).astype(np.uint8), gt_label=np.array(i % 10, dtype=np.int64))
+                for i in range(n)]
+'''
+
+
+@pytest.fixture
+def config(tmp_path, monkeypatch):
+    """A derived config of the shipped CIFAR ResNet: narrow (8 base channels), tiny data, 2 epochs, step LR."""
+    ops = sys.modules.get("mmcv.ops")  # imported with stubbed compiled ops by other tests (tests/families/mmcv/test_downstream.py)
+    if ops is not None:
+        for name in ("get_compiler_version", "get_compiling_cuda_version"):  # collect_env asks them
+            monkeypatch.setattr(ops, name, lambda: "n/a")
+    (tmp_path / "tiny_cifar_data.py").write_text(TINY_DATASET)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path = tmp_path / "tiny_resnet_cifar.py"
+    path.write_text(textwrap.dedent(f"""
+        _base_ = [{str(SHIPPED)!r}]
+        custom_imports = dict(imports=['tiny_cifar_data'])
+        model = dict(backbone=dict(base_channels=8, stem_channels=8), head=dict(in_channels=64))
+        data = dict(samples_per_gpu=4, workers_per_gpu=0, persistent_workers=False, train=dict(type='TinyCIFAR'),
+                    val=dict(type='TinyCIFAR'), test=dict(type='TinyCIFAR'))
+        runner = dict(max_epochs=2)
+        log_config = dict(interval=1)
+        lr_config = dict(policy='step', step=[1])
+        evaluation = dict(interval=1, metric='accuracy')
+    """))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the small convolutions are slower on more threads of a shared machine
+    yield path
+    torch.set_num_threads(threads)
+    sys.modules.pop("tiny_cifar_data", None)
+
+
+def _fresh_root_logger() -> None:
+    """mmcv's ``get_logger`` sets a logger up once per process: let the next run's ``get_root_logger`` open its file."""
+    logger = logging.getLogger("mmcls")
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+    mmcv_logging.logger_initialized.pop("mmcls", None)
+
+
+def reference(path: Path, work_dir: Path, timestamp: str) -> torch.nn.Module:
+    """mmcls 0.25's ``tools/train.py`` main for ``--seed 0`` on CPU, in-process: the real ``train_model`` and runner."""
+    from mmcls import __version__
+    from mmcls.apis import set_random_seed, train_model
+    from mmcls.datasets import build_dataset
+    from mmcls.models import build_classifier
+    from mmcls.utils import collect_env, get_root_logger
+
+    cfg = Config.fromfile(str(path))
+    cfg.work_dir = str(work_dir)
+    cfg.gpu_ids = [0]
+    os.makedirs(work_dir, exist_ok=True)
+    cfg.dump(str(work_dir / path.name))
+    logger = get_root_logger(log_file=str(work_dir / f"{timestamp}.log"), log_level=cfg.log_level)
+    env_info = "\n".join(f"{k}: {v}" for k, v in collect_env().items())
+    dash_line = "-" * 60 + "\n"
+    logger.info("Environment info:\n" + dash_line + env_info + "\n" + dash_line)
+    logger.info("Distributed training: False")
+    logger.info(f"Config:\n{cfg.pretty_text}")
+    cfg.device = "cpu"
+    logger.info("Set random seed to 0, deterministic: False")
+    set_random_seed(0)
+    cfg.seed = 0
+    model = build_classifier(cfg.model)
+    model.init_weights()
+    datasets = [build_dataset(cfg.data.train)]
+    meta = dict(env_info=env_info, seed=0, mmcls_version=__version__, config=cfg.pretty_text, CLASSES=datasets[0].CLASSES)
+    train_model(model, datasets, cfg, validate=True, timestamp=timestamp, device="cpu", meta=meta)
+    return model
+
+
+def _json_log(path: Path) -> list[dict]:
+    """The json log's records without the wall-clock fields."""
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in ("time", "data_time", "eta", "memory")} for r in lines]
+
+
+def _text_log(path: Path) -> list[str]:
+    """The text log's training, evaluation and checkpoint lines, without their time stamps and wall-clock fields."""
+    lines = [line.split(" - ", 3)[-1] for line in path.read_text().splitlines() if " - mmcls - " in line]
+    keep = [line for line in lines if line.startswith(("Epoch", "Saving checkpoint", "Set random seed"))]
+    return [re.sub(r"(eta|time|data_time): [^,]+, ", "", line) for line in keep]
+
+
+def test_lightning_hooks_train_runs_an_mmcls_config_as_tools_train_py(config, tmp_path):
+    _fresh_root_logger()
+    torch.manual_seed(123)  # the seed comes from --seed, whatever the state before
+    work_dir, ours, ref = tmp_path / "work", tmp_path / "ours", tmp_path / "ref"  # both run in work/ (the config
+    # they log and save names it), which is then renamed
+    dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu"])
+    work_dir.rename(ours)
+    (log_json,) = ours.glob("*.log.json")
+    timestamp = log_json.name[: -len(".log.json")]
+    _fresh_root_logger()
+    model = reference(config, work_dir, timestamp)
+    work_dir.rename(ref)
+    names = sorted(p.name for p in ref.iterdir())
+    assert sorted(p.name for p in ours.iterdir()) == names
+    assert names == sorted([f"{timestamp}.log", f"{timestamp}.log.json", config.name, "epoch_1.pth", "epoch_2.pth",
+                            "latest.pth"])  # fmt: skip
+    assert os.readlink(ours / "latest.pth") == "epoch_2.pth"
+    records = _json_log(ours / log_json.name)
+    assert records == _json_log(ref / log_json.name)
+    assert [r["mode"] for r in records[1:]] == ["train", "train", "val", "train", "train", "val"]
+    assert _text_log(ours / f"{timestamp}.log") == _text_log(ref / f"{timestamp}.log")
+    assert (ours / config.name).read_text() == (ref / config.name).read_text()
+    for name in ("epoch_1.pth", "epoch_2.pth"):
+        mine, theirs = (torch.load(d / name, map_location="cpu", weights_only=False) for d in (ours, ref))
+        assert sorted(mine) == sorted(theirs) == ["meta", "optimizer", "state_dict"]
+        mine_meta, their_meta = (copy.deepcopy(c["meta"]) for c in (mine, theirs))
+        for meta in (mine_meta, their_meta):
+            meta.pop("time")
+        assert mine_meta == their_meta
+        assert mine["state_dict"].keys() == theirs["state_dict"].keys()
+        for key, value in theirs["state_dict"].items():
+            assert torch.equal(mine["state_dict"][key], value), (name, key)
+        assert str(mine["optimizer"]) == str(theirs["optimizer"])
+    final = torch.load(ours / "epoch_2.pth", map_location="cpu", weights_only=False)["state_dict"]
+    for key, value in model.state_dict().items():
+        assert torch.equal(final[key], value), key
+
+
+def test_the_dispatcher_tells_a_1x_config_from_an_mmengine_config(config, tmp_path):
+    assert mmcv_train.claims(str(config)) and not mmengine_train.claims(str(config))
+    assert mmcv_train.claims(str(SHIPPED)) and not mmengine_train.claims(str(SHIPPED))
+    derived = tmp_path / "only_base.py"  # no decisive key of its own: the _base_ files decide
+    derived.write_text(f"_base_ = [{str(SHIPPED)!r}]\nmodel = dict(head=dict(num_classes=5))\n")
+    assert mmcv_train.claims(str(derived))
+    mmengine_cfg = tmp_path / "mmengine_style.py"
+    mmengine_cfg.write_text("train_dataloader = dict(batch_size=2)\noptim_wrapper = dict(optimizer=dict(type='SGD'))\n"
+                            "train_cfg = dict(by_epoch=True, max_epochs=1)\n")  # fmt: skip
+    assert not mmcv_train.claims(str(mmengine_cfg)) and mmengine_train.claims(str(mmengine_cfg))
+    half_migrated = tmp_path / "half_migrated.py"  # keys of both: neither entry point claims it
+    half_migrated.write_text(mmengine_cfg.read_text() + "lr_config = dict(policy='step', step=[1])\n")
+    assert not mmcv_train.claims(str(half_migrated)) and not mmengine_train.claims(str(half_migrated))
+    assert "OpenMMLab 1.x tools/train.py" in dispatcher.usage()
+
+
+def test_resume_from_an_mmcv_checkpoint_is_refused_with_the_way_out(config, tmp_path):
+    with pytest.raises(NotImplementedError, match=r"resume_from='x.pth' .* not supported yet.*--load-from"):
+        dispatcher.main([str(config), "--work-dir", str(tmp_path / "w"), "--resume-from", "x.pth"])
+
+
+def test_several_processes_are_refused_before_training(config, tmp_path):
+    with pytest.raises(NotImplementedError, match=r"2 processes for an OpenMMLab 1.x config are not supported yet"):
+        dispatcher.main([str(config), "--work-dir", str(tmp_path / "w"), "--seed", "0", "--accelerator", "cpu",
+                         "--devices", "2", "--strategy", "ddp"])  # fmt: skip
+    assert not list((tmp_path / "w").glob("*.pth"))

@@ -1,0 +1,172 @@
+"""``lightning-hooks train`` on an iteration-based OpenMMLab 1.x config (issue #25): mmseg 0.30's shipped
+``fcn_r18-d8_512x1024_80k_cityscapes.py`` (IterBasedRunner, poly LR, SyncBN reverted to BN as its ``tools/train.py``
+does) as ``_base_`` of a derived config with generated 32x32 images and masks, 4 iterations, EvalHook at each and a
+checkpoint every 2; differential against ``mmseg.apis.train_segmentor`` run in-process as that script runs it."""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from mmcv_testkit import mmcv_runner  # noqa: F401  (skips outside .venv-mmcv1)
+
+mmseg = pytest.importorskip("mmseg", reason="mmseg 0.x lives in .venv-mmcv1")
+
+
+def _import_mmseg() -> None:
+    """mmseg's models import mmcv's compiled ops: stubbed while they import, as in tests/families/mmcv/test_downstream.py."""
+    spec = importlib.util.spec_from_file_location(
+        "openmmlab_stubs", Path(__file__).parents[2] / "helpers" / "openmmlab_stubs.py"
+    )
+    stubs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stubs)
+    with stubs.stubs():
+        for module in ("mmseg.models", "mmseg.apis", "mmseg.datasets", "mmseg.utils"):
+            importlib.import_module(module)
+
+
+_import_mmseg()
+
+from mmcv import Config  # noqa: E402
+from mmcv.utils import logging as mmcv_logging  # noqa: E402
+
+from lightning_hooks import train as dispatcher  # noqa: E402
+
+SHIPPED = Path(mmseg.__file__).parent / ".mim" / "configs" / "fcn" / "fcn_r18-d8_512x1024_80k_cityscapes.py"
+NORM = "dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)"
+
+
+@pytest.fixture
+def config(tmp_path, monkeypatch):
+    import mmcv.ops
+
+    for name in ("get_compiler_version", "get_compiling_cuda_version"):  # collect_env asks the stubbed ops
+        monkeypatch.setattr(mmcv.ops, name, lambda: "n/a")
+    rng = np.random.RandomState(0)
+    for split, n in (("train", 4), ("val", 2)):
+        for i in range(n):
+            mmcv.imwrite(rng.randint(0, 255, (32, 32, 3)).astype(np.uint8), str(tmp_path / "img" / split / f"{i}.png"))
+            mmcv.imwrite(rng.randint(0, 2, (32, 32)).astype(np.uint8), str(tmp_path / "ann" / split / f"{i}.png"))
+    path = tmp_path / "tiny_fcn.py"
+    path.write_text(textwrap.dedent(f"""
+        _base_ = [{str(SHIPPED)!r}]
+        model = dict(pretrained=None, decode_head=dict(num_classes=2), auxiliary_head=dict(num_classes=2))
+        train_pipeline = [
+            dict(type='LoadImageFromFile'), dict(type='LoadAnnotations'),
+            dict(type='Resize', img_scale=(32, 32), ratio_range=(0.5, 2.0)),
+            dict(type='RandomCrop', crop_size=(32, 32), cat_max_ratio=0.75),
+            dict(type='RandomFlip', prob=0.5), dict(type='PhotoMetricDistortion'),
+            dict(type='Normalize', **{NORM}), dict(type='Pad', size=(32, 32), pad_val=0, seg_pad_val=255),
+            dict(type='DefaultFormatBundle'), dict(type='Collect', keys=['img', 'gt_semantic_seg'])]
+        test_pipeline = [
+            dict(type='LoadImageFromFile'),
+            dict(type='MultiScaleFlipAug', img_scale=(32, 32), flip=False, transforms=[
+                dict(type='Resize', keep_ratio=True), dict(type='RandomFlip'), dict(type='Normalize', **{NORM}),
+                dict(type='ImageToTensor', keys=['img']), dict(type='Collect', keys=['img'])])]
+        common = dict(type='CustomDataset', data_root={str(tmp_path)!r}, img_suffix='.png', seg_map_suffix='.png',
+                      classes=('a', 'b'), palette=[[0, 0, 0], [255, 255, 255]])
+        data = dict(samples_per_gpu=2, workers_per_gpu=0, persistent_workers=False,
+                    train=dict(**common, img_dir='img/train', ann_dir='ann/train', pipeline=train_pipeline),
+                    val=dict(**common, img_dir='img/val', ann_dir='ann/val', pipeline=test_pipeline),
+                    test=dict(**common, img_dir='img/val', ann_dir='ann/val', pipeline=test_pipeline))
+        runner = dict(max_iters=4)
+        checkpoint_config = dict(interval=2)
+        evaluation = dict(interval=1)
+        log_config = dict(interval=1)
+        cudnn_benchmark = False
+    """))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield path
+    torch.set_num_threads(threads)
+
+
+def _fresh_root_logger() -> None:
+    logger = logging.getLogger("mmseg")
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+    mmcv_logging.logger_initialized.pop("mmseg", None)
+
+
+def reference(path: Path, work_dir: Path, timestamp: str) -> torch.nn.Module:
+    """mmseg 0.30's ``tools/train.py`` main for ``--seed 0`` on CPU, in-process: the real ``train_segmentor``."""
+    from mmcv.cnn.utils import revert_sync_batchnorm
+    from mmcv.utils import get_git_hash
+    from mmseg import __version__
+    from mmseg.apis import set_random_seed, train_segmentor
+    from mmseg.datasets import build_dataset
+    from mmseg.models import build_segmentor
+    from mmseg.utils import collect_env, get_root_logger
+
+    cfg = Config.fromfile(str(path))
+    cfg.work_dir = str(work_dir)
+    cfg.gpu_ids = [0]
+    os.makedirs(work_dir, exist_ok=True)
+    cfg.dump(str(work_dir / path.name))
+    logger = get_root_logger(log_file=str(work_dir / f"{timestamp}.log"), log_level=cfg.log_level)
+    env_info = "\n".join(f"{k}: {v}" for k, v in collect_env().items())
+    meta = dict(env_info=env_info)
+    cfg.device = "cpu"
+    set_random_seed(0)
+    cfg.seed = meta["seed"] = 0
+    meta["exp_name"] = path.name
+    model = build_segmentor(cfg.model, train_cfg=cfg.get("train_cfg"), test_cfg=cfg.get("test_cfg"))
+    model.init_weights()
+    model = revert_sync_batchnorm(model)
+    logger.info(model)
+    datasets = [build_dataset(cfg.data.train)]
+    cfg.checkpoint_config.meta = dict(mmseg_version=f"{__version__}+{get_git_hash()[:7]}", config=cfg.pretty_text,
+                                      CLASSES=datasets[0].CLASSES, PALETTE=datasets[0].PALETTE)  # fmt: skip
+    model.CLASSES = datasets[0].CLASSES
+    meta.update(cfg.checkpoint_config.meta)
+    train_segmentor(model, datasets, cfg, validate=True, timestamp=timestamp, meta=meta)
+    return model
+
+
+def _json_log(path: Path) -> list[dict]:
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in ("time", "data_time", "eta", "memory")} for r in records]
+
+
+def test_lightning_hooks_train_runs_an_iteration_based_mmseg_config_as_tools_train_py(config, tmp_path):
+    work_dir, ours, ref = tmp_path / "work", tmp_path / "ours", tmp_path / "ref"
+    _fresh_root_logger()
+    dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu"])
+    work_dir.rename(ours)
+    (log_json,) = ours.glob("*.log.json")
+    timestamp = log_json.name[: -len(".log.json")]
+    _fresh_root_logger()
+    model = reference(config, work_dir, timestamp)
+    work_dir.rename(ref)
+    names = sorted(p.name for p in ref.iterdir())
+    assert sorted(p.name for p in ours.iterdir()) == names
+    assert {"iter_2.pth", "iter_4.pth", "latest.pth"} <= set(names)
+    records = _json_log(ours / log_json.name)
+    assert records == _json_log(ref / log_json.name)
+    assert [r["mode"] for r in records[1:]] == ["train", "val"] * 4
+    logs = [(d / f"{timestamp}.log").read_text().splitlines() for d in (ours, ref)]
+    norms = [[line.strip() for line in log if "BatchNorm" in line] for log in logs]  # the model as logged
+    assert norms[0] == norms[1] and norms[0] and not any("SyncBatchNorm" in line for line in norms[0])
+    assert [r["iter"] for r in records[1:] if r["mode"] == "train"] == [1, 2, 3, 4]
+    for name in ("iter_2.pth", "iter_4.pth"):
+        mine, theirs = (torch.load(d / name, map_location="cpu", weights_only=False) for d in (ours, ref))
+        mine_meta, their_meta = (copy.deepcopy(c["meta"]) for c in (mine, theirs))
+        for meta in (mine_meta, their_meta):
+            meta.pop("time")
+        assert mine_meta == their_meta
+        for key, value in theirs["state_dict"].items():
+            assert torch.equal(mine["state_dict"][key], value), (name, key)
+        assert str(mine["optimizer"]) == str(theirs["optimizer"])
+    final = torch.load(ours / "iter_4.pth", map_location="cpu", weights_only=False)["state_dict"]
+    for key, value in model.state_dict().items():
+        assert torch.equal(final[key], value), key
