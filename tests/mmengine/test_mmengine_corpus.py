@@ -24,7 +24,7 @@ from mmengine.config import Config
 from mmengine.registry import LOOPS, DefaultScope
 from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop, Runner, get_priority
 from mmengine.visualization import Visualizer
-from openmmlab_stubs import import_modules, import_openmmlab
+from openmmlab_stubs import MMAGIC, import_modules, import_openmmlab
 from torch.utils.data import DataLoader
 
 from lightning_hooks.families.mmengine import MMEngineAdapter
@@ -57,6 +57,8 @@ def _default_scope_restored() -> Iterator[None]:
 def _libraries() -> None:
     import_openmmlab()  # mmdet, mmpretrain, mmseg: register all their modules
     import_modules(["mmpose.engine.hooks"])  # its datasets need xtcocotools
+    if importlib.util.find_spec("mmagic"):
+        import_modules(MMAGIC)  # its models need diffusers: its engine and visualizers
 
 
 def runner_view(cfg: Config) -> tuple[list[tuple[str, int]], dict[str, Any] | None]:
