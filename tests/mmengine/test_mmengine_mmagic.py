@@ -156,3 +156,37 @@ def test_mmengine_mmagic_config_builds_its_log_processor_in_its_scope_as_the_run
     adapter = MMEngineAdapter.from_config(default_scope="mmagic", log_processor=dict(type="LogProcessor"),
                                           default_hooks=dict(checkpoint=None), work_dir=str(tmp_path))  # fmt: skip
     assert type(adapter.runner.log_processor) is LogProcessor
+
+
+class TotalLength(Hook):
+    """Records ``runner.val_loop.total_length`` (None where the loop has none) after each validation batch."""
+
+    def __init__(self) -> None:
+        self.seen: list[int | None] = []
+
+    def after_val_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        self.seen.append(getattr(runner.val_loop, "total_length", None))
+
+
+@pytest.mark.parametrize(("val_cfg", "expected"), [(dict(type="MultiValLoop"), 3), (dict(), None)])
+def test_mmengine_mmagic_multi_val_loop_total_length_feeds_mmagics_iter_timer_hook(tmp_path, val_cfg, expected):
+    # mmagic's configs validate with MultiValLoop, whose total_length (the batches of all its dataloaders) mmagic's
+    # IterTimerHook reads after each validation batch; MMEngine's ValLoop has none (the hook then needs MultiValLoop)
+    import lightning.pytorch as pl
+    from mmengine.config import Config
+    from mmengine_testkit import LitToy, loaders, make_model
+
+    from lightning_hooks.families.mmengine import build_hooks
+
+    probe = TotalLength()
+    timer = dict(type="IterTimerHook", _scope_="mmagic") if expected else dict(type="IterTimerHook")
+    adapter = MMEngineAdapter(build_hooks(default_hooks=dict(checkpoint=None, timer=timer), custom_hooks=[probe]),
+                              work_dir=tmp_path, log_processor=dict(window_size=1),
+                              cfg=Config(dict(val_cfg=val_cfg)))  # fmt: skip
+    train, _ = loaders()
+    val = DataLoader(Points(10, 2), batch_size=4)
+    trainer = pl.Trainer(callbacks=[adapter], max_epochs=1, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)  # fmt: skip
+    trainer.fit(LitToy(make_model()), train, val)
+    assert probe.seen == [expected] * 3
+    assert "eta" in adapter.runner.message_hub.runtime_info
