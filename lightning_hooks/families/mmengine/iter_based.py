@@ -152,23 +152,25 @@ def end_if_done(trainer: pl.Trainer, cfg: IterLoopConfig, done: int, stop_reques
 class Endless:
     """The train loader as ``IterBasedTrainLoop`` iterates it: without end, restarting it (after ``set_epoch`` on its
     sampler, as ``_InfiniteDataloaderIterator``) when it runs out; a resumed run first skips ``skip()`` batches.
-    Once a hook gave the loop an iterator of its own (``runner.train_loop.dataloader_iterator = ...``, see
-    :meth:`EndlessSource.redirect`), every later batch is ``next()`` of that iterator, as MMEngine's loop draws it.
+    Once ``redirect()`` returns an iterator (a hook assigned ``runner.train_loop.dataloader_iterator``, see
+    :meth:`EndlessSource.redirect`), every later batch is ``next()`` of it, as MMEngine's loop draws it.
 
     It has no ``len()``, so Lightning runs one epoch that ``max_steps`` ends. An ``InfiniteSampler`` loader is iterated
     once, as under MMEngine: iterating it anew would close the sampler's shared index generator.
     """
 
-    def __init__(self, source: EndlessSource) -> None:
-        self.loader = source.loader
-        self._source = source
+    def __init__(self, loader: Any, skip: Any, redirect: Any = lambda: None) -> None:
+        self.loader = loader
+        self._skip = skip
+        self._redirect = redirect  # the iterator a hook assigned, or None
 
     def __iter__(self) -> Iterator[Any]:
-        epoch, skip = 0, self._source.skip()
+        epoch, skip = 0, self._skip()
         iterator = iter(self.loader)
         while True:
-            if self._source.iterator is not None:
-                yield next(self._source.iterator)
+            assigned = self._redirect()
+            if assigned is not None:
+                yield next(assigned)
                 continue
             try:
                 batch = next(iterator)
@@ -203,7 +205,7 @@ class EndlessSource(lightning_api.DataLoaderSource):
     def __init__(self, source: Any, skip: Any) -> None:
         super().__init__(source.instance, source.name)
         self.original = source
-        self.skip = skip
+        self._skip = skip
         self._loader: Any = None
         #: the iterator a hook gave the loop (``dataloader_iterator``), which feeds every later batch; None: the loader
         self.iterator: Iterator[Any] | None = None
@@ -240,7 +242,7 @@ class EndlessSource(lightning_api.DataLoaderSource):
         lightning_api.refetch_train_batches(trainer)
 
     def dataloader(self) -> Endless:
-        return Endless(self)
+        return Endless(self.loader, self._skip, lambda: self.iterator)
 
 
 def serve_endless(trainer: pl.Trainer, skip: Any) -> None:
