@@ -126,9 +126,14 @@ def adapter_view(adapter: MMEngineAdapter, probes: list[int]) -> tuple[list[tupl
 def compare(paths: list[Path], work_dir: str) -> tuple[int, int, list[str]]:
     """(files the Runner takes, files the adapter loads as the Runner builds them, the differences)."""
     taken, same, differences = 0, 0, []
+    scopes = DefaultScope._instance_dict.copy()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for path in paths:
+            # each file in a process of its own, as tools/train.py runs it: a config without default_scope (mmagic's
+            # animatediff) builds its visualizer in the scope current before it, not in the last file's
+            DefaultScope._instance_dict.clear()
+            DefaultScope._instance_dict.update(scopes)
             try:
                 adapter = MMEngineAdapter.from_file(path, work_dir=work_dir)
             except Exception as err:  # noqa: BLE001 - a difference if the Runner takes the file
