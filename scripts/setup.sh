@@ -28,8 +28,10 @@ if [ "${1:-}" = test ]; then
   pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
   # OpenMMLab libraries whose engine hooks the tests drive; they pin mmcv builds and torchvision, so alone: what
   # their hook modules import comes from the `test` extra. mmcv-lite has no compiled ops (tests stub mmcv._ext);
-  # 2.0.1 is the newest that all of them accept (mmyolo 0.6 asserts mmcv<2.1 when imported).
-  "${pip[@]}" --no-deps mmcv-lite==2.0.1 mmdet==3.3.0 mmpretrain==1.2.0 mmsegmentation==1.2.2 mmyolo==0.6.0 mmpose==1.3.2
+  # 2.0.1 is the newest that all of them accept (mmyolo 0.6 asserts mmcv<2.1 when imported). mmagic pulls diffusers and
+  # transformers: the tests import only its engine (hooks, loops) and visualization, which need imageio besides.
+  "${pip[@]}" --no-deps mmcv-lite==2.0.1 mmdet==3.3.0 mmpretrain==1.2.0 mmsegmentation==1.2.2 mmyolo==0.6.0 mmpose==1.3.2 \
+    mmagic==1.2.0 imageio==2.38.1
   # The tests run Classy's ClassificationTask and VISSL's trainer in subprocesses that import the real torchvision
   # from .venv/vissl-site, outside the venv's import path (tests/helpers/real_torchvision.py says why): torchvision
   # (CUDA build, without its CUDA ops), fairscale, setuptools<81 for pkg_resources, and VISSL's own packages

@@ -297,6 +297,26 @@ def replace_train_loader(trainer: Any, loader: Any, *, now: bool) -> None:
             data._set_sampler_epoch(dl, loop.epoch_progress.current.processed)
 
 
+def refetch_train_batches(trainer: Any) -> int:
+    """Fetch again the train batches the fit loop fetched ahead, from where its loader's iterator is now; returns how
+    many. Lightning's data fetcher draws one batch ahead of the running one when the loader has no length (to know
+    the last batch): a host whose hooks switch the data source (an iteration-based loop's iterator) drops that batch
+    so the next batch comes from the new source, as under a loop that fetches each batch when it runs it.
+    Reads and refills ``fit_loop._data_fetcher.batches`` (keeping its ``fetched`` count); nothing is fetched before
+    the fit set up its train data. Checked on :data:`CHECKED_ON`."""
+    fetcher = trainer.fit_loop._data_fetcher
+    ahead = getattr(fetcher, "batches", None)
+    if not ahead:
+        return 0
+    count = len(ahead)
+    fetcher.batches = []
+    fetcher.fetched -= count
+    fetch = importlib.import_module(f"{namespace_of(trainer).__name__}.loops.fetchers")._DataFetcher.__next__
+    for _ in range(count):
+        fetcher.batches.append(fetch(fetcher))
+    return count
+
+
 def train_epoch_pending(trainer: Any) -> bool:
     """Whether the current train epoch has begun (``on_train_epoch_start``) but not yet fetched its first batch:
     ``fit_loop.epoch_progress.current`` is ready but not started. Checked on :data:`CHECKED_ON`."""

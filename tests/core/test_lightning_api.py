@@ -334,6 +334,37 @@ def test_train_data_source_get_set_and_replace_train_loader(ns, tmp_path):
     assert {"instance", "name"} <= set(inspect.signature(lightning_api.DataLoaderSource).parameters)
 
 
+def test_refetch_train_batches_draws_the_batch_fetched_ahead_again_from_the_iterator(ns, tmp_path):
+    """With a loader without length the fetcher holds the next batch when a batch starts; ``refetch_train_batches``
+    drops it and draws it again from the iterator, so a source switched in ``on_train_batch_start`` feeds the next
+    batch (and the fetcher's count stays the batches handed out plus the one ahead)."""
+    source = {"data": iter(torch.full((1, 32), float(i)) for i in range(100))}
+
+    class Switchable(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            while True:
+                yield next(source["data"])[0]
+
+    seen: list[Any] = []
+
+    class Probe(ns.Callback):
+        def on_train_start(self, trainer, pl_module):
+            seen.append(lightning_api.refetch_train_batches(trainer))  # batch 0 was fetched in setup_data
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            seen.append(int(batch[0, 0]))
+            if batch_idx == 1:
+                source["data"] = iter(torch.full((1, 32), float(-i)) for i in range(1, 100))
+                seen.append(lightning_api.refetch_train_batches(trainer))
+                seen.append(trainer.fit_loop._data_fetcher.fetched)
+
+    trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=4, limit_val_batches=0)
+    assert lightning_api.refetch_train_batches(trainer) == 0  # no fit yet: nothing fetched ahead
+    trainer.fit(_boring(ns)(), torch.utils.data.DataLoader(Switchable(), batch_size=1))
+    # batch 0 refetched at train start (1, not 0), switch at batch 1: batch 2 comes from the new source
+    assert seen == [1, 1, 2, 1, 3, -1, -2]
+
+
 def test_validate_after_and_end_train_epoch_at_steer_the_fit(ns, tmp_path):
     """``val_check_batch`` set before a batch ends decides validation there; bounding the epoch loop's
     ``max_steps`` ends the fit after that step."""

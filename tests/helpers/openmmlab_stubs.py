@@ -1,12 +1,16 @@
-"""Import mmdet, mmpretrain, mmsegmentation, mmyolo and mmpose in the test venv: stubs for what mmcv-lite and the CPU
-torch lack.
+"""Import mmdet, mmpretrain, mmsegmentation, mmyolo, mmpose and mmagic in the test venv: stubs for what mmcv-lite, the
+CPU torch and numpy 2 lack.
 
 - ``mmcv._ext`` (mmcv's compiled ops; ``mmcv.ops`` checks its functions exist when imported): a module whose every
   function raises when called. No hook under test calls an mmcv op.
 - ``torchvision`` (the registry's wheels are CUDA builds that do not load with the CPU torch): only while the
-  libraries import, with the names mmpretrain touches at import time; they raise or are inert when used.
+  libraries import, with the names mmpretrain and mmagic touch at import time; they raise or are inert when used.
+- ``numpy.bool8`` (removed in numpy 2; mmagic 1.2 reads it at import): an alias of ``numpy.bool_``, only while the
+  libraries import. mmagic's modules that need packages the test venv lacks (``mmagic.models``: diffusers;
+  ``mmagic.evaluation``: torchvision's models) are not imported: ``mmagic.engine`` (hooks, loops, optimizers) and
+  ``mmagic.visualization`` are (:data:`MMAGIC`).
 
-Both stubs are in ``sys.modules`` only while the libraries import: afterwards mmengine finds no compiled mmcv (as
+The stubs are in place only while the libraries import: afterwards mmengine finds no compiled mmcv (as
 with mmcv-lite) and tests that stub torchvision their own way (tests/families/classy) are not affected.
 """
 
@@ -22,7 +26,11 @@ import types
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy
+
 LIBRARIES = ("mmdet", "mmpretrain", "mmseg")
+#: the mmagic modules that import in the test venv (see above), for :func:`import_modules`
+MMAGIC = ("mmagic.engine", "mmagic.visualization")
 
 
 def _ext_function(name: str) -> Any:
@@ -68,8 +76,13 @@ def _torchvision() -> dict[str, types.ModuleType]:
     )  # fmt: skip
     boxes = _module("torchvision.ops.boxes")
     ops = _module("torchvision.ops", boxes=boxes)
-    root = _module("torchvision", transforms=transforms, ops=ops)
-    return {m.__name__: m for m in (root, transforms, transforms_transforms, functional, ops, boxes)}
+    utils = _module("torchvision.utils", make_grid=_make_grid)  # mmagic.utils imports it
+    root = _module("torchvision", transforms=transforms, ops=ops, utils=utils)
+    return {m.__name__: m for m in (root, transforms, transforms_transforms, functional, ops, boxes, utils)}
+
+
+def _make_grid(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("torchvision.utils.make_grid is a test stub (tests/helpers/openmmlab_stubs.py)")
 
 
 @contextlib.contextmanager
@@ -81,9 +94,14 @@ def stubs() -> Iterator[None]:
         ext.__getattr__ = _ext_function
     saved = {name: sys.modules.get(name) for name in stubbed}
     sys.modules.update(stubbed)
+    aliased = not hasattr(numpy, "bool8")
+    if aliased:  # removed in numpy 2; mmagic 1.2's mmagic.utils reads it at import
+        numpy.bool8 = numpy.bool_
     try:
         yield
     finally:
+        if aliased:
+            del numpy.bool8
         for name, module in saved.items():
             if module is None:
                 sys.modules.pop(name, None)

@@ -35,6 +35,23 @@ class _EvalLoop(LoopFacade):
     def dataloader(self) -> Any:
         return _first(getattr(self.trainer, f"{self.stage}_dataloaders"))
 
+    @property
+    def total_length(self) -> int:
+        """The batches of the running evaluation over all its dataloaders, as mmagic's ``MultiValLoop`` /
+        ``MultiTestLoop`` count them (its ``IterTimerHook`` reads it for the eta) when the config's
+        ``{stage}_cfg`` names one of them; MMEngine's own loops have no such attribute (``AttributeError``)."""
+        cfg = self._runner.cfg.get(f"{self.stage}_cfg") or {}
+        kind = cfg.get("type", "") if isinstance(cfg, dict) else ""
+        name = kind if isinstance(kind, str) else getattr(kind, "__name__", "")
+        if name.rpartition(".")[2] not in _MULTI_LOOPS or self.trainer is None:
+            raise AttributeError(
+                f"runner.{self.stage}_loop.total_length: MMEngine's {self.upstream.__name__} has no total_length; "
+                f"mmagic's {' / '.join(_MULTI_LOOPS)} have it, served when the adapter's config names one "
+                f"({self.stage}_cfg=dict(type=...), as MMEngineAdapter.from_file and `lightning-hooks train` pass it)."
+            )
+        counts = self.trainer.num_val_batches if self.stage == "val" else self.trainer.num_test_batches
+        return int(sum(counts))
+
     def found_evaluator(self) -> Evaluator | None:
         """The LightningModule's ``{stage}_evaluator`` or ``evaluator`` attribute (an ``mmengine.evaluator.Evaluator``),
         if it has one."""
@@ -102,6 +119,10 @@ class EvalTestLoop(_EvalLoop, TestLoop):
     """``runner.test_loop``: a ``TestLoop`` to hooks. Example: ``runner.test_loop.run_iter(idx, data_batch)``."""
 
     stage, step, upstream = "test", "test_step", TestLoop
+
+
+#: mmagic's evaluation loops (several dataloaders and evaluators), whose ``total_length`` hooks read
+_MULTI_LOOPS = ("MultiValLoop", "MultiTestLoop")
 
 
 def _first(loaders: Any) -> Any:

@@ -153,19 +153,26 @@ def end_if_done(trainer: pl.Trainer, cfg: IterLoopConfig, done: int, stop_reques
 class Endless:
     """The train loader as ``IterBasedTrainLoop`` iterates it: without end, restarting it (after ``set_epoch`` on its
     sampler, as ``_InfiniteDataloaderIterator``) when it runs out; a resumed run first skips ``skip()`` batches.
+    Once ``redirect()`` returns an iterator (a hook assigned ``runner.train_loop.dataloader_iterator``, see
+    :meth:`EndlessSource.redirect`), every later batch is ``next()`` of it, as MMEngine's loop draws it.
 
     It has no ``len()``, so Lightning runs one epoch that ``max_steps`` ends. An ``InfiniteSampler`` loader is iterated
     once, as under MMEngine: iterating it anew would close the sampler's shared index generator.
     """
 
-    def __init__(self, loader: Any, skip: Any) -> None:
+    def __init__(self, loader: Any, skip: Any, redirect: Any = lambda: None) -> None:
         self.loader = loader
         self._skip = skip
+        self._redirect = redirect  # the iterator a hook assigned, or None
 
     def __iter__(self) -> Iterator[Any]:
         epoch, skip = 0, self._skip()
         iterator = iter(self.loader)
         while True:
+            assigned = self._redirect()
+            if assigned is not None:
+                yield next(assigned)
+                continue
             try:
                 batch = next(iterator)
             except StopIteration:
@@ -201,11 +208,15 @@ class EndlessSource(lightning_api.DataLoaderSource):
         self.original = source
         self._skip = skip
         self._loader: Any = None
+        #: the iterator a hook gave the loop (``dataloader_iterator``), which feeds every later batch; None: the loader
+        self.iterator: Iterator[Any] | None = None
 
     @property
     def loader(self) -> Any:
         """The train loader, requested from the original source once. Hooks read it (``runner.train_dataloader``)
-        without making Lightning start iterating it before a resumed run restored its iteration count."""
+        without making Lightning start iterating it before a resumed run restored its iteration count; a hook may
+        assign another (``runner.train_loop.dataloader = ...``), which, as under MMEngine, changes what hooks read
+        but not the batches until it also assigns the iterator."""
         if self._loader is None:
             loader = self.original.dataloader()
             if isinstance(loader, (list, tuple, dict)) or not hasattr(loader, "__iter__"):
@@ -216,8 +227,23 @@ class EndlessSource(lightning_api.DataLoaderSource):
             self._loader = loader
         return self._loader
 
+    @loader.setter
+    def loader(self, loader: Any) -> None:
+        self._loader = loader
+
+    def redirect(self, trainer: pl.Trainer, iterator: Iterator[Any]) -> None:
+        """Draw every batch from ``iterator`` from the next one on, as ``IterBasedTrainLoop`` draws
+        ``next(self.dataloader_iterator)`` at each iteration: the batch Lightning fetched ahead is fetched again."""
+        if not hasattr(iterator, "__next__"):
+            raise TypeError(
+                f"runner.train_loop.dataloader_iterator = {type(iterator).__name__}: IterBasedTrainLoop calls next() "
+                "on it at every iteration; assign an iterator, e.g. mmengine's _InfiniteDataloaderIterator(loader)."
+            )
+        self.iterator = iterator
+        lightning_api.refetch_train_batches(trainer)
+
     def dataloader(self) -> Endless:
-        return Endless(self.loader, self._skip)
+        return Endless(self.loader, self._skip, lambda: self.iterator)
 
 
 @dataclass(frozen=True)

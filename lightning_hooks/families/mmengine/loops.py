@@ -296,14 +296,42 @@ class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
 
     @_TrainLoop.dataloader.setter
     def dataloader(self, loader: Any) -> None:
-        raise RuntimeError(
-            "runner.train_loop.dataloader = ...: MMEngine's IterBasedTrainLoop draws batches from an iterator it "
-            "builds once, so assigning its dataloader changes nothing under MMEngine either. A hook that then assigns "
-            "runner.train_loop.dataloader_iterator too (mmagic's PGGANFetchDataHook) switches the data from the next "
-            "iteration under MMEngine, which lightning-hooks cannot do yet: Lightning has already fetched the next "
-            "batch. Change the samples inside the dataset instead (its __getitem__ reading what the hook sets), or "
-            "train epoch-based, where the assignment takes effect as under EpochBasedTrainLoop."
-        )
+        """``runner.train_loop.dataloader = loader``: what hooks read from now on (``runner.train_dataloader``). As
+        under MMEngine, whose ``IterBasedTrainLoop`` draws batches from an iterator it built once, the batches change
+        only when a hook also assigns :attr:`dataloader_iterator` (mmagic's ``PGGANFetchDataHook`` assigns both)."""
+        self._source("dataloader").loader = loader
+        if self.epoch_values is not None:
+            self.epoch_values.clear()  # values computed from the former loader
+
+    @property
+    def dataloader_iterator(self) -> Any:
+        """The iterator a hook assigned; before that, Lightning's own iteration of the loader, which hooks cannot
+        take over (an error says so)."""
+        iterator = self._source("dataloader_iterator").iterator
+        if iterator is None:
+            raise AttributeError(
+                "runner.train_loop.dataloader_iterator: Lightning's fit loop iterates the train loader under "
+                "lightning-hooks, and a hook cannot draw batches from that iteration. Read runner.train_loop.dataloader "
+                "instead, or assign an iterator (e.g. mmengine's _InfiniteDataloaderIterator(loader)) to switch the "
+                "data from the next iteration, as MMEngine's IterBasedTrainLoop does."
+            )
+        return iterator
+
+    @dataloader_iterator.setter
+    def dataloader_iterator(self, iterator: Any) -> None:
+        """``runner.train_loop.dataloader_iterator = iterator``: the next iteration's batch, and every later one, is
+        ``next(iterator)``, as ``IterBasedTrainLoop`` draws it (Lightning's batch fetched ahead is fetched again)."""
+        self._source("dataloader_iterator").redirect(self.trainer, iterator)
+
+    def _source(self, attribute: str) -> EndlessSource:
+        trainer = self.trainer
+        source = lightning_api.train_data_source(trainer) if trainer is not None else None
+        if trainer is None or trainer.state.fn != "fit" or not isinstance(source, EndlessSource):
+            raise RuntimeError(
+                f"runner.train_loop.{attribute} = ...: assign the train data while trainer.fit runs (a train hook); "
+                "outside fit, pass the loader to trainer.fit(...)"
+            )
+        return source
 
 
 def train_loop(runner: Any, cfg: EpochLoopConfig | IterLoopConfig | None) -> EpochTrainLoop | IterTrainLoop:

@@ -19,7 +19,7 @@ import torch
 from mmengine.config import Config
 from mmengine.evaluator import Evaluator
 from mmengine.model import BaseModel, revert_sync_batchnorm
-from mmengine.optim import OptimWrapper, OptimWrapperDict, build_optim_wrapper
+from mmengine.optim import AmpOptimWrapper, OptimWrapper, OptimWrapperDict, build_optim_wrapper
 from mmengine.registry import EVALUATOR, MODELS, DefaultScope
 from mmengine.runner import set_random_seed
 from mmengine.runner.loops import _parse_losses, _update_losses
@@ -182,6 +182,7 @@ class MMEngineModule(pl.LightningModule):
     def _build_optim_wrapper(self, cfg: Any) -> OptimWrapper | OptimWrapperDict:
         if isinstance(cfg, (OptimWrapper, OptimWrapperDict)):
             return cfg
+        _check_amp(cfg)
         if cfg.get("optimizer") is not None or "constructor" in cfg:
             return build_optim_wrapper(self.model, cfg)
         return OptimWrapperDict(**cfg)  # already built wrappers by name
@@ -296,6 +297,33 @@ class MMEngineModule(pl.LightningModule):
                 f"or a config with {stage}_cfg and {stage}_evaluator."
             )
         return evaluator
+
+
+def _check_amp(cfg: Mapping[str, Any]) -> None:
+    """An ``AmpOptimWrapper`` in the ``optim_wrapper`` config (what ``--amp`` selects, as ``tools/train.py``) needs a
+    device MMEngine's AMP runs on; without one, a clear error instead of the wrapper's bare ``AssertionError``."""
+    from mmengine.device import is_cuda_available, is_mlu_available, is_musa_available, is_npu_available
+
+    if not _names_amp(cfg) or any(f() for f in (is_cuda_available, is_npu_available, is_mlu_available, is_musa_available)):
+        return
+    raise RuntimeError(
+        "MMEngineModule: the optim_wrapper is an AmpOptimWrapper (`lightning-hooks train --amp` selects it, as "
+        "tools/train.py does: type='AmpOptimWrapper', loss_scale='dynamic'), and MMEngine's AMP runs only on a CUDA, "
+        "NPU, MLU or MUSA device, which this machine lacks; the Runner refuses it here too. Train on such a device, "
+        "or without --amp (type='OptimWrapper'). Lightning's --precision bf16-mixed autocasts on CPU, which is "
+        "Lightning's mixed precision, not MMEngine's AmpOptimWrapper."
+    )
+
+
+def _names_amp(cfg: Any) -> bool:
+    """Whether ``cfg`` (an ``optim_wrapper`` config, or one wrapper's of a multi-optimizer config) names
+    ``AmpOptimWrapper`` (by name or class)."""
+    if not isinstance(cfg, Mapping):
+        return False
+    kind = cfg.get("type")
+    if kind == "AmpOptimWrapper" or (isinstance(kind, type) and issubclass(kind, AmpOptimWrapper)):
+        return True
+    return any(_names_amp(value) for value in cfg.values())
 
 
 def _strategy_backward(backward: Any, strategy: Any) -> Any:

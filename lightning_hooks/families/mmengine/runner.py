@@ -113,7 +113,6 @@ class Runner(Facade):
         self.cfg = cfg if isinstance(cfg, Config) else Config(dict(cfg or {}))
         self._seed: int | None = options["seed"]
         self.message_hub = MessageHub.get_instance(self._instance_name)
-        self.log_processor = runner_setup.build_log_processor(options["log_processor"])
         #: mmengine schedulers or their configs; configs are built on Lightning's optimizer at each ``on_fit_start``.
         self._scheduler_configs = self.param_schedulers = options["param_schedulers"]
         schedulers.check_configs(self._scheduler_configs, options["default_scope"])
@@ -123,6 +122,7 @@ class Runner(Facade):
         self.default_scope = None if default_scope is None else DefaultScope.get_instance(
             self._instance_name, scope_name=default_scope
         )
+        self.log_processor = runner_setup.build_log_processor(options["log_processor"])  # in the scope, as the Runner
         self._visualizer = runner_setup.build_visualizer(options["visualizer"], self._instance_name, self.log_dir)
         self._vis_log_dir = self.log_dir  # where a visualizer built with the default save_dir writes (vis_data/)
         self._resume = False

@@ -29,7 +29,7 @@ from mmengine.registry import LOOPS, DefaultScope
 from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop, Runner, get_priority
 from mmengine.utils import ManagerMixin
 from mmengine.visualization import Visualizer
-from openmmlab_stubs import import_modules, import_openmmlab
+from openmmlab_stubs import MMAGIC, import_modules, import_openmmlab
 from torch.utils.data import DataLoader
 
 from lightning_hooks.families.mmengine import MMEngineAdapter
@@ -42,6 +42,7 @@ LIBRARIES = (
     ("mmpretrain", None),
     ("mmseg", None),
     ("mmpose", ["mmpose.engine.hooks"]),  # its datasets need xtcocotools
+    ("mmagic", list(MMAGIC)),  # its models need diffusers: its engine and visualizers
 )
 INSTALLED = tuple((name, modules) for name, modules in LIBRARIES if importlib.util.find_spec(name))
 _names = itertools.count()

@@ -281,7 +281,16 @@ def test_mmengine_epoch_based_val_begin_and_dynamic_intervals_validate_where_the
 
 
 class FetchData(Hook):
-    """Switches the train data as mmagic's PGGANFetchDataHook does: the loader, then the loop's iterator over it."""
+    """Switches the train data as mmagic's PGGANFetchDataHook does: the loader, then the loop's iterator over it;
+    records the samples of each iteration and the size of the dataset hooks read (``runner.train_dataloader``)."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+        self.samples: list[list[float]] = []
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
+        self.sizes.append(len(runner.train_dataloader.dataset))
+        self.samples.append(data_batch["inputs"][:, 0].tolist())
 
     def before_train_iter(self, runner, batch_idx, data_batch=None) -> None:
         if runner.iter == 3:
@@ -292,9 +301,18 @@ class FetchData(Hook):
             runner.train_loop.dataloader_iterator = _InfiniteDataloaderIterator(loader)
 
 
-def test_mmengine_iter_based_data_switch_of_the_loop_iterator_is_refused_with_what_to_do(tmp_path):
-    # under the Runner the pair takes effect at the next iteration; Lightning has fetched that batch already
-    with pytest.raises(RuntimeError, match=r"assigns runner\.train_loop\.dataloader_iterator too \(mmagic's "
-                                           r"PGGANFetchDataHook\) switches the data from the next iteration"):  # fmt: skip
-        run_lightning(tmp_path, train_cfg=ITER_CFG, train=infinite_loader(), custom_hooks=[FetchData()],
-                      default_hooks=dict(checkpoint=None))  # fmt: skip
+def test_mmengine_iter_based_data_switch_of_the_loop_iterator_takes_effect_at_the_next_iteration(tmp_path):
+    # under the Runner the pair takes effect at the next iteration; Lightning has fetched that batch already and
+    # fetches it again from the new iterator
+    hooks = dict(default_hooks=dict(checkpoint=None), custom_hooks=[dict(type="RecorderHook")])
+    runner = run_mmengine(tmp_path / "mm", train_cfg=ITER_CFG, train=infinite_loader(),
+                          custom_hooks=[*hooks["custom_hooks"], FetchData()], default_hooks=hooks["default_hooks"])
+    _, adapter, module = run_lightning(tmp_path / "lt", train_cfg=ITER_CFG, train=infinite_loader(),
+                                       custom_hooks=[*hooks["custom_hooks"], FetchData()],
+                                       default_hooks=hooks["default_hooks"])  # fmt: skip
+    mm, lt = hook_of(runner.hooks, RecorderHook).events, hook_of(adapter.hooks, RecorderHook).events
+    assert lt == mm
+    assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
+    # hooks read the loader the hook assigned from then on
+    assert hook_of(adapter.hooks, FetchData).samples == hook_of(runner.hooks, FetchData).samples
+    assert hook_of(adapter.hooks, FetchData).sizes == hook_of(runner.hooks, FetchData).sizes == [16] * 3 + [8] * 7

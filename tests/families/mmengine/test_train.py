@@ -20,11 +20,13 @@ import pytest
 import torch
 import train_kit  # registers the tiny datasets
 from mmengine.config import Config
+from mmengine.optim import AmpOptimWrapper
 from mmengine.runner import Runner
 from mmengine.visualization import Visualizer
 
 from lightning_hooks import train as dispatcher
-from lightning_hooks.families.mmengine.train import claims
+from lightning_hooks.families.mmengine.module import _names_amp
+from lightning_hooks.families.mmengine.train import claims, load_config, parser
 from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
 
 _LIBRARIES = {name: Path(__import__(name).__file__).parent / ".mim" / "configs" for name in ("mmpretrain", "mmseg", "mmdet")}
@@ -185,7 +187,6 @@ def test_claims_mmengine_configs_and_leaves_mmcv_1x_configs(tmp_path: Path) -> N
 def test_flags_change_the_config_as_tools_train_does(tmp_path: Path) -> None:
     """``--work-dir`` (default ``work_dirs/<config name>``), ``--cfg-options``, ``--amp``, ``--resume``,
     ``--auto-scale-lr``, as mmdet's ``tools/train.py`` merges them."""
-    from lightning_hooks.families.mmengine.train import load_config, parser
 
     path = str(derived_config(tmp_path, "mmpretrain-resnet18-cifar"))
     cfg = load_config(parser().parse_args([path]))
@@ -202,6 +203,57 @@ def test_flags_change_the_config_as_tools_train_does(tmp_path: Path) -> None:
     bare.write_text(f"_base_ = [{path!r}]\nauto_scale_lr = None\n")
     with pytest.raises(RuntimeError, match="auto_scale_lr"):
         load_config(parser().parse_args([str(bare), "--auto-scale-lr"]))
+
+
+#: ``--amp``: MMEngine's AmpOptimWrapper with loss_scale='dynamic', as tools/train.py sets it; it runs only on a GPU
+#: (or NPU, MLU, MUSA): on CPU the command says so before training, on a CUDA machine both hosts train with it
+AMP_CASE = "mmpretrain-resnet18-cifar"
+
+
+def _amp_config(tmp_path: Path, work_dir: Path) -> Config:
+    path = str(derived_config(tmp_path, AMP_CASE))
+    return load_config(parser().parse_args([path, "--amp", "--work-dir", str(work_dir)]))
+
+
+def test_amp_flag_maps_to_the_amp_optim_wrapper_as_tools_train(tmp_path: Path) -> None:
+    cfg = _amp_config(tmp_path, tmp_path / "w")
+    assert cfg.optim_wrapper.type == "AmpOptimWrapper" and cfg.optim_wrapper.loss_scale == "dynamic"
+    assert cfg.optim_wrapper.optimizer.type == "SGD"  # the rest of the config's optim_wrapper is kept
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU refusal: this machine has CUDA")
+def test_amp_on_cpu_is_refused_before_training_with_what_to_do(tmp_path: Path) -> None:
+    # the Runner refuses it too (AmpOptimWrapper asserts a GPU), with a bare AssertionError
+    cfg = _amp_config(tmp_path, tmp_path / "runner")
+    with pytest.raises(AssertionError, match="only available training on gpu"):
+        Runner.from_cfg(cfg).train()
+    path = str(derived_config(tmp_path, AMP_CASE))
+    with pytest.raises(RuntimeError, match=r"AmpOptimWrapper \(`lightning-hooks train --amp` selects it.*CUDA, NPU, "
+                                           r"MLU or MUSA device.*without --amp"):  # fmt: skip
+        dispatcher.main([path, "--amp", "--work-dir", str(tmp_path / "lightning")])
+    assert not list((tmp_path / "lightning").glob("*.pth"))
+    # the same check for a wrapper of a multi-optimizer config (mmagic's GANs), and for the class itself
+    assert _names_amp(dict(constructor="MultiOptimWrapperConstructor", generator=dict(type="AmpOptimWrapper")))
+    assert _names_amp(dict(type=AmpOptimWrapper)) and not _names_amp(dict(type="OptimWrapper", optimizer=dict()))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="MMEngine's AmpOptimWrapper needs a CUDA device")
+def test_amp_train_matches_tools_train_amp_on_cuda(tmp_path: Path) -> None:
+    path = derived_config(tmp_path, AMP_CASE)
+    cfg = _amp_config(tmp_path, tmp_path / "runner")
+    Runner.from_cfg(cfg).train()
+    dispatcher.main([str(path), "--amp", "--work-dir", str(tmp_path / "lightning")])
+    expected, actual = tmp_path / "runner", tmp_path / "lightning"
+    assert listing(actual) == listing(expected)
+    ours, theirs = scalars(actual), scalars(expected)
+    assert [r.keys() for r in ours] == [r.keys() for r in theirs]
+    for a, b in zip(ours, theirs):  # float16 kernels: close, not bitwise
+        assert a == pytest.approx(b, rel=1e-3, abs=1e-4)
+    last = "epoch_2.pth"
+    mine = torch.load(actual / last, map_location="cpu", weights_only=False)
+    theirs_ckpt = torch.load(expected / last, map_location="cpu", weights_only=False)
+    for key, value in theirs_ckpt["state_dict"].items():
+        torch.testing.assert_close(mine["state_dict"][key], value, rtol=1e-3, atol=1e-4, msg=key)
 
 
 @pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
