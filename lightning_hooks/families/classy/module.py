@@ -270,6 +270,7 @@ class VisslConfigModule(pl.LightningModule):
         if config.get("TEST_MODEL") and not config.get("TEST_ONLY"):
             _check_vissl_test(config)
         self.model = build_model(config.MODEL, config.OPTIMIZER)
+        self._step_loss: torch.Tensor | None = None
 
     def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
         """A :class:`ClassyAdapter` with VISSL's ``default_hook_generator(config)`` hooks, then ``hooks``."""
@@ -327,14 +328,21 @@ class VisslConfigModule(pl.LightningModule):
         return self.criterion(output[0] if len(output) == 1 else output, sample["target"])
 
     @override
+    def on_before_backward(self, loss: torch.Tensor) -> None:
+        """Keep the step's loss as VISSL's ``last_batch.loss`` holds it (averaged over ranks by the adapter; this
+        rank's loss without one): after a phase's last batch the adapter's phase end has cleared ``last_batch``
+        before :meth:`on_train_batch_end` logs it."""
+        adapter = next((cb for cb in self.trainer.callbacks if isinstance(cb, ClassyAdapter)), None)
+        last = None if adapter is None else adapter.task.last_batch
+        self._step_loss = loss.detach() if last is None or last.loss is None else last.loss
+
+    @override
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         """On Lightning's logging steps (``log_every_n_steps``), what LogLossLrEtaHook prints: the step's loss
         (averaged over ranks, as VISSL's ``last_batch.loss``) and the LR it used, as ``train/loss`` and ``train/lr``."""
         if self.trainer.global_step % self.trainer.log_every_n_steps:
             return
-        adapter = next((cb for cb in self.trainer.callbacks if isinstance(cb, ClassyAdapter)), None)
-        last = None if adapter is None else adapter.task.last_batch
-        loss = outputs["loss"] if last is None or last.loss is None else last.loss
+        loss = outputs["loss"] if self._step_loss is None else self._step_loss
         lr = self.classy_optimizer.optimizer.param_groups[0]["lr"]
         self.log_dict({"train/loss": loss, "train/lr": lr}, on_step=True, on_epoch=False, batch_size=1)
 
