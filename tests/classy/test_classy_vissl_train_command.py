@@ -3,7 +3,7 @@
 One subprocess (the real torchvision and VISSL) runs ``quick_simclr_synthetic``, ``quick_moco``, ``quick_swav`` and
 ``quick_dino``, made small by overrides, through VISSL's ``launch_distributed`` (what ``tools/run_distributed_engines.py``
 calls) and through ``lightning-hooks train`` (vissl_train_runs.py); then both auto-resume from VISSL's
-``model_phase0.torch`` (random transforms: the data's random stream must match too); then both train SimCLR on two CPU
+``model_phase0.torch`` (random transforms: the data's random stream must match too); then both train SwAV on two CPU
 processes (gloo) as the commands a user runs (vissl_cli.py): VISSL with ``NUM_PROC_PER_NODE=2``, Lightning with
 ``--devices 2``. Compared: ``stdout.json`` (losses and LRs per iteration), ``metrics.json``, the checkpoint files and
 their contents, the final weights, the values Lightning's CSVLogger received, and per rank what each process trained on.

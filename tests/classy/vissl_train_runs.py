@@ -139,7 +139,8 @@ def collect(out: Path) -> dict[str, Any]:
 
 
 #: Two processes on CPU (gloo), each on its shard of VISSL's sampler: VISSL with the config's NUM_PROC_PER_NODE=2,
-#: ``lightning-hooks train`` with ``--devices 2`` (which sets it).
+#: ``lightning-hooks train`` with ``--devices 2`` (which sets it). SwAV: its per-rank queues (from iteration 2) and
+#: its prototypes frozen for 2 iterations, looked up by their names in VISSL's DDP wrapper.
 TWO_PROCESSES = ["config.DATA.TRAIN.DATA_LIMIT=16"]
 
 
@@ -154,7 +155,7 @@ def fresh_shell() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key not in RANK_VARIABLES}
 
 
-def run_two_processes(root: Path, name: str = "simclr") -> dict[str, Any]:
+def run_two_processes(root: Path, name: str = "swav") -> dict[str, Any]:
     """Both sides as the commands a user runs (vissl_cli.py), two processes each; their per-rank records too."""
     runs = {}
     for side, world in (("vissl", ["config.DISTRIBUTED.NUM_PROC_PER_NODE=2"]), ("lightning", ["--devices", "2"])):

@@ -306,6 +306,15 @@ class VisslConfigModule(pl.LightningModule):
         loss_config = copy.deepcopy(self.config.LOSS[name])
         loss_config["name"] = name
         self.criterion = build_loss(loss_config)
+        self._keep_loss_out_of_ddp()
+
+    def _keep_loss_out_of_ddp(self) -> None:
+        """VISSL's DDP wraps the model only: the loss's parameters and buffers (SwAV's per-rank queues, MoCo's
+        queue) are never synchronized nor broadcast from rank 0. Lightning's DDP wraps this module, loss included:
+        they are left out of it, as DDP allows for named parameters and buffers."""
+        names = [f"criterion.{name}" for name, _ in (*self.criterion.named_parameters(), *self.criterion.named_buffers())]
+        if names:
+            torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(self, names)
 
     @override
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
