@@ -1,8 +1,10 @@
 """A VISSL config trained by VISSL's own launcher and by ``lightning-hooks train config=...`` (subprocess side).
 
-Both read VISSL's shipped integration-test configs (``quick_simclr_synthetic``, ``quick_moco``) composed by VISSL's
+Both read VISSL's shipped integration-test configs (``quick_simclr_synthetic``, ``quick_moco``, ``quick_swav``,
+``quick_dino``) composed by VISSL's
 hydra plugin with the same overrides, which make them small for a CPU: synthetic 32 px images, a handful of samples,
-the configs' own transforms at 32 px, in-process loading, gloo, no LARC (it needs Apex). The reference is what
+the configs' own transforms at 32 px (SwAV's and DINO's multi-crop at 32/16 px), in-process loading, gloo, one
+process, no LARC (it needs Apex), no SyncBN (a user on CPU overrides both, as here). The reference is what
 ``tools/run_distributed_engines.py`` runs: ``launch_distributed(cfg, node_id=0, engine_name="train",
 hook_generator=default_hook_generator)``. Compared by the tests: ``stdout.json``, ``metrics.json``, the checkpoint
 files and the final weights.
@@ -12,7 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import subprocess
 import sys
 import traceback
 from pathlib import Path
@@ -34,6 +38,7 @@ SMALL = [
     "config.DATA.TRAIN.RANDOM_SYNTHETIC_IMAGES=true",
     "config.DATA.TRAIN.DEFAULT_GRAY_IMG_SIZE=32",
     "config.OPTIMIZER.use_larc=false",
+    "config.DISTRIBUTED.NUM_PROC_PER_NODE=1",
     "config.OPTIMIZER.num_epochs=2",
     "config.MODEL.SYNC_BN_CONFIG.CONVERT_BN_TO_SYNC_BN=false",
     "config.LOG_FREQUENCY=1",
@@ -44,13 +49,29 @@ TRANSFORMS = ("config.DATA.TRAIN.TRANSFORMS=[{name: ImgReplicatePil, num_times: 
               " {name: RandomHorizontalFlip, p: 0.5}, {name: ImgPilColorDistortion, strength: %s},"
               " {name: ImgPilGaussianBlur, p: 0.5, radius_min: 0.1, radius_max: 2.0}, {name: ToTensor},"
               " {name: Normalize, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}]")  # fmt: skip
+MULTICROP = ("config.DATA.TRAIN.TRANSFORMS=[{name: ImgPilToMultiCrop, num_crops: %s, size_crops: %s, crop_scales: %s,"
+             " total_num_crops: %d}, {name: RandomHorizontalFlip, p: 0.5}, {name: ImgPilColorDistortion, strength: %s},"
+             " {name: ImgPilGaussianBlur, p: 0.5, radius_min: 0.1, radius_max: 2.0}, {name: ToTensor},"
+             " {name: Normalize, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}]")  # fmt: skip
 CONFIGS: dict[str, list[str]] = {
     "simclr": ["config=test/integration_test/quick_simclr_synthetic", TRANSFORMS % 1.0],
-    # resumed: VISSL draws its data iterator's seed once more when it resumes, so random transforms would differ
-    "simclr_plain": ["config=test/integration_test/quick_simclr_synthetic",
-                     "config.DATA.TRAIN.TRANSFORMS=[{name: ImgReplicatePil, num_times: 2}, {name: ToTensor}]"],
     "moco": ["config=test/integration_test/quick_moco", TRANSFORMS % 0.5, "config.DATA.TRAIN.DATASET_NAMES=[synthetic]",
              "config.LOSS.moco_loss.queue_size=64"],  # fmt: skip
+    # SwAV: 2 x 32 px + 2 x 16 px crops, a small head, a queue from iteration 2, prototypes frozen for 2 iterations
+    "swav": ["config=test/integration_test/quick_swav", "config.DATA.TRAIN.DATASET_NAMES=[synthetic]",
+             MULTICROP % ("[2, 2]", "[32, 16]", "[[0.14, 1], [0.05, 0.14]]", 4, 1.0),
+             "config.MODEL.HEAD.PARAMS=[[swav_head, {dims: [2048, 64, 16], use_bn: true, num_clusters: [20]}]]",
+             "config.MODEL.TEMP_FROZEN_PARAMS_ITER_MAP=[[module.heads.0.prototypes0.weight, 2]]",
+             "config.LOSS.swav_loss.queue.queue_length=8", "config.LOSS.swav_loss.queue.start_iter=2"],  # fmt: skip
+    # DINO: a one-layer ViT on 32 px crops, a small head, the teacher's temperature warmed up over 3 iterations
+    "dino": ["config=test/integration_test/quick_dino", "config.DATA.TRAIN.DATASET_NAMES=[synthetic]",
+             MULTICROP % ("[2]", "[32]", "[[0.14, 1]]", 2, 0.5),
+             "config.MODEL.TRUNK.VISION_TRANSFORMERS.IMAGE_SIZE=32", "config.MODEL.TRUNK.VISION_TRANSFORMERS.NUM_LAYERS=1",
+             "config.MODEL.TRUNK.VISION_TRANSFORMERS.NUM_HEADS=2", "config.MODEL.TRUNK.VISION_TRANSFORMERS.HIDDEN_DIM=32",
+             "config.MODEL.TRUNK.VISION_TRANSFORMERS.MLP_DIM=64",
+             "config.MODEL.HEAD.PARAMS=[[swav_head, {use_weight_norm_prototypes: false, dims: [32, 64, 64, 16], use_bn: false,"
+             " return_embeddings: false, activation_name: GELU, num_clusters: [32]}]]",
+             "config.LOSS.dino_loss.teacher_temp_warmup_iters=3"],  # fmt: skip
 }
 
 
@@ -117,15 +138,46 @@ def collect(out: Path) -> dict[str, Any]:
             "final": final, "checkpoints": checkpoints, "csv": [p.read_text() for p in metrics]}  # fmt: skip
 
 
+#: Two processes on CPU (gloo), each on its shard of VISSL's sampler: VISSL with the config's NUM_PROC_PER_NODE=2,
+#: ``lightning-hooks train`` with ``--devices 2`` (which sets it). SwAV: its per-rank queues (from iteration 2) and
+#: its prototypes frozen for 2 iterations, looked up by their names in VISSL's DDP wrapper.
+TWO_PROCESSES = ["config.DATA.TRAIN.DATA_LIMIT=16"]
+
+
+#: What a process that ran VISSL's launcher (or a DDP run) keeps in its environment: a launcher would take them as
+#: its own rank (Lightning's DDP then waits for the other processes instead of starting them).
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "MASTER_ADDR",
+                  "MASTER_PORT")  # fmt: skip
+
+
+def fresh_shell() -> dict[str, str]:
+    """This process's environment without the rank variables the in-process runs before left in it."""
+    return {key: value for key, value in os.environ.items() if key not in RANK_VARIABLES}
+
+
+def run_two_processes(root: Path, name: str = "swav") -> dict[str, Any]:
+    """Both sides as the commands a user runs (vissl_cli.py), two processes each; their per-rank records too."""
+    runs = {}
+    for side, world in (("vissl", ["config.DISTRIBUTED.NUM_PROC_PER_NODE=2"]), ("lightning", ["--devices", "2"])):
+        out = root / "two_processes" / side
+        out.mkdir(parents=True)
+        command = [sys.executable, str(HERE / "vissl_cli.py"), side, *overrides(name, out), *TWO_PROCESSES, *world]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False, env=fresh_shell())
+        if proc.returncode:
+            raise RuntimeError(f"{side} exited with {proc.returncode}:\n{proc.stderr[-6000:]}")
+        ranks = {r: [json.loads(line) for line in (out / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)}
+        runs[side] = {**collect(out), "ranks": ranks}
+    return runs
+
+
 def resume(root: Path, name: str) -> dict[str, Any]:
-    """Each side auto-resumes (VISSL's AUTO_RESUME) from a folder holding VISSL's ``model_phase0.torch`` of ``name``."""
-    first = root / name
-    run_vissl(name, first)
+    """Each side auto-resumes (VISSL's AUTO_RESUME) from a folder holding VISSL's ``model_phase0.torch`` of scenario
+    ``name`` (VISSL's own run of it, in ``root/name/vissl``)."""
     runs = {}
     for side, run in (("vissl", run_vissl), ("lightning", run_lightning)):
         out = root / "resume" / side
         out.mkdir(parents=True)
-        shutil.copy(first / "model_phase0.torch", out / "model_phase0.torch")
+        shutil.copy(root / name / "vissl" / "model_phase0.torch", out / "model_phase0.torch")
         runs[side] = run(name, out)
     return runs
 
@@ -153,14 +205,15 @@ def child_main(out: str) -> None:
     track_log_hooks()
     root = Path(out)
     results: dict[str, Any] = {}
-    for name in ("simclr", "moco"):
+    for name in ("simclr", "moco", "swav", "dino"):
         try:
             results[name] = {"vissl": run_vissl(name, root / name / "vissl"),
                              "lightning": run_lightning(name, root / name / "lightning")}  # fmt: skip
         except Exception:  # noqa: BLE001  (reported by the scenario's test)
             results[name] = {"failed": traceback.format_exc()}
-    try:
-        results["resume"] = resume(root, "simclr_plain")
-    except Exception:  # noqa: BLE001
-        results["resume"] = {"failed": traceback.format_exc()}
+    for name, scenario in (("resume", lambda: resume(root, "simclr")), ("two_processes", lambda: run_two_processes(root))):
+        try:
+            results[name] = scenario()
+        except Exception:  # noqa: BLE001
+            results[name] = {"failed": traceback.format_exc()}
     torch.save(results, root / "results.pt")

@@ -315,6 +315,7 @@ class VisslConfigModule(pl.LightningModule):
         if config.get("TEST_MODEL") and not config.get("TEST_ONLY"):
             _check_vissl_test(config)
         self.model = build_model(config.MODEL, config.OPTIMIZER)
+        self._step_loss: torch.Tensor | None = None
 
     def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
         """A :class:`ClassyAdapter` with VISSL's ``default_hook_generator(config)`` hooks, then ``hooks``."""
@@ -350,6 +351,15 @@ class VisslConfigModule(pl.LightningModule):
         loss_config = copy.deepcopy(self.config.LOSS[name])
         loss_config["name"] = name
         self.criterion = build_loss(loss_config)
+        self._keep_loss_out_of_ddp()
+
+    def _keep_loss_out_of_ddp(self) -> None:
+        """VISSL's DDP wraps the model only: the loss's parameters and buffers (SwAV's per-rank queues, MoCo's
+        queue) are never synchronized nor broadcast from rank 0. Lightning's DDP wraps this module, loss included:
+        they are left out of it, as DDP allows for named parameters and buffers."""
+        names = [f"criterion.{name}" for name, _ in (*self.criterion.named_parameters(), *self.criterion.named_buffers())]
+        if names:
+            torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(self, names)
 
     @override
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
@@ -372,14 +382,21 @@ class VisslConfigModule(pl.LightningModule):
         return self.criterion(output[0] if len(output) == 1 else output, sample["target"])
 
     @override
+    def on_before_backward(self, loss: torch.Tensor) -> None:
+        """Keep the step's loss as VISSL's ``last_batch.loss`` holds it (averaged over ranks by the adapter; this
+        rank's loss without one): after a phase's last batch the adapter's phase end has cleared ``last_batch``
+        before :meth:`on_train_batch_end` logs it."""
+        adapter = next((cb for cb in self.trainer.callbacks if isinstance(cb, ClassyAdapter)), None)
+        last = None if adapter is None else adapter.task.last_batch
+        self._step_loss = loss.detach() if last is None or last.loss is None else last.loss
+
+    @override
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         """On Lightning's logging steps (``log_every_n_steps``), what LogLossLrEtaHook prints: the step's loss
         (averaged over ranks, as VISSL's ``last_batch.loss``) and the LR it used, as ``train/loss`` and ``train/lr``."""
         if self.trainer.global_step % self.trainer.log_every_n_steps:
             return
-        adapter = next((cb for cb in self.trainer.callbacks if isinstance(cb, ClassyAdapter)), None)
-        last = None if adapter is None else adapter.task.last_batch
-        loss = outputs["loss"] if last is None or last.loss is None else last.loss
+        loss = outputs["loss"] if self._step_loss is None else self._step_loss
         lr = self.classy_optimizer.optimizer.param_groups[0]["lr"]
         self.log_dict({"train/loss": loss, "train/lr": lr}, on_step=True, on_epoch=False, batch_size=1)
 

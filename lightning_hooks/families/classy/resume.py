@@ -225,6 +225,8 @@ class LegacyStart:
                     "already trained). Start from a phase checkpoint (model_phase<N>.torch) to avoid it."
                 )
         _resume_schedule(trainer, steps, position.epochs)
+        if position.iteration is not None:
+            _draw_discarded_iterator_seed(trainer)
         self.position = position if position.test_phase_pending else None
 
     def run_pending_test_phase(self, trainer: pl.Trainer) -> None:
@@ -234,6 +236,20 @@ class LegacyStart:
         position, self.position = self.position, None
         if position is not None and position.test_phase_pending:
             lightning_api.validate_now(trainer)
+
+
+def _draw_discarded_iterator_seed(trainer: pl.Trainer) -> None:
+    """The random draw of the data iterator VISSL's trainer makes and discards when it loads a checkpoint.
+
+    VISSL's ``SelfSupervisionTask._set_classy_state`` calls ``recreate_data_iterator`` (``iter(dataloader)``, whose
+    ``DataLoader`` iterator draws its base seed from the loader's generator, the global one by default), and its
+    trainer's first ``_advance_phase`` makes the iterator it trains on: one draw more than a fresh start, before the
+    ``on_start`` hooks. The same draw here keeps the transforms' random stream (and the workers' seeds) in step."""
+    import torch
+
+    loader = trainer.train_dataloader
+    generator = getattr(loader, "generator", None)
+    torch.empty((), dtype=torch.int64).random_(generator=generator)
 
 
 def _resume_schedule(trainer: pl.Trainer, steps: int, epochs: int) -> None:

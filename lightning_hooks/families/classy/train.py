@@ -199,6 +199,23 @@ def vissl_parser() -> argparse.ArgumentParser:
     return lightning_arguments(parser)
 
 
+def vissl_world_overrides(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
+    """``--devices N`` / ``--num-nodes N`` as VISSL's ``config.DISTRIBUTED.NUM_PROC_PER_NODE`` / ``NUM_NODES``, applied
+    after the user's overrides: VISSL sizes the world from them when it composes the config (the LR's
+    ``auto_lr_scaling``, the losses' ``buffer_params.world_size``) and its hooks read them. Without the flags, the
+    config's values choose Lightning's devices and nodes."""
+    world = []
+    if args.devices is not None:
+        devices = _devices(args.devices)
+        if not isinstance(devices, int) or devices < 1:
+            parser.error(f"--devices {args.devices}: a VISSL config needs a number of processes per node (its "
+                         "config.DISTRIBUTED.NUM_PROC_PER_NODE), e.g. --devices 2")  # fmt: skip
+        world.append(f"config.DISTRIBUTED.NUM_PROC_PER_NODE={devices}")
+    if args.num_nodes is not None:
+        world.append(f"config.DISTRIBUTED.NUM_NODES={args.num_nodes}")
+    return world
+
+
 def vissl_main(argv: list[str]) -> None:
     """``run_distributed_engines.py config=... overrides...`` under Lightning."""
     from vissl.utils.checkpoint import get_checkpoint_folder, get_resume_checkpoint, is_training_finished
@@ -213,7 +230,7 @@ def vissl_main(argv: list[str]) -> None:
     flags = [item for item in overrides if item.startswith("-")]
     if flags:
         parser.error(f"unrecognized arguments: {' '.join(flags)}")
-    _, config = convert_to_attrdict(compose_hydra_configuration(overrides))
+    _, config = convert_to_attrdict(compose_hydra_configuration([*overrides, *vissl_world_overrides(args, parser)]))
     folder = get_checkpoint_folder(config)
     if is_training_finished(config, checkpoint_folder=folder):
         logging.getLogger().info(f"Training already succeeded in {folder}, exiting.")

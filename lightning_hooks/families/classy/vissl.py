@@ -84,6 +84,26 @@ def check_loss_device(loss: Any, device: torch.device) -> None:
             )
 
 
+class DDPView(torch.nn.parallel.DistributedDataParallel):
+    """A VISSL model as VISSL's trainer hands it to hooks on several processes: wrapped in DDP (``isinstance`` of
+    ``DistributedDataParallel``, the model as ``.module``, its parameters named ``module.<name>``, the names VISSL's
+    ``FreezeParametersHook`` looks up). A view: it holds the model and syncs nothing (Lightning's DDP does); its
+    forward is the model's.
+
+    Example::
+
+        view = DDPView(model)
+        [name for name, _ in view.named_parameters()][0]  # 'module.trunk....'
+    """
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        torch.nn.Module.__init__(self)  # not DDP's: no second reducer, no broadcast
+        self.module = module
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.module(*args, **kwargs)
+
+
 # ------------------------------------------------------------------------------------------------------------ config
 def compose(config: Any) -> Any:
     """A VISSL ``AttrDict`` from VISSL's command-line overrides (``["config=test/cpu_test/test_cpu_regnet_moco",

@@ -8,6 +8,7 @@ import torch
 
 from lightning_hooks.families.classy.state import VisslTaskState
 from lightning_hooks.families.classy.task import Task, batch_size, distributed
+from lightning_hooks.families.classy.vissl import DDPView
 
 
 class VisslTask(VisslTaskState, Task):
@@ -23,6 +24,15 @@ class VisslTask(VisslTaskState, Task):
     """
 
     vissl = True
+
+    @property
+    def model(self) -> torch.nn.Module:
+        """VISSL's ``task.model``: on several processes, the model as VISSL's DDP wrapper shows it (:class:`DDPView`:
+        ``.module``, ``module.``-prefixed parameter names); on one, the model itself (VISSL wraps it only then)."""
+        model = Task.model.fget(self)
+        if self.model_path is None or not (distributed() and torch.distributed.get_world_size() > 1):
+            return model
+        return DDPView(model)
 
     @property
     def where(self) -> float:

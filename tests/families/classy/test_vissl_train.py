@@ -1,10 +1,12 @@
 """``lightning-hooks train config=...`` against VISSL's own launcher on VISSL's integration-test configs (CPU, bitwise).
 
-One subprocess (the real torchvision and VISSL) runs ``quick_simclr_synthetic`` and ``quick_moco``, made small by
-overrides, through VISSL's ``launch_distributed`` (what ``tools/run_distributed_engines.py`` calls) and through
-``lightning-hooks train`` (vissl_train_runs.py); then both auto-resume from VISSL's ``model_phase0.torch``. Compared:
-``stdout.json`` (losses and LRs per iteration), ``metrics.json``, the checkpoint files and their contents, the final
-weights, and the values Lightning's CSVLogger received.
+One subprocess (the real torchvision and VISSL) runs ``quick_simclr_synthetic``, ``quick_moco``, ``quick_swav`` and
+``quick_dino``, made small by overrides, through VISSL's ``launch_distributed`` (what ``tools/run_distributed_engines.py``
+calls) and through ``lightning-hooks train`` (vissl_train_runs.py); then both auto-resume from VISSL's
+``model_phase0.torch`` (random transforms: the data's random stream must match too); then both train SwAV on two CPU
+processes (gloo) as the commands a user runs (vissl_cli.py): VISSL with ``NUM_PROC_PER_NODE=2``, Lightning with
+``--devices 2``. Compared: ``stdout.json`` (losses and LRs per iteration), ``metrics.json``, the checkpoint files and
+their contents, the final weights, the values Lightning's CSVLogger received, and per rank what each process trained on.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ pytestmark = pytest.mark.skipif(not real_torchvision.available(), reason="run `b
 
 #: stdout.json fields that hold times, which differ between any two runs.
 TIMES = ("btime", "eta", "rolling_eta", "peak_mem")
-SCENARIOS = ("simclr", "moco", "resume")
+#: the scenarios and their iterations (resume: the second phase only; two processes: 16 samples in 2 shards of 8)
+ITERATIONS = {"simclr": 6, "moco": 6, "swav": 6, "dino": 6, "resume": 3, "two_processes": 4}
+SCENARIOS = tuple(ITERATIONS)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    return real_torchvision.run_child("vissl_train_runs", tmp_path_factory.mktemp("vissl_train"), timeout=1200)
+    return real_torchvision.run_child("vissl_train_runs", tmp_path_factory.mktemp("vissl_train"), timeout=1800)
 
 
 def _run(runs, name):
@@ -39,7 +43,7 @@ def _without_times(rows):
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_vissl_train_stdout_json_and_metrics_json(runs, name):
     theirs, ours = _run(runs, name)
-    assert len(theirs["stdout"]) == (3 if name == "resume" else 6)
+    assert len(theirs["stdout"]) == ITERATIONS[name]
     assert _without_times(ours["stdout"]) == _without_times(theirs["stdout"])
     assert ours["metrics"] == theirs["metrics"]
 
@@ -62,7 +66,7 @@ def test_vissl_train_checkpoint_files_and_final_weights(runs, name):
         assert task["optimizer"]["optim"]["state"] == ref_task["optimizer"]["optim"]["state"], file
 
 
-@pytest.mark.parametrize("name", ("simclr", "moco"))
+@pytest.mark.parametrize("name", ("simclr", "moco", "swav", "dino", "two_processes"))
 def test_vissl_train_values_reach_the_lightning_loggers(runs, name):
     """Every iteration's loss and LR (stdout.json's, rounded there) in the CSVLogger's metrics.csv."""
     theirs, ours = _run(runs, name)
@@ -73,3 +77,12 @@ def test_vissl_train_values_reach_the_lightning_loggers(runs, name):
     assert losses == pytest.approx([row["loss"] for row in theirs["stdout"]], abs=1e-5)
     assert lrs == pytest.approx([row["lr"] for row in theirs["stdout"]], abs=5.1e-6)  # stdout.json: 5 decimals
 
+
+
+def test_vissl_train_two_processes_shard_and_step_as_vissl(runs):
+    """Each rank trains on the samples VISSL's sampler gives it (its shard, in its order) with the same transforms,
+    and sees the same loss averaged over both ranks, at every iteration."""
+    theirs, ours = _run(runs, "two_processes")
+    assert sorted(theirs["ranks"]) == [0, 1] and len(theirs["ranks"][0]) == ITERATIONS["two_processes"]
+    assert [row["input"] for row in theirs["ranks"][0]] != [row["input"] for row in theirs["ranks"][1]]  # 2 shards
+    assert ours["ranks"] == theirs["ranks"]

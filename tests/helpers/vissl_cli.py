@@ -1,0 +1,100 @@
+"""VISSL's ``tools/run_distributed_engines.py`` and ``lightning-hooks train``, as the programs a user runs, for the
+multi-process scenario (vissl_train_runs.py runs them).
+
+``python vissl_cli.py vissl|lightning config=... [overrides] [--devices N]`` (the output: ``CHECKPOINT.DIR``). Both spawn their workers themselves:
+VISSL with ``torch.multiprocessing.spawn`` (whose children import this file again as ``__mp_main__``), Lightning's
+DDP by running this file again with ``LOCAL_RANK`` set; so the real torchvision and VISSL are activated on import,
+in every process. Each process also records, per train iteration, what it trained on (:class:`RankRecorder`, added
+to VISSL's ``default_hook_generator``, which both sides call) in ``OUT/rank<R>.jsonl``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE)]
+
+import real_torchvision  # noqa: E402
+
+real_torchvision.activate()
+
+import torch  # noqa: E402
+from classy_vision.hooks.classy_hook import ClassyHook  # noqa: E402
+
+torch.set_num_threads(1)  # in every process (VISSL's spawned workers import this file, they do not run main)
+
+
+def _digest(tensors: Any) -> str:
+    if isinstance(tensors, torch.Tensor):
+        tensors = [tensors]
+    sha = hashlib.sha1()
+    for tensor in tensors:
+        sha.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return sha.hexdigest()
+
+
+class RankRecorder(ClassyHook):
+    """After each train step: the iteration, the rank's input and target (digests), and the loss averaged over ranks."""
+
+    on_start = on_phase_start = on_forward = on_loss_and_meter = on_backward = ClassyHook._noop
+    on_update = on_phase_end = on_end = ClassyHook._noop
+
+    def __init__(self, folder: str) -> None:
+        super().__init__()
+        self.folder = folder
+
+    def on_step(self, task: Any) -> None:
+        if not task.train:
+            return
+        sample = task.last_batch.sample
+        row = {"iteration": task.iteration, "loss": task.last_batch.loss.item(), "input": _digest(sample["input"]),
+               "target": _digest(sample["target"])}  # fmt: skip
+        with open(f"{self.folder}/rank{torch.distributed.get_rank()}.jsonl", "a") as file:
+            file.write(json.dumps(row) + "\n")
+
+
+def hook_generator(config: Any) -> list[Any]:
+    """VISSL's ``default_hook_generator`` and a :class:`RankRecorder` writing into the checkpoint folder."""
+    from vissl.hooks import default_hook_generator
+
+    return [*default_hook_generator(config), RankRecorder(config.CHECKPOINT.DIR)]
+
+
+def _record_on_both_sides() -> None:
+    """Both sides' hooks come from ``vissl.hooks.default_hook_generator`` (``lightning-hooks train`` looks it up when
+    it builds the adapter): it gains the recorder."""
+    import vissl.hooks
+
+    original = vissl.hooks.default_hook_generator
+    if getattr(original, "_recording", False):
+        return
+
+    def generator(config: Any) -> list[Any]:
+        return [*original(config), RankRecorder(config.CHECKPOINT.DIR)]
+
+    generator._recording = True  # type: ignore[attr-defined]
+    vissl.hooks.default_hook_generator = generator
+
+
+def main(argv: list[str]) -> None:
+    side, arguments = argv[0], argv[1:]
+    if side == "vissl":  # tools/run_distributed_engines.py
+        from vissl.utils.distributed_launcher import launch_distributed
+        from vissl.utils.hydra_config import compose_hydra_configuration, convert_to_attrdict
+
+        _, config = convert_to_attrdict(compose_hydra_configuration(arguments))
+        launch_distributed(config, node_id=0, engine_name="train", hook_generator=hook_generator)
+    else:
+        from lightning_hooks.train import main as train
+
+        _record_on_both_sides()
+        train(arguments)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
