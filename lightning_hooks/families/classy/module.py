@@ -287,6 +287,15 @@ class ClassyTaskModule(pl.LightningModule):
             self.log_dict(values, on_step=False, on_epoch=True, batch_size=1)
 
 
+def vissl_ddp_options(config: Any) -> dict[str, Any]:
+    """The ``DistributedDataParallel`` arguments VISSL's task wraps its model with: ``broadcast_buffers`` when
+    ``DISTRIBUTED.BROADCAST_BUFFERS`` (VISSL's ``_set_ddp_options`` then picks Classy's ``forward_pass`` mode),
+    ``bucket_cap_mb`` from ``DATA.DDP_BUCKET_CAP_MB``, and Classy's ``find_unused_parameters`` default, which VISSL
+    never changes."""
+    return {"broadcast_buffers": bool(config.DISTRIBUTED.BROADCAST_BUFFERS), "find_unused_parameters": False,
+            "bucket_cap_mb": config.DATA.DDP_BUCKET_CAP_MB}  # fmt: skip
+
+
 class VisslConfigModule(pl.LightningModule):
     """A LightningModule from a VISSL config, built by VISSL's own builders as its ``SelfSupervisionTask`` does.
 
@@ -342,9 +351,15 @@ class VisslConfigModule(pl.LightningModule):
 
     @override
     def setup(self, stage: str) -> None:
+        """VISSL's loss, built once; under a ``DDPStrategy``, :func:`vissl_ddp_options` become the defaults of the
+        arguments it wraps this module with (those given to ``DDPStrategy(...)`` win)."""
         import vissl.losses  # noqa: F401  (registers VISSL's losses)
         from classy_vision.losses import build_loss
 
+        kwargs = ddp_kwargs(self.trainer.strategy)
+        if kwargs is not None:
+            for key, value in vissl_ddp_options(self.config).items():
+                kwargs.setdefault(key, value)
         if hasattr(self, "criterion"):
             return
         name = self.config.LOSS.name

@@ -192,7 +192,8 @@ def child_main(out: str) -> None:
 # ------------------------------------------------------------------------------------------- the tests
 @pytest.fixture(scope="module")
 def vissl(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return real_torchvision.run_child("test_classy_vissl_real", tmp_path_factory.mktemp("vissl_real"), timeout=300)
+    return real_torchvision.run_child("test_vissl_real", tmp_path_factory.mktemp("vissl_real"), timeout=300,
+                                  folder=Path(__file__).resolve().parent)
 
 
 def scenario(vissl: dict[str, Any], name: str) -> dict[str, Any]:

@@ -151,7 +151,7 @@ def docs_snippet(out: Path) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------- the tests
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return real_torchvision.run_child("test_classy_vissl_trainer", tmp_path_factory.mktemp("vissl_trainer"), timeout=600)
+    return real_torchvision.run_child("test_vissl_trainer", tmp_path_factory.mktemp("vissl_trainer"), timeout=600, folder=HERE)
 
 
 scenario = real_torchvision.scenario_result
