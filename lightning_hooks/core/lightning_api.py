@@ -406,7 +406,10 @@ def ddp_kwargs(strategy: Any) -> dict[str, Any] | None:
     """The keyword arguments a ``DDPStrategy`` of either namespace passes to ``DistributedDataParallel`` when it wraps
     the model at ``strategy.setup`` (its ``_ddp_kwargs``, mutable until then); None for another strategy.
     Checked on :data:`CHECKED_ON`."""
-    return strategy._ddp_kwargs if isinstance(strategy, _each("strategies", "DDPStrategy")) else None
+    if not isinstance(strategy, _each("strategies", "DDPStrategy")):
+        return None
+    kwargs: dict[str, Any] = vars(strategy)["_ddp_kwargs"]  # set in DDPStrategy.__init__
+    return kwargs
 
 
 _progress = importlib.import_module(f"{pl.__name__}.callbacks.progress")

@@ -455,6 +455,15 @@ def test_sampler_inside_wrapper_finds_the_loaders_own_sampler_in_either_namespac
     assert lightning_api.sampler_inside_wrapper(sampler) is None
 
 
+def test_ddp_kwargs_are_the_arguments_the_ddp_strategy_wraps_the_model_with(ns):
+    strategy = ns.strategies.DDPStrategy(find_unused_parameters=True)
+    kwargs = lightning_api.ddp_kwargs(strategy)
+    assert kwargs == {"find_unused_parameters": True}
+    kwargs.setdefault("bucket_cap_mb", 7)  # what a module's setup adds before the strategy wraps it
+    assert strategy._ddp_kwargs["bucket_cap_mb"] == 7
+    assert lightning_api.ddp_kwargs(ns.strategies.SingleDeviceStrategy("cpu")) is None
+
+
 def test_default_checkpoint_io_is_a_plain_torch_checkpoint_io_of_either_namespace(ns, tmp_path):
     trainer = _trainer(ns, tmp_path)
     assert lightning_api.default_checkpoint_io(trainer.strategy.checkpoint_io)

@@ -1,17 +1,12 @@
-"""LightningModules built from a whole Classy task config and from a whole VISSL config.
+"""The LightningModule built from a whole Classy task config (:class:`ClassyTaskModule`): what
+``ClassificationTask.from_config`` builds (Classy's own builder runs): the model, the loss, the optimizer with Classy's
+param schedulers (applied per step and per phase as Classy's task does), mixup, ``clip_grad_norm``; its meters and
+config hooks go to the :class:`ClassyAdapter` that :meth:`ClassyTaskModule.adapter` returns. It logs the values
+Classy's logging hooks print (losses, learning rates, meters) with ``self.log``, so they reach ``trainer.loggers``.
+The data comes from :mod:`lightning_hooks.families.classy.data`; the VISSL counterpart is
+:mod:`lightning_hooks.families.classy.vissl_module`.
 
-- :class:`ClassyTaskModule`: what ``ClassificationTask.from_config`` builds (Classy's own builder runs): the model, the
-  loss, the optimizer with Classy's param schedulers (applied per step and per phase as Classy's task does), mixup,
-  ``clip_grad_norm``; its meters and config hooks go to the :class:`ClassyAdapter` that :meth:`ClassyTaskModule.adapter`
-  returns.
-- :class:`VisslConfigModule`: what VISSL's ``SelfSupervisionTask`` builds from a VISSL config (VISSL's builders): the
-  model (trunk + heads), the loss (built in ``setup``, after the adapter set Classy's device, as VISSL's trainer does)
-  and the optimizer with its ``OPTIMIZER.param_schedulers`` (the adapter applies them).
-
-Both log the values Classy's / VISSL's logging hooks print (losses, learning rates, meters) with ``self.log``, so they
-reach ``trainer.loggers``. The data comes from :mod:`lightning_hooks.families.classy.data`.
-
-Classy and VISSL are imported when a module is built.
+Classy is imported when a module is built.
 """
 
 from __future__ import annotations
@@ -287,152 +282,6 @@ class ClassyTaskModule(pl.LightningModule):
             self.log_dict(values, on_step=False, on_epoch=True, batch_size=1)
 
 
-def vissl_ddp_options(config: Any) -> dict[str, Any]:
-    """The ``DistributedDataParallel`` arguments VISSL's task wraps its model with: ``broadcast_buffers`` when
-    ``DISTRIBUTED.BROADCAST_BUFFERS`` (VISSL's ``_set_ddp_options`` then picks Classy's ``forward_pass`` mode),
-    ``bucket_cap_mb`` from ``DATA.DDP_BUCKET_CAP_MB``, and Classy's ``find_unused_parameters`` default, which VISSL
-    never changes."""
-    return {"broadcast_buffers": bool(config.DISTRIBUTED.BROADCAST_BUFFERS), "find_unused_parameters": False,
-            "bucket_cap_mb": config.DATA.DDP_BUCKET_CAP_MB}  # fmt: skip
-
-
-class VisslConfigModule(pl.LightningModule):
-    """A LightningModule from a VISSL config, built by VISSL's own builders as its ``SelfSupervisionTask`` does.
-
-    ``config``: VISSL's command-line overrides (``["config=test/integration_test/quick_simclr_synthetic", ...]``,
-    composed with VISSL's hydra plugin) or a composed ``AttrDict``. ``self.model`` is VISSL's model (trunk + heads),
-    ``self.criterion`` its loss, built in ``setup`` (after the adapter set Classy's device, as VISSL's trainer builds
-    it after its device); ``self.classy_optimizer`` VISSL's ClassyOptimizer with VISSL's param groups, whose
-    ``OPTIMIZER.param_schedulers`` the adapter applies. Steps follow VISSL's ``standard_train_step``.
-
-    Train with :meth:`adapter` (``default_hook_generator``'s hooks, the checkpoint folder) and :meth:`datamodule`.
-
-    Example::
-
-        module = VisslConfigModule(["config=test/integration_test/quick_simclr_synthetic", "config.MACHINE.DEVICE=cpu"])
-        trainer = Trainer(callbacks=[module.adapter()], **module.trainer_options())
-        trainer.fit(module, datamodule=module.datamodule())
-    """
-
-    def __init__(self, config: Any) -> None:
-        from vissl.models import build_model
-
-        from lightning_hooks.families.classy.vissl import compose
-
-        super().__init__()
-        self.config = config = compose(config)
-        if config.get("TEST_MODEL") and not config.get("TEST_ONLY"):
-            _check_vissl_test(config)
-        self.model = build_model(config.MODEL, config.OPTIMIZER)
-        self._step_loss: torch.Tensor | None = None
-
-    def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
-        """A :class:`ClassyAdapter` with VISSL's ``default_hook_generator(config)`` hooks, then ``hooks``."""
-        return ClassyAdapter(hooks or [], vissl=self.config, loss="criterion", **options)
-
-    def datamodule(self) -> Any:
-        """The config's ``DATA.TRAIN`` through VISSL's dataset and dataloader builders, as a LightningDataModule."""
-        from lightning_hooks.families.classy.data import VisslConfigData
-
-        return VisslConfigData(self.config)
-
-    def trainer_options(self) -> dict[str, Any]:
-        """The ``Trainer`` options the config fixes: ``OPTIMIZER.num_epochs``, VISSL's own samplers kept."""
-        options: dict[str, Any] = {
-            "max_epochs": int(self.config.OPTIMIZER.num_epochs),
-            "num_sanity_val_steps": 0,
-            "use_distributed_sampler": False,  # VISSL's StatefulDistributedSampler shards and seeds the data
-            "limit_val_batches": 0,
-        }
-        amp = self.config.MODEL.get("AMP_PARAMS", {})
-        if amp.get("USE_AMP"):
-            options["precision"] = "16-mixed"
-        return options
-
-    @override
-    def setup(self, stage: str) -> None:
-        """VISSL's loss, built once; under a ``DDPStrategy``, :func:`vissl_ddp_options` become the defaults of the
-        arguments it wraps this module with (those given to ``DDPStrategy(...)`` win)."""
-        import vissl.losses  # noqa: F401  (registers VISSL's losses)
-        from classy_vision.losses import build_loss
-
-        kwargs = ddp_kwargs(self.trainer.strategy)
-        if kwargs is not None:
-            for key, value in vissl_ddp_options(self.config).items():
-                kwargs.setdefault(key, value)
-        if hasattr(self, "criterion"):
-            return
-        name = self.config.LOSS.name
-        loss_config = copy.deepcopy(self.config.LOSS[name])
-        loss_config["name"] = name
-        self.criterion = build_loss(loss_config)
-        self._keep_loss_out_of_ddp()
-
-    def _keep_loss_out_of_ddp(self) -> None:
-        """VISSL's DDP wraps the model only: the loss's parameters and buffers (SwAV's per-rank queues, MoCo's
-        queue) are never synchronized nor broadcast from rank 0. Lightning's DDP wraps this module, loss included:
-        they are left out of it, as DDP allows for named parameters and buffers."""
-        names = [f"criterion.{name}" for name, _ in (*self.criterion.named_parameters(), *self.criterion.named_buffers())]
-        if names:
-            torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(self, names)
-
-    @override
-    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """VISSL's ``construct_sample_for_model``: the collated batch as ``{"input", "target", ...}``."""
-        import types
-
-        from vissl.trainer.train_steps.standard_train_step import construct_sample_for_model
-
-        data = self.config.DATA.TRAIN
-        keys = {"input": data.INPUT_KEY_NAMES, "target": data.TARGET_KEY_NAMES}
-        return construct_sample_for_model(batch, types.SimpleNamespace(data_and_label_keys=keys))
-
-    @override
-    def forward(self, x: Any) -> Any:
-        return self.model(x)
-
-    @override
-    def training_step(self, sample: dict[str, Any], batch_idx: int) -> torch.Tensor:
-        output = self.model(sample["input"])
-        return self.criterion(output[0] if len(output) == 1 else output, sample["target"])
-
-    @override
-    def on_before_backward(self, loss: torch.Tensor) -> None:
-        """Keep the step's loss as VISSL's ``last_batch.loss`` holds it (averaged over ranks by the adapter; this
-        rank's loss without one): after a phase's last batch the adapter's phase end has cleared ``last_batch``
-        before :meth:`on_train_batch_end` logs it."""
-        adapter = next((cb for cb in self.trainer.callbacks if isinstance(cb, ClassyAdapter)), None)
-        last = None if adapter is None else adapter.task.last_batch
-        self._step_loss = loss.detach() if last is None or last.loss is None else last.loss
-
-    @override
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """On Lightning's logging steps (``log_every_n_steps``), what LogLossLrEtaHook prints: the step's loss
-        (averaged over ranks, as VISSL's ``last_batch.loss``) and the LR it used, as ``train/loss`` and ``train/lr``."""
-        if self.trainer.global_step % self.trainer.log_every_n_steps:
-            return
-        loss = outputs["loss"] if self._step_loss is None else self._step_loss
-        lr = self.classy_optimizer.optimizer.param_groups[0]["lr"]
-        self.log_dict({"train/loss": loss, "train/lr": lr}, on_step=True, on_epoch=False, batch_size=1)
-
-    @override
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        """VISSL's optimizer and param groups (``get_optimizer_param_groups``); the adapter applies its schedulers
-        through ``self.classy_optimizer``."""
-        import vissl.optimizers  # noqa: F401  (registers VISSL's optimizers)
-        from classy_vision.optim import build_optimizer, build_optimizer_schedulers
-        from vissl.optimizers import get_optimizer_param_groups
-
-        optimizer_config = self.config.OPTIMIZER
-        if optimizer_config.get("use_larc") and optimizer_config.name != "sgd_fsdp":
-            _check_apex("OPTIMIZER.use_larc")
-        self.classy_optimizer = build_optimizer(optimizer_config)
-        schedulers = build_optimizer_schedulers(optimizer_config)
-        groups = get_optimizer_param_groups(self.model, self.config.MODEL, optimizer_config, schedulers)
-        self.classy_optimizer.set_param_groups(groups)
-        return self.classy_optimizer.optimizer
-
-
 class ClassyPhaseSchedule(torch.optim.lr_scheduler.LRScheduler):
     """Classy's ``optimizer.on_epoch(where)`` at the end of each train phase, as a Lightning ``"epoch"`` scheduler:
     Lightning steps it after the phase's last optimizer step and before the phase-end hooks, which then see the
@@ -459,23 +308,6 @@ class ClassyPhaseSchedule(torch.optim.lr_scheduler.LRScheduler):
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.last_epoch = state_dict["last_epoch"]
-
-
-def _check_vissl_test(config: Any) -> None:
-    raise ConfigError(
-        "config.TEST_MODEL: VISSL's test phases are not built under Lightning yet; set config.TEST_MODEL=false "
-        "(train), and evaluate with VISSL's benchmark configs."
-    )
-
-
-def _check_apex(option: str) -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("apex") is None:
-        raise ConfigError(
-            f"config.{option}: VISSL needs NVIDIA Apex for it (its trainer asserts the same); set "
-            f"config.{option}=false, or install Apex."
-        )
 
 
 def _number(value: Any) -> bool:

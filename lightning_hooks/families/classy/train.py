@@ -223,7 +223,7 @@ def vissl_main(argv: list[str]) -> None:
     from vissl.utils.logger import setup_logging, shutdown_logging
     from vissl.utils.misc import set_seeds
 
-    from lightning_hooks.families.classy.module import VisslConfigModule
+    from lightning_hooks.families.classy.vissl_module import VisslConfigModule
 
     parser = vissl_parser()
     args, overrides = parser.parse_known_args(argv)

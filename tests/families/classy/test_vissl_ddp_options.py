@@ -22,7 +22,7 @@ import real_torchvision
 real_torchvision.activate()
 from classy_vision.tasks import ClassificationTask as ClassyTask
 from vissl.trainer.train_task import SelfSupervisionTask
-from lightning_hooks.families.classy.module import vissl_ddp_options
+from lightning_hooks.families.classy.vissl_module import vissl_ddp_options
 from lightning_hooks.families.classy.vissl import compose
 
 config = compose(["config=test/integration_test/quick_simclr_synthetic", *sys.argv[1:]])
