@@ -12,6 +12,7 @@ Example::
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -38,6 +39,18 @@ class TrainCommand:
     usage: str
     claims: Callable[[str], bool]
     main: Callable[[list[str]], None]
+
+
+def add_lightning_arguments(parser: argparse.ArgumentParser, *, precision: bool = True) -> None:
+    """The ``Trainer`` flags a family's ``lightning-hooks train`` adds to its legacy script's own, in a "Lightning"
+    group: ``--devices``, ``--num-nodes``, ``--strategy``, ``--accelerator`` and (``precision``) ``--precision``."""
+    group = parser.add_argument_group("Lightning")
+    group.add_argument("--devices", default="auto", help="Trainer(devices=...): e.g. 2 for two processes")
+    group.add_argument("--num-nodes", type=int, default=1, help="Trainer(num_nodes=...)")
+    group.add_argument("--strategy", default="auto", help="Trainer(strategy=...): e.g. ddp")
+    group.add_argument("--accelerator", default="auto", help="Trainer(accelerator=...): cpu, gpu, ...")
+    if precision:
+        group.add_argument("--precision", default=None, help="Trainer(precision=...): e.g. bf16-mixed")
 
 
 @dataclass(frozen=True)

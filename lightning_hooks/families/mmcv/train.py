@@ -106,6 +106,8 @@ def _top_level_keys(path: str) -> set[str]:
 def parser() -> argparse.ArgumentParser:
     """The arguments of mmcls / mmdet / mmseg ``tools/train.py``, with Lightning's instead of ``--launcher`` and the
     GPU selection."""
+    from lightning_hooks.core.family import add_lightning_arguments
+
     try:
         from mmcv import DictAction
         from mmcv.runner import BaseRunner  # noqa: F401  mmcv 2.x (and mmcv-lite) has no runner
@@ -128,11 +130,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--deterministic", action="store_true", help="deterministic options for the CUDNN backend")
     p.add_argument("--cfg-options", nargs="+", action=DictAction,
                    help="override config settings, KEY=VALUE pairs merged into the config")  # fmt: skip
-    lightning = p.add_argument_group("Lightning")
-    lightning.add_argument("--devices", default="auto", help="Trainer(devices=...): e.g. 2 for two processes")
-    lightning.add_argument("--num-nodes", type=int, default=1, help="Trainer(num_nodes=...)")
-    lightning.add_argument("--strategy", default="auto", help="Trainer(strategy=...): e.g. ddp")
-    lightning.add_argument("--accelerator", default="auto", help="Trainer(accelerator=...): cpu, gpu, ...")
+    add_lightning_arguments(p, precision=False)
     return p
 
 

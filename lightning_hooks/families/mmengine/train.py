@@ -57,6 +57,8 @@ def _top_level_keys(path: str) -> set[str]:
 
 def parser() -> argparse.ArgumentParser:
     """``tools/train.py``'s arguments, with Lightning's instead of ``--launcher``."""
+    from lightning_hooks.core.family import add_lightning_arguments
+
     from mmengine.config import DictAction
 
     p = argparse.ArgumentParser(
@@ -70,12 +72,7 @@ def parser() -> argparse.ArgumentParser:
                    help="resume from this checkpoint, or without one from the latest in the work dir")  # fmt: skip
     p.add_argument("--cfg-options", nargs="+", action=DictAction,
                    help="override config settings, KEY=VALUE pairs merged into the config")  # fmt: skip
-    lightning = p.add_argument_group("Lightning")
-    lightning.add_argument("--devices", default="auto", help="Trainer(devices=...): e.g. 2 for two processes")
-    lightning.add_argument("--num-nodes", type=int, default=1, help="Trainer(num_nodes=...)")
-    lightning.add_argument("--strategy", default="auto", help="Trainer(strategy=...): e.g. ddp")
-    lightning.add_argument("--accelerator", default="auto", help="Trainer(accelerator=...): cpu, gpu, ...")
-    lightning.add_argument("--precision", default=None, help="Trainer(precision=...): e.g. bf16-mixed")
+    add_lightning_arguments(p)
     return p
 
 
