@@ -18,7 +18,7 @@ from mmcv_testkit import TIMESTAMP, assert_same_weights, mmcv_runner, run_lightn
 from lightning_hooks import MMCVAdapter
 
 R = mmcv_runner
-#: wandb's and MLflow's bookkeeping that differs between any two runs (times, ids, the machine)
+#: wandb's history entries that differ between any two runs (wall-clock times)
 VOLATILE = ("_timestamp", "_runtime")
 
 
