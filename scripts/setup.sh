@@ -49,7 +49,12 @@ PY
   # .venv-mmcv1: OpenMMLab 1.x (mmcv.runner), whose import name `mmcv` the main venv's mmcv-lite 2.x takes, for
   # tests/families/mmcv (run from the main suite by tests/families/mmcv/test_venv.py). mmcv 1.7.2 builds from its sdist without
   # compiled ops (the tests stub mmcv._ext); its setup.py needs pkg_resources (setuptools<70) and wheel, unisolated.
-  install .venv-mmcv1 legacy "pytest>=8" addict yapf pycocotools terminaltables prettytable
+  # wandb and mlflow-skinny for WandbLoggerHook / MlflowLoggerHook on local stores (offline run, file: tracking URI);
+  # mlflow-skinny 2.9 needs protobuf<5, which wandb 0.31 (>=5) and tensorboard (>=6.31.1) refuse; 3.11 to 3.13 take
+  # protobuf 7 and still pickle models by default (3.14+ default to pt2, which fails on mmcv's log_model call: no
+  # input_example); mlflow.pytorch imports pandas.
+  install .venv-mmcv1 legacy "pytest>=8" addict yapf pycocotools terminaltables prettytable wandb==0.31.0 \
+    mlflow-skinny==3.12.0 pandas
   mmcv_pip=(.venv-mmcv1/bin/python -m pip install --quiet --disable-pip-version-check)
   "${mmcv_pip[@]}" "setuptools<70" wheel
   MMCV_WITH_OPS=0 "${mmcv_pip[@]}" --no-deps --no-build-isolation mmcv==1.7.2

@@ -1,83 +1,49 @@
-"""mmcv's WandbLoggerHook and MlflowLoggerHook under MMCVAdapter against mmcv's own runner (issue #25): what each hook
-sends to its service (keys, values, steps, commits, the run's start and end, the artifact's files, the logged model).
-
-wandb and mlflow themselves are not installed in .venv-mmcv1 (with their dependencies they are some forty packages:
-fastapi, uvicorn, cryptography, databricks-sdk, ...): each run gets a recording stand-in for the module, imported by
-the hook as it imports the real one, and the two runs' records are compared."""
+"""mmcv's WandbLoggerHook and MlflowLoggerHook under MMCVAdapter against mmcv's own runner (issue #25), with the real
+libraries on local stores: wandb in offline mode (its run file, ``run-<id>.wandb``, read back record by record) and
+MLflow on a ``file:`` tracking URI (read back with ``MlflowClient``). Each host writes its own store; the test compares
+what the stores hold: the history (keys, values, steps), metric definitions, the artifact's files and digests, the
+run's params and tags, the metric histories and the logged model's files and weights."""
 
 from __future__ import annotations
 
-import os
-import sys
-import types
+import struct
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
-from mmcv_testkit import TIMESTAMP, mmcv_runner, run_lightning, run_mmcv
+import torch
+from mmcv_testkit import TIMESTAMP, assert_same_weights, mmcv_runner, run_lightning, run_mmcv, weights
 
 from lightning_hooks import MMCVAdapter
 
 R = mmcv_runner
+#: wandb's history entries that differ between any two runs (wall-clock times)
+VOLATILE = ("_timestamp", "_runtime")
 
 
-def _recorder(calls: list, name: str) -> Any:
-    def record(*args: Any, **kwargs: Any) -> Any:
-        calls.append((name, _plain(args), _plain(kwargs)))
-
-    return record
-
-
-def _plain(value: Any) -> Any:
-    """Numbers rounded (float noise between runs is not what this test is about), paths by their file name."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in sorted(value.items())}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, float):
-        return round(value, 6)
-    if isinstance(value, str) and os.sep in value:
-        return os.path.basename(value)
-    if type(value).__name__ == "Artifact":  # the stand-in's; its files are recorded as they are added
-        return "Artifact"
-    if hasattr(value, "state_dict"):
-        return [type(value).__name__, {k: v.flatten().tolist()[:2] for k, v in value.state_dict().items()}]
-    return value
+@pytest.fixture(autouse=True)
+def local_stores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """wandb offline and silent, every directory it writes under ``tmp_path``; MLflow's file store allowed."""
+    for name in ("DATA", "CACHE", "CONFIG", "ARTIFACT"):
+        monkeypatch.setenv(f"WANDB_{name}_DIR", str(tmp_path / f"wandb-{name.lower()}"))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_CONSOLE", "off")  # what each host prints is not the hook's: no output.log
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb-default"))
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # MLflow 3 refuses file: stores without it
 
 
-def fake_wandb(calls: list) -> types.ModuleType:
-    module = types.ModuleType("wandb")
-    for name in ("init", "define_metric", "log", "log_artifact", "join"):
-        setattr(module, name, _recorder(calls, f"wandb.{name}"))
-
-    class Artifact:
-        def __init__(self, **kwargs: Any) -> None:
-            calls.append(("wandb.Artifact", [], _plain(kwargs)))
-
-        def add_file(self, path: str) -> None:
-            calls.append(("Artifact.add_file", [os.path.basename(path)], {}))
-
-    module.Artifact = Artifact
-    return module
-
-
-def fake_mlflow(calls: list) -> tuple[types.ModuleType, types.ModuleType]:
-    module = types.ModuleType("mlflow")
-    for name in ("set_experiment", "set_tags", "log_params", "log_metrics"):
-        setattr(module, name, _recorder(calls, f"mlflow.{name}"))
-    pytorch = types.ModuleType("mlflow.pytorch")
-    pytorch.log_model = _recorder(calls, "mlflow.pytorch.log_model")
-    module.pytorch = pytorch
-    return module, pytorch
-
-
-def _hooks(kind: str) -> list:
+def _hooks(kind: str, store: Path) -> list:
     lr = R.StepLrUpdaterHook(step=[1])
     text = R.TextLoggerHook(interval=2)
     if kind == "wandb":
-        service = R.WandbLoggerHook(init_kwargs=dict(project="demo"), interval=2, commit=False, with_step=True,
-                                    log_artifact=True, define_metric_cfg=dict(**{"val/loss": "min"}))  # fmt: skip
+        service = R.WandbLoggerHook(init_kwargs=dict(project="demo", dir=str(store), config=dict(lr=0.1)),
+                                    interval=2, commit=False, with_step=True, log_artifact=True,
+                                    define_metric_cfg={"val/loss": "min"})  # fmt: skip
     elif kind == "wandb-no-step":
-        service = R.WandbLoggerHook(interval=3, with_step=False, log_artifact=False)
+        service = R.WandbLoggerHook(init_kwargs=dict(project="demo", dir=str(store)), interval=3, with_step=False,
+                                    log_artifact=False)  # fmt: skip
     else:
         service = R.MlflowLoggerHook(exp_name="demo", tags=dict(team="a"), params=dict(lr=0.1), interval=2,
                                      log_model=True)  # fmt: skip
@@ -86,41 +52,150 @@ def _hooks(kind: str) -> list:
     return [lr, R.OptimizerHook(), text, service]
 
 
-def _record(kind: str, run: Any) -> list:
-    calls: list = []
-    if kind.startswith("wandb"):
-        modules = {"wandb": fake_wandb(calls)}
-    else:
-        mlflow, pytorch = fake_mlflow(calls)
-        modules = {"mlflow": mlflow, "mlflow.pytorch": pytorch}
-    saved = {name: sys.modules.get(name) for name in modules}
-    sys.modules.update(modules)
-    try:
-        run()
-    finally:
-        for name, module in saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
-    return calls
-
-
-@pytest.mark.parametrize("kind", ["wandb", "wandb-no-step", "mlflow"])
-def test_service_logger_hooks_send_what_they_send_under_mmcvs_runner(kind, tmp_path):
-    real = _record(kind, lambda: run_mmcv(_hooks(kind), tmp_path / "mmcv", max_epochs=2, val=True))
-
-    def ours() -> None:
-        adapter = MMCVAdapter(_hooks(kind), runner=dict(type="EpochBasedRunner", max_epochs=2),
-                              work_dir=tmp_path / "lightning")  # fmt: skip
-        adapter.runner.timestamp = TIMESTAMP
-        run_lightning(adapter, tmp_path / "lightning", val=True)
-
-    mine = _record(kind, ours)
-    assert mine == real
-    names = [name for name, *_ in real]
-    assert names.count("wandb.log" if kind.startswith("wandb") else "mlflow.log_metrics") >= 4
-    if kind == "wandb":
-        assert ("Artifact.add_file", [f"{TIMESTAMP}.log.json"], {}) in real
+def _run(kind: str, host: str, tmp_path: Path) -> tuple[Path, Any]:
+    """One host's run of the hooks; returns the service's store (outside the work dir, whose ``*.log`` files
+    WandbLoggerHook uploads) and the trained model."""
+    store = tmp_path / f"{host}-store"
+    store.mkdir(parents=True)
     if kind == "mlflow":
-        assert names[-1] == "mlflow.pytorch.log_model"
+        import mlflow
+
+        mlflow.set_tracking_uri(store.as_uri())
+    try:
+        if host == "mmcv":
+            model = run_mmcv(_hooks(kind, store), tmp_path / host, max_epochs=2, val=True).model
+        else:
+            adapter = MMCVAdapter(_hooks(kind, store), runner=dict(type="EpochBasedRunner", max_epochs=2),
+                                  work_dir=tmp_path / host)  # fmt: skip
+            model = run_lightning(adapter, tmp_path / host, val=True).lightning_module.model
+    finally:
+        if kind == "mlflow":
+            mlflow.end_run()  # mmcv's hook leaves its run open (MLflow ends it at exit): one run per host here
+    return store, model
+
+
+# -- wandb: the offline run file -------------------------------------------------------------------------------
+
+
+def wandb_records(path: Path) -> list[Any]:
+    """The protobuf records of an offline run file: a 7-byte header, then LevelDB-style log blocks of 32 KiB whose
+    chunks (crc32c, length, type: 1 full, 2 first, 3 middle, 4 last) carry ``wandb_internal_pb2.Record`` bytes."""
+    from wandb.proto import wandb_internal_pb2
+
+    data, block, records, pending = path.read_bytes(), 32768, [], b""
+    assert data[:4] == b":W&B", f"{path} is not a wandb run file"
+    pos = 7
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:  # a block's tail too short for a chunk header is padding
+            pos += left
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if pos + 7 + length > len(data):  # a chunk still being written
+            break
+        if kind == 0:  # zero padding up to the block's end
+            pos += left
+            continue
+        pending += data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            records.append(record)
+            pending = b""
+    return records
+
+
+def _finished(run_file: Path, timeout: float = 60.0) -> list[Any]:
+    """The run file's records once wandb's service wrote the exit record (``wandb.finish`` can return before)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        records = wandb_records(run_file)
+        if any(record.WhichOneof("record_type") == "exit" for record in records):
+            return records
+        assert time.monotonic() < deadline, f"{run_file}: no exit record after {timeout} s"
+        time.sleep(0.1)
+
+
+def _items(items: Any) -> dict[str, Any]:
+    return {item.key or "/".join(item.nested_key): item.value_json for item in items}
+
+
+def wandb_run(store: Path) -> dict[str, Any]:
+    """What the offline run stored: history rows, metric definitions, config, artifacts and the run's files."""
+    (run_dir,) = (store / "wandb").glob("offline-run-*")
+    (run_file,) = run_dir.glob("run-*.wandb")
+    found: dict[str, Any] = dict(history=[], metrics=[], config={}, artifacts=[], exit=None)
+    for record in _finished(run_file):
+        kind = record.WhichOneof("record_type")
+        if kind == "history":
+            row = {k: v for k, v in _items(record.history.item).items() if k not in VOLATILE}
+            found["history"].append((int(row["_step"]), row))
+        elif kind == "metric":
+            found["metrics"].append((record.metric.name, str(record.metric.summary).strip()))
+        elif kind == "run":
+            found["project"] = record.run.project
+            found["config"] = {k: v for k, v in _items(record.run.config.update).items() if k != "_wandb"}
+        elif kind == "artifact":
+            files = sorted((c.path, c.digest) for c in record.artifact.manifest.contents)
+            found["artifacts"].append((record.artifact.name, record.artifact.type, files))
+        elif kind == "exit":
+            found["exit"] = record.exit.exit_code
+    found["files"] = sorted(p.name for p in (run_dir / "files").iterdir())
+    return found
+
+
+@pytest.mark.parametrize("kind", ["wandb", "wandb-no-step"])
+def test_wandb_logger_hook_stores_the_offline_run_mmcvs_runner_stores(kind, tmp_path):
+    pytest.importorskip("wandb", reason="wandb is installed in .venv-mmcv1 by scripts/setup.sh test")
+    real = wandb_run(_run(kind, "mmcv", tmp_path)[0])
+    mine = wandb_run(_run(kind, "lightning", tmp_path)[0])
+    assert mine == real
+    steps = [step for step, _ in real["history"]]
+    assert len(steps) >= 4 and real["exit"] == 0
+    if kind == "wandb":  # steps are mmcv's iteration numbers; the artifact is the json log
+        assert steps == [2, 4, 6, 7, 9, 11]
+        assert real["metrics"] == [("val/loss", "min: true")]
+        assert real["config"] == {"lr": "0.1"}
+        ((name, type_, files),) = real["artifacts"]
+        assert (name, type_, [path for path, _ in files]) == ("artifacts", "model", [f"{TIMESTAMP}.log.json"])
+    else:  # wandb's own steps, mmcv's in global_step
+        assert steps == list(range(len(steps)))
+        assert all("global_step" in row for _, row in real["history"]) and not real["artifacts"]
+
+
+# -- MLflow: the file store ------------------------------------------------------------------------------------
+
+
+def mlflow_run(store: Path) -> dict[str, Any]:
+    """What the file store holds: the experiment's one run (params, tags, metric histories) and its logged model's
+    files and weights."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store.as_uri())
+    experiment = client.get_experiment_by_name("demo")
+    (run,) = client.search_runs([experiment.experiment_id])
+    history = {
+        key: [(m.step, round(m.value, 6)) for m in client.get_metric_history(run.info.run_id, key)]
+        for key in sorted(run.data.metrics)
+    }
+    (model_dir,) = (store / experiment.experiment_id / "models").glob("*/artifacts")
+    files = sorted(str(p.relative_to(model_dir)) for p in model_dir.rglob("*") if p.is_file())
+    weights = torch.load(model_dir / "data" / "model.pth", weights_only=False).state_dict()
+    tags = {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")}
+    return dict(params=run.data.params, tags=tags, history=history, model_files=files, weights=weights)
+
+
+def test_mlflow_logger_hook_stores_the_run_mmcvs_runner_stores(tmp_path):
+    pytest.importorskip("mlflow.pytorch", reason="mlflow-skinny is installed in .venv-mmcv1 by scripts/setup.sh test")
+    store, real_model = _run("mlflow", "mmcv", tmp_path)
+    real = mlflow_run(store)
+    mine = mlflow_run(_run("mlflow", "lightning", tmp_path)[0])
+    assert_same_weights(real["weights"], weights(real_model))  # the model as trained, logged after the run
+    assert_same_weights(mine.pop("weights"), real.pop("weights"))
+    assert mine == real
+    assert real["params"] == {"lr": "0.1"} and real["tags"] == {"team": "a"}
+    assert set(real["history"]) == {"learning_rate", "momentum", "val/loss"}
+    for history in real["history"].values():
+        assert [step for step, _ in history] == [2, 4, 6, 7, 9, 11]
+    assert {"MLmodel", "data/model.pth"} <= set(real["model_files"])
