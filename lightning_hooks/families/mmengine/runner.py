@@ -133,6 +133,7 @@ class Runner(Facade):
         self._pending_save: checkpoint.PendingSave | None = None
         self._optim_wrappers: tuple[list[Any], list[OptimWrapper]] = ([], [])  # Lightning's optimizers, their views
         self._step_counted: OptimWrapper | None = None  # the view whose step count schedulers check (a fit's)
+        self._resumed_optimizer: dict[str, Any] | None = None  # a resumed checkpoint's `optimizer`, until restored
 
     def attach(self, trainer: pl.Trainer) -> None:
         """Serve ``trainer``'s run; build the logger and visualizer before ``before_run``, as the Runner does."""
@@ -265,6 +266,21 @@ class Runner(Facade):
             return cached[0]
         return OptimWrapperDict(**{f"optimizer{i}": w for i, w in enumerate(cached)})
 
+    def _module_wrappers(self) -> OptimWrapper | OptimWrapperDict | None:
+        """The ``OptimWrapper`` (``OptimWrapperDict``) through which the LightningModule steps Lightning's optimizers
+        (``MMEngineModule.optim_wrapper``: an ``AmpOptimWrapper``, a subclass with its own state), else None."""
+        module = self.trainer.lightning_module if self.trainer is not None else None
+        wrappers = getattr(module, "optim_wrapper", None)
+        return wrappers if isinstance(wrappers, (OptimWrapper, OptimWrapperDict)) else None
+
+    def restore_optim_wrappers(self) -> None:
+        """After Lightning restored its optimizers in a resumed fit: the LightningModule's ``OptimWrapper`` loads the
+        checkpoint's ``optimizer``, as ``Runner.resume`` does (``AmpOptimWrapper``'s loss scale included)."""
+        entry, self._resumed_optimizer = self._resumed_optimizer, None
+        wrappers = self._module_wrappers()
+        if entry is not None and wrappers is not None:
+            checkpoint.restore_wrappers(entry, wrappers)
+
     def build_param_schedulers(self) -> None:
         """Build scheduler configs on this fit's optimizer view, as ``Runner.build_param_scheduler`` does."""
         if self._scheduler_configs is not None:
@@ -359,5 +375,5 @@ class Runner(Facade):
         run_meta = dict(cfg=self.cfg.pretty_text, seed=self.seed, experiment_name=self.experiment_name)
         return checkpoint.add_mmengine_layout(
             lightning, pending, run_meta=run_meta, hub=self.message_hub, model_prefix=self._model_prefix,
-            schedulers=schedulers.stateful(self.param_schedulers), saved=saved,
+            schedulers=schedulers.stateful(self.param_schedulers), saved=saved, wrappers=self._module_wrappers(),
         )  # fmt: skip

@@ -10,6 +10,7 @@ optimizer and scheduler state) must be bitwise the same.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import re
@@ -254,6 +255,44 @@ def test_amp_train_matches_tools_train_amp_on_cuda(tmp_path: Path) -> None:
     theirs_ckpt = torch.load(expected / last, map_location="cpu", weights_only=False)
     for key, value in theirs_ckpt["state_dict"].items():
         torch.testing.assert_close(mine["state_dict"][key], value, rtol=1e-3, atol=1e-4, msg=key)
+
+
+@pytest.fixture
+def amp_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MMEngine's AmpOptimWrapper built on this CPU machine: its device check passes (the wrapper's and
+    MMEngineModule's) and its loss scaler is torch's CPU ``GradScaler`` (the CUDA one disables itself here and keeps
+    no state). Both hosts get the same wrapper."""
+    import mmengine.device
+    from mmengine.optim.optimizer import amp_optimizer_wrapper
+
+    monkeypatch.setattr(amp_optimizer_wrapper, "is_cuda_available", lambda: True)
+    monkeypatch.setattr(mmengine.device, "is_cuda_available", lambda: True)
+    monkeypatch.setattr(amp_optimizer_wrapper, "GradScaler", functools.partial(torch.amp.GradScaler, "cpu"))
+
+
+def test_amp_loss_scale_is_saved_and_resumed_as_tools_train(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            amp_on_cpu: None) -> None:  # fmt: skip
+    """``--amp`` for one epoch, then ``--resume`` to the second, under both hosts: each checkpoint's ``optimizer`` is
+    the Runner's ``AmpOptimWrapper.state_dict()`` (its ``loss_scaler`` included), and the resumed run goes on from the
+    saved loss scale and growth count (a fresh scaler would count from 0 again)."""
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    path = str(derived_config(tmp_path, AMP_CASE))
+    runs = (["--cfg-options", "train_cfg.max_epochs=1"], ["--resume"])
+    for args in runs:
+        cfg = load_config(parser().parse_args([path, "--amp", "--work-dir", str(tmp_path / "runner"), *args]))
+        runner = Runner.from_cfg(cfg)
+        runner.train()
+        type(runner.visualizer)._instance_dict.pop(runner.visualizer.instance_name)
+    for args in runs:
+        dispatcher.main([path, "--amp", "--work-dir", str(tmp_path / "lightning"), *args])
+    for name in ("epoch_1.pth", "epoch_2.pth"):
+        ours, theirs = (torch.load(tmp_path / side / name, map_location="cpu", weights_only=False)["optimizer"]
+                        for side in ("lightning", "runner"))  # fmt: skip
+        assert ours.keys() == theirs.keys() == {"state", "param_groups", "loss_scaler"}, name
+        assert ours["loss_scaler"] == theirs["loss_scaler"], name
+        assert ours["param_groups"] == theirs["param_groups"], name
+    # 3 iterations an epoch, no overflow: the growth count goes on across the resume
+    assert theirs["loss_scaler"]["_growth_tracker"] == 6
 
 
 @pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
