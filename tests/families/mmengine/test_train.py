@@ -239,10 +239,12 @@ def test_amp_on_cpu_is_refused_before_training_with_what_to_do(tmp_path: Path) -
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="MMEngine's AmpOptimWrapper needs a CUDA device")
-def test_amp_train_matches_tools_train_amp_on_cuda(tmp_path: Path) -> None:
+def test_amp_train_matches_tools_train_amp_on_cuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = derived_config(tmp_path, AMP_CASE)
     cfg = _amp_config(tmp_path, tmp_path / "runner")
-    Runner.from_cfg(cfg).train()
+    runner = Runner.from_cfg(cfg)
+    runner.train()
+    type(runner.visualizer)._instance_dict.pop(runner.visualizer.instance_name)
     dispatcher.main([str(path), "--amp", "--work-dir", str(tmp_path / "lightning")])
     expected, actual = tmp_path / "runner", tmp_path / "lightning"
     assert listing(actual) == listing(expected)
@@ -255,6 +257,15 @@ def test_amp_train_matches_tools_train_amp_on_cuda(tmp_path: Path) -> None:
     theirs_ckpt = torch.load(expected / last, map_location="cpu", weights_only=False)
     for key, value in theirs_ckpt["state_dict"].items():
         torch.testing.assert_close(mine["state_dict"][key], value, rtol=1e-3, atol=1e-4, msg=key)
+    assert mine["optimizer"]["loss_scaler"] == theirs_ckpt["optimizer"]["loss_scaler"]
+    # then --resume for a third epoch: both go on from the saved loss scale
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # MMEngine's resume loads its pickled MessageHub
+    more = ["--resume", "--cfg-options", "train_cfg.max_epochs=3"]
+    Runner.from_cfg(load_config(parser().parse_args([str(path), "--amp", "--work-dir", str(expected), *more]))).train()
+    dispatcher.main([str(path), "--amp", "--work-dir", str(actual), *more])
+    mine, theirs_ckpt = (torch.load(side / "epoch_3.pth", map_location="cpu", weights_only=False)["optimizer"]
+                         for side in (actual, expected))  # fmt: skip
+    assert mine.keys() == theirs_ckpt.keys() and mine["loss_scaler"] == theirs_ckpt["loss_scaler"]
 
 
 @pytest.fixture
