@@ -250,14 +250,19 @@ class Runner(Facade):
 
     @_ReadOnly
     def optim_wrapper(self) -> OptimWrapper | OptimWrapperDict:
-        """An ``OptimWrapper`` view of Lightning's optimizer (``OptimWrapperDict`` when there are several), the same
-        objects for a whole train epoch."""
+        """The ``OptimWrapper`` (``OptimWrapperDict``) the LightningModule steps Lightning's optimizers through, as
+        ``MMEngineModule.optim_wrapper`` (an ``AmpOptimWrapper`` with its loss scaler, the config's names of a
+        multi-optimizer config); else an ``OptimWrapper`` view of Lightning's optimizer (``OptimWrapperDict`` of
+        ``optimizer{i}`` when there are several). The same objects for a whole train epoch."""
         return self.train_loop.per_epoch("optim_wrapper", self._optim_wrapper)
 
     def _optim_wrapper(self) -> OptimWrapper | OptimWrapperDict:
         optimizers = self.trainer.optimizers if self.trainer is not None else []
         if not optimizers:
             raise AttributeError("runner.optim_wrapper: the Lightning trainer has no optimizer (yet)")
+        module_wrappers = self._module_wrappers()
+        if module_wrappers is not None:
+            return module_wrappers
         # the wrappers stay the same objects while Lightning's optimizers do (hooks may keep them)
         source, cached = self._optim_wrappers
         if source != optimizers:
@@ -267,19 +272,24 @@ class Runner(Facade):
         return OptimWrapperDict(**{f"optimizer{i}": w for i, w in enumerate(cached)})
 
     def _module_wrappers(self) -> OptimWrapper | OptimWrapperDict | None:
-        """The ``OptimWrapper`` (``OptimWrapperDict``) through which the LightningModule steps Lightning's optimizers
-        (``MMEngineModule.optim_wrapper``: an ``AmpOptimWrapper``, a subclass with its own state), else None."""
+        """The LightningModule's ``optim_wrapper`` when it is an ``OptimWrapper`` (``OptimWrapperDict``) whose
+        optimizers are Lightning's, in order (``MMEngineModule`` hands Lightning its wrappers' optimizers), else None."""
         module = self.trainer.lightning_module if self.trainer is not None else None
         wrappers = getattr(module, "optim_wrapper", None)
-        return wrappers if isinstance(wrappers, (OptimWrapper, OptimWrapperDict)) else None
+        if not isinstance(wrappers, (OptimWrapper, OptimWrapperDict)):
+            return None
+        steps = list(wrappers.values()) if isinstance(wrappers, OptimWrapperDict) else [wrappers]
+        inner = [w.optimizer.optimizer if isinstance(w.optimizer, pl.core.optimizer.LightningOptimizer) else w.optimizer for w in steps]
+        optimizers = self.trainer.optimizers
+        same = len(inner) == len(optimizers) and all(a is b for a, b in zip(inner, optimizers))
+        return wrappers if same else None
 
     def restore_optim_wrappers(self) -> None:
-        """After Lightning restored its optimizers in a resumed fit: the LightningModule's ``OptimWrapper`` loads the
-        checkpoint's ``optimizer``, as ``Runner.resume`` does (``AmpOptimWrapper``'s loss scale included)."""
+        """After Lightning restored its optimizers in a resumed fit: ``runner.optim_wrapper`` loads the checkpoint's
+        ``optimizer``, as ``Runner.resume`` does (``AmpOptimWrapper``'s loss scale, ``base_param_settings``)."""
         entry, self._resumed_optimizer = self._resumed_optimizer, None
-        wrappers = self._module_wrappers()
-        if entry is not None and wrappers is not None:
-            checkpoint.restore_wrappers(entry, wrappers)
+        if entry is not None and self.trainer.optimizers:
+            checkpoint.restore_wrappers(entry, self._optim_wrapper())
 
     def build_param_schedulers(self) -> None:
         """Build scheduler configs on this fit's optimizer view, as ``Runner.build_param_scheduler`` does."""
@@ -375,5 +385,6 @@ class Runner(Facade):
         run_meta = dict(cfg=self.cfg.pretty_text, seed=self.seed, experiment_name=self.experiment_name)
         return checkpoint.add_mmengine_layout(
             lightning, pending, run_meta=run_meta, hub=self.message_hub, model_prefix=self._model_prefix,
-            schedulers=schedulers.stateful(self.param_schedulers), saved=saved, wrappers=self._module_wrappers(),
+            schedulers=schedulers.stateful(self.param_schedulers), saved=saved,
+            wrappers=self._optim_wrapper() if self.trainer is not None and self.trainer.optimizers else None,
         )  # fmt: skip

@@ -21,7 +21,9 @@ import pytest
 import torch
 import train_kit  # registers the tiny datasets
 from mmengine.config import Config
-from mmengine.optim import AmpOptimWrapper
+from mmengine.hooks import Hook
+from mmengine.optim import AmpOptimWrapper, OptimWrapper
+from mmengine.registry import HOOKS, OPTIM_WRAPPERS
 from mmengine.runner import Runner
 from mmengine.visualization import Visualizer
 
@@ -133,7 +135,17 @@ def assert_same_run(expected: Path, actual: Path, last: str) -> None:
         for key, value in state.items():
             assert torch.equal(torch.as_tensor(ours["optimizer"]["state"][i][key]), torch.as_tensor(value)), (i, key)
     assert ours["optimizer"]["param_groups"] == theirs["optimizer"]["param_groups"]
+    # what the OptimWrapper adds to its optimizer's state (base_param_settings with several parameter groups)
+    assert ours["optimizer"].keys() == theirs["optimizer"].keys()
+    assert _wrapper_extras(ours["optimizer"]) == _wrapper_extras(theirs["optimizer"])
     assert ours["param_schedulers"] == theirs["param_schedulers"]
+
+
+def _wrapper_extras(entry: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's ``optimizer`` entry beside the torch optimizer's own keys, tensors as lists."""
+    return {key: {k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in value.items()}
+            if isinstance(value, dict) else value
+            for key, value in entry.items() if key not in ("state", "param_groups")}  # fmt: skip
 
 
 @pytest.mark.parametrize(("case", "last"), [
@@ -304,6 +316,67 @@ def test_amp_loss_scale_is_saved_and_resumed_as_tools_train(tmp_path: Path, monk
         assert ours["param_groups"] == theirs["param_groups"], name
     # 3 iterations an epoch, no overflow: the growth count goes on across the resume
     assert theirs["loss_scaler"]["_growth_tracker"] == 6
+
+
+@OPTIM_WRAPPERS.register_module(force=True)
+class CountingOptimWrapper(OptimWrapper):
+    """An ``OptimWrapper`` with state of its own in its ``state_dict``: the updates it made."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.updates = 0
+
+    def step(self, **kwargs: Any) -> None:
+        super().step(**kwargs)
+        self.updates += 1
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "updates": self.updates}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.updates = state_dict.pop("updates")
+        super().load_state_dict(state_dict)
+
+
+@HOOKS.register_module(force=True)
+class RecordUpdatesHook(Hook):
+    """Records ``runner.optim_wrapper``'s ``updates`` and the step count its schedulers keep, after each iteration."""
+
+    seen: list[tuple[int, int]] = []
+
+    def after_train_iter(self, runner: Any, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
+        RecordUpdatesHook.seen.append((runner.optim_wrapper.updates, runner.optim_wrapper._global_step))
+
+
+def test_optim_wrapper_subclass_state_is_the_hooks_saved_and_resumed_as_tools_train(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A config's own ``OptimWrapper`` subclass: hooks see it as ``runner.optim_wrapper``, the checkpoints hold its
+    ``state_dict()`` and a ``--resume`` restores it, under both hosts alike."""
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    path = tmp_path / "counting.py"
+    path.write_text(f"_base_ = [{str(derived_config(tmp_path, 'mmpretrain-resnet18-cifar'))!r}]\n"
+                    "optim_wrapper = dict(type='CountingOptimWrapper')\ncustom_hooks = [dict(type='RecordUpdatesHook')]\n")
+    path = str(path)
+    runs = (["--cfg-options", "train_cfg.max_epochs=1"], ["--resume"])
+    seen = {}
+    for side in ("runner", "lightning"):
+        RecordUpdatesHook.seen = []
+        for args in runs:
+            if side == "runner":
+                cfg = load_config(parser().parse_args([path, "--work-dir", str(tmp_path / side), *args]))
+                runner = Runner.from_cfg(cfg)
+                runner.train()
+                type(runner.visualizer)._instance_dict.pop(runner.visualizer.instance_name)
+            else:
+                dispatcher.main([path, "--work-dir", str(tmp_path / side), *args])
+        seen[side] = RecordUpdatesHook.seen
+    assert seen["lightning"] == seen["runner"]
+    assert [updates for updates, _ in seen["runner"]] == [1, 2, 3, 4, 5, 6]
+    for name, updates in (("epoch_1.pth", 3), ("epoch_2.pth", 6)):
+        ours, theirs = (torch.load(tmp_path / side / name, map_location="cpu", weights_only=False)["optimizer"]
+                        for side in ("lightning", "runner"))  # fmt: skip
+        assert ours.keys() == theirs.keys() and ours["updates"] == theirs["updates"] == updates, name
 
 
 @pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
