@@ -265,7 +265,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         from lightning_hooks.families.mmengine.checkpoint import to_lightning_keys
 
         self.runner._resume = self._trainer.state.fn == "fit"  # a checkpoint loaded by fit() is a resume
-        if self.runner._resume:  # restored into the module's OptimWrapper once Lightning restored its optimizers
+        if self.runner._resume:  # into runner.optim_wrapper once Lightning restored its optimizers (on_train_start)
             self.runner._resumed_optimizer = context["checkpoint"].get("optimizer")
         self.fire(trigger, **context)  # hooks see MMEngine's layout; Lightning then loads the LightningModule's keys
         to_lightning_keys(context["checkpoint"])

@@ -279,7 +279,8 @@ class Runner(Facade):
         if not isinstance(wrappers, (OptimWrapper, OptimWrapperDict)):
             return None
         steps = list(wrappers.values()) if isinstance(wrappers, OptimWrapperDict) else [wrappers]
-        inner = [w.optimizer.optimizer if isinstance(w.optimizer, pl.core.optimizer.LightningOptimizer) else w.optimizer for w in steps]
+        lightning_optimizer = pl.core.optimizer.LightningOptimizer  # MMEngineModule steps through it
+        inner = [w.optimizer.optimizer if isinstance(w.optimizer, lightning_optimizer) else w.optimizer for w in steps]
         optimizers = self.trainer.optimizers
         same = len(inner) == len(optimizers) and all(a is b for a, b in zip(inner, optimizers))
         return wrappers if same else None
