@@ -273,7 +273,8 @@ class Runner(Facade):
 
     def _module_wrappers(self) -> OptimWrapper | OptimWrapperDict | None:
         """The LightningModule's ``optim_wrapper`` when it is an ``OptimWrapper`` (``OptimWrapperDict``) whose
-        optimizers are Lightning's, in order (``MMEngineModule`` hands Lightning its wrappers' optimizers), else None."""
+        optimizers are Lightning's, in order (``MMEngineModule`` hands Lightning its wrappers' optimizers); else
+        None."""
         module = self.trainer.lightning_module if self.trainer is not None else None
         wrappers = getattr(module, "optim_wrapper", None)
         if not isinstance(wrappers, (OptimWrapper, OptimWrapperDict)):

@@ -39,7 +39,8 @@ class PlainToy(MMEngineSteps):
 
 def test_mmengine_param_schedulers_on_the_view_of_a_plain_module_count_its_steps(tmp_path):
     before = set(_global_optimizer_post_hooks)
-    adapter = MMEngineAdapter([RuntimeInfoHook()], work_dir=str(tmp_path), param_schedulers=[dict(type="MultiStepLR", milestones=[2])])
+    schedulers = [dict(type="MultiStepLR", milestones=[2])]
+    adapter = MMEngineAdapter([RuntimeInfoHook()], work_dir=str(tmp_path), param_schedulers=schedulers)
     trainer = pl.Trainer(callbacks=[adapter], max_epochs=1, logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
     trainer.fit(PlainToy(), loaders()[0])

@@ -356,7 +356,8 @@ def test_optim_wrapper_subclass_state_is_the_hooks_saved_and_resumed_as_tools_tr
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     path = tmp_path / "counting.py"
     path.write_text(f"_base_ = [{str(derived_config(tmp_path, 'mmpretrain-resnet18-cifar'))!r}]\n"
-                    "optim_wrapper = dict(type='CountingOptimWrapper')\ncustom_hooks = [dict(type='RecordUpdatesHook')]\n")
+                    "optim_wrapper = dict(type='CountingOptimWrapper')\n"
+                    "custom_hooks = [dict(type='RecordUpdatesHook')]\n")
     path = str(path)
     runs = (["--cfg-options", "train_cfg.max_epochs=1"], ["--resume"])
     seen = {}
