@@ -265,6 +265,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         from lightning_hooks.families.mmengine.checkpoint import to_lightning_keys
 
         self.runner._resume = self._trainer.state.fn == "fit"  # a checkpoint loaded by fit() is a resume
+        if self.runner._resume:  # into runner.optim_wrapper once Lightning restored its optimizers (on_train_start)
+            self.runner._resumed_optimizer = context["checkpoint"].get("optimizer")
         self.fire(trigger, **context)  # hooks see MMEngine's layout; Lightning then loads the LightningModule's keys
         to_lightning_keys(context["checkpoint"])
 
@@ -281,6 +283,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # the facade may have sized the train loader before Lightning restored its mid-epoch position: apply it now
         lightning_api.load_combined_loader_states(trainer)
+        self.runner.restore_optim_wrappers()
         loop = self.runner.train_loop
         if self._resumed_without_state:
             self._follow_restored_loop(trainer)

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 from mmengine.logging import HistoryBuffer, MessageHub
+from mmengine.optim import OptimWrapper, OptimWrapperDict
 
 from lightning_hooks.callbacks.checkpoint_io import durable_checkpoint_io
 from lightning_hooks.core.checkpoint_files import load_checkpoint_file
@@ -88,12 +89,14 @@ def add_mmengine_layout(
     model_prefix: str,
     schedulers: list[Any],
     saved: Mapping[str, Any] | None = None,
+    wrappers: OptimWrapper | OptimWrapperDict | None = None,
 ) -> dict[str, Any]:
     """Add MMEngine's checkpoint layout to Lightning's ``checkpoint`` dict, in place, sharing its tensors.
 
     ``run_meta`` (``cfg``, ``seed``, ``experiment_name``) joins ``pending.meta``; the ``message_hub`` and
     ``param_schedulers`` states are those ``saved`` already holds (the adapter's own state, so the file stores them
-    once), else ``hub``'s and ``schedulers``'."""
+    once), else ``hub``'s and ``schedulers``'. ``optimizer`` is ``wrappers.state_dict()`` as the Runner writes it (see
+    :func:`optimizer_entry`)."""
     import mmengine
 
     saved = saved or {}
@@ -105,12 +108,43 @@ def add_mmengine_layout(
         _to_model_keys(checkpoint, model_prefix)
     states = checkpoint.get("optimizer_states")
     if pending.optimizer and states:
-        checkpoint["optimizer"] = states[0] if len(states) == 1 else {f"optimizer{i}": s for i, s in enumerate(states)}
+        checkpoint["optimizer"] = optimizer_entry(states, wrappers)
     elif not pending.optimizer:
         checkpoint.pop("optimizer_states", None)
     if pending.param_schedulers and schedulers:
         checkpoint["param_schedulers"] = saved.get("param_schedulers") or [plain(s.state_dict()) for s in schedulers]
     return checkpoint
+
+
+def optimizer_entry(states: list[dict[str, Any]], wrappers: OptimWrapper | OptimWrapperDict | None) -> dict[str, Any]:
+    """The checkpoint's ``optimizer``, as the Runner's ``optim_wrapper.state_dict()``: each of Lightning's optimizer
+    ``states`` (sharing its tensors) plus what its ``OptimWrapper`` adds (``AmpOptimWrapper``'s ``loss_scaler``,
+    ``base_param_settings``, a subclass's own keys); an ``OptimWrapperDict``'s under its names, else ``optimizer{i}``.
+
+    Example: ``optimizer_entry([sgd.state_dict()], AmpOptimWrapper(optimizer=sgd))`` holds ``state``,
+    ``param_groups`` and ``loss_scaler``."""
+    named = list(wrappers.items()) if isinstance(wrappers, OptimWrapperDict) else [(None, wrappers)]
+    if len(named) != len(states):  # no wrappers (or not Lightning's optimizers): Lightning's states alone
+        named = [(None, None)] * len(states)
+    entries = [state if wrapper is None else {**state, **_wrapper_extras(wrapper)} for state, (_, wrapper) in
+               zip(states, named)]  # fmt: skip
+    if len(entries) == 1 and not isinstance(wrappers, OptimWrapperDict):
+        return entries[0]
+    return {name or f"optimizer{i}": entry for i, ((name, _), entry) in enumerate(zip(named, entries))}
+
+
+def _wrapper_extras(wrapper: OptimWrapper) -> dict[str, Any]:
+    """What ``wrapper.state_dict()`` holds beside its optimizer's own ``state_dict()``, in plain containers."""
+    inner = wrapper.optimizer.state_dict()
+    return {key: plain(value) for key, value in wrapper.state_dict().items() if key not in inner}
+
+
+def restore_wrappers(entry: Mapping[str, Any], wrappers: OptimWrapper | OptimWrapperDict) -> None:
+    """``wrappers.load_state_dict(entry)``, as ``Runner.resume`` restores the checkpoint's ``optimizer`` (the loss
+    scale of an ``AmpOptimWrapper``, ``base_param_settings``, a subclass's own state): called once Lightning restored
+    its optimizers, which it loads again from the same states."""
+    wrappers.load_state_dict({key: dict(value) if isinstance(wrappers, OptimWrapperDict) else value
+                              for key, value in entry.items()})  # fmt: skip
 
 
 def _to_model_keys(checkpoint: dict[str, Any], prefix: str) -> None:

@@ -133,6 +133,7 @@ class Runner(Facade):
         self._pending_save: checkpoint.PendingSave | None = None
         self._optim_wrappers: tuple[list[Any], list[OptimWrapper]] = ([], [])  # Lightning's optimizers, their views
         self._step_counted: OptimWrapper | None = None  # the view whose step count schedulers check (a fit's)
+        self._resumed_optimizer: dict[str, Any] | None = None  # a resumed checkpoint's `optimizer`, until restored
 
     def attach(self, trainer: pl.Trainer) -> None:
         """Serve ``trainer``'s run; build the logger and visualizer before ``before_run``, as the Runner does."""
@@ -249,14 +250,19 @@ class Runner(Facade):
 
     @_ReadOnly
     def optim_wrapper(self) -> OptimWrapper | OptimWrapperDict:
-        """An ``OptimWrapper`` view of Lightning's optimizer (``OptimWrapperDict`` when there are several), the same
-        objects for a whole train epoch."""
+        """The ``OptimWrapper`` (``OptimWrapperDict``) the LightningModule steps Lightning's optimizers through, as
+        ``MMEngineModule.optim_wrapper`` (an ``AmpOptimWrapper`` with its loss scaler, the config's names of a
+        multi-optimizer config); else an ``OptimWrapper`` view of Lightning's optimizer (``OptimWrapperDict`` of
+        ``optimizer{i}`` when there are several). The same objects for a whole train epoch."""
         return self.train_loop.per_epoch("optim_wrapper", self._optim_wrapper)
 
     def _optim_wrapper(self) -> OptimWrapper | OptimWrapperDict:
         optimizers = self.trainer.optimizers if self.trainer is not None else []
         if not optimizers:
             raise AttributeError("runner.optim_wrapper: the Lightning trainer has no optimizer (yet)")
+        module_wrappers = self._module_wrappers()
+        if module_wrappers is not None:
+            return module_wrappers
         # the wrappers stay the same objects while Lightning's optimizers do (hooks may keep them)
         source, cached = self._optim_wrappers
         if source != optimizers:
@@ -264,6 +270,28 @@ class Runner(Facade):
         if len(cached) == 1:
             return cached[0]
         return OptimWrapperDict(**{f"optimizer{i}": w for i, w in enumerate(cached)})
+
+    def _module_wrappers(self) -> OptimWrapper | OptimWrapperDict | None:
+        """The LightningModule's ``optim_wrapper`` when it is an ``OptimWrapper`` (``OptimWrapperDict``) whose
+        optimizers are Lightning's, in order (``MMEngineModule`` hands Lightning its wrappers' optimizers); else
+        None."""
+        module = self.trainer.lightning_module if self.trainer is not None else None
+        wrappers = getattr(module, "optim_wrapper", None)
+        if not isinstance(wrappers, (OptimWrapper, OptimWrapperDict)):
+            return None
+        steps = list(wrappers.values()) if isinstance(wrappers, OptimWrapperDict) else [wrappers]
+        lightning_optimizer = pl.core.optimizer.LightningOptimizer  # MMEngineModule steps through it
+        inner = [w.optimizer.optimizer if isinstance(w.optimizer, lightning_optimizer) else w.optimizer for w in steps]
+        optimizers = self.trainer.optimizers
+        same = len(inner) == len(optimizers) and all(a is b for a, b in zip(inner, optimizers))
+        return wrappers if same else None
+
+    def restore_optim_wrappers(self) -> None:
+        """After Lightning restored its optimizers in a resumed fit: ``runner.optim_wrapper`` loads the checkpoint's
+        ``optimizer``, as ``Runner.resume`` does (``AmpOptimWrapper``'s loss scale, ``base_param_settings``)."""
+        entry, self._resumed_optimizer = self._resumed_optimizer, None
+        if entry is not None and self.trainer.optimizers:
+            checkpoint.restore_wrappers(entry, self._optim_wrapper())
 
     def build_param_schedulers(self) -> None:
         """Build scheduler configs on this fit's optimizer view, as ``Runner.build_param_scheduler`` does."""
@@ -360,4 +388,5 @@ class Runner(Facade):
         return checkpoint.add_mmengine_layout(
             lightning, pending, run_meta=run_meta, hub=self.message_hub, model_prefix=self._model_prefix,
             schedulers=schedulers.stateful(self.param_schedulers), saved=saved,
+            wrappers=self._optim_wrapper() if self.trainer is not None and self.trainer.optimizers else None,
         )  # fmt: skip

@@ -140,7 +140,8 @@ def test_mmengine_per_iteration_reads_follow_the_loader_lightning_reloads_each_e
             self.seen: list[tuple[int, int, int]] = []
 
         def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None) -> None:
-            assert runner.optim_wrapper.optimizer is runner.trainer.optimizers[0]
+            assert runner.optim_wrapper is runner.trainer.lightning_module.optim_wrapper  # the wrapper that steps
+            assert runner.optim_wrapper.optimizer.optimizer is runner.trainer.optimizers[0]  # in a LightningOptimizer
             self.seen.append((runner.epoch, len(runner.train_dataloader), runner.max_iters))
 
     class Shrinking(LitToy):

@@ -10,6 +10,7 @@ optimizer and scheduler state) must be bitwise the same.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import re
@@ -20,7 +21,9 @@ import pytest
 import torch
 import train_kit  # registers the tiny datasets
 from mmengine.config import Config
-from mmengine.optim import AmpOptimWrapper
+from mmengine.hooks import Hook
+from mmengine.optim import AmpOptimWrapper, OptimWrapper
+from mmengine.registry import HOOKS, OPTIM_WRAPPERS
 from mmengine.runner import Runner
 from mmengine.visualization import Visualizer
 
@@ -132,7 +135,17 @@ def assert_same_run(expected: Path, actual: Path, last: str) -> None:
         for key, value in state.items():
             assert torch.equal(torch.as_tensor(ours["optimizer"]["state"][i][key]), torch.as_tensor(value)), (i, key)
     assert ours["optimizer"]["param_groups"] == theirs["optimizer"]["param_groups"]
+    # what the OptimWrapper adds to its optimizer's state (base_param_settings with several parameter groups)
+    assert ours["optimizer"].keys() == theirs["optimizer"].keys()
+    assert _wrapper_extras(ours["optimizer"]) == _wrapper_extras(theirs["optimizer"])
     assert ours["param_schedulers"] == theirs["param_schedulers"]
+
+
+def _wrapper_extras(entry: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's ``optimizer`` entry beside the torch optimizer's own keys, tensors as lists."""
+    return {key: {k: v.tolist() if isinstance(v, torch.Tensor) else v for k, v in value.items()}
+            if isinstance(value, dict) else value
+            for key, value in entry.items() if key not in ("state", "param_groups")}  # fmt: skip
 
 
 @pytest.mark.parametrize(("case", "last"), [
@@ -238,10 +251,12 @@ def test_amp_on_cpu_is_refused_before_training_with_what_to_do(tmp_path: Path) -
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="MMEngine's AmpOptimWrapper needs a CUDA device")
-def test_amp_train_matches_tools_train_amp_on_cuda(tmp_path: Path) -> None:
+def test_amp_train_matches_tools_train_amp_on_cuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = derived_config(tmp_path, AMP_CASE)
     cfg = _amp_config(tmp_path, tmp_path / "runner")
-    Runner.from_cfg(cfg).train()
+    runner = Runner.from_cfg(cfg)
+    runner.train()
+    type(runner.visualizer)._instance_dict.pop(runner.visualizer.instance_name)
     dispatcher.main([str(path), "--amp", "--work-dir", str(tmp_path / "lightning")])
     expected, actual = tmp_path / "runner", tmp_path / "lightning"
     assert listing(actual) == listing(expected)
@@ -254,6 +269,115 @@ def test_amp_train_matches_tools_train_amp_on_cuda(tmp_path: Path) -> None:
     theirs_ckpt = torch.load(expected / last, map_location="cpu", weights_only=False)
     for key, value in theirs_ckpt["state_dict"].items():
         torch.testing.assert_close(mine["state_dict"][key], value, rtol=1e-3, atol=1e-4, msg=key)
+    assert mine["optimizer"]["loss_scaler"] == theirs_ckpt["optimizer"]["loss_scaler"]
+    # then --resume for a third epoch: both go on from the saved loss scale
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # MMEngine's resume loads its pickled MessageHub
+    more = ["--resume", "--cfg-options", "train_cfg.max_epochs=3"]
+    Runner.from_cfg(load_config(parser().parse_args([str(path), "--amp", "--work-dir", str(expected), *more]))).train()
+    dispatcher.main([str(path), "--amp", "--work-dir", str(actual), *more])
+    mine, theirs_ckpt = (torch.load(side / "epoch_3.pth", map_location="cpu", weights_only=False)["optimizer"]
+                         for side in (actual, expected))  # fmt: skip
+    assert mine.keys() == theirs_ckpt.keys() and mine["loss_scaler"] == theirs_ckpt["loss_scaler"]
+
+
+@pytest.fixture
+def amp_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MMEngine's AmpOptimWrapper built on this CPU machine: its device check passes (the wrapper's and
+    MMEngineModule's) and its loss scaler is torch's CPU ``GradScaler`` (the CUDA one disables itself here and keeps
+    no state). Both hosts get the same wrapper."""
+    import mmengine.device
+    from mmengine.optim.optimizer import amp_optimizer_wrapper
+
+    monkeypatch.setattr(amp_optimizer_wrapper, "is_cuda_available", lambda: True)
+    monkeypatch.setattr(mmengine.device, "is_cuda_available", lambda: True)
+    monkeypatch.setattr(amp_optimizer_wrapper, "GradScaler", functools.partial(torch.amp.GradScaler, "cpu"))
+
+
+def test_amp_loss_scale_is_saved_and_resumed_as_tools_train(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            amp_on_cpu: None) -> None:  # fmt: skip
+    """``--amp`` for one epoch, then ``--resume`` to the second, under both hosts: each checkpoint's ``optimizer`` is
+    the Runner's ``AmpOptimWrapper.state_dict()`` (its ``loss_scaler`` included), and the resumed run goes on from the
+    saved loss scale and growth count (a fresh scaler would count from 0 again)."""
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    path = str(derived_config(tmp_path, AMP_CASE))
+    runs = (["--cfg-options", "train_cfg.max_epochs=1"], ["--resume"])
+    for args in runs:
+        cfg = load_config(parser().parse_args([path, "--amp", "--work-dir", str(tmp_path / "runner"), *args]))
+        runner = Runner.from_cfg(cfg)
+        runner.train()
+        type(runner.visualizer)._instance_dict.pop(runner.visualizer.instance_name)
+    for args in runs:
+        dispatcher.main([path, "--amp", "--work-dir", str(tmp_path / "lightning"), *args])
+    for name in ("epoch_1.pth", "epoch_2.pth"):
+        ours, theirs = (torch.load(tmp_path / side / name, map_location="cpu", weights_only=False)["optimizer"]
+                        for side in ("lightning", "runner"))  # fmt: skip
+        assert ours.keys() == theirs.keys() == {"state", "param_groups", "loss_scaler"}, name
+        assert ours["loss_scaler"] == theirs["loss_scaler"], name
+        assert ours["param_groups"] == theirs["param_groups"], name
+    # 3 iterations an epoch, no overflow: the growth count goes on across the resume
+    assert theirs["loss_scaler"]["_growth_tracker"] == 6
+
+
+@OPTIM_WRAPPERS.register_module(force=True)
+class CountingOptimWrapper(OptimWrapper):
+    """An ``OptimWrapper`` with state of its own in its ``state_dict``: the updates it made."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.updates = 0
+
+    def step(self, **kwargs: Any) -> None:
+        super().step(**kwargs)
+        self.updates += 1
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "updates": self.updates}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.updates = state_dict.pop("updates")
+        super().load_state_dict(state_dict)
+
+
+@HOOKS.register_module(force=True)
+class RecordUpdatesHook(Hook):
+    """Records ``runner.optim_wrapper``'s ``updates`` and the step count its schedulers keep, after each iteration."""
+
+    seen: list[tuple[int, int]] = []
+
+    def after_train_iter(self, runner: Any, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
+        RecordUpdatesHook.seen.append((runner.optim_wrapper.updates, runner.optim_wrapper._global_step))
+
+
+def test_optim_wrapper_subclass_state_is_the_hooks_saved_and_resumed_as_tools_train(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A config's own ``OptimWrapper`` subclass: hooks see it as ``runner.optim_wrapper``, the checkpoints hold its
+    ``state_dict()`` and a ``--resume`` restores it, under both hosts alike."""
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    path = tmp_path / "counting.py"
+    path.write_text(f"_base_ = [{str(derived_config(tmp_path, 'mmpretrain-resnet18-cifar'))!r}]\n"
+                    "optim_wrapper = dict(type='CountingOptimWrapper')\n"
+                    "custom_hooks = [dict(type='RecordUpdatesHook')]\n")
+    path = str(path)
+    runs = (["--cfg-options", "train_cfg.max_epochs=1"], ["--resume"])
+    seen = {}
+    for side in ("runner", "lightning"):
+        RecordUpdatesHook.seen = []
+        for args in runs:
+            if side == "runner":
+                cfg = load_config(parser().parse_args([path, "--work-dir", str(tmp_path / side), *args]))
+                runner = Runner.from_cfg(cfg)
+                runner.train()
+                type(runner.visualizer)._instance_dict.pop(runner.visualizer.instance_name)
+            else:
+                dispatcher.main([path, "--work-dir", str(tmp_path / side), *args])
+        seen[side] = RecordUpdatesHook.seen
+    assert seen["lightning"] == seen["runner"]
+    assert [updates for updates, _ in seen["runner"]] == [1, 2, 3, 4, 5, 6]
+    for name, updates in (("epoch_1.pth", 3), ("epoch_2.pth", 6)):
+        ours, theirs = (torch.load(tmp_path / side / name, map_location="cpu", weights_only=False)["optimizer"]
+                        for side in ("lightning", "runner"))  # fmt: skip
+        assert ours.keys() == theirs.keys() and ours["updates"] == theirs["updates"] == updates, name
 
 
 @pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
