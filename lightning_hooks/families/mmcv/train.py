@@ -50,6 +50,9 @@ class Library:
         classes: the dataset attributes its ``tools/train.py`` records (``CLASSES``, ``PALETTE``).
         in_checkpoint_config: whether that script records them (with its version) in ``checkpoint_config.meta``
             (mmdet, mmseg) rather than in ``meta`` (mmcls, which also records the config there).
+        auto_resume: where that script sets ``cfg.auto_resume`` (to its ``--auto-resume`` flag, always) relative to
+            ``cfg.gpu_ids``: ``"before"`` (mmdet), ``"after"`` (mmseg), or ``""`` where it has no such flag (mmcls).
+        version_separator: between the version and the git hash in the recorded version (mmdet: none).
     """
 
     package: str
@@ -57,6 +60,8 @@ class Library:
     train: str
     classes: tuple[str, ...] = ("CLASSES",)
     in_checkpoint_config: bool = True
+    auto_resume: str = "after"
+    version_separator: str = "+"
 
     def function(self, path: str) -> Any:
         module, _, name = path.partition(":")
@@ -76,8 +81,10 @@ class Library:
 
 #: the libraries, in the order a model type is looked up
 LIBRARIES = (
-    Library("mmcls", "mmcls.models:build_classifier", "mmcls.apis.train:train_model", in_checkpoint_config=False),
-    Library("mmdet", "mmdet.models:build_detector", "mmdet.apis.train:train_detector"),
+    Library("mmcls", "mmcls.models:build_classifier", "mmcls.apis.train:train_model", in_checkpoint_config=False,
+            auto_resume=""),
+    Library("mmdet", "mmdet.models:build_detector", "mmdet.apis.train:train_detector", auto_resume="before",
+            version_separator=""),
     Library("mmseg", "mmseg.models:build_segmentor", "mmseg.apis.train:train_segmentor", classes=("CLASSES", "PALETTE")),
 )
 
@@ -152,9 +159,12 @@ def load_config(args: argparse.Namespace) -> Any:
         cfg.load_from = args.load_from
     if args.resume_from is not None:
         cfg.resume_from = args.resume_from
-    if args.auto_resume:
-        cfg.auto_resume = True
+    records = library_of(cfg).auto_resume
+    if records == "before" or (args.auto_resume and not records):
+        cfg.auto_resume = args.auto_resume
     cfg.gpu_ids = [0]  # the scripts' --gpu-id default; Lightning's --devices picks the devices
+    if records == "after":
+        cfg.auto_resume = args.auto_resume
     return cfg
 
 
@@ -345,9 +355,9 @@ def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed
     logger = importlib.import_module(f"{library.package}.utils").get_root_logger(
         log_file=os.path.join(cfg.work_dir, f"{timestamp}.log"), log_level=cfg.get("log_level", "INFO")
     )
+    meta = _meta(library, cfg)  # (mmdet: the config before its device)
     device = "cuda" if torch.cuda.is_available() and trainer_options.get("accelerator") not in ("cpu",) else "cpu"
     cfg.device = device
-    meta = _meta(library, cfg)
     dash_line = "-" * 60 + "\n"
     logger.info(f"Environment info:\n{dash_line}{meta['env_info']}\n{dash_line}")
     logger.info("Distributed training: False")
@@ -418,7 +428,8 @@ def _record_classes(library: Library, cfg: Any, meta: dict[str, Any], dataset: A
         meta.update({f"{library.package}_version": package.__version__, "config": cfg.pretty_text, **classes})
     elif cfg.checkpoint_config is not None:
         extra = {"config": cfg.pretty_text} if library.package == "mmseg" else {}
-        cfg.checkpoint_config.meta = {f"{library.package}_version": f"{package.__version__}+{get_git_hash()[:7]}",
+        version = f"{package.__version__}{library.version_separator}{get_git_hash()[:7]}"
+        cfg.checkpoint_config.meta = {f"{library.package}_version": version,
                                       **extra, **classes}  # fmt: skip
 
 

@@ -111,6 +111,7 @@ def reference(path: Path, work_dir: Path, timestamp: str) -> torch.nn.Module:
     cfg = Config.fromfile(str(path))
     cfg.work_dir = str(work_dir)
     cfg.gpu_ids = [0]
+    cfg.auto_resume = False  # its tools/train.py sets the flag's value, after gpu_ids
     os.makedirs(work_dir, exist_ok=True)
     cfg.dump(str(work_dir / path.name))
     logger = get_root_logger(log_file=str(work_dir / f"{timestamp}.log"), log_level=cfg.log_level)
