@@ -98,19 +98,14 @@ class MMCVAdapter(ManualStepAdapter):
 
     def start_after(self, epoch: int, iteration: int) -> None:
         """Let the next fit go on from an mmcv checkpoint's ``meta['epoch']`` / ``meta['iter']``, as after mmcv's
-        ``runner.resume``: the runner's counters and Lightning's epoch and global step start there (weights, optimizer
-        and ``meta`` are loaded by the caller, as ``runner.resume`` loads them). ``EpochBasedRunner`` only.
+        ``runner.resume``: the runner's counters start there, and so do Lightning's global step and (``EpochBasedRunner``)
+        epoch; ``IterBasedRunner``'s train loader starts a new pass (its ``IterLoader`` does: ``runner.epoch`` follows it
+        from the first iteration). Weights, optimizer and ``meta`` are loaded by the caller, as ``runner.resume`` does.
 
         Example::
 
             adapter.start_after(checkpoint["meta"]["epoch"], checkpoint["meta"]["iter"])
         """
-        if self.iter_based():
-            raise NotImplementedError(
-                f"MMCVAdapter ({', '.join(self.hook_keys())}): resuming an IterBasedRunner run from an mmcv "
-                "checkpoint is not supported yet. Resume a Lightning checkpoint with trainer.fit(..., ckpt_path=...), "
-                "or start a new run with load_from for the weights."
-            )
         self._resumed_at = (epoch, iteration)
 
     @classmethod
@@ -246,7 +241,8 @@ class MMCVAdapter(ManualStepAdapter):
         # mmcv's runners know max_iters before before_run (CyclicLrUpdaterHook reads it there): size the loader now
         lightning_api.setup_train_data(trainer)
         if self._resumed_at is not None:
-            lightning_api.start_fit_after(trainer, *self._resumed_at)
+            epoch, iteration = self._resumed_at
+            lightning_api.start_fit_after(trainer, 0 if self.iter_based() else epoch, iteration)
             self._resumed_at = None
         self.fire(ON["on_fit_start"])
         self._restore_held_back(pl_module)

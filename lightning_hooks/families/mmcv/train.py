@@ -235,26 +235,25 @@ class LightningRunner:
                                revise_keys=revise_keys if revise_keys is not None else [(r"^module.", "")])  # fmt: skip
 
     def resume(self, checkpoint: str, resume_optimizer: bool = True, map_location: Any = "default") -> None:
-        """mmcv's ``runner.resume`` (``resume_from``): the checkpoint's weights into the model and its state into the
-        optimizer now; its ``meta`` becomes the run's (``hook_msgs`` included: ``last_ckpt``, ``best_score``, ...),
-        and the fit goes on after ``meta['epoch']`` / ``meta['iter']`` (:attr:`resumed_at`)."""
+        """mmcv's ``runner.resume`` (``resume_from``) of the runner type: the checkpoint's weights into the model and
+        its state into the optimizer now, and the fit goes on after ``meta['epoch']`` / ``meta['iter']``
+        (:attr:`resumed_at`). ``EpochBasedRunner``'s also makes the checkpoint's ``meta`` the run's (``hook_msgs``:
+        ``last_ckpt``, ``best_score``, ...) and rescales the iteration to the number of GPUs; ``IterBasedRunner``'s
+        does neither."""
         import mmcv
 
-        if self.runner_cfg.get("type") == "IterBasedRunner":
-            raise NotImplementedError(
-                f"lightning-hooks train: resume_from={checkpoint!r} with an IterBasedRunner is not supported yet. "
-                "Start a new run with load_from (--load-from) for the weights."
-            )
+        iter_based = self.runner_cfg.get("type") == "IterBasedRunner"
         location = "cpu" if map_location == "default" else map_location  # Lightning moves the module afterwards
         loaded = self.load_checkpoint(checkpoint, map_location=location)
         meta = loaded["meta"]
         epoch, iteration = meta["epoch"], meta["iter"]
-        previous_gpus = (mmcv.Config.fromstring(meta["config"], file_format=".py").get("gpu_ids") or []
-                         if "config" in meta else [])  # fmt: skip
-        if previous_gpus and len(previous_gpus) != 1:  # mmcv rescales the iteration count to this world size
-            iteration = int(iteration * len(previous_gpus))
-            self.logger.info("the iteration number is changed due to change of GPU number")
-        self.meta = meta
+        if not iter_based:
+            previous_gpus = (mmcv.Config.fromstring(meta["config"], file_format=".py").get("gpu_ids") or []
+                             if "config" in meta else [])  # fmt: skip
+            if previous_gpus and len(previous_gpus) != 1:  # mmcv rescales the iteration count to this world size
+                iteration = int(iteration * len(previous_gpus))
+                self.logger.info("the iteration number is changed due to change of GPU number")
+            self.meta = meta
         if "optimizer" in loaded and resume_optimizer:
             if isinstance(self.optimizer, dict):
                 for key, optimizer in self.optimizer.items():
@@ -262,7 +261,10 @@ class LightningRunner:
             else:
                 self.optimizer.load_state_dict(loaded["optimizer"])
         self.resumed_at = (epoch, iteration)
-        self.logger.info("resumed epoch %d, iter %d", epoch, iteration)
+        if iter_based:
+            self.logger.info(f"resumed from epoch: {epoch}, iter {iteration}")
+        else:
+            self.logger.info("resumed epoch %d, iter %d", epoch, iteration)
 
     def run(self, data_loaders: list[Any], workflow: list[tuple[str, int]], max_epochs: int | None = None,
             **kwargs: Any) -> None:  # fmt: skip
