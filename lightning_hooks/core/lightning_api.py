@@ -374,6 +374,24 @@ def set_optimizer_steps(trainer: Any, steps: int) -> None:
     progress.ready = progress.completed = steps
 
 
+def start_fit_after(trainer: Any, epochs: int, steps: int) -> None:
+    """Let a fit go on as one resumed after ``epochs`` finished train epochs and ``steps`` optimizer steps, for a
+    legacy checkpoint that holds no Lightning loop state: ``trainer.current_epoch`` becomes ``epochs`` (the fit loop's
+    epoch progress) and ``global_step`` ``steps`` (:func:`set_optimizer_steps`). As on a resume, the first epoch
+    iterates the train loader ``fit_loop.setup_data`` already iterated, rather than a second iterator (which would
+    draw another base seed from the global random generator): Lightning 2.5+ reads ``fit_loop.is_resuming``, 2.4 the
+    epoch loop's ``restarting``. Call it once the fit has started and before its loop runs (``on_fit_start``).
+    Checked on :data:`CHECKED_ON`."""
+    loop = trainer.fit_loop
+    for counts in (loop.epoch_progress.total, loop.epoch_progress.current):
+        counts.ready = counts.started = counts.processed = counts.completed = epochs
+    set_optimizer_steps(trainer, steps)
+    if hasattr(loop, "_resuming_from_checkpoint"):
+        loop._resuming_from_checkpoint = True
+    else:
+        loop.epoch_loop._restarting = True
+
+
 def call_before_backward(trainer: Any, loss: Any) -> None:
     """Run ``on_before_backward(loss)`` of the trainer's callbacks and then its LightningModule, as Lightning does
     before a backward it runs (``trainer.call._call_callback_hooks``, ``_call_lightning_module_hook``).

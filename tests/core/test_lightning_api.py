@@ -402,6 +402,35 @@ def test_validate_now_runs_the_fits_validation_from_a_callback(ns, tmp_path):
     assert seen == [("validation", True), ("after", True)] and trainer.global_step == 1
 
 
+def test_start_fit_after_continues_at_the_epoch_and_step(ns, tmp_path):
+    """start_fit_after at on_fit_start: the fit runs the epochs left, counting epochs and steps on from those given."""
+    seen = []
+
+    class Probe(ns.Callback):
+        def on_fit_start(self, trainer, pl_module):
+            lightning_api.start_fit_after(trainer, 2, 7)
+
+        def on_train_epoch_start(self, trainer, pl_module):
+            seen.append((trainer.current_epoch, trainer.global_step))
+
+    class Counted(_boring(ns)):
+        def train_dataloader(self):
+            loader = super().train_dataloader()
+
+            class Loader(type(loader)):
+                def __iter__(self):
+                    seen.append("iter")
+                    return super().__iter__()
+
+            return Loader(loader.dataset, batch_size=loader.batch_size)
+
+    trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_epochs=4, max_steps=-1, limit_train_batches=2,
+                       limit_val_batches=0)
+    trainer.fit(Counted())
+    # one loader iterator per epoch (made after on_train_epoch_start), the first one built at setup_data
+    assert seen == ["iter", (2, 7), (3, 9), "iter"] and trainer.current_epoch == 4 and trainer.global_step == 11
+
+
 def test_fit_loop_state_and_set_optimizer_steps(ns, tmp_path):
     """The fit loop's state has ``epoch_progress``; set_optimizer_steps sets what ``global_step`` reads."""
 

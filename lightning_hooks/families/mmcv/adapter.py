@@ -94,6 +94,19 @@ class MMCVAdapter(ManualStepAdapter):
         real = _runner_module()
         self.steppers = [h for h in self.hooks if isinstance(h, real.OptimizerHook)]
         self._build_plan((self.runner,))
+        self._resumed_at: tuple[int, int] | None = None
+
+    def start_after(self, epoch: int, iteration: int) -> None:
+        """Let the next fit go on from an mmcv checkpoint's ``meta['epoch']`` / ``meta['iter']``, as after mmcv's
+        ``runner.resume``: the runner's counters start there, and so do Lightning's global step and (``EpochBasedRunner``)
+        epoch; ``IterBasedRunner``'s train loader starts a new pass (its ``IterLoader`` does: ``runner.epoch`` follows it
+        from the first iteration). Weights, optimizer and ``meta`` are loaded by the caller, as ``runner.resume`` does.
+
+        Example::
+
+            adapter.start_after(checkpoint["meta"]["epoch"], checkpoint["meta"]["iter"])
+        """
+        self._resumed_at = (epoch, iteration)
 
     @classmethod
     def base_classes(cls) -> tuple[type, ...]:
@@ -209,6 +222,8 @@ class MMCVAdapter(ManualStepAdapter):
         if stage != "fit":
             return
         self.runner._reset()  # a new run; a resumed one restores the counters after setup (load_host_state)
+        if self._resumed_at is not None:  # from an mmcv checkpoint (start_after)
+            self.runner._epoch, self.runner._iter = self._resumed_at
         self._held_back: dict[str, torch.Tensor] = {}
         self._check_trainer(trainer)
 
@@ -225,6 +240,10 @@ class MMCVAdapter(ManualStepAdapter):
                                            "also validates after the last epoch")  # fmt: skip
         # mmcv's runners know max_iters before before_run (CyclicLrUpdaterHook reads it there): size the loader now
         lightning_api.setup_train_data(trainer)
+        if self._resumed_at is not None:
+            epoch, iteration = self._resumed_at
+            lightning_api.start_fit_after(trainer, 0 if self.iter_based() else epoch, iteration)
+            self._resumed_at = None
         self.fire(ON["on_fit_start"])
         self._restore_held_back(pl_module)
 

@@ -30,7 +30,7 @@ from typing import Any
 from lightning_hooks.core.errors import ConfigError, unknown_name
 
 USAGE = ("CONFIG.py [--work-dir DIR] [--cfg-options KEY=VALUE ...] [--no-validate] [--seed N] [--diff-seed] "
-         "[--deterministic] [--load-from CKPT] [--accelerator A]")  # fmt: skip
+         "[--deterministic] [--load-from CKPT] [--resume-from CKPT] [--auto-resume] [--accelerator A]")  # fmt: skip
 
 #: top-level keys of an OpenMMLab 1.x (mmcv.runner) config
 _MMCV_KEYS = ("runner", "lr_config", "optimizer_config", "checkpoint_config", "log_config", "total_epochs")
@@ -50,6 +50,9 @@ class Library:
         classes: the dataset attributes its ``tools/train.py`` records (``CLASSES``, ``PALETTE``).
         in_checkpoint_config: whether that script records them (with its version) in ``checkpoint_config.meta``
             (mmdet, mmseg) rather than in ``meta`` (mmcls, which also records the config there).
+        auto_resume: where that script sets ``cfg.auto_resume`` (to its ``--auto-resume`` flag, always) relative to
+            ``cfg.gpu_ids``: ``"before"`` (mmdet), ``"after"`` (mmseg), or ``""`` where it has no such flag (mmcls).
+        version_separator: between the version and the git hash in the recorded version (mmdet: none).
     """
 
     package: str
@@ -57,6 +60,8 @@ class Library:
     train: str
     classes: tuple[str, ...] = ("CLASSES",)
     in_checkpoint_config: bool = True
+    auto_resume: str = "after"
+    version_separator: str = "+"
 
     def function(self, path: str) -> Any:
         module, _, name = path.partition(":")
@@ -76,8 +81,10 @@ class Library:
 
 #: the libraries, in the order a model type is looked up
 LIBRARIES = (
-    Library("mmcls", "mmcls.models:build_classifier", "mmcls.apis.train:train_model", in_checkpoint_config=False),
-    Library("mmdet", "mmdet.models:build_detector", "mmdet.apis.train:train_detector"),
+    Library("mmcls", "mmcls.models:build_classifier", "mmcls.apis.train:train_model", in_checkpoint_config=False,
+            auto_resume=""),
+    Library("mmdet", "mmdet.models:build_detector", "mmdet.apis.train:train_detector", auto_resume="before",
+            version_separator=""),
     Library("mmseg", "mmseg.models:build_segmentor", "mmseg.apis.train:train_segmentor", classes=("CLASSES", "PALETTE")),
 )
 
@@ -122,8 +129,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("config", help="train config file path")
     p.add_argument("--work-dir", help="the dir to save logs and models (default: work_dirs/<config name>)")
     p.add_argument("--load-from", help="the checkpoint file to load weights from")
-    p.add_argument("--resume-from", help="the checkpoint file to resume from (not supported yet: see the error)")
-    p.add_argument("--auto-resume", action="store_true", help="resume from the latest checkpoint (not supported yet)")
+    p.add_argument("--resume-from", help="the checkpoint file to resume from")
+    p.add_argument("--auto-resume", action="store_true",
+                   help="resume from the latest checkpoint in the work dir (latest.pth, else the highest numbered)")
     p.add_argument("--no-validate", action="store_true", help="do not evaluate checkpoints during training")
     p.add_argument("--seed", type=int, default=None, help="random seed")
     p.add_argument("--diff-seed", action="store_true", help="a different seed for each process (seed + rank)")
@@ -149,9 +157,12 @@ def load_config(args: argparse.Namespace) -> Any:
         cfg.load_from = args.load_from
     if args.resume_from is not None:
         cfg.resume_from = args.resume_from
-    if args.auto_resume:
-        cfg.auto_resume = True
+    records = library_of(cfg).auto_resume
+    if records == "before" or (args.auto_resume and not records):
+        cfg.auto_resume = args.auto_resume
     cfg.gpu_ids = [0]  # the scripts' --gpu-id default; Lightning's --devices picks the devices
+    if records == "after":
+        cfg.auto_resume = args.auto_resume
     return cfg
 
 
@@ -195,6 +206,8 @@ class LightningRunner:
         self._hooks: list[Any] = []
         self.trainer_options = dict(trainer_options or {})
         self.trainer: Any = None
+        #: ``(epoch, iter)`` of the mmcv checkpoint :meth:`resume` loaded, where the fit goes on
+        self.resumed_at: tuple[int, int] | None = None
 
     # mmcv's BaseRunner registration methods, on this runner's hook queue
     def __getattr__(self, name: str) -> Any:
@@ -219,21 +232,42 @@ class LightningRunner:
         return load_checkpoint(self.model, filename, map_location, strict, self.logger,
                                revise_keys=revise_keys if revise_keys is not None else [(r"^module.", "")])  # fmt: skip
 
-    def resume(self, checkpoint: str, *args: Any, **kwargs: Any) -> None:
-        _refuse_resume(checkpoint)
+    def resume(self, checkpoint: str, resume_optimizer: bool = True, map_location: Any = "default") -> None:
+        """mmcv's ``runner.resume`` (``resume_from``) of the runner type: the checkpoint's weights into the model and
+        its state into the optimizer now, and the fit goes on after ``meta['epoch']`` / ``meta['iter']``
+        (:attr:`resumed_at`). ``EpochBasedRunner``'s also makes the checkpoint's ``meta`` the run's (``hook_msgs``:
+        ``last_ckpt``, ``best_score``, ...) and rescales the iteration to the number of GPUs; ``IterBasedRunner``'s
+        does neither."""
+        import mmcv
+
+        iter_based = self.runner_cfg.get("type") == "IterBasedRunner"
+        location = "cpu" if map_location == "default" else map_location  # Lightning moves the module afterwards
+        loaded = self.load_checkpoint(checkpoint, map_location=location)
+        meta = loaded["meta"]
+        epoch, iteration = meta["epoch"], meta["iter"]
+        if not iter_based:
+            previous_gpus = (mmcv.Config.fromstring(meta["config"], file_format=".py").get("gpu_ids") or []
+                             if "config" in meta else [])  # fmt: skip
+            if previous_gpus and len(previous_gpus) != 1:  # mmcv rescales the iteration count to this world size
+                iteration = int(iteration * len(previous_gpus))
+                self.logger.info("the iteration number is changed due to change of GPU number")
+            self.meta = meta
+        if "optimizer" in loaded and resume_optimizer:
+            if isinstance(self.optimizer, dict):
+                for key, optimizer in self.optimizer.items():
+                    optimizer.load_state_dict(loaded["optimizer"][key])
+            else:
+                self.optimizer.load_state_dict(loaded["optimizer"])
+        self.resumed_at = (epoch, iteration)
+        if iter_based:
+            self.logger.info(f"resumed from epoch: {epoch}, iter {iteration}")
+        else:
+            self.logger.info("resumed epoch %d, iter %d", epoch, iteration)
 
     def run(self, data_loaders: list[Any], workflow: list[tuple[str, int]], max_epochs: int | None = None,
             **kwargs: Any) -> None:  # fmt: skip
         """mmcv's ``runner.run``: train under Lightning with the registered hooks (:func:`fit`)."""
         self.trainer = fit(self, data_loaders, workflow)
-
-
-def _refuse_resume(checkpoint: str) -> None:
-    raise NotImplementedError(
-        f"lightning-hooks train: resume_from={checkpoint!r} (an mmcv runner checkpoint) is not supported yet: "
-        "Lightning owns the loop state. Start a new run with load_from (--load-from) for the weights, or resume "
-        "a Lightning checkpoint with trainer.fit(..., ckpt_path=...) in your own script."
-    )
 
 
 def fit(runner: LightningRunner, data_loaders: list[Any], workflow: list[tuple[str, int]]) -> Any:
@@ -254,6 +288,8 @@ def fit(runner: LightningRunner, data_loaders: list[Any], workflow: list[tuple[s
                           logger=runner.logger, model="model")  # fmt: skip
     if runner.timestamp is not None:
         adapter.runner.timestamp = runner.timestamp
+    if runner.resumed_at is not None:
+        adapter.start_after(*runner.resumed_at)
     module = MMCVModule(runner.model, runner.optimizer)
     options: dict[str, Any] = dict(
         default_root_dir=runner.work_dir,
@@ -309,8 +345,8 @@ def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed
     library = library_of(cfg)
     apis = importlib.import_module(f"{library.package}.apis")
     datasets_module = importlib.import_module(f"{library.package}.datasets")
-    if cfg.get("resume_from") or cfg.get("auto_resume"):
-        _refuse_resume(cfg.get("resume_from") or "latest.pth (auto_resume)")
+    if library.package == "mmcls" and cfg.get("auto_resume") and cfg.get("resume_from") is None:
+        cfg.resume_from = latest_checkpoint(cfg.work_dir)  # mmdet's and mmseg's training APIs look it up themselves
     mmcv.mkdir_or_exist(os.path.abspath(cfg.work_dir))
     if cfg.filename:
         cfg.dump(os.path.join(cfg.work_dir, os.path.basename(cfg.filename)))
@@ -319,9 +355,9 @@ def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed
     logger = importlib.import_module(f"{library.package}.utils").get_root_logger(
         log_file=os.path.join(cfg.work_dir, f"{timestamp}.log"), log_level=cfg.get("log_level", "INFO")
     )
+    meta = _meta(library, cfg)  # (mmdet: the config before its device)
     device = "cuda" if torch.cuda.is_available() and trainer_options.get("accelerator") not in ("cpu",) else "cpu"
     cfg.device = device
-    meta = _meta(library, cfg)
     dash_line = "-" * 60 + "\n"
     logger.info(f"Environment info:\n{dash_line}{meta['env_info']}\n{dash_line}")
     logger.info("Distributed training: False")
@@ -359,6 +395,19 @@ def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed
     return built[-1].trainer
 
 
+def latest_checkpoint(work_dir: str) -> str | None:
+    """What ``--auto-resume`` resumes from, as mmdet's and mmseg's ``find_latest_checkpoint``: ``latest.pth`` in
+    ``work_dir``, else the ``*.pth`` whose name ends in the highest number (``epoch_3.pth``), else None."""
+    if os.path.exists(os.path.join(work_dir, "latest.pth")):
+        return os.path.join(work_dir, "latest.pth")
+    numbered = {}
+    for name in os.listdir(work_dir) if os.path.isdir(work_dir) else []:
+        count = re.search(r"_(\d+)\.pth$", name)
+        if count:
+            numbered[int(count.group(1))] = os.path.join(work_dir, name)
+    return numbered[max(numbered)] if numbered else None
+
+
 def _meta(library: Library, cfg: Any) -> dict[str, Any]:
     """The ``meta`` its ``tools/train.py`` starts with: the environment (mmdet: and the config); the seed and (mmdet,
     mmseg) the experiment name follow."""
@@ -379,7 +428,8 @@ def _record_classes(library: Library, cfg: Any, meta: dict[str, Any], dataset: A
         meta.update({f"{library.package}_version": package.__version__, "config": cfg.pretty_text, **classes})
     elif cfg.checkpoint_config is not None:
         extra = {"config": cfg.pretty_text} if library.package == "mmseg" else {}
-        cfg.checkpoint_config.meta = {f"{library.package}_version": f"{package.__version__}+{get_git_hash()[:7]}",
+        version = f"{package.__version__}{library.version_separator}{get_git_hash()[:7]}"
+        cfg.checkpoint_config.meta = {f"{library.package}_version": version,
                                       **extra, **classes}  # fmt: skip
 
 

@@ -86,8 +86,10 @@ def _fresh_root_logger() -> None:
     mmcv_logging.logger_initialized.pop("mmcls", None)
 
 
-def reference(path: Path, work_dir: Path, timestamp: str) -> torch.nn.Module:
-    """mmcls 0.25's ``tools/train.py`` main for ``--seed 0`` on CPU, in-process: the real ``train_model`` and runner."""
+def reference(path: Path, work_dir: Path, timestamp: str, max_epochs: int | None = None,
+              resume_from: Path | None = None) -> torch.nn.Module:  # fmt: skip
+    """mmcls 0.25's ``tools/train.py`` main for ``--seed 0`` on CPU, in-process: the real ``train_model`` and runner
+    (``--cfg-options runner.max_epochs=...``, ``--resume-from ...``)."""
     from mmcls import __version__
     from mmcls.apis import set_random_seed, train_model
     from mmcls.datasets import build_dataset
@@ -95,6 +97,10 @@ def reference(path: Path, work_dir: Path, timestamp: str) -> torch.nn.Module:
     from mmcls.utils import collect_env, get_root_logger
 
     cfg = Config.fromfile(str(path))
+    if max_epochs is not None:
+        cfg.merge_from_dict({"runner.max_epochs": max_epochs})
+    if resume_from is not None:
+        cfg.resume_from = str(resume_from)
     cfg.work_dir = str(work_dir)
     cfg.gpu_ids = [0]
     os.makedirs(work_dir, exist_ok=True)
@@ -184,9 +190,58 @@ def test_the_dispatcher_tells_a_1x_config_from_an_mmengine_config(config, tmp_pa
     assert "OpenMMLab 1.x tools/train.py" in dispatcher.usage()
 
 
-def test_resume_from_an_mmcv_checkpoint_is_refused_with_the_way_out(config, tmp_path):
-    with pytest.raises(NotImplementedError, match=r"resume_from='x.pth' .* not supported yet.*--load-from"):
-        dispatcher.main([str(config), "--work-dir", str(tmp_path / "w"), "--resume-from", "x.pth"])
+def _same_checkpoints(mine: Path, theirs: Path) -> None:
+    """Same keys, ``meta`` (but its time and the work dir in its config), weights (bitwise) and optimizer state."""
+    ours, ref = (torch.load(p, map_location="cpu", weights_only=False) for p in (mine, theirs))
+    assert sorted(ours) == sorted(ref) == ["meta", "optimizer", "state_dict"]
+    for meta in (ours["meta"], ref["meta"]):
+        meta["time"] = None
+        meta["config"] = re.sub(r"(?m)^work_dir = .*$", "", meta["config"])
+    assert ours["meta"] == ref["meta"]
+    assert ours["state_dict"].keys() == ref["state_dict"].keys()
+    for key, value in ref["state_dict"].items():
+        assert torch.equal(ours["state_dict"][key], value), (mine.name, key)
+    assert str(ours["optimizer"]) == str(ref["optimizer"])
+
+
+def test_resume_from_goes_on_as_train_model_resumed(config, tmp_path):
+    """mmcls's runner trains epoch 1; its own train_model resumed from epoch_1.pth (--resume-from) and ours go on
+    alike: log records (the resumed meta first), epoch_2.pth, final weights. --auto-resume from a checkpoint our
+    command wrote (latest.pth in its work dir) gives the same epoch 2."""
+    first, work_dir, ours, ref = (tmp_path / name for name in ("first", "work", "ours", "ref"))
+    timestamp = "20260101_000000"
+    _fresh_root_logger()
+    reference(config, first, timestamp, max_epochs=1)
+    torch.manual_seed(123)
+    _fresh_root_logger()
+    dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu",
+                     "--resume-from", str(first / "epoch_1.pth")])  # fmt: skip
+    work_dir.rename(ours)
+    (log_json,) = ours.glob("*.log.json")
+    timestamp = log_json.name[: -len(".log.json")]
+    _fresh_root_logger()
+    model = reference(config, work_dir, timestamp, resume_from=first / "epoch_1.pth")
+    work_dir.rename(ref)
+    assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in ref.iterdir())
+    assert not (ours / "epoch_1.pth").exists() and os.readlink(ours / "latest.pth") == "epoch_2.pth"
+    records = _json_log(ours / log_json.name)
+    assert records == _json_log(ref / log_json.name)
+    assert [(r["mode"], r["epoch"]) for r in records[1:]] == [("train", 2), ("train", 2), ("val", 2)]
+    assert _text_log(ours / f"{timestamp}.log") == _text_log(ref / f"{timestamp}.log")
+    _same_checkpoints(ours / "epoch_2.pth", ref / "epoch_2.pth")
+    final = torch.load(ours / "epoch_2.pth", map_location="cpu", weights_only=False)["state_dict"]
+    for key, value in model.state_dict().items():
+        assert torch.equal(final[key], value), key
+    # our command's epoch 1, then --auto-resume in its work dir
+    _fresh_root_logger()
+    mine = tmp_path / "mine"
+    dispatcher.main([str(config), "--work-dir", str(mine), "--seed", "0", "--accelerator", "cpu",
+                     "--cfg-options", "runner.max_epochs=1"])  # fmt: skip
+    _same_checkpoints(mine / "epoch_1.pth", first / "epoch_1.pth")
+    _fresh_root_logger()
+    dispatcher.main([str(config), "--work-dir", str(mine), "--seed", "0", "--accelerator", "cpu", "--auto-resume"])
+    _same_checkpoints(mine / "epoch_2.pth", ref / "epoch_2.pth")
+    assert mmcv_train.latest_checkpoint(str(tmp_path / "nothing")) is None
 
 
 def test_several_processes_are_refused_before_training(config, tmp_path):

@@ -6,6 +6,7 @@ checkpoint every 2; differential against ``mmseg.apis.train_segmentor`` run in-p
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import importlib.util
 import json
@@ -98,8 +99,10 @@ def _fresh_root_logger() -> None:
     mmcv_logging.logger_initialized.pop("mmseg", None)
 
 
-def reference(path: Path, work_dir: Path, timestamp: str) -> torch.nn.Module:
-    """mmseg 0.30's ``tools/train.py`` main for ``--seed 0`` on CPU, in-process: the real ``train_segmentor``."""
+def reference(path: Path, work_dir: Path, timestamp: str, max_iters: int | None = None,
+              resume_from: Path | None = None) -> torch.nn.Module:  # fmt: skip
+    """mmseg 0.30's ``tools/train.py`` main for ``--seed 0`` on CPU, in-process: the real ``train_segmentor``
+    (``--cfg-options runner.max_iters=...``, ``--resume-from ...``)."""
     from mmcv.cnn.utils import revert_sync_batchnorm
     from mmcv.utils import get_git_hash
     from mmseg import __version__
@@ -109,8 +112,13 @@ def reference(path: Path, work_dir: Path, timestamp: str) -> torch.nn.Module:
     from mmseg.utils import collect_env, get_root_logger
 
     cfg = Config.fromfile(str(path))
+    if max_iters is not None:
+        cfg.merge_from_dict({"runner.max_iters": max_iters})
     cfg.work_dir = str(work_dir)
+    if resume_from is not None:
+        cfg.resume_from = str(resume_from)
     cfg.gpu_ids = [0]
+    cfg.auto_resume = False  # its tools/train.py sets the flag's value, after gpu_ids
     os.makedirs(work_dir, exist_ok=True)
     cfg.dump(str(work_dir / path.name))
     logger = get_root_logger(log_file=str(work_dir / f"{timestamp}.log"), log_level=cfg.log_level)
@@ -170,3 +178,39 @@ def test_lightning_hooks_train_runs_an_iteration_based_mmseg_config_as_tools_tra
     final = torch.load(ours / "iter_4.pth", map_location="cpu", weights_only=False)["state_dict"]
     for key, value in model.state_dict().items():
         assert torch.equal(final[key], value), key
+
+
+def test_resume_from_goes_on_as_train_segmentor_resumed(config, tmp_path, monkeypatch):
+    """mmcv's IterBasedRunner trains 2 iterations; mmseg's own train_segmentor resumed from iter_2.pth and ours go on
+    alike (iterations 2 to 4, the loader starting a new pass as mmcv's IterLoader does), with the new run's meta.
+    (mmcv 1.7's ``IterBasedRunner.resume`` asks for the current CUDA device unless given a ``map_location``: the
+    reference resumes with ``map_location="cpu"``, as on a machine without a GPU one has to.)"""
+    from mmcv.runner import IterBasedRunner
+
+    monkeypatch.setattr(IterBasedRunner, "resume", functools.partialmethod(IterBasedRunner.resume, map_location="cpu"))
+    first, work_dir, ours, ref = (tmp_path / name for name in ("first", "work", "ours", "ref"))
+    _fresh_root_logger()
+    reference(config, first, "20260101_000000", max_iters=2)
+    _fresh_root_logger()
+    dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu",
+                     "--resume-from", str(first / "iter_2.pth")])  # fmt: skip
+    work_dir.rename(ours)
+    (log_json,) = ours.glob("*.log.json")
+    timestamp = log_json.name[: -len(".log.json")]
+    _fresh_root_logger()
+    model = reference(config, work_dir, timestamp, resume_from=first / "iter_2.pth")
+    work_dir.rename(ref)
+    assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in ref.iterdir())
+    records = _json_log(ours / log_json.name)
+    assert records == _json_log(ref / log_json.name)
+    # mmcv's IterBasedRunner records meta['iter'] before counting the iteration it saves after (iter_2.pth holds 1):
+    # its resume runs that iteration again, and so does ours
+    assert torch.load(first / "iter_2.pth", weights_only=False)["meta"]["iter"] == 1
+    assert [r["iter"] for r in records[1:] if r["mode"] == "train"] == [2, 3, 4]
+    mine, theirs = (torch.load(d / "iter_4.pth", map_location="cpu", weights_only=False) for d in (ours, ref))
+    for meta in (mine["meta"], theirs["meta"]):
+        meta.pop("time")
+    assert mine["meta"] == theirs["meta"] and mine["meta"]["iter"] == 3  # (as above)
+    assert str(mine["optimizer"]) == str(theirs["optimizer"])
+    for key, value in model.state_dict().items():
+        assert torch.equal(mine["state_dict"][key], value), key

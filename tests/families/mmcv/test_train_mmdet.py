@@ -1,0 +1,166 @@
+"""``lightning-hooks train CONFIG.py`` for an mmdet 2.x config (issue #25), differential against mmdet 2.28's own
+``train_detector`` run in-process as its ``tools/train.py`` runs it: the shipped ``retinanet_r18_fpn_1x_coco.py`` as
+``_base_`` of a small derived config (a narrow ResNet-18, 4 generated 64x64 images with two boxes each, 2 epochs with
+warmup, training only: the CPU build has no NMS op, so ``--no-validate``). Same losses per iteration, json log,
+checkpoint files and final weights, bitwise on CPU."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import logging
+import os
+import pickle
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from mmcv_testkit import mmcv_runner  # noqa: F401  (skips outside .venv-mmcv1)
+
+mmdet = pytest.importorskip("mmdet", reason="mmdet 2.x lives in .venv-mmcv1")
+
+
+def _import_mmdet() -> None:
+    """mmdet's models import mmcv's compiled ops: stubbed while they import, as in tests/families/mmcv/test_downstream.py."""
+    spec = importlib.util.spec_from_file_location(
+        "openmmlab_stubs", Path(__file__).parents[2] / "helpers" / "openmmlab_stubs.py"
+    )
+    stubs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stubs)
+    with stubs.stubs():
+        for module in ("mmdet.models", "mmdet.apis", "mmdet.datasets", "mmdet.utils"):
+            importlib.import_module(module)
+
+
+_import_mmdet()
+
+from mmcv import Config  # noqa: E402
+from mmcv.utils import logging as mmcv_logging  # noqa: E402
+
+from lightning_hooks import train as dispatcher  # noqa: E402
+
+SHIPPED = Path(mmdet.__file__).parent / ".mim" / "configs" / "retinanet" / "retinanet_r18_fpn_1x_coco.py"
+NORM = "dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)"
+
+
+@pytest.fixture
+def config(tmp_path, monkeypatch):
+    import mmcv
+    import mmcv.ops
+
+    for name in ("get_compiler_version", "get_compiling_cuda_version"):  # collect_env asks the stubbed ops
+        monkeypatch.setattr(mmcv.ops, name, lambda: "n/a")
+    rng = np.random.RandomState(0)
+    infos = []
+    for i in range(4):  # mmdet's CustomDataset middle format, with the boxes as numpy arrays (a pickle)
+        mmcv.imwrite(rng.randint(0, 255, (64, 64, 3)).astype(np.uint8), str(tmp_path / "img" / f"{i}.png"))
+        corner = rng.randint(0, 24, (2, 2)).astype(np.float32)
+        boxes = np.concatenate([corner, corner + rng.randint(16, 40, (2, 2))], axis=1).clip(0, 63).astype(np.float32)
+        infos.append(dict(filename=f"{i}.png", width=64, height=64,
+                          ann=dict(bboxes=boxes, labels=np.array([0, 1], dtype=np.int64))))  # fmt: skip
+    with open(tmp_path / "train.pkl", "wb") as f:
+        pickle.dump(infos, f)
+    path = tmp_path / "tiny_retinanet.py"
+    path.write_text(textwrap.dedent(f"""
+        _base_ = [{str(SHIPPED)!r}]
+        model = dict(
+            backbone=dict(base_channels=8, init_cfg=None),
+            neck=dict(in_channels=[8, 16, 32, 64], out_channels=16),
+            bbox_head=dict(num_classes=2, in_channels=16, feat_channels=16, stacked_convs=1))
+        train_pipeline = [
+            dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
+            dict(type='Resize', img_scale=(64, 64), keep_ratio=True), dict(type='RandomFlip', flip_ratio=0.5),
+            dict(type='Normalize', **{NORM}), dict(type='Pad', size_divisor=32),
+            dict(type='DefaultFormatBundle'), dict(type='Collect', keys=['img', 'gt_bboxes', 'gt_labels'])]
+        data = dict(samples_per_gpu=2, workers_per_gpu=0, persistent_workers=False,
+                    train=dict(type='CustomDataset', classes=('a', 'b'), ann_file={str(tmp_path / "train.pkl")!r},
+                               img_prefix={str(tmp_path / "img")!r}, pipeline=train_pipeline))
+        runner = dict(max_epochs=2)
+        lr_config = dict(policy='step', warmup='linear', warmup_iters=2, warmup_ratio=0.1, step=[1])
+        log_config = dict(interval=1)
+    """))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield path
+    torch.set_num_threads(threads)
+
+
+def _fresh_root_logger() -> None:
+    logger = logging.getLogger("mmdet")
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+    mmcv_logging.logger_initialized.pop("mmdet", None)
+
+
+def reference(path: Path, work_dir: Path, timestamp: str) -> torch.nn.Module:
+    """mmdet 2.28's ``tools/train.py`` main for ``--seed 0 --no-validate`` on CPU, in-process: the real
+    ``train_detector`` and runner."""
+    from mmcv.utils import get_git_hash
+    from mmdet import __version__
+    from mmdet.apis import set_random_seed, train_detector
+    from mmdet.datasets import build_dataset
+    from mmdet.models import build_detector
+    from mmdet.utils import collect_env, get_root_logger
+
+    cfg = Config.fromfile(str(path))
+    cfg.work_dir = str(work_dir)
+    cfg.auto_resume = False
+    cfg.gpu_ids = [0]
+    os.makedirs(work_dir, exist_ok=True)
+    cfg.dump(str(work_dir / path.name))
+    logger = get_root_logger(log_file=str(work_dir / f"{timestamp}.log"), log_level=cfg.log_level)
+    env_info = "\n".join(f"{k}: {v}" for k, v in collect_env().items())
+    meta = dict(env_info=env_info, config=cfg.pretty_text)
+    logger.info("Distributed training: False")
+    cfg.device = "cpu"
+    set_random_seed(0)
+    cfg.seed = meta["seed"] = 0
+    meta["exp_name"] = path.name
+    model = build_detector(cfg.model, train_cfg=cfg.get("train_cfg"), test_cfg=cfg.get("test_cfg"))
+    model.init_weights()
+    datasets = [build_dataset(cfg.data.train)]
+    cfg.checkpoint_config.meta = dict(mmdet_version=__version__ + get_git_hash()[:7], CLASSES=datasets[0].CLASSES)
+    model.CLASSES = datasets[0].CLASSES
+    train_detector(model, datasets, cfg, distributed=False, validate=False, timestamp=timestamp, meta=meta)
+    return model
+
+
+def _json_log(path: Path) -> list[dict]:
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return [{k: v for k, v in r.items() if k not in ("time", "data_time", "eta", "memory")} for r in records]
+
+
+def test_lightning_hooks_train_runs_an_mmdet_config_as_tools_train_py(config, tmp_path):
+    work_dir, ours, ref = tmp_path / "work", tmp_path / "ours", tmp_path / "ref"
+    _fresh_root_logger()
+    dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu", "--no-validate"])
+    work_dir.rename(ours)
+    (log_json,) = ours.glob("*.log.json")
+    timestamp = log_json.name[: -len(".log.json")]
+    _fresh_root_logger()
+    model = reference(config, work_dir, timestamp)
+    work_dir.rename(ref)
+    names = sorted(p.name for p in ref.iterdir())
+    assert sorted(p.name for p in ours.iterdir()) == names
+    assert {"epoch_1.pth", "epoch_2.pth", "latest.pth"} <= set(names)
+    records = _json_log(ours / log_json.name)
+    assert records == _json_log(ref / log_json.name)
+    train = [r for r in records[1:] if r["mode"] == "train"]
+    assert [(r["epoch"], r["iter"]) for r in train] == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    assert {"loss_cls", "loss_bbox", "loss"} <= set(train[0])
+    for name in ("epoch_1.pth", "epoch_2.pth"):
+        mine, theirs = (torch.load(d / name, map_location="cpu", weights_only=False) for d in (ours, ref))
+        for meta in (mine["meta"], theirs["meta"]):
+            meta.pop("time")
+        assert mine["meta"] == theirs["meta"]
+        assert mine["state_dict"].keys() == theirs["state_dict"].keys()
+        for key, value in theirs["state_dict"].items():
+            assert torch.equal(mine["state_dict"][key], value), (name, key)
+        assert str(mine["optimizer"]) == str(theirs["optimizer"])
+    final = torch.load(ours / "epoch_2.pth", map_location="cpu", weights_only=False)["state_dict"]
+    for key, value in model.state_dict().items():
+        assert torch.equal(final[key], value), key
