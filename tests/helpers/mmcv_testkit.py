@@ -8,6 +8,7 @@ mmcv 1.x lives in ``.venv-mmcv1`` only (``bash scripts/setup.sh test``; the main
 from __future__ import annotations
 
 import copy
+import importlib
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
@@ -24,6 +25,38 @@ mmcv_runner = pytest.importorskip("mmcv.runner", reason="mmcv 1.x lives in .venv
 import lightning.pytorch as pl  # noqa: E402
 
 from lightning_hooks import MMCVAdapter  # noqa: E402
+
+
+def import_with_stubbed_ops(*modules: str) -> list[Any]:
+    """Import OpenMMLab 1.x modules whose import reaches mmcv's compiled ops, with ``mmcv._ext`` stubbed while they
+    import (tests/helpers/openmmlab_stubs.py)."""
+    from openmmlab_stubs import stubs
+
+    with stubs():
+        return [importlib.import_module(module) for module in modules]
+
+
+def stub_collect_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The libraries' ``collect_env`` asks mmcv's compiled ops, once imported with the stubs, for their compiler
+    versions: answer "n/a"."""
+    import sys
+
+    ops = sys.modules.get("mmcv.ops")
+    if ops is not None:
+        for name in ("get_compiler_version", "get_compiling_cuda_version"):
+            monkeypatch.setattr(ops, name, lambda: "n/a")
+
+
+def fresh_root_logger(library: str) -> None:
+    """mmcv's ``get_logger`` sets a library's logger up once per process: let the next run's ``get_root_logger`` open
+    its own log file."""
+    from mmcv.utils import logging as mmcv_logging
+
+    logger = logging.getLogger(library)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+    mmcv_logging.logger_initialized.pop(library, None)
 
 N_BATCHES = 5
 BATCH = 4

@@ -3,14 +3,20 @@ mmcv's own runner. The libraries import on CPU with ``mmcv._ext`` stubbed (tests
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
-from pathlib import Path
 
 import pytest
 import torch
-from mmcv_testkit import BATCH, Recorder, assert_same_weights, mmcv_runner, run_lightning, run_mmcv, weights
+from mmcv_testkit import (
+    BATCH,
+    Recorder,
+    assert_same_weights,
+    import_with_stubbed_ops,
+    mmcv_runner,
+    run_lightning,
+    run_mmcv,
+    weights,
+)
 from torch.utils.data import DataLoader, TensorDataset
 
 from lightning_hooks import MMCVAdapter
@@ -18,17 +24,7 @@ from lightning_hooks import MMCVAdapter
 R = mmcv_runner
 
 
-def _openmmlab_1x() -> tuple:
-    spec = importlib.util.spec_from_file_location(
-        "openmmlab_stubs", Path(__file__).parents[2] / "helpers" / "openmmlab_stubs.py"
-    )
-    stubs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(stubs)
-    with stubs.stubs():
-        return tuple(importlib.import_module(f"{library}.core") for library in ("mmdet", "mmcls"))
-
-
-mmdet_core, mmcls_core = _openmmlab_1x()
+mmdet_core, mmcls_core = import_with_stubbed_ops("mmdet.core", "mmcls.core")
 
 
 def both(make_hooks, tmp_path, max_epochs=2, meta=None):

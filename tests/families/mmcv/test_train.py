@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 import os
 import re
 import sys
@@ -16,12 +15,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from mmcv_testkit import mmcv_runner  # noqa: F401  (skips outside .venv-mmcv1)
+from mmcv_testkit import fresh_root_logger, stub_collect_env  # skips outside .venv-mmcv1
 
 mmcls = pytest.importorskip("mmcls", reason="mmcls 0.x lives in .venv-mmcv1")
 
 from mmcv import Config  # noqa: E402
-from mmcv.utils import logging as mmcv_logging  # noqa: E402
 
 from lightning_hooks import train as dispatcher  # noqa: E402
 from lightning_hooks.families.mmcv import train as mmcv_train  # noqa: E402
@@ -52,10 +50,7 @@ class TinyCIFAR(BaseDataset):
 @pytest.fixture
 def config(tmp_path, monkeypatch):
     """A derived config of the shipped CIFAR ResNet: narrow (8 base channels), tiny data, 2 epochs, step LR."""
-    ops = sys.modules.get("mmcv.ops")  # imported with stubbed compiled ops by other tests (tests/families/mmcv/test_downstream.py)
-    if ops is not None:
-        for name in ("get_compiler_version", "get_compiling_cuda_version"):  # collect_env asks them
-            monkeypatch.setattr(ops, name, lambda: "n/a")
+    stub_collect_env(monkeypatch)  # mmcv.ops may be imported, with stubbed ops, by other tests
     (tmp_path / "tiny_cifar_data.py").write_text(TINY_DATASET)
     monkeypatch.syspath_prepend(str(tmp_path))
     path = tmp_path / "tiny_resnet_cifar.py"
@@ -76,14 +71,6 @@ def config(tmp_path, monkeypatch):
     torch.set_num_threads(threads)
     sys.modules.pop("tiny_cifar_data", None)
 
-
-def _fresh_root_logger() -> None:
-    """mmcv's ``get_logger`` sets a logger up once per process: let the next run's ``get_root_logger`` open its file."""
-    logger = logging.getLogger("mmcls")
-    for handler in list(logger.handlers):
-        logger.removeHandler(handler)
-        handler.close()
-    mmcv_logging.logger_initialized.pop("mmcls", None)
 
 
 def reference(path: Path, work_dir: Path, timestamp: str, max_epochs: int | None = None,
@@ -137,7 +124,7 @@ def _text_log(path: Path) -> list[str]:
 
 
 def test_lightning_hooks_train_runs_an_mmcls_config_as_tools_train_py(config, tmp_path):
-    _fresh_root_logger()
+    fresh_root_logger("mmcls")
     torch.manual_seed(123)  # the seed comes from --seed, whatever the state before
     work_dir, ours, ref = tmp_path / "work", tmp_path / "ours", tmp_path / "ref"  # both run in work/ (the config
     # they log and save names it), which is then renamed
@@ -145,7 +132,7 @@ def test_lightning_hooks_train_runs_an_mmcls_config_as_tools_train_py(config, tm
     work_dir.rename(ours)
     (log_json,) = ours.glob("*.log.json")
     timestamp = log_json.name[: -len(".log.json")]
-    _fresh_root_logger()
+    fresh_root_logger("mmcls")
     model = reference(config, work_dir, timestamp)
     work_dir.rename(ref)
     names = sorted(p.name for p in ref.iterdir())
@@ -210,16 +197,16 @@ def test_resume_from_goes_on_as_train_model_resumed(config, tmp_path):
     command wrote (latest.pth in its work dir) gives the same epoch 2."""
     first, work_dir, ours, ref = (tmp_path / name for name in ("first", "work", "ours", "ref"))
     timestamp = "20260101_000000"
-    _fresh_root_logger()
+    fresh_root_logger("mmcls")
     reference(config, first, timestamp, max_epochs=1)
     torch.manual_seed(123)
-    _fresh_root_logger()
+    fresh_root_logger("mmcls")
     dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu",
                      "--resume-from", str(first / "epoch_1.pth")])  # fmt: skip
     work_dir.rename(ours)
     (log_json,) = ours.glob("*.log.json")
     timestamp = log_json.name[: -len(".log.json")]
-    _fresh_root_logger()
+    fresh_root_logger("mmcls")
     model = reference(config, work_dir, timestamp, resume_from=first / "epoch_1.pth")
     work_dir.rename(ref)
     assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in ref.iterdir())
@@ -233,12 +220,12 @@ def test_resume_from_goes_on_as_train_model_resumed(config, tmp_path):
     for key, value in model.state_dict().items():
         assert torch.equal(final[key], value), key
     # our command's epoch 1, then --auto-resume in its work dir
-    _fresh_root_logger()
+    fresh_root_logger("mmcls")
     mine = tmp_path / "mine"
     dispatcher.main([str(config), "--work-dir", str(mine), "--seed", "0", "--accelerator", "cpu",
                      "--cfg-options", "runner.max_epochs=1"])  # fmt: skip
     _same_checkpoints(mine / "epoch_1.pth", first / "epoch_1.pth")
-    _fresh_root_logger()
+    fresh_root_logger("mmcls")
     dispatcher.main([str(config), "--work-dir", str(mine), "--seed", "0", "--accelerator", "cpu", "--auto-resume"])
     _same_checkpoints(mine / "epoch_2.pth", ref / "epoch_2.pth")
     assert mmcv_train.latest_checkpoint(str(tmp_path / "nothing")) is None

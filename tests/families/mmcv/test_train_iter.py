@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib
-import importlib.util
 import json
-import logging
 import os
 import textwrap
 from pathlib import Path
@@ -18,27 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from mmcv_testkit import mmcv_runner  # noqa: F401  (skips outside .venv-mmcv1)
+from mmcv_testkit import fresh_root_logger, import_with_stubbed_ops, stub_collect_env  # skips outside .venv-mmcv1
 
 mmseg = pytest.importorskip("mmseg", reason="mmseg 0.x lives in .venv-mmcv1")
-
-
-def _import_mmseg() -> None:
-    """mmseg's models import mmcv's compiled ops: stubbed while they import, as in tests/families/mmcv/test_downstream.py."""
-    spec = importlib.util.spec_from_file_location(
-        "openmmlab_stubs", Path(__file__).parents[2] / "helpers" / "openmmlab_stubs.py"
-    )
-    stubs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(stubs)
-    with stubs.stubs():
-        for module in ("mmseg.models", "mmseg.apis", "mmseg.datasets", "mmseg.utils"):
-            importlib.import_module(module)
-
-
-_import_mmseg()
+import_with_stubbed_ops("mmseg.models", "mmseg.apis", "mmseg.datasets", "mmseg.utils")  # they import mmcv's compiled ops
 
 from mmcv import Config  # noqa: E402
-from mmcv.utils import logging as mmcv_logging  # noqa: E402
 
 from lightning_hooks import train as dispatcher  # noqa: E402
 
@@ -48,10 +30,9 @@ NORM = "dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb
 
 @pytest.fixture
 def config(tmp_path, monkeypatch):
-    import mmcv.ops
+    import mmcv
 
-    for name in ("get_compiler_version", "get_compiling_cuda_version"):  # collect_env asks the stubbed ops
-        monkeypatch.setattr(mmcv.ops, name, lambda: "n/a")
+    stub_collect_env(monkeypatch)
     rng = np.random.RandomState(0)
     for split, n in (("train", 4), ("val", 2)):
         for i in range(n):
@@ -90,13 +71,6 @@ def config(tmp_path, monkeypatch):
     yield path
     torch.set_num_threads(threads)
 
-
-def _fresh_root_logger() -> None:
-    logger = logging.getLogger("mmseg")
-    for handler in list(logger.handlers):
-        logger.removeHandler(handler)
-        handler.close()
-    mmcv_logging.logger_initialized.pop("mmseg", None)
 
 
 def reference(path: Path, work_dir: Path, timestamp: str, max_iters: int | None = None,
@@ -148,12 +122,12 @@ def _json_log(path: Path) -> list[dict]:
 
 def test_lightning_hooks_train_runs_an_iteration_based_mmseg_config_as_tools_train_py(config, tmp_path):
     work_dir, ours, ref = tmp_path / "work", tmp_path / "ours", tmp_path / "ref"
-    _fresh_root_logger()
+    fresh_root_logger("mmseg")
     dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu"])
     work_dir.rename(ours)
     (log_json,) = ours.glob("*.log.json")
     timestamp = log_json.name[: -len(".log.json")]
-    _fresh_root_logger()
+    fresh_root_logger("mmseg")
     model = reference(config, work_dir, timestamp)
     work_dir.rename(ref)
     names = sorted(p.name for p in ref.iterdir())
@@ -189,15 +163,15 @@ def test_resume_from_goes_on_as_train_segmentor_resumed(config, tmp_path, monkey
 
     monkeypatch.setattr(IterBasedRunner, "resume", functools.partialmethod(IterBasedRunner.resume, map_location="cpu"))
     first, work_dir, ours, ref = (tmp_path / name for name in ("first", "work", "ours", "ref"))
-    _fresh_root_logger()
+    fresh_root_logger("mmseg")
     reference(config, first, "20260101_000000", max_iters=2)
-    _fresh_root_logger()
+    fresh_root_logger("mmseg")
     dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu",
                      "--resume-from", str(first / "iter_2.pth")])  # fmt: skip
     work_dir.rename(ours)
     (log_json,) = ours.glob("*.log.json")
     timestamp = log_json.name[: -len(".log.json")]
-    _fresh_root_logger()
+    fresh_root_logger("mmseg")
     model = reference(config, work_dir, timestamp, resume_from=first / "iter_2.pth")
     work_dir.rename(ref)
     assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in ref.iterdir())

@@ -6,10 +6,7 @@ checkpoint files and final weights, bitwise on CPU."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
-import logging
 import os
 import pickle
 import textwrap
@@ -18,27 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from mmcv_testkit import mmcv_runner  # noqa: F401  (skips outside .venv-mmcv1)
+from mmcv_testkit import fresh_root_logger, import_with_stubbed_ops, stub_collect_env  # skips outside .venv-mmcv1
 
 mmdet = pytest.importorskip("mmdet", reason="mmdet 2.x lives in .venv-mmcv1")
-
-
-def _import_mmdet() -> None:
-    """mmdet's models import mmcv's compiled ops: stubbed while they import, as in tests/families/mmcv/test_downstream.py."""
-    spec = importlib.util.spec_from_file_location(
-        "openmmlab_stubs", Path(__file__).parents[2] / "helpers" / "openmmlab_stubs.py"
-    )
-    stubs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(stubs)
-    with stubs.stubs():
-        for module in ("mmdet.models", "mmdet.apis", "mmdet.datasets", "mmdet.utils"):
-            importlib.import_module(module)
-
-
-_import_mmdet()
+import_with_stubbed_ops("mmdet.models", "mmdet.apis", "mmdet.datasets", "mmdet.utils")  # they import mmcv's compiled ops
 
 from mmcv import Config  # noqa: E402
-from mmcv.utils import logging as mmcv_logging  # noqa: E402
 
 from lightning_hooks import train as dispatcher  # noqa: E402
 
@@ -49,10 +31,8 @@ NORM = "dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb
 @pytest.fixture
 def config(tmp_path, monkeypatch):
     import mmcv
-    import mmcv.ops
 
-    for name in ("get_compiler_version", "get_compiling_cuda_version"):  # collect_env asks the stubbed ops
-        monkeypatch.setattr(mmcv.ops, name, lambda: "n/a")
+    stub_collect_env(monkeypatch)
     rng = np.random.RandomState(0)
     infos = []
     for i in range(4):  # mmdet's CustomDataset middle format, with the boxes as numpy arrays (a pickle)
@@ -87,13 +67,6 @@ def config(tmp_path, monkeypatch):
     yield path
     torch.set_num_threads(threads)
 
-
-def _fresh_root_logger() -> None:
-    logger = logging.getLogger("mmdet")
-    for handler in list(logger.handlers):
-        logger.removeHandler(handler)
-        handler.close()
-    mmcv_logging.logger_initialized.pop("mmdet", None)
 
 
 def reference(path: Path, work_dir: Path, timestamp: str) -> torch.nn.Module:
@@ -136,12 +109,12 @@ def _json_log(path: Path) -> list[dict]:
 
 def test_lightning_hooks_train_runs_an_mmdet_config_as_tools_train_py(config, tmp_path):
     work_dir, ours, ref = tmp_path / "work", tmp_path / "ours", tmp_path / "ref"
-    _fresh_root_logger()
+    fresh_root_logger("mmdet")
     dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu", "--no-validate"])
     work_dir.rename(ours)
     (log_json,) = ours.glob("*.log.json")
     timestamp = log_json.name[: -len(".log.json")]
-    _fresh_root_logger()
+    fresh_root_logger("mmdet")
     model = reference(config, work_dir, timestamp)
     work_dir.rename(ref)
     names = sorted(p.name for p in ref.iterdir())
