@@ -13,6 +13,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -51,6 +52,18 @@ def add_lightning_arguments(parser: argparse.ArgumentParser, *, precision: bool 
     group.add_argument("--accelerator", default="auto", help="Trainer(accelerator=...): cpu, gpu, ...")
     if precision:
         group.add_argument("--precision", default=None, help="Trainer(precision=...): e.g. bf16-mixed")
+
+
+def apply_config_flags(cfg: Any, args: argparse.Namespace) -> Any:
+    """What every OpenMMLab ``tools/train.py`` does to the config first (MMEngine's and 1.x's alike): merge
+    ``--cfg-options``, then the work dir: ``--work-dir``, else the config's own, else ``./work_dirs/<config name>``."""
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get("work_dir", None) is None:
+        cfg.work_dir = os.path.join("./work_dirs", os.path.splitext(os.path.basename(args.config))[0])
+    return cfg
 
 
 @dataclass(frozen=True)

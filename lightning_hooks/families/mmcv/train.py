@@ -146,13 +146,9 @@ def load_config(args: argparse.Namespace) -> Any:
     """The config as ``tools/train.py`` makes it: ``--cfg-options`` merged, then the work dir and checkpoint flags."""
     from mmcv import Config
 
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get("work_dir", None) is None:
-        cfg.work_dir = os.path.join("./work_dirs", os.path.splitext(os.path.basename(args.config))[0])
+    from lightning_hooks.core.family import apply_config_flags
+
+    cfg = apply_config_flags(Config.fromfile(args.config), args)
     if args.load_from is not None:
         cfg.load_from = args.load_from
     if args.resume_from is not None:

@@ -81,13 +81,9 @@ def load_config(args: argparse.Namespace) -> Any:
     learning-rate scaling flags."""
     from mmengine.config import Config
 
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get("work_dir", None) is None:
-        cfg.work_dir = os.path.join("./work_dirs", os.path.splitext(os.path.basename(args.config))[0])
+    from lightning_hooks.core.family import apply_config_flags
+
+    cfg = apply_config_flags(Config.fromfile(args.config), args)
     if args.amp:
         cfg.optim_wrapper.type = "AmpOptimWrapper"
         cfg.optim_wrapper.loss_scale = "dynamic"
