@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import lightning.pytorch as pl
 import pytest
 import torch
@@ -90,3 +92,18 @@ def test_resume_warns_when_several_saved_states_could_be_this_adapters(tmp_path)
     with pytest.warns(UserWarning, match=r"several ClassyAdapter states.*\"ClassyAdapter\{'hooks': \['PhaseCounter'\]\}\""):
         trainer.fit(TinyModule(), tiny_loader(), ckpt_path=tmp_path / "a" / "ckpt" / "last.ckpt")
     assert adapter.hooks[0].steps_at_start == 0
+
+
+#: a checkpoint written before the hook list was saved in the adapter's state: ``ClassyAdapter([StepCounter()])``,
+#: one epoch of ``_fit``'s run (its hook list is only in the state key, ``ClassyAdapter{'hooks': ['StepCounter']}``)
+OLD_FORMAT = Path(__file__).parent / "fixtures" / "classy_adapter_before_hook_list_state.ckpt"
+
+
+def test_a_checkpoint_written_before_the_hook_list_was_saved_still_migrates(tmp_path):
+    step, phase = StepCounter(), PhaseCounter()
+    adapter = ClassyAdapter([step, phase])
+    trainer = pl.Trainer(max_epochs=2, callbacks=[adapter], default_root_dir=tmp_path, logger=False,
+                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
+    with pytest.warns(UserWarning, match=r"written with hooks \['StepCounter'\].*added.*\['PhaseCounter'\]"):
+        trainer.fit(TinyModule(), tiny_loader(), tiny_loader(n=4), ckpt_path=OLD_FORMAT)
+    assert step.steps_at_start == 4 and step.state.steps == 8 and phase.steps_at_start == 0
