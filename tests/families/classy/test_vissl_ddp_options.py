@@ -42,9 +42,10 @@ print(json.dumps({"vissl": vissl, "ours": vissl_ddp_options(config)}))
 
 @pytest.mark.parametrize("overrides", [[], ["config.DISTRIBUTED.BROADCAST_BUFFERS=false", "config.DATA.DDP_BUCKET_CAP_MB=7"]],
                          ids=["defaults", "no-broadcast-bucket-7"])  # fmt: skip
-def test_vissl_ddp_options_are_what_vissl_wraps_its_model_with(overrides: list[str]) -> None:
+def test_vissl_ddp_options_are_what_vissl_wraps_its_model_with(overrides: list[str], tmp_path) -> None:
+    # in tmp_path: composing dumps VISSL's train_config.yaml into CHECKPOINT.DIR, "." by default
     proc = subprocess.run([sys.executable, "-c", CHILD, *overrides], env=subprocess_env(), capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+                          text=True, timeout=300, cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["ours"] == result["vissl"]
