@@ -268,6 +268,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         if self.runner._resume:  # into runner.optim_wrapper once Lightning restored its optimizers (on_train_start)
             self.runner._resumed_optimizer = context["checkpoint"].get("optimizer")
         self.fire(trigger, **context)  # hooks see MMEngine's layout; Lightning then loads the LightningModule's keys
+        if self.runner._resume:
+            self.runner.train_loop.resumed(context["checkpoint"].get("meta") or {}, self.runner.logger)
         to_lightning_keys(context["checkpoint"])
 
     # ------------------------------------------------------------------------------------------------ train
@@ -290,13 +292,14 @@ class MMEngineAdapter(LegacyHookAdapter):
         if self.runner.by_epoch:
             trainer_checks.warn_loop_differences(trainer, loop.max_iters)
         else:
-            iter_based.plan_iteration(trainer, self.loop_cfg, loop.iter, loop.stop_requested)
+            iter_based.plan_start(trainer, self.loop_cfg, loop.iter, loop.stop_requested)
         loop.sync_epoch()
         self.fire(ON["on_train_start"])
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         self.runner.train_loop.start_epoch()
         self.fire(ON["on_train_epoch_start"])
+        self.runner.train_loop.epoch_began()
 
     def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         index = self.runner.train_loop.batch_idx(batch_idx)

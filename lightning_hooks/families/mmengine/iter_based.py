@@ -101,8 +101,10 @@ class EpochLoopConfig(_ValSchedule):
 
 
 def parse_train_cfg(train_cfg: dict[str, Any]) -> IterLoopConfig | EpochLoopConfig:
-    """``train_cfg`` as MMEngine's ``Runner.build_train_loop`` reads it: ``type`` or ``by_epoch`` picks the loop."""
+    """``train_cfg`` as MMEngine's ``Runner.build_train_loop`` reads it: ``type`` or ``by_epoch`` picks the loop;
+    ``_scope_`` is the ``LOOPS`` registry's own key (the scope it looks ``type`` up in), no setting of the loop."""
     cfg = dict(train_cfg)
+    cfg.pop("_scope_", None)
     kind = cfg.pop("type", None)
     by_epoch = cfg.pop("by_epoch", None)
     if kind is not None:
@@ -134,6 +136,19 @@ def plan_iteration(trainer: pl.Trainer, cfg: IterLoopConfig, done: int, stop_req
     end the run at ``max_iters`` or once a hook set ``stop_training`` (after this check, as MMEngine's ``while``
     reads it), without the validation Lightning forces on ``should_stop``."""
     lightning_api.validate_after(trainer, 1 if done and cfg.validates_at(done) else float("inf"))
+    end_if_done(trainer, cfg, done, stop_requested)
+
+
+def plan_start(trainer: pl.Trainer, cfg: IterLoopConfig, done: int, stop_requested: bool) -> None:
+    """At the start of a fit, fresh or resumed after ``done`` iterations: no validation before the next iteration
+    ran, as ``IterBasedTrainLoop.run`` validates only after an iteration of its own, and the run ends at once if
+    ``done`` reaches ``max_iters``.
+
+    A resumed Lightning epoch loop would otherwise settle the validation check of the checkpoint's last iteration
+    first (it fast-forwards its validation loop, which starts iterating the val loader and so draws a seed from
+    torch's global generator, or re-runs a validation the checkpoint was written in): then the first resumed
+    iteration draws other random numbers (SegFormer's drop path) than the Runner's."""
+    lightning_api.validate_after(trainer, float("inf"))
     end_if_done(trainer, cfg, done, stop_requested)
 
 

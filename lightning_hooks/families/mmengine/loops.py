@@ -15,10 +15,12 @@ loop settings and the adapter's ``fire``, and reads nothing from the runner.
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from mmengine.logging import print_log
 from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop
 
 from lightning_hooks.core import lightning_api
@@ -78,6 +80,14 @@ class _TrainLoop(LoopFacade):
     def restart(self, finished_iters: int = 0) -> None:
         """A training run starts (from scratch, or resumed after ``finished_iters`` iterations)."""
         self._iter, self._stepped = finished_iters, False
+
+    def resumed(self, meta: Mapping[str, Any], logger: Any) -> None:
+        """A fit resumes from a checkpoint whose MMEngine ``meta`` is given (after its ``after_load_checkpoint``
+        hooks): ``logger`` (the runner's) says so as ``Runner.resume`` does, ``resumed epoch: E, iter: I``."""
+        logger.info(f"resumed epoch: {meta.get('epoch', 0)}, iter: {meta.get('iter', 0)}")
+
+    def epoch_began(self) -> None:
+        """The train epoch's ``before_train_epoch`` hooks ran (what ``IterTrainLoop`` does then)."""
 
     def batch_idx(self, batch_idx: int) -> int:
         """The ``batch_idx`` train iter hooks get for Lightning's ``batch_idx``: the index in the epoch."""
@@ -273,6 +283,14 @@ class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
     def batch_idx(self, batch_idx: int) -> int:
         """``IterBasedTrainLoop`` passes the global iteration as ``batch_idx``."""
         return self._iter
+
+    def epoch_began(self) -> None:
+        """After ``before_train_epoch``, a resumed run says that it skips the batches it trained on (the endless
+        loader skips them, :class:`~lightning_hooks.families.mmengine.iter_based.Endless`), as ``IterBasedTrainLoop``
+        logs it to the current logger before it advances its loader."""
+        if self._iter > 0:
+            print_log(f"Advance dataloader {self._iter} steps to skip data that has already been trained",
+                      logger="current", level=logging.WARNING)  # fmt: skip
 
     def sync_epoch(self, ended: bool = False) -> None:
         self._epoch = 0  # IterBasedTrainLoop's epoch stays 0

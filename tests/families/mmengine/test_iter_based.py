@@ -237,6 +237,14 @@ def test_mmengine_train_cfg_that_the_adapter_cannot_run_is_refused_by_name(cfg, 
         parse_train_cfg(cfg)
 
 
+def test_mmengine_train_cfg_scope_is_the_loops_registrys_key_not_a_loop_setting():
+    # mmpretrain's byol/benchmarks/mask-rcnn_r50-c4_ms-1x_coco.py (and its fpn twin) inherit mmdet's train_cfg from an
+    # "mmdet::" base, which MMEngine's Config marks with _scope_; the Runner builds the loop through LOOPS with it
+    shipped = dict(type="EpochBasedTrainLoop", max_epochs=12, val_interval=1, _scope_="mmdet")
+    assert parse_train_cfg(shipped) == parse_train_cfg(dict(type="EpochBasedTrainLoop", max_epochs=12, val_interval=1))
+    assert parse_train_cfg(dict(by_epoch=False, max_iters=8, _scope_="mmseg")) == IterLoopConfig(max_iters=8)
+
+
 def test_mmengine_epoch_based_train_cfg_gives_the_trainer_its_epochs_and_val_interval():
     assert parse_train_cfg(dict(by_epoch=True, max_epochs=12, val_interval=2)).trainer_kwargs() == dict(
         max_epochs=12, check_val_every_n_epoch=2)
