@@ -17,7 +17,8 @@ from lightning_hooks.core.events import EventTable, Mount
 from lightning_hooks.core.triggers import ON, Trigger
 
 Call = tuple[Any, Callable[..., Any]]
-Step = tuple[int, Mount, Callable[[], bool] | None, tuple[Call, ...]]  # row index, row, condition, hook calls
+#: row index, row, condition, the row's argument names (as a set, for the fast path of ``fire``), hook calls
+Step = tuple[int, Mount, Callable[[], bool] | None, frozenset[str], tuple[Call, ...]]
 
 
 class HookDispatch:
@@ -89,7 +90,7 @@ class HookDispatch:
             calls = tuple((h, getattr(h, row.mount)) for h in self.hooks if self.active(h, row.mount))
             if calls:
                 when = getattr(self, row.when) if row.when else None
-                plan.setdefault(row.event, []).append((index, row, when, calls))
+                plan.setdefault(row.event, []).append((index, row, when, frozenset(row.args), calls))
         self._plan_by_value = {trigger: tuple(plan.get(trigger, ())) for trigger in self._triggers}
         self._plan = {id(trigger): steps for trigger, steps in self._plan_by_value.items()}
 
@@ -111,11 +112,11 @@ class HookDispatch:
             if steps is None:
                 raise ValueError(f"{type(self).__name__}: {trigger!r} is not a trigger of the {self.family} event table")
         host = self._host_args
-        for index, row, when, calls in steps:
+        for index, row, when, names, calls in steps:
             if when is not None and not when():
                 continue
-            # Rows name a subset of the context: equal sizes mean the context itself can be passed.
-            kwargs = context if len(row.args) == len(context) else {name: context[name] for name in row.args}
+            # a row takes its arguments from the context by name: the context itself when it holds exactly those
+            kwargs = context if context.keys() == names else self._arguments(trigger, row, context)
             self._fired[index] += 1
             for hook, fn in calls:
                 try:
@@ -126,6 +127,18 @@ class HookDispatch:
                         add_note(err, self._where(hook, row))
                         raise
                     warnings.warn(f"{self._where(hook, row)} while handling {context.get('exception')!r}: {err!r}", stacklevel=2)
+
+    def _arguments(self, trigger: Trigger, row: Mount, context: dict[str, Any]) -> dict[str, Any]:
+        """The keyword arguments ``row`` names, taken from ``context``; one the context lacks is an error (the family's
+        adapter fires ``trigger`` without an argument its table's row passes on)."""
+        missing = [name for name in row.args if name not in context]
+        if missing:
+            raise TypeError(
+                f"{type(self).__name__}: the {self.family} event table's row '{row.mount}' at trigger '{trigger}' "
+                f"passes {missing} to its hooks, but the trigger fired with {sorted(context) or 'no arguments'}. "
+                f"Fire '{trigger}' with {list(row.args)}, or change the row's args."
+            )
+        return {name: context[name] for name in row.args}
 
     def _where(self, hook: Any, row: Mount) -> str:
         return (

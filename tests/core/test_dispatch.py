@@ -9,11 +9,15 @@ import imix.engine.hooks as imix_hooks
 import lightning.pytorch as pl
 import mmengine.hooks as mm_hooks
 import pytest
+import toy_family
 from lh_testing import TinyModule, tiny_loader
 from mmengine.runner import Runner as MMRunner
 
 from lightning_hooks import ClassyAdapter, IMIXAdapter, MMEngineAdapter
 from lightning_hooks.compat import classy as compat_classy
+from lightning_hooks.core.dispatch import HookDispatch
+from lightning_hooks.core.events import EventTable, Mount
+from lightning_hooks.core.triggers import ON
 
 
 class Named(mm_hooks.Hook):
@@ -159,3 +163,47 @@ def test_on_exception_reaches_hooks_and_their_own_failure_does_not_mask_the_erro
         with pytest.raises(KeyError, match="bad batch"):
             trainer.fit(FailingStep(), tiny_loader())
     assert failing.seen == ok.seen == ["train"]
+
+
+class Toy(HookDispatch):
+    """A bare dispatch plan (no Trainer): one row passing ``batch_idx`` and ``outputs`` to its hooks."""
+
+    family = "toy"
+    events = EventTable("toy", [Mount(ON["on_train_batch_end"], "batch", ("batch_idx", "outputs"))])
+
+    @classmethod
+    def base_classes(cls):
+        return (toy_family.ToyHook,)
+
+
+class Batch(toy_family.ToyHook):
+    def __init__(self):
+        self.calls = []
+
+    def batch(self, host, **kwargs):
+        self.calls.append(kwargs)
+
+
+def _toy():
+    toy = Toy()
+    toy.hooks = [Batch()]
+    toy._init_dispatch()
+    toy._build_plan(("host",))
+    return toy
+
+
+def test_fire_passes_a_row_exactly_the_arguments_it_names():
+    toy = _toy()
+    toy.fire(ON["on_train_batch_end"], batch_idx=1, outputs="o")
+    toy.fire(ON["on_train_batch_end"], batch_idx=2, outputs="o", data_batch="b")  # a wider context: the row's names
+    assert toy.hooks[0].calls == [dict(batch_idx=1, outputs="o"), dict(batch_idx=2, outputs="o")]
+
+
+@pytest.mark.parametrize("context", [dict(batch_idx=1, data_batch="b"), dict(batch_idx=1)])
+def test_fire_refuses_a_context_without_an_argument_the_row_names(context):
+    """Keywords of the same count but other names (and too few) fail, naming the row, the trigger and the family."""
+    toy = _toy()
+    with pytest.raises(TypeError, match=r"toy event table's row 'batch' at trigger 'on_train_batch_end' passes "
+                                        r"\['outputs'\] to its hooks, but the trigger fired with \['batch_idx'"):
+        toy.fire(ON["on_train_batch_end"], **context)
+    assert toy.hooks[0].calls == [] and not toy.fired
