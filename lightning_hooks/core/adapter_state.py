@@ -21,16 +21,17 @@ from lightning_hooks.core.lightning_api import Callback, pl
 
 
 class AdapterState(Callback):
-    """Checkpoint state of a family adapter: ``{"family", "hooks": {hook key: state}, "host": facade state}``.
+    """Checkpoint state of a family adapter: ``{"family", "hook_list": [hook key, ...], "hooks": {hook key: state},
+    "host": facade state}``.
 
-    Hooks are keyed by :meth:`hook_keys` (class name, ``#n`` when a class repeats); the state key (``state_key``, of
-    :class:`~lightning_hooks.core.state_keys.UniqueStateKey`) holds the hook list, so resuming with another list
-    finds no state under its key: :meth:`migrate_state` then loads the one state of the same adapter class that no
-    other callback claims, and warns what changed.
+    Hooks are keyed by :meth:`hook_keys` (class name, ``#n`` when a class repeats), and ``hook_list`` is the list of
+    all of them. The state key (``state_key``, of :class:`~lightning_hooks.core.state_keys.UniqueStateKey`) is built
+    from that list, so resuming with another list finds no state under its key: :meth:`migrate_state` then loads the
+    one state of the same adapter class that no other callback claims, and warns what changed.
 
     Example::
 
-        adapter.state_dict()  # {"family": "mmengine", "hooks": {"EMAHook": {...}}, "host": {"message_hub": ...}}
+        adapter.state_dict()  # {"family": "mmengine", "hook_list": ["EMAHook"], "hooks": {"EMAHook": {...}}, "host": ...}
     """
 
     family: ClassVar[str]
@@ -70,7 +71,7 @@ class AdapterState(Callback):
     @override
     def state_dict(self) -> dict[str, Any]:
         hooks = {k: s for k, h in zip(self.hook_keys(), self.hooks) if (s := self.hook_state(h)) is not None}
-        return {"family": self.family, "hooks": hooks, "host": self.host_state()}
+        return {"family": self.family, "hook_list": self.hook_keys(), "hooks": hooks, "host": self.host_state()}
 
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -106,7 +107,7 @@ class AdapterState(Callback):
             )
         elif found:
             [(key, state)] = found.items()
-            saved = _saved_hooks(key, prefix)
+            saved = _saved_hooks(state, key, prefix)
             added = [k for k in self.hook_keys() if k not in saved]
             removed = [k for k in saved if k not in self.hook_keys()]
             changes = [f"added (start fresh): {added}"] * bool(added) + [f"removed (state dropped): {removed}"] * bool(removed)
@@ -138,8 +139,11 @@ class AdapterState(Callback):
         return next(iter(found.values())) if len(found) == 1 else None
 
 
-def _saved_hooks(key: str, prefix: str) -> list[str]:
-    """The hook keys in a state key written by ``_generate_state_key(hooks=[...])``."""
+def _saved_hooks(state: Mapping[str, Any], key: str, prefix: str) -> list[str]:
+    """The hook keys of the adapter that wrote ``state``: its ``hook_list``. A state written by lightning-hooks 0.1.0
+    has none: its hook keys are only in its state ``key``, written by ``_generate_state_key(hooks=[...])``."""
+    if "hook_list" in state:
+        return list(state["hook_list"])
     try:
         return list(ast.literal_eval(re.sub(r"#\d+$", "", key[len(prefix):]))["hooks"])
     except (ValueError, SyntaxError, KeyError, TypeError):

@@ -107,3 +107,20 @@ def test_a_checkpoint_written_before_the_hook_list_was_saved_still_migrates(tmp_
     with pytest.warns(UserWarning, match=r"written with hooks \['StepCounter'\].*added.*\['PhaseCounter'\]"):
         trainer.fit(TinyModule(), tiny_loader(), tiny_loader(n=4), ckpt_path=OLD_FORMAT)
     assert step.steps_at_start == 4 and step.state.steps == 8 and phase.steps_at_start == 0
+
+
+def test_the_saved_hook_list_is_read_from_the_state_not_from_its_key(tmp_path):
+    """A checkpoint's state names its hook list itself: migrating reads it there, whatever the key says."""
+    _fit(tmp_path / "a", max_epochs=1)
+    checkpoint = torch.load(tmp_path / "a" / "ckpt" / "last.ckpt", weights_only=True)
+    states = checkpoint["callbacks"]
+    states["ClassyAdapter{renamed}"] = states.pop("ClassyAdapter{'hooks': ['StepCounter']}")
+    del states["ClassyAdapter{'hooks': ['PhaseCounter']}"]
+    assert states["ClassyAdapter{renamed}"]["hook_list"] == ["StepCounter"]
+    torch.save(checkpoint, tmp_path / "renamed.ckpt")
+    step = StepCounter()
+    trainer = pl.Trainer(max_epochs=2, callbacks=[ClassyAdapter([step, PhaseCounter()])], default_root_dir=tmp_path,
+                         logger=False, enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
+    with pytest.warns(UserWarning, match=r"written with hooks \['StepCounter'\].*added.*\['PhaseCounter'\]"):
+        trainer.fit(TinyModule(), tiny_loader(), ckpt_path=tmp_path / "renamed.ckpt")
+    assert step.steps_at_start == 4
