@@ -1,7 +1,13 @@
 """``lightning-hooks train``: a whole legacy config trained under Lightning, as the family's own entry point did.
 
-Each family lists the entry points it stands in for (:class:`~lightning_hooks.core.family.TrainCommand`); the first
-argument (a config file, a Hydra ``config=...``) picks the one that claims it, which parses the rest.
+Each family lists the entry points it stands in for (:class:`~lightning_hooks.core.family.TrainCommand`); the kind
+of the first argument (a config file, a Hydra ``config=...``), decided once by
+:func:`~lightning_hooks.core.config_kind.config_kind`, picks the one that trains it, which parses the rest.
+
+A bad input (a file that does not exist or does not parse, a checkpoint that is not one, a name no registry knows)
+is one short message on stderr naming it and the way out, and exit status 1: an
+:class:`~lightning_hooks.core.errors.InputError`, or the legacy library's own error that the entry point's
+``explain`` turns into one. Other errors keep their traceback.
 """
 
 from __future__ import annotations
@@ -10,6 +16,9 @@ import sys
 from typing import NoReturn
 
 from lightning_hooks import families
+from lightning_hooks.core.config_kind import config_kind
+from lightning_hooks.core.errors import InputError
+from lightning_hooks.core.family import TrainCommand
 
 
 def usage() -> str:
@@ -27,16 +36,35 @@ def fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
+def bad_input(err: InputError) -> NoReturn:
+    """Print ``err``'s message (no traceback: the user fixes the input, not the code) and exit with status 1."""
+    print(f"lightning-hooks train: error: {err}", file=sys.stderr)
+    sys.exit(1)
+
+
+def command_for(first: str) -> TrainCommand | None:
+    """The registered entry point that trains configs of ``first``'s kind (a bad file: :class:`InputError`)."""
+    kind = config_kind(first)
+    return next((c for family in families.registered() for c in family.train if c.kind == kind), None)
+
+
 def main(argv: list[str]) -> None:
-    """Run the entry point that claims ``argv[0]`` with the whole of ``argv``."""
+    """Run the entry point that trains ``argv[0]``'s kind of config with the whole of ``argv``."""
     if not argv or argv[0] in ("-h", "--help"):
         if not argv:
             fail("a config is required")
         print(usage())
         return
-    for family in families.registered():
-        for command in family.train:
-            if command.claims(argv[0]):
-                command.main(argv)
-                return
-    fail(f"no registered family trains {argv[0]!r}: give a config file of one of the kinds above")
+    try:
+        command = command_for(argv[0])
+        if command is None:
+            fail(f"no registered family trains {argv[0]!r}: give a config file of one of the kinds above")
+        try:
+            command.main(argv)
+        except Exception as err:
+            explained = command.explain(err) if command.explain is not None and not isinstance(err, InputError) else None
+            if explained is None:
+                raise
+            raise explained from err
+    except InputError as err:
+        bad_input(err)

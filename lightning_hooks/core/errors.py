@@ -47,3 +47,16 @@ def add_note(err: BaseException, note: str) -> None:
 
 class ConfigError(ValueError):
     """A config that cannot be built; the message starts with the offending config path."""
+
+
+class InputError(Exception):
+    """A bad input the user fixes (a file, a name), whose message says which and what to do: ``lightning-hooks
+    train`` prints the message alone, without a traceback (the legacy library's own error stays its ``__cause__``)."""
+
+
+class CheckpointFileError(InputError, ValueError):
+    """A file given as a checkpoint that is not one (empty, not ``torch.save``'s format, truncated, corrupt)."""
+
+
+class UnknownNameError(InputError, LookupError):
+    """A ``type`` / ``name`` in a config that no registry knows (see :func:`unknown_name`)."""

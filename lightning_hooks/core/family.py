@@ -20,7 +20,8 @@ from typing import Any, cast
 
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.demo import DemoHooks
-from lightning_hooks.core.errors import ConfigError, unknown_name
+from lightning_hooks.core.config_kind import config_kind
+from lightning_hooks.core.errors import ConfigError, InputError, unknown_name
 from lightning_hooks.core.introspect import keywords
 
 
@@ -31,15 +32,22 @@ class TrainCommand:
     Args:
         legacy: the entry point it replaces, for the usage text (``"OpenMMLab tools/train.py"``).
         usage: its argument synopsis (``"CONFIG.py [--work-dir DIR] ..."``).
-        claims: ``(first argument) -> bool``: whether a command line starting so is this entry point's (a config
-            file it reads, a Hydra ``config=...``); must not import the legacy library unless the file needs it.
+        kind: the config kind it trains (:mod:`lightning_hooks.core.config_kind`: ``MMENGINE``, ``OPENMMLAB_1X``,
+            ``CLASSY``, ``VISSL``), which ``lightning-hooks train`` decides once from its first argument.
         main: ``(argv) -> None``: parse the whole command line (its first argument included) and train.
+        explain: ``(exception) -> InputError | None``: the legacy library's own error for a bad input (a registry
+            that does not know a name) as the short error of ours that ``lightning-hooks train`` prints, or None.
     """
 
     legacy: str
     usage: str
-    claims: Callable[[str], bool]
+    kind: str
     main: Callable[[list[str]], None]
+    explain: Callable[[BaseException], InputError | None] | None = None
+
+    def claims(self, first: str) -> bool:
+        """Whether a command line starting with ``first`` is this entry point's (see :func:`config_kind`)."""
+        return config_kind(first) == self.kind
 
 
 def add_lightning_arguments(parser: argparse.ArgumentParser, *, precision: bool = True) -> None:

@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lightning_hooks.core.config_kind import CLASSY, VISSL
 from lightning_hooks.core.family import TrainCommand
 
 
@@ -262,14 +263,14 @@ COMMANDS = (
         legacy="Classy Vision classy_train.py",
         usage="TASK.json [--checkpoint_folder DIR] [--checkpoint_load_path PATH] [--log_freq N] [--device cpu] "
         "[--devices N] [--num-nodes N] [--strategy S] [--precision P] ...",
-        claims=lambda first: first.endswith(".json"),
+        kind=CLASSY,
         main=classy_main,
     ),
     TrainCommand(
         legacy="VISSL tools/run_distributed_engines.py",
         usage="config=<VISSL config> [config.KEY=VALUE ...] [--devices N] [--num-nodes N] [--strategy S] "
         "[--precision P]",
-        claims=lambda first: first.startswith("config="),
+        kind=VISSL,
         main=vissl_main,
     ),
 )

@@ -9,7 +9,7 @@ The command does what those scripts do (config, ``--cfg-options``, work dir, see
 returns a :class:`LightningRunner`, which collects what the function registers on it and, at ``runner.run(loaders,
 workflow)``, trains with ``lightning.Trainer`` and an :class:`MMCVAdapter` holding those hooks.
 
-This module imports no mmcv until a command runs: ``claims`` reads the file's text.
+This module imports no mmcv until a command runs (:mod:`lightning_hooks.core.config_kind` tells its configs).
 """
 
 from __future__ import annotations
@@ -31,12 +31,6 @@ from lightning_hooks.core.errors import ConfigError, unknown_name
 
 USAGE = ("CONFIG.py [--work-dir DIR] [--cfg-options KEY=VALUE ...] [--no-validate] [--seed N] [--diff-seed] "
          "[--deterministic] [--load-from CKPT] [--resume-from CKPT] [--auto-resume] [--accelerator A]")  # fmt: skip
-
-#: top-level keys of an OpenMMLab 1.x (mmcv.runner) config
-_MMCV_KEYS = ("runner", "lr_config", "optimizer_config", "checkpoint_config", "log_config", "total_epochs")
-#: top-level keys that only an MMEngine (OpenMMLab 2.0) config has, which the mmengine family trains
-_MMENGINE_KEYS = ("train_cfg", "default_hooks", "optim_wrapper", "param_scheduler", "train_dataloader", "default_scope")
-
 
 @dataclass(frozen=True)
 class Library:
@@ -87,27 +81,6 @@ LIBRARIES = (
             version_separator=""),
     Library("mmseg", "mmseg.models:build_segmentor", "mmseg.apis.train:train_segmentor", classes=("CLASSES", "PALETTE")),
 )
-
-
-def claims(path: str) -> bool:
-    """An OpenMMLab 1.x ``.py`` config: one of :data:`_MMCV_KEYS` at top level, in the file or its ``_base_`` files,
-    and none of the MMEngine keys (``train_dataloader``, ``optim_wrapper``, ...)."""
-    if not (path.endswith(".py") and os.path.isfile(path)):
-        return False
-    keys = _top_level_keys(path)
-    if "_base_" in keys and not keys & {*_MMCV_KEYS, *_MMENGINE_KEYS}:
-        try:
-            from mmcv import Config
-
-            keys = set(Config.fromfile(path).keys())
-        except Exception:  # no mmcv 1.x here, or not a config it loads: not this command's
-            return False
-    return bool(keys & set(_MMCV_KEYS)) and not keys & set(_MMENGINE_KEYS)
-
-
-def _top_level_keys(path: str) -> set[str]:
-    with open(path, encoding="utf-8") as f:
-        return set(re.findall(r"^([A-Za-z_]\w*)\s*=", f.read(), flags=re.MULTILINE))
 
 
 def parser() -> argparse.ArgumentParser:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lightning_hooks.core.config_kind import MMENGINE
 from lightning_hooks.core.family import Family, TrainCommand, build_adapter, build_each, build_one, expect
 from lightning_hooks.families.mmengine import train
 from lightning_hooks.families.mmengine.adapter import MMEngineAdapter
@@ -43,7 +44,7 @@ FAMILY = Family("mmengine", MMEngineAdapter, build_section, demo_hooks=demo_hook
                 section_example="{work_dir: ..., custom_hooks: [...]}", hook_example="EMAHook()",
                 config_example="MMEngineAdapter.from_config(custom_hooks=[...]) or MMEngineAdapter([dict(type=...)])",
                 accepts="mmengine.hooks.Hook",
-                train=(TrainCommand(legacy="OpenMMLab tools/train.py", usage=train.USAGE, claims=train.claims,
+                train=(TrainCommand(legacy="OpenMMLab tools/train.py", usage=train.USAGE, kind=MMENGINE,
                                     main=train.main),))  # fmt: skip  # the registry line, options aligned
 
 

@@ -5,7 +5,7 @@ The command reads the config as ``tools/train.py`` does (``--work-dir``, ``--cfg
 :class:`MMEngineAdapter` for the hooks, visualizer, log processor, schedulers and loop) and trains with
 ``lightning.Trainer``, which adds Lightning's ``--devices``, ``--num-nodes``, ``--strategy`` and ``--precision``.
 
-This module imports no MMEngine until a command runs: ``claims`` reads the file's text.
+This module imports no MMEngine until a command runs (:mod:`lightning_hooks.core.config_kind` tells its configs).
 """
 
 from __future__ import annotations
@@ -13,17 +13,11 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import re
 import warnings
 from typing import Any
 
 USAGE = ("CONFIG.py [--work-dir DIR] [--cfg-options KEY=VALUE ...] [--resume [CKPT]] [--amp] [--auto-scale-lr] "
          "[--devices N] [--num-nodes N] [--strategy S] [--precision P]")  # fmt: skip
-
-#: top-level keys that only an MMEngine (OpenMMLab 2.0) config has
-_MMENGINE_KEYS = ("train_cfg", "default_hooks", "optim_wrapper", "param_scheduler", "train_dataloader", "default_scope")
-#: top-level keys of an OpenMMLab 1.x (mmcv.runner) config, which another family trains
-_MMCV_KEYS = ("runner", "checkpoint_config", "optimizer_config", "lr_config", "log_config", "data")
 
 #: the config keys :meth:`MMEngineAdapter.from_config` takes: the hooks, loop, schedulers, visualizer, log processor,
 #: scope, work dir and checkpoint to load or resume. The model, data, optimizer and evaluator keys are built into the
@@ -31,28 +25,6 @@ _MMCV_KEYS = ("runner", "checkpoint_config", "optimizer_config", "lr_config", "l
 #: that name them and are not given to the adapter.
 ADAPTER_KEYS = ("default_hooks", "custom_hooks", "param_scheduler", "train_cfg", "visualizer", "default_scope",
                 "log_processor", "log_level", "work_dir", "load_from", "resume")  # fmt: skip
-
-
-def claims(path: str) -> bool:
-    """An MMEngine-style ``.py`` config: one of :data:`_MMENGINE_KEYS` at top level, in the file or its ``_base_``
-    files, and none of the 1.x keys (``runner=``, ``checkpoint_config``, ...)."""
-    if not (path.endswith(".py") and os.path.isfile(path)):
-        return False
-    keys = _top_level_keys(path)
-    if "_base_" in keys and not keys & set(_MMENGINE_KEYS) | keys & set(_MMCV_KEYS):
-        try:
-            from mmengine.config import Config
-
-            keys = set(Config.fromfile(path).keys())
-        except Exception:  # not a config MMEngine loads: not this command's
-            return False
-    return bool(keys & set(_MMENGINE_KEYS)) and not keys & set(_MMCV_KEYS)
-
-
-def _top_level_keys(path: str) -> set[str]:
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    return set(re.findall(r"^([A-Za-z_]\w*)\s*=", text, flags=re.MULTILINE))
 
 
 def parser() -> argparse.ArgumentParser:

@@ -22,8 +22,8 @@ mmcls = pytest.importorskip("mmcls", reason="mmcls 0.x lives in .venv-mmcv1")
 from mmcv import Config  # noqa: E402
 
 from lightning_hooks import train as dispatcher  # noqa: E402
+from lightning_hooks.core.config_kind import MMENGINE, OPENMMLAB_1X, config_kind  # noqa: E402
 from lightning_hooks.families.mmcv import train as mmcv_train  # noqa: E402
-from lightning_hooks.families.mmengine import train as mmengine_train  # noqa: E402
 
 CONFIGS = Path(mmcls.__file__).parent / ".mim" / "configs"
 SHIPPED = CONFIGS / "resnet" / "resnet18_8xb16_cifar10.py"
@@ -162,18 +162,17 @@ def test_lightning_hooks_train_runs_an_mmcls_config_as_tools_train_py(config, tm
 
 
 def test_the_dispatcher_tells_a_1x_config_from_an_mmengine_config(config, tmp_path):
-    assert mmcv_train.claims(str(config)) and not mmengine_train.claims(str(config))
-    assert mmcv_train.claims(str(SHIPPED)) and not mmengine_train.claims(str(SHIPPED))
+    assert config_kind(str(config)) == config_kind(str(SHIPPED)) == OPENMMLAB_1X
     derived = tmp_path / "only_base.py"  # no decisive key of its own: the _base_ files decide
     derived.write_text(f"_base_ = [{str(SHIPPED)!r}]\nmodel = dict(head=dict(num_classes=5))\n")
-    assert mmcv_train.claims(str(derived))
+    assert config_kind(str(derived)) == OPENMMLAB_1X
     mmengine_cfg = tmp_path / "mmengine_style.py"
     mmengine_cfg.write_text("train_dataloader = dict(batch_size=2)\noptim_wrapper = dict(optimizer=dict(type='SGD'))\n"
                             "train_cfg = dict(by_epoch=True, max_epochs=1)\n")  # fmt: skip
-    assert not mmcv_train.claims(str(mmengine_cfg)) and mmengine_train.claims(str(mmengine_cfg))
-    half_migrated = tmp_path / "half_migrated.py"  # keys of both: neither entry point claims it
+    assert config_kind(str(mmengine_cfg)) == MMENGINE
+    half_migrated = tmp_path / "half_migrated.py"  # a 2.0-only key decides: Runner.from_cfg ignores lr_config
     half_migrated.write_text(mmengine_cfg.read_text() + "lr_config = dict(policy='step', step=[1])\n")
-    assert not mmcv_train.claims(str(half_migrated)) and not mmengine_train.claims(str(half_migrated))
+    assert config_kind(str(half_migrated)) == MMENGINE
     assert "OpenMMLab 1.x tools/train.py" in dispatcher.usage()
 
 
