@@ -430,6 +430,18 @@ def ddp_kwargs(strategy: Any) -> dict[str, Any] | None:
     return kwargs
 
 
+def world_size(**trainer_options: Any) -> int:
+    """The processes a ``Trainer(**trainer_options)`` would run (``trainer.world_size``), without building one: a
+    Trainer logs Lightning's device banner, and a command that needs the world size before it builds its Trainer
+    would log it twice. Lightning's ``_AcceleratorConnector`` parses the device, node, accelerator and strategy
+    arguments as the Trainer does. Checked on :data:`CHECKED_ON`."""
+    connectors = importlib.import_module(f"{pl.__name__}.trainer.connectors.accelerator_connector")
+    connector = connectors._AcceleratorConnector
+    accepted = inspect.signature(connector).parameters
+    strategy = connector(**{k: v for k, v in trainer_options.items() if k in accepted}).strategy
+    return int(getattr(strategy, "world_size", 1))
+
+
 _progress = importlib.import_module(f"{pl.__name__}.callbacks.progress")
 #: :data:`pl`'s tqdm progress bar, for the package's own entry points.
 TQDMProgressBar: type = _progress.TQDMProgressBar

@@ -10,6 +10,7 @@ import functools
 import importlib
 import importlib.metadata
 import inspect
+import logging
 import pathlib
 import tomllib
 from typing import Any
@@ -491,6 +492,17 @@ def test_ddp_kwargs_are_the_arguments_the_ddp_strategy_wraps_the_model_with(ns):
     kwargs.setdefault("bucket_cap_mb", 7)  # what a module's setup adds before the strategy wraps it
     assert strategy._ddp_kwargs["bucket_cap_mb"] == 7
     assert lightning_api.ddp_kwargs(ns.strategies.SingleDeviceStrategy("cpu")) is None
+
+
+@pytest.mark.parametrize("options", [{}, dict(accelerator="cpu", devices=2), dict(accelerator="cpu", devices=3, num_nodes=2),
+                                     dict(accelerator="cpu", devices=2, strategy="ddp_spawn", max_epochs=3)])  # fmt: skip
+def test_world_size_is_the_trainers_without_building_one(options, tmp_path, caplog):
+    with caplog.at_level(logging.INFO):
+        expected = lightning_api.pl.Trainer(default_root_dir=tmp_path, logger=False, **options).world_size
+        assert any("GPU available" in r.getMessage() for r in caplog.records)  # the banner a Trainer logs
+        caplog.clear()
+        assert lightning_api.world_size(**options) == expected
+        assert not caplog.records
 
 
 def test_default_checkpoint_io_is_a_plain_torch_checkpoint_io_of_either_namespace(ns, tmp_path):

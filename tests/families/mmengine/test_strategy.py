@@ -1,0 +1,194 @@
+"""FlexibleRunner configs' ``strategy=`` as Lightning's ``FSDPStrategy`` / ``DeepSpeedStrategy``
+(``lightning_hooks/families/mmengine/strategy.py``).
+
+Lightning refuses FSDP and DeepSpeed without a GPU, so here each of the five FlexibleRunner configs mmpretrain ships
+gives its strategy object (FSDP) or DeepSpeed config dict, and every option that reaches it is checked;
+``scripts/gpu-check.sh`` trains them on a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+from mmengine.config import Config
+from torch.distributed.fsdp import BackwardPrefetch, CPUOffload, MixedPrecision, ShardingStrategy
+from torch.distributed.fsdp.wrap import lambda_auto_wrap_policy, size_based_auto_wrap_policy, transformer_auto_wrap_policy
+
+from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.families.mmengine import strategy
+from lightning_hooks.families.mmengine.strategy import StrategyError
+
+CONFIGS = Path(importlib.util.find_spec("mmpretrain").origin).parent / ".mim" / "configs"
+MAE = "mae/benchmarks/vit-{}_8xb128-{}-coslr-50e_in1k.py"
+FSDP_CONFIGS = [MAE.format(arch, "fsdp") for arch in ("large-p16", "huge-p14")]
+DEEPSPEED_CONFIGS = [MAE.format(arch, "ds") for arch in ("large-p16", "huge-p14")]
+MINIGPT4 = "minigpt4/minigpt-4_baichuan-7b_caption.py"
+HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
+
+
+def test_the_shipped_flexible_runner_configs_are_these_five():
+    found = sorted(str(p.relative_to(CONFIGS)) for p in CONFIGS.rglob("*.py") if "FlexibleRunner" in p.read_text())
+    assert found == sorted([*FSDP_CONFIGS, *DEEPSPEED_CONFIGS, MINIGPT4])
+
+
+@pytest.mark.parametrize("name", FSDP_CONFIGS)
+def test_shipped_fsdp_config_gives_lightnings_fsdp_strategy_with_its_auto_wrap_policy(name):
+    cfg = Config.fromfile(str(CONFIGS / name))
+    built = strategy.from_config(cfg)
+    assert isinstance(built, pl.strategies.FSDPStrategy)
+    policy = built.kwargs["auto_wrap_policy"]
+    assert policy.func is size_based_auto_wrap_policy and policy.keywords == {"min_num_params": 1e7}
+    assert built.kwargs["use_orig_params"] is True  # MMFullyShardedDataParallel's default
+    assert built.sharding_strategy == ShardingStrategy.FULL_SHARD  # torch's default, MMEngine's too
+    assert built.mixed_precision is None and built.cpu_offload == CPUOffload(offload_params=False)
+    assert built._activation_checkpointing_kwargs == {}  # (a Lightning attribute, read by this test only)
+    assert built._state_dict_type == "full"  # one epoch_N.pth, as CheckpointHook names it
+    # the policy wraps as MMEngine's: a module of 1e7 parameters or more is a unit
+    big, small = torch.nn.Linear(4000, 2500), torch.nn.Linear(10, 10)
+    assert policy(big, recurse=False, nonwrapped_numel=10_002_500) and not policy(small, False, 110)
+
+
+@pytest.mark.parametrize("name", [*DEEPSPEED_CONFIGS, MINIGPT4])
+def test_shipped_deepspeed_config_gives_mmengines_deepspeed_config(name):
+    cfg = Config.fromfile(str(CONFIGS / name))
+    options = strategy.strategy_config(cfg)
+    config = strategy.deepspeed_config({k: v for k, v in options.items() if k != "type"}, cfg)
+    shipped = cfg.strategy
+    assert config["zero_optimization"] == shipped.zero_optimization
+    assert config["fp16"] == shipped.fp16 and config["fp16"]["enabled"] is True and "bf16" not in config
+    assert config["zero_optimization"]["stage"] == (2 if name == MINIGPT4 else 1)
+    assert not config["zero_optimization"].get("cpu_offload")  # no offload in any of them
+    assert config["train_micro_batch_size_per_gpu"] == cfg.train_dataloader.batch_size  # as FlexibleRunner sets it
+    assert config["steps_per_print"] == 10_000_000_000_000  # MMEngine's: DeepSpeed prints nothing
+    assert "gradient_accumulation_steps" not in config  # Lightning sets it (to 1: accumulate_grad_batches)
+    assert set(config) == {"zero_optimization", "fp16", "train_micro_batch_size_per_gpu", "steps_per_print"}
+
+
+@pytest.mark.parametrize("name", [*DEEPSPEED_CONFIGS, MINIGPT4])
+def test_shipped_deepspeed_config_gives_lightnings_deepspeed_strategy(name):
+    cfg = Config.fromfile(str(CONFIGS / name))
+    if not HAS_DEEPSPEED:
+        with pytest.raises(StrategyError, match=r"strategy=dict\(type='DeepSpeedStrategy'\) needs DeepSpeed.*pip install"):
+            strategy.from_config(cfg)
+        return
+    built = strategy.from_config(cfg)
+    assert isinstance(built, pl.strategies.DeepSpeedStrategy)
+    assert built.config["zero_optimization"] == cfg.strategy.zero_optimization
+    assert built.inputs_to_half == tuple(cfg.strategy.inputs_to_half)
+
+
+def test_deepspeed_optim_wrapper_becomes_mmengines_optim_wrapper_whose_backward_the_strategy_runs():
+    cfg = Config.fromfile(str(CONFIGS / DEEPSPEED_CONFIGS[0]))
+    assert cfg.optim_wrapper.type == "DeepSpeedOptimWrapper"
+    strategy.prepare_config(cfg)
+    assert cfg.optim_wrapper.type == "OptimWrapper" and cfg.optim_wrapper.optimizer.type == "AdamW"
+    fsdp = Config.fromfile(str(CONFIGS / FSDP_CONFIGS[0]))
+    strategy.prepare_config(fsdp)
+    assert fsdp.optim_wrapper.type == "AmpOptimWrapper"  # kept: FSDP runs MMEngine's AMP as Runner does
+
+
+def test_every_fsdp_option_reaches_lightnings_strategy():
+    from torch.nn import TransformerEncoderLayer
+
+    def check_fn(module):
+        return isinstance(module, TransformerEncoderLayer)
+
+    options = dict(
+        model_wrapper=dict(
+            type="MMFullyShardedDataParallel",
+            auto_wrap_policy=dict(type="torch.distributed.fsdp.wrap.transformer_auto_wrap_policy",
+                                  transformer_layer_cls=["torch.nn.TransformerEncoderLayer"]),
+            sharding_strategy="SHARD_GRAD_OP", cpu_offload=True, backward_prefetch="BACKWARD_PRE",
+            mixed_precision=dict(param_dtype="float16", reduce_dtype="float32", buffer_dtype="float16"),
+            use_orig_params=False, limit_all_gathers=True),
+        activation_checkpointing=dict(check_fn=check_fn),
+        state_dict_cfg=dict(state_dict_type="FULL_STATE_DICT",
+                            state_dict_config=dict(type="FullStateDictConfig", offload_to_cpu=True)),
+    )  # fmt: skip
+    built = strategy.from_config(Config(dict(runner_type="FlexibleRunner", strategy=dict(type="FSDPStrategy", **options))))
+    policy = built.kwargs["auto_wrap_policy"]
+    assert policy.func is transformer_auto_wrap_policy
+    assert policy.keywords == {"transformer_layer_cls": {TransformerEncoderLayer}}
+    assert built.sharding_strategy == ShardingStrategy.SHARD_GRAD_OP
+    assert built.cpu_offload == CPUOffload(offload_params=True)
+    assert built.kwargs["backward_prefetch"] == BackwardPrefetch.BACKWARD_PRE
+    assert built.mixed_precision == MixedPrecision(param_dtype=torch.float16, reduce_dtype=torch.float32,
+                                                   buffer_dtype=torch.float16)  # fmt: skip
+    assert built.kwargs["use_orig_params"] is False and built.kwargs["limit_all_gathers"] is True
+    checkpointing = built._activation_checkpointing_kwargs["auto_wrap_policy"]
+    assert checkpointing.func is lambda_auto_wrap_policy and checkpointing.keywords == {"lambda_fn": check_fn}
+    assert built._state_dict_type == "full"
+
+
+def test_registered_policy_and_check_fn_are_found_by_name_as_mmengine_finds_them():
+    from mmengine.registry import FUNCTIONS
+
+    @FUNCTIONS.register_module(name="lh_test_check_fn", force=True)
+    def picks_linear(module, kind="Linear"):
+        return type(module).__name__ == kind
+
+    options = dict(type="FSDPStrategy", model_wrapper=dict(auto_wrap_policy="torch.distributed.fsdp.wrap."
+                                                                             "always_wrap_policy"),
+                   activation_checkpointing=dict(check_fn=dict(type="lh_test_check_fn", kind="Conv2d")))  # fmt: skip
+    built = strategy.from_config(Config(dict(runner_type="FlexibleRunner", strategy=options)))
+    assert built.kwargs["auto_wrap_policy"].__name__ == "always_wrap_policy"
+    check_fn = built._activation_checkpointing_kwargs["auto_wrap_policy"].keywords["lambda_fn"]
+    assert isinstance(check_fn, functools.partial) and check_fn.func is picks_linear
+    assert check_fn(torch.nn.Conv2d(1, 1, 1)) and not check_fn(torch.nn.Linear(1, 1))
+
+
+def test_a_config_without_flexible_runner_or_with_a_plain_strategy_keeps_runners_ddp():
+    fsdp = dict(type="FSDPStrategy")
+    assert strategy.from_config(Config(dict(strategy=fsdp))) is None  # Runner ignores strategy=
+    assert strategy.from_config(Config(dict(runner_type="FlexibleRunner"))) is None
+    assert strategy.from_config(Config(dict(runner_type="FlexibleRunner", strategy=dict(type="DDPStrategy")))) is None
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    (dict(type="FSDPStrategy", skip_init_weights=True), "strategy.skip_init_weights"),
+    (dict(type="FSDPStrategy", state_dict_cfg="local"), "strategy.state_dict_cfg"),
+    (dict(type="FSDPStrategy", state_dict_cfg=dict(state_dict_type="LOCAL_STATE_DICT")), "strategy.state_dict_cfg"),
+    (dict(type="FSDPStrategy", model_wrapper=dict(process_group=None)), "strategy.model_wrapper.process_group"),
+    (dict(type="FSDPStrategy", model_wrapper=dict(ignored_modules=["head"])), "strategy.model_wrapper.ignored_modules"),
+    (dict(type="FSDPStrategy", model_wrapper=dict(type="MyFSDP")), "strategy.model_wrapper.type"),
+    (dict(type="FSDPStrategy", model_wrapper=dict(sharding_strategy="HALF")), "strategy.model_wrapper.sharding_strategy"),
+    (dict(type="FSDPStrategy", model_wrapper=dict(auto_wrap_policy="no_such_policy")),
+     "strategy.model_wrapper.auto_wrap_policy"),
+    (dict(type="FSDPStrategy", model_wrapper=dict(mixed_precision=dict(param_dtype="half16"))),
+     "strategy.model_wrapper.mixed_precision"),
+    (dict(type="FSDPStrategy", activation_checkpointing=dict(check_fn="torch.nn.Linear", checkpoint_impl=1)),
+     "strategy.activation_checkpointing.checkpoint_impl"),
+    (dict(type="FSDPStrategy", sync_bn="torch"), "strategy.sync_bn"),
+    (dict(type="FSDPStrategy", work_dir="elsewhere"), "strategy.work_dir"),
+    (dict(type="DDPStrategy", model_wrapper=dict(find_unused_parameters=True)), "strategy.model_wrapper"),
+    (dict(type="ColossalAIStrategy"), "strategy.type"),
+    (dict(type="DeepSpeedStrategy", gradient_accumulation_steps=4), "strategy.gradient_accumulation_steps"),
+    (dict(type="DeepSpeedStrategy", exclude_frozen_parameters=True), "strategy.exclude_frozen_parameters"),
+    (dict(type="DeepSpeedStrategy", pipeline=dict(stages=2)), "strategy.pipeline"),
+])  # fmt: skip
+def test_an_option_lightning_cannot_stand_for_is_refused_by_name(options, named):
+    cfg = Config(dict(runner_type="FlexibleRunner", strategy=options, optim_wrapper=dict(type="DeepSpeedOptimWrapper")))
+    with pytest.raises(StrategyError, match=f"the config's {named} has no Lightning counterpart: .+"):
+        strategy.from_config(cfg)
+
+
+@pytest.mark.parametrize(("wrapper", "named"), [
+    (dict(type="AmpOptimWrapper"), r"optim_wrapper=dict\(type='AmpOptimWrapper'\) under .+DeepSpeedOptimWrapper"),
+    (dict(type="DeepSpeedOptimWrapper", clip_grad=dict(max_norm=1.0)), r"optim_wrapper.clip_grad .+gradient_clipping"),
+    (dict(type="DeepSpeedOptimWrapper", accumulative_counts=2), "optim_wrapper.accumulative_counts"),
+])  # fmt: skip
+def test_deepspeed_refuses_an_optim_wrapper_that_scales_clips_or_accumulates_itself(wrapper, named):
+    cfg = Config(dict(runner_type="FlexibleRunner", strategy=dict(type="DeepSpeedStrategy"), optim_wrapper=wrapper))
+    with pytest.raises(StrategyError, match=named):
+        strategy.from_config(cfg)
+
+
+def test_the_command_lines_strategy_beside_the_configs_is_refused_naming_both():
+    cfg = Config.fromfile(str(CONFIGS / FSDP_CONFIGS[0]))
+    with pytest.raises(StrategyError, match=r"--strategy 'ddp' and the config's strategy=dict\(type='FSDPStrategy'\)"):
+        strategy.from_config(cfg, "ddp")
+    assert isinstance(strategy.from_config(cfg, "auto"), pl.strategies.FSDPStrategy)
