@@ -52,7 +52,11 @@ class TrainCommand:
 
 def add_lightning_arguments(parser: argparse.ArgumentParser, *, precision: bool = True) -> None:
     """The ``Trainer`` flags a family's ``lightning-hooks train`` adds to its legacy script's own, in a "Lightning"
-    group: ``--devices``, ``--num-nodes``, ``--strategy``, ``--accelerator`` and (``precision``) ``--precision``."""
+    group: ``--devices``, ``--num-nodes``, ``--strategy``, ``--accelerator``, (``precision``) ``--precision``, and
+    ``--logger`` / ``--trainer-config`` (:mod:`lightning_hooks.core.trainer_options`, which also reads
+    ``--trainer.KEY VALUE``)."""
+    from lightning_hooks.core.trainer_options import add_arguments
+
     group = parser.add_argument_group("Lightning")
     group.add_argument("--devices", default="auto", help="Trainer(devices=...): e.g. 2 for two processes")
     group.add_argument("--num-nodes", type=int, default=1, help="Trainer(num_nodes=...)")
@@ -60,6 +64,7 @@ def add_lightning_arguments(parser: argparse.ArgumentParser, *, precision: bool 
     group.add_argument("--accelerator", default="auto", help="Trainer(accelerator=...): cpu, gpu, ...")
     if precision:
         group.add_argument("--precision", default=None, help="Trainer(precision=...): e.g. bf16-mixed")
+    add_arguments(group)
 
 
 def apply_config_flags(cfg: Any, args: argparse.Namespace) -> Any:

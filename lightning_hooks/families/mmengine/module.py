@@ -26,6 +26,7 @@ from mmengine.runner.loops import _parse_losses, _update_losses
 from typing_extensions import override
 
 from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.families.mmengine.vis_backend import sends_scalars
 
 #: the seed a config without one draws, shared with the processes Lightning launches for DDP (they inherit the
 #: launching process's environment). Not Lightning's ``PL_GLOBAL_SEED``: Lightning re-seeds every generator from that
@@ -287,7 +288,8 @@ class MMEngineModule(pl.LightningModule):
             metrics.update(_parse_losses(self._eval_losses, stage))
         self.last_metrics = metrics
         scalars = {k: torch.tensor(float(v), dtype=torch.float64) for k, v in metrics.items() if _is_scalar(v)}
-        self.log_dict(scalars, batch_size=1, sync_dist=self.trainer.world_size > 1)  # every rank has the same values
+        # every rank has the same values; a LightningLoggerVisBackend sends them to the loggers at LoggerHook's step
+        self.log_dict(scalars, batch_size=1, sync_dist=self.trainer.world_size > 1, logger=not sends_scalars(self.trainer))
 
     def _evaluator(self, stage: str) -> Evaluator:
         evaluator = getattr(self, f"{stage}_evaluator")

@@ -74,11 +74,15 @@ def load_config(args: argparse.Namespace) -> Any:
     return cfg
 
 
-def build(cfg: Any, **trainer_options: Any) -> tuple[Any, Any, Any, Any]:
+def build(cfg: Any, request: Any = None, **trainer_options: Any) -> tuple[Any, Any, Any, Any]:
     """``(trainer, module, data, adapter)`` for a loaded config, built in ``Runner.from_cfg``'s order: seed, model,
-    hooks; ``trainer_options`` go to ``lightning.Trainer`` (``devices``, ``strategy``, ...)."""
+    hooks; ``trainer_options`` go to ``lightning.Trainer`` (``devices``, ``strategy``, ...), then ``request``'s
+    (a :class:`~lightning_hooks.core.trainer_options.TrainerRequest`: ``--logger``, ``--trainer.KEY``), checked
+    against what the config decides (:func:`owned_options`). With loggers, ``LoggerHook``'s scalars reach them
+    through a ``LightningLoggerVisBackend`` (added to the visualizer where the config lists none)."""
+    from lightning_hooks.core import lightning_api
     from lightning_hooks.core.lightning_api import pl
-    from lightning_hooks.families.mmengine import vis_backend  # noqa: F401  registers LightningLoggerVisBackend
+    from lightning_hooks.families.mmengine import strategy, vis_backend  # vis_backend: LightningLoggerVisBackend
     from lightning_hooks.families.mmengine.adapter import MMEngineAdapter
     from lightning_hooks.families.mmengine.data import MMEngineData
     from lightning_hooks.families.mmengine.iter_based import IterLoopConfig, parse_train_cfg
@@ -98,8 +102,14 @@ def build(cfg: Any, **trainer_options: Any) -> tuple[Any, Any, Any, Any]:
         deterministic=True if randomness.get("deterministic") else None,
     )
     options.update({k: v for k, v in trainer_options.items() if v is not None})
-    world_size = pl.Trainer(**options).world_size  # the processes the run will have, before any starts
-    options["strategy"] = wrapper_strategy(cfg, options.get("strategy", "auto"), world_size)
+    if request is not None:
+        name = os.path.splitext(os.path.basename(cfg.filename or "mmengine"))[0]
+        options = request.resolve(options, owned_options(cfg, loop_cfg), save_dir=cfg.work_dir, name=name)
+    callbacks = options.pop("callbacks", [])
+    world_size = lightning_api.world_size(**options)  # the processes the run will have, before any starts
+    sharded = strategy.from_config(cfg, options.get("strategy"))  # a FlexibleRunner config's FSDP / DeepSpeed
+    options["strategy"] = sharded or wrapper_strategy(cfg, options.get("strategy", "auto"), world_size)
+    strategy.prepare_config(cfg)
     _setup_env(cfg.get("env_cfg") or {}, distributed=world_size > 1)
     # Runner.from_cfg's order, which fixes what each draw from the seeded generators is: seed, model, the train
     # loop (an iteration-based loop starts iterating its loader), then the model's init_weights
@@ -113,7 +123,9 @@ def build(cfg: Any, **trainer_options: Any) -> tuple[Any, Any, Any, Any]:
     module = MMEngineModule.from_config(cfg, seed=False, model=model)
     runtime = copy.deepcopy({key: cfg[key] for key in ADAPTER_KEYS if key in cfg})  # building changes configs
     adapter = MMEngineAdapter.from_config(**runtime, cfg=cfg, seed=seed, model="model")
-    options.update(callbacks=[adapter], **adapter.trainer_kwargs())
+    options.update(callbacks=[adapter, *callbacks], **adapter.trainer_kwargs())
+    if options.get("logger"):
+        vis_backend.send_scalars_to_loggers(adapter.runner.visualizer)
     if not data.has("val"):
         options["limit_val_batches"] = 0
     return pl.Trainer(**options), module, data, adapter
@@ -192,9 +204,40 @@ def _setup_env(env_cfg: dict, distributed: bool) -> None:
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
-def train(cfg: Any, **trainer_options: Any) -> Any:
+def owned_options(cfg: Any, loop_cfg: Any) -> dict[str, Any]:
+    """The ``Trainer`` options the config decides, for :meth:`TrainerRequest.resolve`: ``train_cfg``'s loop, the
+    work dir, ``CheckpointHook``'s checkpoints, the samplers, ``randomness.deterministic``, and the optimizer step,
+    which MMEngine's ``OptimWrapper`` owns (accumulation, clipping, AMP)."""
+    from lightning_hooks.core.trainer_options import ANY, Owned
+
+    loop = f"train_cfg={dict(cfg.train_cfg)!r} (the config's loop, which Lightning runs as Trainer("
+    owned = {key: Owned(value, f"{loop}{key}={value!r}))", "change the loop with --cfg-options train_cfg.KEY=VALUE")
+             for key, value in loop_cfg.trainer_kwargs().items()}  # fmt: skip
+    wrapper = dict(cfg.get("optim_wrapper") or {})
+    step = (f"optim_wrapper={wrapper!r} (MMEngine's OptimWrapper steps the optimizer itself, under Lightning's "
+            "manual optimization)")  # fmt: skip
+    owned.update(
+        default_root_dir=Owned(cfg.work_dir, f"the work dir {cfg.work_dir!r}", "set it with --work-dir"),
+        enable_checkpointing=Owned(False, "the config's CheckpointHook (default_hooks.checkpoint), which writes the "
+                                   "checkpoints", "for Lightning's own, add --trainer.callbacks+=lightning.pytorch."
+                                   "callbacks.ModelCheckpoint"),  # fmt: skip
+        use_distributed_sampler=Owned(False, "the config's samplers (DefaultSampler / InfiniteSampler shard by "
+                                      "rank themselves)"),  # fmt: skip
+        accumulate_grad_batches=Owned(1, step, "accumulate with --cfg-options optim_wrapper.accumulative_counts=N"),
+        gradient_clip_val=Owned(None, step, "clip with --cfg-options optim_wrapper.clip_grad.max_norm=V"),
+        gradient_clip_algorithm=Owned(None, step, "clip with --cfg-options optim_wrapper.clip_grad.max_norm=V"),
+    )
+    if wrapper.get("type") == "AmpOptimWrapper":
+        owned["precision"] = Owned(ANY, f"{step}: AmpOptimWrapper does the mixed precision (--amp)",
+                                   "drop --amp (and the AmpOptimWrapper) for Lightning's precision, or the option")
+    if (cfg.get("randomness") or {}).get("deterministic"):
+        owned["deterministic"] = Owned(True, "randomness.deterministic=True in the config")
+    return owned
+
+
+def train(cfg: Any, request: Any = None, **trainer_options: Any) -> Any:
     """Build (:func:`build`) and fit; returns the trainer. ``resume`` continues from ``adapter.ckpt_path``."""
-    trainer, module, data, adapter = build(cfg, **trainer_options)
+    trainer, module, data, adapter = build(cfg, request, **trainer_options)
     with warnings.catch_warnings():
         # MMEngineModule keeps batches as the loader gives them (its data preprocessor moves them), on purpose
         warnings.filterwarnings("ignore", message="You have overridden `transfer_batch_to_device`")
@@ -204,8 +247,13 @@ def train(cfg: Any, **trainer_options: Any) -> Any:
 
 def main(argv: list[str]) -> None:
     """``lightning-hooks train CONFIG.py ...``: parse as ``tools/train.py`` and train."""
-    args = parser().parse_args(argv)
+    from lightning_hooks.core.trainer_options import TrainerRequest, split_argv
+
+    argv, trainer_argv = split_argv(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    request = TrainerRequest.from_args(args, trainer_argv, parser=p)
     cfg = load_config(args)
     devices = int(args.devices) if str(args.devices).isdigit() else args.devices
-    train(cfg, devices=devices, num_nodes=args.num_nodes, strategy=args.strategy, accelerator=args.accelerator,
-          precision=args.precision)  # fmt: skip
+    train(cfg, request, devices=devices, num_nodes=args.num_nodes, strategy=args.strategy,
+          accelerator=args.accelerator, precision=args.precision)  # fmt: skip

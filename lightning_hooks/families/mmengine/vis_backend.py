@@ -10,6 +10,7 @@ so a config names it as any other backend::
 from __future__ import annotations
 
 import numbers
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,7 +18,10 @@ import torch
 from mmengine.registry import VISBACKENDS
 from mmengine.visualization import BaseVisBackend, Visualizer
 
-from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.lightning_api import pl, rank_zero_warn
+
+#: the backends :func:`attach_trainer` gave a trainer, for :func:`sends_scalars`
+_ATTACHED: weakref.WeakSet[LightningLoggerVisBackend] = weakref.WeakSet()
 
 
 @VISBACKENDS.register_module()
@@ -31,8 +35,11 @@ class LightningLoggerVisBackend(BaseVisBackend):
     as ``logger.log_metrics(scalars, step)``. ``prefix`` is put before each name (e.g. ``"mmengine/"``). Images,
     configs and the other ``add_*`` calls are left to the other backends.
 
-    ``MMEngineAdapter`` hands the backend its trainer when a run starts; before that (and without loggers) scalars
-    go nowhere.
+    ``MMEngineAdapter`` hands the backend its trainer when a run starts; before that scalars go nowhere, and a
+    Trainer without loggers gets a warning. ``lightning-hooks train --logger csv`` (tensorboard, wandb, mlflow) gives
+    the Trainer loggers and adds this backend to the config's visualizer when it lists none
+    (:func:`send_scalars_to_loggers`). While the backend writes the run's scalars, ``MMEngineModule`` does not log
+    the evaluator's metrics a second time (:func:`sends_scalars`).
 
     Example::
 
@@ -78,6 +85,27 @@ def _number(value: Any) -> float | None:
 
 def attach_trainer(visualizer: Visualizer, trainer: pl.Trainer) -> None:
     """Give each :class:`LightningLoggerVisBackend` of ``visualizer`` the trainer whose loggers it writes to."""
-    for backend in getattr(visualizer, "_vis_backends", {}).values():
+    for name, backend in getattr(visualizer, "_vis_backends", {}).items():
         if isinstance(backend, LightningLoggerVisBackend):
             backend.trainer = trainer
+            _ATTACHED.add(backend)
+            if not trainer.loggers:
+                rank_zero_warn(
+                    f"{type(backend).__name__} (visualizer.vis_backends, {name!r}): the Trainer has no logger, so the "
+                    "scalars it receives go nowhere. Under lightning-hooks train add --logger tensorboard (or csv, "
+                    "wandb, mlflow); in a script give the Trainer a logger (Trainer(logger=CSVLogger(...)))."
+                )
+
+
+def send_scalars_to_loggers(visualizer: Visualizer) -> None:
+    """Add a :class:`LightningLoggerVisBackend` (no prefix) to ``visualizer`` unless it has one: the run's scalars
+    then reach the Trainer's loggers under ``LoggerHook``'s names and steps. The other backends, and the files they
+    write, are as the config has them."""
+    backends = visualizer._vis_backends
+    if not any(isinstance(b, LightningLoggerVisBackend) for b in backends.values()):
+        backends[LightningLoggerVisBackend.__name__] = LightningLoggerVisBackend()
+
+
+def sends_scalars(trainer: pl.Trainer) -> bool:
+    """Whether a :class:`LightningLoggerVisBackend` sends the run's scalars to ``trainer``'s loggers."""
+    return bool(trainer.loggers) and any(backend.trainer is trainer for backend in _ATTACHED)

@@ -1,0 +1,245 @@
+"""Lightning's loggers and any ``Trainer`` option on ``lightning-hooks train``, for every family's train command.
+
+A family's train command adds the arguments (:func:`add_arguments`, which ``add_lightning_arguments`` calls), takes
+the ``--trainer.KEY VALUE`` items out of its command line before its legacy parser sees it (:func:`split_argv`),
+reads them (:meth:`TrainerRequest.from_args`) and, where it builds its ``lightning.Trainer``, resolves them against
+the options the legacy config owns (:meth:`TrainerRequest.resolve`): an option the config already sets another way is
+an error naming both sides.
+
+Example::
+
+    argv, trainer_argv = split_argv(["cfg.py", "--logger", "csv", "--trainer.max_time", "00:01:00:00"])
+    request = TrainerRequest.from_args(parser.parse_args(argv), trainer_argv)
+    options = request.resolve({"logger": False}, {"max_epochs": Owned(12, "train_cfg.max_epochs=12")},
+                              save_dir="work_dirs/cfg", name="cfg")
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lightning_hooks.core.errors import InputError, unknown_name
+from lightning_hooks.core.lightning_api import pl, submodule
+
+#: the ``--logger`` choices, in the order their help lists them
+LOGGERS = ("tensorboard", "csv", "wandb", "mlflow")
+#: the prefix of a ``Trainer`` option on the command line, as LightningCLI writes it
+PREFIX = "--trainer."
+#: the families' own ``Trainer`` flags (``add_lightning_arguments``), by the option each sets
+FLAGS = {"devices": "--devices", "num_nodes": "--num-nodes", "strategy": "--strategy", "accelerator": "--accelerator",
+         "precision": "--precision"}  # fmt: skip
+
+
+class TrainerOptionError(InputError, ValueError):
+    """A ``Trainer`` option on the command line that is unknown, of the wrong type, or contradicts the legacy
+    config or another flag; the message names both sides and what to do."""
+
+
+@dataclass(frozen=True)
+class Owned:
+    """A ``Trainer`` option the legacy config (or another flag) already decides.
+
+    Args:
+        value: what it decides; :data:`ANY` when any value given another way contradicts it.
+        side: that side in words, as the error names it (``"train_cfg.max_epochs=12 (the config's loop)"``).
+        way_out: what to do instead (``"change it with --cfg-options train_cfg.max_epochs=N"``).
+    """
+
+    value: Any
+    side: str
+    way_out: str = ""
+
+
+#: an :class:`Owned` value that every value given another way contradicts
+ANY = object()
+
+
+def add_arguments(group: Any) -> None:
+    """``--logger`` (repeatable) and ``--trainer-config FILE`` in a family's "Lightning" argument group; the
+    ``--trainer.KEY VALUE`` items are taken out before parsing (:func:`split_argv`)."""
+    group.add_argument("--logger", action="append", choices=LOGGERS, default=None,
+                       help="a Lightning logger receiving the legacy hooks' scalars, saved under the work dir "
+                            "(repeat for several); wandb runs offline and mlflow writes a local file: store unless "
+                            "WANDB_API_KEY / MLFLOW_TRACKING_URI name a server")  # fmt: skip
+    group.add_argument("--trainer-config", metavar="FILE", default=None,
+                       help="a YAML file of lightning.Trainer options (as under trainer: in a LightningCLI config); "
+                            "--trainer.KEY VALUE sets any Trainer option, e.g. --trainer.max_time 00:01:00:00")  # fmt: skip
+
+
+def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``(rest, trainer_argv)``: the ``--trainer.KEY VALUE`` / ``--trainer.KEY=VALUE`` /
+    ``--trainer.callbacks+=CLASS`` items taken out of ``argv`` (a value is the next item unless it starts with
+    ``--``)."""
+    rest: list[str] = []
+    trainer: list[str] = []
+    items = list(argv)
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if item.startswith(PREFIX):
+            trainer.append(item)
+            if "=" not in item and i + 1 < len(items) and not items[i + 1].startswith("--"):
+                trainer.append(items[i + 1])
+                i += 1
+        else:
+            rest.append(item)
+        i += 1
+    return rest, trainer
+
+
+def _parser() -> Any:
+    """jsonargparse's parser of ``Trainer.__init__``'s keywords under ``trainer.``, typed by its signature
+    (callbacks and loggers as ``class_path`` / ``init_args``), as LightningCLI reads them."""
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(prog="lightning-hooks train", exit_on_error=False, default_env=False)
+    parser.add_method_arguments(pl.Trainer, "__init__", "trainer", fail_untyped=False, sub_configs=True)
+    return parser
+
+
+def _trainer_keys() -> list[str]:
+    from lightning_hooks.core.introspect import keywords
+
+    return keywords(pl.Trainer.__init__, skip=("self",)) or []
+
+
+@dataclass
+class TrainerRequest:
+    """What the command line asks of the ``Trainer``: the options given (instantiated: callbacks and loggers are
+    objects), where each came from, and the ``--logger`` names."""
+
+    options: dict[str, Any] = field(default_factory=dict)
+    #: each option's origin on the command line (``"--trainer.max_epochs 3"``, ``"--trainer-config t.yaml"``)
+    origins: dict[str, str] = field(default_factory=dict)
+    loggers: tuple[str, ...] = ()
+    #: the family's own flags given on the command line (:data:`FLAGS`), which a ``--trainer.KEY`` must not contradict
+    flags: dict[str, Owned] = field(default_factory=dict)
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, trainer_argv: Sequence[str] = (),
+                  parser: argparse.ArgumentParser | None = None) -> TrainerRequest:  # fmt: skip
+        """Read ``--logger``, ``--trainer-config`` and the ``--trainer.KEY VALUE`` items (later ones win), each typed
+        by ``Trainer.__init__``'s signature; an unknown key or a value of the wrong type is a :class:`TrainerOptionError`.
+        ``parser``: the family's, whose :data:`FLAGS` given other than their defaults are kept in :attr:`flags`."""
+        config = getattr(args, "trainer_config", None)
+        argv = ([f"--trainer={config}"] if config else []) + list(trainer_argv)
+        request = cls(loggers=tuple(dict.fromkeys(getattr(args, "logger", None) or ())),
+                      flags=given_flags(parser, args, FLAGS) if parser is not None else {})  # fmt: skip
+        if not argv:
+            return request
+        reader = _parser()
+        try:
+            given = reader.parse_args(argv, defaults=False).trainer
+            instantiated = reader.instantiate(reader.parse_args(argv)).trainer
+        except (argparse.ArgumentError, ValueError, TypeError) as err:
+            raise TrainerOptionError(f"lightning-hooks train: {_explain(err, argv)}") from err
+        for key in vars(given):
+            if key.startswith("__"):
+                continue
+            request.options[key] = getattr(instantiated, key)
+            request.origins[key] = _origin(key, trainer_argv, config)
+        return request
+
+    def resolve(self, defaults: Mapping[str, Any], owned: Mapping[str, Owned], *, save_dir: str, name: str,
+                callbacks: Sequence[Any] = ()) -> dict[str, Any]:  # fmt: skip
+        """The ``Trainer`` keywords: ``defaults`` (the family's), the options asked for, ``owned``'s values, the
+        loggers (:func:`build_loggers`, under ``save_dir``, run name ``name``) and ``callbacks`` before the asked
+        ones. An asked option that ``owned`` decides otherwise raises a :class:`TrainerOptionError` naming both sides; a
+        ``ModelCheckpoint`` among the asked callbacks turns Lightning's checkpointing on."""
+        asked = dict(self.options)
+        if self.loggers:
+            asked_logger = self.origins.get("logger")
+            if asked_logger is not None:
+                raise TrainerOptionError(
+                    f"lightning-hooks train: {asked_logger} contradicts --logger {' --logger '.join(self.loggers)}: "
+                    "give the loggers one way (--logger for the built-in ones, --trainer.logger for another class)."
+                )
+            asked["logger"] = build_loggers(self.loggers, save_dir, name)
+        for key, own in {**self.flags, **owned}.items():
+            if key in asked and key in self.origins and (own.value is ANY or asked[key] != own.value):
+                raise TrainerOptionError(
+                    f"lightning-hooks train: {self.origins[key]} contradicts {own.side}"
+                    + (f": {own.way_out}" if own.way_out else ": give it one way.")
+                )
+        options = {**defaults, **asked, **{k: o.value for k, o in owned.items() if o.value is not ANY}}
+        options["callbacks"] = [*callbacks, *_as_list(asked.get("callbacks"))]
+        if any(isinstance(cb, pl.callbacks.ModelCheckpoint) for cb in options["callbacks"]):
+            options["enable_checkpointing"] = True
+        return {k: v for k, v in options.items() if v is not None or k in asked}
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _origin(key: str, trainer_argv: Sequence[str], config: str | None) -> str:
+    """Where ``key`` was given: its last ``--trainer.KEY`` item (with its value), else the YAML file."""
+    found = ""
+    for i, item in enumerate(trainer_argv):
+        head = item.split("=", 1)[0].removesuffix("+")
+        if head == f"{PREFIX}{key}" or head.startswith(f"{PREFIX}{key}."):
+            value = "" if "=" in item or i + 1 >= len(trainer_argv) else f" {trainer_argv[i + 1]}"
+            found = f"{item}{value}"
+    return found or f"{key}: in --trainer-config {config}"
+
+
+def _explain(err: Exception, argv: Sequence[str]) -> str:
+    """jsonargparse's message, with the accepted keys named for an unknown ``--trainer.KEY``."""
+    text = str(err)
+    if "unrecognized arguments" in text:
+        keys = _trainer_keys()
+        for item in argv:
+            key = item.split("=", 1)[0].removesuffix("+").removeprefix(PREFIX).split(".")[0]
+            if item.startswith(PREFIX) and key not in keys:
+                return f"--trainer.{key}: {unknown_name('lightning.Trainer option', key, keys, listed='Accepted')}"
+    return f"a Trainer option ({' '.join(argv)}): {text}"
+
+
+# ------------------------------------------------------------------------------------------------------ loggers
+def build_loggers(names: Sequence[str], save_dir: str, name: str) -> list[Any]:
+    """One Lightning logger per ``--logger`` name, each writing under ``save_dir``: ``csv`` in
+    ``lightning_logs/version_N``, ``tensorboard`` in ``tensorboard/version_N``, ``wandb`` in ``wandb/`` (offline
+    unless ``WANDB_API_KEY``, ``WANDB_BASE_URL`` or ``WANDB_MODE`` is set), ``mlflow`` in a ``file:`` store
+    ``mlruns/`` (unless ``MLFLOW_TRACKING_URI`` names one); ``name`` is the W&B run and MLflow experiment."""
+    return [_BUILDERS[logger](os.path.abspath(save_dir), name) for logger in names]
+
+
+def _csv(save_dir: str, name: str) -> Any:
+    return submodule("loggers").CSVLogger(save_dir, name="lightning_logs")
+
+
+def _tensorboard(save_dir: str, name: str) -> Any:
+    return submodule("loggers").TensorBoardLogger(save_dir, name="tensorboard", default_hp_metric=False)
+
+
+def _wandb(save_dir: str, name: str) -> Any:
+    configured = any(os.environ.get(v) for v in ("WANDB_API_KEY", "WANDB_BASE_URL", "WANDB_MODE"))
+    os.makedirs(save_dir, exist_ok=True)
+    return submodule("loggers").WandbLogger(name=name, save_dir=save_dir, offline=not configured)
+
+
+def _mlflow(save_dir: str, name: str) -> Any:
+    uri = os.environ.get("MLFLOW_TRACKING_URI") or f"file:{os.path.join(save_dir, 'mlruns')}"
+    return submodule("loggers").MLFlowLogger(experiment_name=name, tracking_uri=uri)
+
+
+_BUILDERS: dict[str, Callable[[str, str], Any]] = {"csv": _csv, "tensorboard": _tensorboard, "wandb": _wandb,
+                                                   "mlflow": _mlflow}  # fmt: skip
+
+
+def given_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, flags: Mapping[str, str]) -> dict[str, Owned]:
+    """The ``Trainer`` options a family's own flags set (``{"devices": "--devices"}``: the flag's ``dest`` is the
+    option's name): those given a value other than their default (a number as an ``int``: ``--devices 2`` is 2)."""
+    owned = {}
+    for key, flag in flags.items():
+        value = getattr(args, key, None)
+        if value is not None and value != parser.get_default(key):
+            number = isinstance(value, str) and value.lstrip("-").isdigit()
+            owned[key] = Owned(int(value) if number else value, f"{flag} {value}")
+    return owned
