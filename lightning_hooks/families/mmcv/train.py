@@ -118,10 +118,14 @@ def parser() -> argparse.ArgumentParser:
 def load_config(args: argparse.Namespace) -> Any:
     """The config as ``tools/train.py`` makes it: ``--cfg-options`` merged, then the work dir and checkpoint flags."""
     from mmcv import Config
+    from mmcv.utils import import_modules_from_strings
 
     from lightning_hooks.core.family import apply_config_flags
+    from lightning_hooks.core.project_imports import import_project
 
-    cfg = apply_config_flags(Config.fromfile(args.config), args)
+    cfg = Config.fromfile(args.config, import_custom_modules=False)
+    import_project(cfg, args.config, import_modules_from_strings)  # the project's modules, from the current folder
+    cfg = apply_config_flags(cfg, args)
     if args.load_from is not None:
         cfg.load_from = args.load_from
     if args.resume_from is not None:
@@ -170,7 +174,8 @@ class LightningRunner:
             raise ConfigError(f"runner.type: {unknown}")
         if batch_processor is not None:
             raise ConfigError("runner: a batch_processor is not supported; give the model a train_step")
-        self.model, self.optimizer, self.work_dir, self.logger, self.meta = model, optimizer, work_dir, logger, meta
+        self.model, self.optimizer, self.logger, self.meta = model, optimizer, logger, meta
+        self.work_dir = os.path.abspath(work_dir) if isinstance(work_dir, str) else work_dir  # as mmcv's BaseRunner
         self.timestamp: str | None = None
         self._hooks: list[Any] = []
         self.trainer_options = dict(trainer_options or {})

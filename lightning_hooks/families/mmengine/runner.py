@@ -107,7 +107,8 @@ class Runner(Facade):
         self._work_dir = WorkDir(options["work_dir"], "MMEngineAdapter", family="mmengine")
         self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime())
         self._experiment_name = options["experiment_name"]
-        self.experiment_name = self._experiment_name or self.timestamp
+        self._config_file: str | None = getattr(options["cfg"], "filename", None)  # a whole config's file
+        self.experiment_name = self._run_name()
         self._instance_name = f"lightning-hooks:{self.experiment_name}:{next(_instances)}"
         cfg = options["cfg"]
         self.cfg = cfg if isinstance(cfg, Config) else Config(dict(cfg or {}))
@@ -135,6 +136,15 @@ class Runner(Facade):
         self._step_counted: OptimWrapper | None = None  # the view whose step count schedulers check (a fit's)
         self._resumed_optimizer: dict[str, Any] | None = None  # a resumed checkpoint's `optimizer`, until restored
 
+    def _run_name(self) -> str:
+        """``experiment_name``: the one given, else as the Runner names a run of a config file (the file's name and
+        the start time), else the start time."""
+        if self._experiment_name:
+            return self._experiment_name
+        if self._config_file:
+            return f"{os.path.splitext(os.path.basename(self._config_file))[0]}_{self.timestamp}"
+        return self.timestamp
+
     def attach(self, trainer: pl.Trainer) -> None:
         """Serve ``trainer``'s run; build the logger and visualizer before ``before_run``, as the Runner does."""
         self.trainer = trainer
@@ -144,7 +154,7 @@ class Runner(Facade):
             loop.attach(trainer)
         if self._logger is None:
             self.timestamp = runner_setup.shared_timestamp(self.timestamp)
-            self.experiment_name = self._experiment_name or self.timestamp
+            self.experiment_name = self._run_name()
             self._follow_log_dir()
             runner_setup.dump_config(self.cfg, self._visualizer, self.work_dir, self.timestamp, self.rank)
         self._logger = self._logger or self.logger
@@ -385,6 +395,10 @@ class Runner(Facade):
         ``param_schedulers`` states the adapter's own state already holds."""
         pending = self._pending_save or checkpoint.PendingSave({"epoch": self.epoch, "iter": self.iter})
         run_meta = dict(cfg=self.cfg.pretty_text, seed=self.seed, experiment_name=self.experiment_name)
+        loader = self.train_dataloader if self.trainer is not None and self.trainer.state.fn == "fit" else None
+        metainfo = getattr(getattr(loader, "dataset", None), "metainfo", None)
+        if metainfo is not None:  # as Runner.save_checkpoint: the train dataset's classes, for inference to read
+            run_meta["dataset_meta"] = metainfo
         return checkpoint.add_mmengine_layout(
             lightning, pending, run_meta=run_meta, hub=self.message_hub, model_prefix=self._model_prefix,
             schedulers=schedulers.stateful(self.param_schedulers), saved=saved,

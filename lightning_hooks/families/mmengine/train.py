@@ -52,10 +52,14 @@ def load_config(args: argparse.Namespace) -> Any:
     """The config as ``tools/train.py`` makes it: ``--cfg-options`` merged, then the work dir, AMP, resume and
     learning-rate scaling flags."""
     from mmengine.config import Config
+    from mmengine.utils import import_modules_from_strings
 
     from lightning_hooks.core.family import apply_config_flags
+    from lightning_hooks.core.project_imports import import_project
 
-    cfg = apply_config_flags(Config.fromfile(args.config), args)
+    cfg = Config.fromfile(args.config, import_custom_modules=False)
+    import_project(cfg, args.config, import_modules_from_strings)  # the project's modules, from the current folder
+    cfg = apply_config_flags(cfg, args)
     if args.amp:
         cfg.optim_wrapper.type = "AmpOptimWrapper"
         cfg.optim_wrapper.loss_scale = "dynamic"
@@ -122,6 +126,7 @@ def build(cfg: Any, request: Any = None, **trainer_options: Any) -> tuple[Any, A
     init_model_weights(model, cfg)
     module = MMEngineModule.from_config(cfg, seed=False, model=model)
     runtime = copy.deepcopy({key: cfg[key] for key in ADAPTER_KEYS if key in cfg})  # building changes configs
+    runtime["work_dir"] = os.path.abspath(cfg.work_dir)  # as the Runner keeps it (log lines, last_checkpoint)
     adapter = MMEngineAdapter.from_config(**runtime, cfg=cfg, seed=seed, model="model")
     options.update(callbacks=[adapter, *callbacks], **adapter.trainer_kwargs())
     if options.get("logger"):

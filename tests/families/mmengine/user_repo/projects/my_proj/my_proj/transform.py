@@ -1,0 +1,16 @@
+import numpy as np
+from mmcv.transforms import BaseTransform
+from mmpretrain.registry import TRANSFORMS
+
+
+@TRANSFORMS.register_module()
+class AddNoise(BaseTransform):
+    """Gaussian noise of standard deviation ``sigma`` on the image (numpy's global generator, which the seed sets)."""
+
+    def __init__(self, sigma=10.0):
+        self.sigma = sigma
+
+    def transform(self, results):
+        noisy = results["img"].astype(np.float32) + np.random.normal(0, self.sigma, results["img"].shape)
+        results["img"] = np.clip(noisy, 0, 255).astype(np.uint8)
+        return results
