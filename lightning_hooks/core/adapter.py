@@ -16,7 +16,7 @@ from lightning_hooks.core import lightning_api
 from lightning_hooks.core.adapter_state import AdapterState
 from lightning_hooks.core.checks import check_hook
 from lightning_hooks.core.checkpoint_files import note_unreadable_checkpoint
-from lightning_hooks.core.dispatch import HookDispatch
+from lightning_hooks.core.dispatch import HookCaller, HookDispatch
 from lightning_hooks.core.facade import Facade
 from lightning_hooks.core.lightning_api import Callback, pl, rank_zero_warn
 from lightning_hooks.core.state_keys import UniqueStateKey
@@ -78,7 +78,7 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         self.host: Facade
         self._init_dispatch()  # no rows fire until the family builds its host and calls _build_plan
         self._trainer: pl.Trainer | None = None
-        self._patches: list[Callable[[], None]] = []
+        self._patches: list[tuple[bool, Callable[[], None]]] = []  # (environment, remove) of each installed patch
         self._train_epoch_open = False  # a train epoch started in the host and has not ended
         self._resumed_without_state = False  # see on_load_checkpoint
 
@@ -125,9 +125,15 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
     def check_arguments(self, hook: Any) -> None:
         """Refuse hook arguments the host would only trip over during training (see :func:`check_argument`)."""
 
+    @property
+    def hook_caller(self) -> HookCaller:
+        """What this adapter hands its facade to call hooks with (never the adapter itself): its :meth:`trigger` and
+        :meth:`call_hook`."""
+        return AdapterCaller(self)
+
     def trigger(self, trigger: Trigger, **context: Any) -> None:
-        """Called by an installed patch (:mod:`lightning_hooks.core.triggers`); a family overrides it to update its
-        facade before the rows fire."""
+        """Called by an installed patch (:mod:`lightning_hooks.core.triggers`) and by the facade (its
+        :attr:`hook_caller`); a family overrides it to update its facade before the rows fire."""
         self.fire(trigger, **context)
 
     def run_step(self, method: str, step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -177,13 +183,16 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
     def _install_patches(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._remove_patches()  # a fit that failed before teardown left them
         for patch in self.run_patches(stage):
-            self._patches.append(patch.install(self, trainer, pl_module))
+            self._patches.append((patch.environment, patch.install(self, trainer, pl_module)))
 
-    def _remove_patches(self) -> None:
-        """Undo the patches of this run (idempotent): the module and strategy are as they came in."""
-        patches, self._patches = self._patches, []
-        for remove in reversed(patches):
-            remove()
+    def _remove_patches(self, keep_environment: bool = False) -> None:
+        """Undo the patches of this run (idempotent), last installed first: the module, the strategy, the hooks and
+        the process are as they came in; with ``keep_environment``, all but the ``environment`` ones."""
+        patches = self._patches
+        self._patches = [(env, remove) for env, remove in patches if env and keep_environment]
+        for environment, remove in reversed(patches):
+            if not (environment and keep_environment):
+                remove()
 
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -255,10 +264,10 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
 
     @override
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        """Remove the run's patches and forward the failure to hooks with an ``on_exception`` mount point (their own
-        errors only warn), then put the live weights back if hooks had EMA weights swapped in (an error or Ctrl-C
-        during evaluation)."""
-        self._remove_patches()
+        """Remove the run's patches but those of the hooks' environment and forward the failure to hooks with an
+        ``on_exception`` mount point (their own errors only warn), then put the live weights back if hooks had EMA
+        weights swapped in (an error or Ctrl-C during evaluation), and remove the environment's patches."""
+        self._remove_patches(keep_environment=True)
         note_unreadable_checkpoint(trainer, exception)
         try:
             self.fire(ON["on_exception"], errors="warn", exception=exception)
@@ -266,6 +275,7 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
             self.restore_live_weights()
             self._failed_at = None
             self._release_work_dir()
+            self._remove_patches()
 
     # ------------------------------------------------------------------------------------------- EMA weight swaps
     @classmethod
@@ -406,6 +416,19 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         #: the fit resumes from a checkpoint with no state of this adapter (a plain Lightning one, written without it):
         #: the family's host counters then follow Lightning's restored loop (MMEngine) or start fresh
         self._resumed_without_state = trainer.state.fn == "fit" and self.checkpoint_state(trainer, checkpoint) is None
+
+
+class AdapterCaller:
+    """The :class:`~lightning_hooks.core.dispatch.HookCaller` of an adapter: what a facade may call on it."""
+
+    def __init__(self, adapter: LegacyHookAdapter) -> None:
+        self._adapter = adapter
+
+    def fire(self, trigger: Trigger, **context: Any) -> None:
+        self._adapter.trigger(trigger, **context)
+
+    def call_hook(self, mount: str, **context: Any) -> None:
+        self._adapter.call_hook(mount, **context)
 
 
 def _container(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from lightning_hooks.core.errors import add_note
 from lightning_hooks.core.events import EventTable, Mount
@@ -19,6 +19,19 @@ from lightning_hooks.core.triggers import ON, Trigger
 Call = tuple[Any, Callable[..., Any]]
 #: row index, row, condition, the row's argument names (as a set, for the fast path of ``fire``), hook calls
 Step = tuple[int, Mount, Callable[[], bool] | None, frozenset[str], tuple[Call, ...]]
+
+
+class HookCaller(Protocol):
+    """What a facade may call to run its hooks, handed to it instead of the adapter: the host's ``call_hook`` /
+    ``run_hooks`` and its own methods that call hooks (``runner.load_checkpoint``) go through it, so each call gets the
+    adapter's bookkeeping, error notes, ``fast_dev_run`` muting and fired counts."""
+
+    def fire(self, trigger: Trigger, **context: Any) -> None:
+        """Fire ``trigger``'s table rows, as the adapter does when the run reaches it (``adapter.trigger``)."""
+
+    def call_hook(self, mount: str, **context: Any) -> None:
+        """Call mount point ``mount`` by name on every hook that implements it, in the adapter's order, with the host
+        and ``context`` (mmcv's ``runner.call_hook``, VISSL's ``task.run_hooks``)."""
 
 
 class HookDispatch:
@@ -67,6 +80,8 @@ class HookDispatch:
         self._plan: dict[int, tuple[Step, ...]] = {id(t): () for t in self._triggers}
         self._failed_at: tuple[str, Any] | None = None  # (mount point, hook) of the last hook error
         self._muted: list[Any] = []  # hooks that fire nothing in this run (see _mute)
+        self._by_name: dict[str, tuple[Call, ...]] = {}  # mount point -> hook calls, for call_hook
+        self._called: Counter[str] = Counter()  # how often call_hook called each mount point
 
     def active(self, hook: Any, mount: str) -> bool:
         """Whether ``hook`` does something at ``mount``: it is not muted and overrides the mount point or one of its
@@ -93,6 +108,7 @@ class HookDispatch:
                 plan.setdefault(row.event, []).append((index, row, when, frozenset(row.args), calls))
         self._plan_by_value = {trigger: tuple(plan.get(trigger, ())) for trigger in self._triggers}
         self._plan = {id(trigger): steps for trigger, steps in self._plan_by_value.items()}
+        self._by_name = {}
 
     def _mute(self, hooks: list[Any]) -> None:
         """Fire nothing for ``hooks`` (and again everything for the others) from now on; rebuilds the plan."""
@@ -128,6 +144,27 @@ class HookDispatch:
                         raise
                     warnings.warn(f"{self._where(hook, row)} while handling {context.get('exception')!r}: {err!r}", stacklevel=2)
 
+    def call_hook(self, mount: str, **context: Any) -> None:
+        """Call ``mount`` by name (no table row: the host's ``call_hook`` / ``run_hooks``, a facade method) on every
+        active hook that implements it, in order, with the host and ``context``. A hook's exception propagates with a
+        note naming hook and mount point; the call counts in :attr:`fired`."""
+        calls = self._by_name.get(mount)
+        if calls is None:
+            calls = self._by_name[mount] = tuple((h, getattr(h, mount)) for h in self.hooks if self.active(h, mount))
+        if calls:
+            self._called[mount] += 1
+        for hook, fn in calls:
+            try:
+                fn(*self._host_args, **context)
+            except Exception as err:
+                self._failed_at = (mount, hook)
+                add_note(
+                    err,
+                    f"[lightning-hooks] raised by {self.family} hook {type(hook).__qualname__} in mount point "
+                    f"'{mount}' (called by name, {self._position()})",
+                )
+                raise
+
     def _arguments(self, trigger: Trigger, row: Mount, context: dict[str, Any]) -> dict[str, Any]:
         """The keyword arguments ``row`` names, taken from ``context``; one the context lacks is an error (the family's
         adapter fires ``trigger`` without an argument its table's row passes on)."""
@@ -157,8 +194,9 @@ class HookDispatch:
 
     @property
     def fired(self) -> Counter[str]:
-        """How often each mount point has fired so far (for hooks that implement it)."""
-        counts: Counter[str] = Counter()
+        """How often each mount point has fired so far (for hooks that implement it), by its rows or by name
+        (:meth:`call_hook`)."""
+        counts: Counter[str] = Counter(self._called)
         for row, n in self.fired_rows.items():
             counts[row.mount] += n
         return counts

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -63,7 +63,12 @@ class LastTrainBatch(Trigger):
 
 
 class Patch(Trigger):
-    """A trigger that fires from a patch installed on the run. ``install`` returns the function that removes it."""
+    """A trigger that fires from a patch installed on the run. ``install`` returns the function that removes it.
+
+    A patch of the world the hooks run in (``environment``: a process group, environment variables, the values the
+    host gives its hooks) stays until the hooks' ``on_exception`` ran after a failure; the others go first."""
+
+    environment: ClassVar[bool] = False
 
     @property
     def key(self) -> Any:

@@ -207,3 +207,39 @@ def test_fire_refuses_a_context_without_an_argument_the_row_names(context):
                                         r"\['outputs'\] to its hooks, but the trigger fired with \['batch_idx'"):
         toy.fire(ON["on_train_batch_end"], **context)
     assert toy.hooks[0].calls == [] and not toy.fired
+
+
+class ByName(toy_family.ToyHook):
+    """A hook with a method no table row names, which its host calls by name (``runner.call_hook("custom")``)."""
+
+    def __init__(self, fail=False):
+        self.fail, self.calls = fail, []
+
+    def custom(self, host, **kwargs):
+        if self.fail:
+            raise RuntimeError("custom failed")
+        self.calls.append((host, kwargs))
+
+
+def test_call_hook_calls_a_mount_point_by_name_on_active_hooks_and_counts_it():
+    toy = Toy()
+    toy.hooks = [ByName(), Batch(), ByName()]
+    toy._init_dispatch()
+    toy._build_plan(("host",))
+    toy.call_hook("custom", step=3)
+    toy._mute([toy.hooks[2]])  # as under fast_dev_run
+    toy.call_hook("custom", step=4)
+    assert toy.hooks[0].calls == [("host", dict(step=3)), ("host", dict(step=4))]
+    assert toy.hooks[2].calls == [("host", dict(step=3))]
+    assert toy.fired == {"custom": 2} and toy.mount_counts(toy.hooks[0]) == {}  # not a mount point of the table
+
+
+def test_call_hook_notes_the_hook_and_mount_point_of_an_error():
+    toy = Toy()
+    toy.hooks = [ByName(fail=True)]
+    toy._init_dispatch()
+    toy._build_plan(("host",))
+    with pytest.raises(RuntimeError, match="custom failed") as info:
+        toy.call_hook("custom")
+    assert "raised by toy hook ByName in mount point 'custom' (called by name, before setup)" in "".join(info.value.__notes__)
+    assert toy._failed_at == ("custom", toy.hooks[0])

@@ -111,7 +111,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self.task = self.host = task_class(
             meters=meters, config=config, checkpoint_folder=checkpoint_folder, loss=loss, model=model
         )
-        self.task.hooks = self.hooks
+        self.task.hooks, self.task._caller = self.hooks, self.hook_caller
         self._clock = StepClock(functools.partial(getattr, self.task, "perf_stats"))  # picklable (ddp_spawn)
         self._runtime = vissl_host.Runtime()
         self._rank_variables = vissl_host.RankVariables()

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from lightning_hooks.core import models
+from lightning_hooks.core.dispatch import HookCaller
 from lightning_hooks.core.facade import Facade
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.families.classy.meters import MetricMeter, classy_meters
@@ -96,6 +97,7 @@ class Task(ClassyTaskState, Facade):
         self.model_name = model
         self.model_path: str | None = None
         self.hooks: list[Any] = []
+        self._caller: HookCaller  # set by the adapter, with the hooks
         self.meters = classy_meters(meters)
         if config is not None:
             self.config = config
@@ -381,11 +383,9 @@ class Task(ClassyTaskState, Facade):
 
     # ---------------------------------------------------------------------------------------------------- VISSL
     def run_hooks(self, name: str) -> None:
-        """VISSL's ``task.run_hooks``: call ``name`` on every hook that has it, in hook order."""
-        for hook in self.hooks:
-            fn = getattr(hook, name, None)
-            if fn is not None:
-                fn(self)
+        """VISSL's ``task.run_hooks``: call ``name`` on every hook that has it, in hook order, through the adapter (an
+        error names the hook; ``fast_dev_run``'s muted checkpoint hooks are skipped)."""
+        self._caller.call_hook(name)
 
     def _lightning_trainer(self) -> pl.Trainer:
         if self.trainer is None:

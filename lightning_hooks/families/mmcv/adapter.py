@@ -90,7 +90,7 @@ class MMCVAdapter(ManualStepAdapter):
                 raise ValueError(f"MMCVAdapter(runner={runner!r}): {unknown}")
         self._runner_cfg = runner_cfg
         super().__init__(hooks)
-        self.runner = self.host = Runner(self.hooks, runner_type, work_dir, meta, logger, model)
+        self.runner = self.host = Runner(self.hooks, self.hook_caller, runner_type, work_dir, meta, logger, model)
         real = _runner_module()
         self.steppers = [h for h in self.hooks if isinstance(h, real.OptimizerHook)]
         self._build_plan((self.runner,))

@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from lightning_hooks.core.dispatch import HookCaller
 from lightning_hooks.core.loaders import Loader
 from lightning_hooks.core.facade import Facade, WorkDir
 from lightning_hooks.core.lightning_api import LIGHTNING_MODULES, pl, rank_zero_warn
@@ -42,6 +43,7 @@ class Runner(Facade):
     def __init__(
         self,
         hooks: list[Any],
+        caller: HookCaller,
         runner_type: str,
         work_dir: str | os.PathLike | None,
         meta: dict[str, Any] | None,
@@ -53,6 +55,7 @@ class Runner(Facade):
 
         self.lightning: pl.Trainer | None = None
         self._hooks = hooks
+        self._caller = caller
         self._runner_type = runner_type
         self._work_dir = WorkDir(work_dir, "MMCVAdapter", family="mmcv")
         self.meta = meta
@@ -176,9 +179,9 @@ class Runner(Facade):
 
     # ------------------------------------------------------------------------------------------------ methods
     def call_hook(self, fn_name: str) -> None:
-        """Call ``fn_name`` of every hook, in priority order, with this runner (mmcv's ``call_hook``)."""
-        for hook in self._hooks:
-            getattr(hook, fn_name)(self)
+        """Call ``fn_name`` of every hook, in priority order, with this runner (mmcv's ``call_hook``), through the
+        adapter: an error names the hook, and ``fast_dev_run``'s muted checkpoint hooks are skipped."""
+        self._caller.call_hook(fn_name)
 
     def current_lr(self) -> list[float]:
         """The learning rate of each param group of the optimizer."""

@@ -88,7 +88,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         #: the ``train_cfg`` loop settings; an ``IterLoopConfig`` runs ``IterBasedTrainLoop``'s semantics
         self.loop_cfg = iter_based.parse_train_cfg(train_cfg) if train_cfg is not None else None
         # as MMEngine's Runner: default scope and visualizer first, then the hooks (which may take the visualizer)
-        runner = Runner(options, self.fire, self.loop_cfg)
+        runner = Runner(options, self.hook_caller, self.loop_cfg)
         if isinstance(hooks, HookConfig):
             hooks = hooks.build(default_scope)
         #: the processes ``mmengine.dist`` counted when the hooks were built (before Lightning's process group)

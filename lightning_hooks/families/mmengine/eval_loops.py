@@ -10,9 +10,10 @@ from mmengine.evaluator import Evaluator
 from mmengine.runner import TestLoop, ValLoop
 
 from lightning_hooks.core import lightning_api
+from lightning_hooks.core.dispatch import HookCaller
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.triggers import ON
-from lightning_hooks.families.mmengine.loops import Fire, LoopFacade
+from lightning_hooks.families.mmengine.loops import LoopFacade
 
 
 class _EvalLoop(LoopFacade):
@@ -27,9 +28,9 @@ class _EvalLoop(LoopFacade):
     upstream: ClassVar[type]
     fp16 = False
 
-    def __init__(self, runner: Any, fire: Fire) -> None:
+    def __init__(self, runner: Any, hooks: HookCaller) -> None:
         super().__init__(runner)
-        self._fire = fire
+        self._hooks = hooks
 
     @property
     def dataloader(self) -> Any:
@@ -80,9 +81,9 @@ class _EvalLoop(LoopFacade):
     def run_iter(self, idx: int, data_batch: Any) -> None:
         """One batch as MMEngine's loop runs it: hooks, the LightningModule's step, hooks."""
         event = "validation" if self.stage == "val" else "test"
-        self._fire(ON[f"on_{event}_batch_start"], batch_idx=idx, data_batch=data_batch)
+        self._hooks.fire(ON[f"on_{event}_batch_start"], batch_idx=idx, data_batch=data_batch)
         outputs = getattr(self._module(), self.step)(data_batch, idx)
-        self._fire(ON[f"on_{event}_batch_end"], batch_idx=idx, data_batch=data_batch, outputs=outputs)
+        self._hooks.fire(ON[f"on_{event}_batch_end"], batch_idx=idx, data_batch=data_batch, outputs=outputs)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         call = "trainer.validate(...)" if self.stage == "val" else "trainer.test(...)"

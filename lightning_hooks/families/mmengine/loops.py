@@ -10,7 +10,8 @@ loops.
 As in MMEngine's ``runner/loops.py``, the loops own the run's counters and limits (``iter``, ``epoch``,
 ``max_iters``, ``max_epochs``) and their data; the runner facade reads them from its loops (``runner.iter`` is
 ``runner.train_loop.iter``). A loop is given what it needs, the Lightning trainer (:meth:`attach`), the ``train_cfg``
-loop settings and the adapter's ``fire``, and reads nothing from the runner.
+loop settings and, for the evaluation loops, what they may call to run hooks (the adapter's ``hook_caller``), and
+reads nothing from the runner.
 """
 
 from __future__ import annotations
@@ -26,9 +27,6 @@ from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.families.mmengine.iter_based import EndlessSource, EpochLoopConfig, IterLoopConfig
-
-#: the adapter's ``fire(trigger, **context)``, which runs the hooks of a Lightning event's mount points
-Fire = Callable[..., None]
 
 
 class LoopFacade:

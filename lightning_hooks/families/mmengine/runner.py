@@ -27,13 +27,13 @@ from mmengine.registry import DefaultScope
 from mmengine.visualization import Visualizer
 
 from lightning_hooks.core.console import route_console
+from lightning_hooks.core.dispatch import HookCaller
 from lightning_hooks.core.facade import Facade, WorkDir
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.families.mmengine import checkpoint, runner_setup, schedulers
-from lightning_hooks.families.mmengine.events import LOAD_CHECKPOINT
 from lightning_hooks.families.mmengine.iter_based import EpochLoopConfig, IterLoopConfig
 from lightning_hooks.families.mmengine.eval_loops import EvalTestLoop, EvalValLoop
-from lightning_hooks.families.mmengine.loops import Fire, IterTrainLoop, train_loop
+from lightning_hooks.families.mmengine.loops import IterTrainLoop, train_loop
 
 _instances = itertools.count()
 
@@ -81,8 +81,8 @@ class Runner(Facade):
     Each run hands the visualizer its datasets' ``metainfo`` (train, then val; test for ``trainer.test``), as
     MMEngine's loops do when they are built.
 
-    The adapter builds it from its own options (``MMEngineAdapter(work_dir=..., ...)``, documented there), its
-    ``fire`` and the parsed ``train_cfg``.
+    The adapter builds it from its own options (``MMEngineAdapter(work_dir=..., ...)``, documented there), what it
+    may call to run hooks (its ``hook_caller``) and the parsed ``train_cfg``.
 
     Example::
 
@@ -95,10 +95,10 @@ class Runner(Facade):
     by_epoch = True
 
     def __init__(
-        self, options: Mapping[str, Any], fire: Fire, loop_cfg: EpochLoopConfig | IterLoopConfig | None
+        self, options: Mapping[str, Any], hooks: HookCaller, loop_cfg: EpochLoopConfig | IterLoopConfig | None
     ) -> None:
         self.trainer: pl.Trainer | None = None
-        self._fire = fire
+        self._hooks = hooks
         self._model_path: str | None = options["model"]
         #: the OpenMMLab model hooks see as ``runner.model``, and its key prefix in the LightningModule's state_dict;
         #: None: the LightningModule itself is the model
@@ -129,8 +129,8 @@ class Runner(Facade):
         self._resume = False
         self.train_loop = train_loop(self, loop_cfg)
         self.by_epoch = not isinstance(self.train_loop, IterTrainLoop)
-        self.val_loop = EvalValLoop(self, fire)
-        self.test_loop = EvalTestLoop(self, fire)
+        self.val_loop = EvalValLoop(self, hooks)
+        self.test_loop = EvalTestLoop(self, hooks)
         self._pending_save: checkpoint.PendingSave | None = None
         self._optim_wrappers: tuple[list[Any], list[OptimWrapper]] = ([], [])  # Lightning's optimizers, their views
         self._step_counted: OptimWrapper | None = None  # the view whose step count schedulers check (a fit's)
@@ -386,7 +386,7 @@ class Runner(Facade):
         the file, pass ``weights_only=False``. URLs and other backends go to MMEngine's loader.
         """
         loaded = checkpoint.read(filename, map_location, weights_only)
-        self._fire(LOAD_CHECKPOINT, checkpoint=loaded)
+        self._hooks.call_hook("after_load_checkpoint", checkpoint=loaded)  # as the Runner: not a resume
         return checkpoint.load_into_model(self.model, loaded, strict)
 
     def mmengine_checkpoint(self, lightning: dict[str, Any], saved: Mapping[str, Any] | None = None) -> dict[str, Any]:

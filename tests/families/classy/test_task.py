@@ -252,6 +252,26 @@ def test_classy_task_vissl_extras(tmp_path):
     # VISSL: batches -1 at on_start, +1 per batch, never reset by the trainer; batch_time kept for the whole run
     assert seen == dict(log=5, folder="ck", max=8, batches=7, times=8, device="cpu", gpu=False, custom=8)
     assert adapter.task.iteration == 8 and adapter.task.amp_args is None and adapter.task.model is adapter.task.base_model
+    assert adapter.fired["custom"] == 8  # run_hooks goes through the adapter: counted like its rows
+
+
+def test_classy_task_run_hooks_error_names_the_hook_it_called(tmp_path):
+    class Caller(ClassyHook):
+        on_start = on_phase_start = on_phase_end = on_end = ClassyHook._noop
+
+        def on_step(self, task):
+            task.run_hooks("custom")
+
+    class Failing(Caller):
+        on_step = ClassyHook._noop
+
+        def custom(self, task):
+            raise ValueError("custom failed")
+
+    with pytest.raises(ValueError, match="custom failed") as info:
+        make_trainer(tmp_path, [ClassyAdapter([Caller(), Failing()])], limit_val_batches=0).fit(Net(), loader())
+    assert "raised by classy hook test_classy_task_run_hooks_error_names_the_hook_it_called.<locals>.Failing in " \
+           "mount point 'custom' (called by name, epoch 0, global step 1)" in "\n".join(info.value.__notes__)
 
 
 def test_classy_task_missing_attribute_names_it_and_the_hook(tmp_path):
