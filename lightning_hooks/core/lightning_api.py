@@ -258,6 +258,33 @@ def replays_saved_batch(trainer: Any, checkpoint: dict[str, Any]) -> bool:
     return bool(total) and total["processed"] == total["completed"] + 1
 
 
+def restart_epoch_at_start(checkpoint: dict[str, Any]) -> bool:
+    """Make a fit checkpoint written inside a train epoch resume at that epoch's first batch (the epoch's batches
+    all run again; ``global_step`` and the count of batches that stepped go on from the checkpoint's), as an
+    epoch-based host loop that does not skip into its loader resumes. Returns whether the checkpoint was written inside
+    an epoch (else it is left as it is).
+
+    Rewrites ``loops.fit_loop``'s ``epoch_progress`` (the epoch ready, not started), ``epoch_loop.batch_progress``
+    (no batch of this epoch, the total settled) and ``epoch_loop.state_dict._batches_that_stepped``, and drops the
+    train loaders' saved position. Checked on :data:`CHECKED_ON`."""
+    loop = checkpoint.get("loops", {}).get("fit_loop")
+    if not loop or "epoch_progress" not in loop:
+        return False
+    epochs = loop["epoch_progress"]
+    if epochs["total"]["processed"] != epochs["total"]["started"] - 1:
+        return False  # between epochs
+    for part in ("total", "current"):
+        epochs[part]["started"] = epochs[part]["processed"]
+    batches = loop["epoch_loop.batch_progress"]
+    done = batches["total"]["processed"]
+    loop["epoch_loop.state_dict"]["_batches_that_stepped"] += done - batches["total"]["completed"]
+    batches["total"] = dict(ready=done, started=done, processed=done, completed=done)
+    batches["current"] = dict(ready=0, started=0, processed=0, completed=0)
+    batches["is_last_batch"] = False
+    loop.get("state_dict", {}).pop("combined_loader", None)
+    return True
+
+
 def _data_connector(ns: types.ModuleType) -> types.ModuleType:
     return importlib.import_module(f"{ns.__name__}.trainer.connectors.data_connector")
 

@@ -522,3 +522,37 @@ def test_rich_progress_bar_describes_the_train_epoch_through_train_description()
     assert bar._get_train_description(3) == "E3"
     base = importlib.import_module(f"{lightning_api.pl.__name__}.callbacks.progress").RichProgressBar
     assert list(inspect.signature(base._get_train_description).parameters) == ["self", "current_epoch"]
+
+
+def test_restart_epoch_at_start_reruns_the_epoch_a_mid_epoch_checkpoint_was_written_in(ns, tmp_path):
+    """A checkpoint written in ``on_train_batch_end`` of the second batch of epoch 1 (4 batches an epoch): resumed
+    as rewritten, epoch 1 runs all its batches again from ``batch_idx`` 0, ``global_step`` going on from 6; a
+    checkpoint written between epochs is left as it is."""
+
+    class Save(ns.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if trainer.current_epoch == 1 and batch_idx == 1:
+                trainer.save_checkpoint(tmp_path / "mid.ckpt")
+
+        def on_train_epoch_end(self, trainer, pl_module):
+            if trainer.current_epoch == 0:
+                trainer.save_checkpoint(tmp_path / "end.ckpt")
+
+    trainer = _trainer(ns, tmp_path, max_steps=-1, max_epochs=2, limit_train_batches=4, limit_val_batches=0,
+                       callbacks=[Save()])  # fmt: skip
+    trainer.fit(_boring(ns)())
+    checkpoint = torch.load(tmp_path / "mid.ckpt", weights_only=False)
+    assert lightning_api.restart_epoch_at_start(checkpoint)
+    torch.save(checkpoint, tmp_path / "restart.ckpt")
+    end = torch.load(tmp_path / "end.ckpt", weights_only=False)
+    assert not lightning_api.restart_epoch_at_start(end)
+    seen: list[tuple[int, int, int]] = []
+
+    class Probe(ns.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            seen.append((trainer.current_epoch, batch_idx, trainer.global_step))
+
+    resumed = _trainer(ns, tmp_path, max_steps=-1, max_epochs=2, limit_train_batches=4, limit_val_batches=0,
+                       callbacks=[Probe()])  # fmt: skip
+    resumed.fit(_boring(ns)(), ckpt_path=tmp_path / "restart.ckpt")
+    assert seen == [(1, 0, 6), (1, 1, 7), (1, 2, 8), (1, 3, 9)]

@@ -269,7 +269,7 @@ class MMEngineAdapter(LegacyHookAdapter):
             self.runner._resumed_optimizer = context["checkpoint"].get("optimizer")
         self.fire(trigger, **context)  # hooks see MMEngine's layout; Lightning then loads the LightningModule's keys
         if self.runner._resume:
-            self.runner.train_loop.resumed(context["checkpoint"].get("meta") or {}, self.runner.logger)
+            self.runner.train_loop.resumed(context["checkpoint"], self.runner.logger)
         to_lightning_keys(context["checkpoint"])
 
     # ------------------------------------------------------------------------------------------------ train

@@ -79,9 +79,11 @@ class _TrainLoop(LoopFacade):
         """A training run starts (from scratch, or resumed after ``finished_iters`` iterations)."""
         self._iter, self._stepped = finished_iters, False
 
-    def resumed(self, meta: Mapping[str, Any], logger: Any) -> None:
-        """A fit resumes from a checkpoint whose MMEngine ``meta`` is given (after its ``after_load_checkpoint``
-        hooks): ``logger`` (the runner's) says so as ``Runner.resume`` does, ``resumed epoch: E, iter: I``."""
+    def resumed(self, checkpoint: dict[str, Any], logger: Any) -> None:
+        """A fit resumes from ``checkpoint`` (after its ``after_load_checkpoint`` hooks, before Lightning restores its
+        loops from it): ``logger`` (the runner's) says so as ``Runner.resume`` does, ``resumed epoch: E, iter: I``
+        from the checkpoint's MMEngine ``meta``."""
+        meta: Mapping[str, Any] = checkpoint.get("meta") or {}
         logger.info(f"resumed epoch: {meta.get('epoch', 0)}, iter: {meta.get('iter', 0)}")
 
     def epoch_began(self) -> None:
@@ -255,6 +257,18 @@ class EpochTrainLoop(_TrainLoop, EpochBasedTrainLoop):
     def __init__(self, runner: Any, cfg: EpochLoopConfig | None = None) -> None:
         super().__init__(runner)
         self.cfg = cfg if cfg is not None and cfg.scheduled else None
+
+    def resumed(self, checkpoint: dict[str, Any], logger: Any) -> None:
+        """Also: a checkpoint written inside an epoch (``CheckpointHook`` by iteration, its ``meta`` epoch the epoch
+        that ran) resumes at that epoch's first batch, as ``EpochBasedTrainLoop.run_epoch`` iterates its whole loader
+        again after ``Runner.resume``: the epoch's batches all run once more, ``iter`` going on from the checkpoint's
+        (Lightning would go on from the batch after the saved one)."""
+        super().resumed(checkpoint, logger)
+        meta = checkpoint.get("meta") or {}
+        loop = checkpoint.get("loops", {}).get("fit_loop", {})
+        ran = loop.get("epoch_progress", {}).get("current", {}).get("processed")
+        if ran is not None and meta.get("epoch") == ran:
+            lightning_api.restart_epoch_at_start(checkpoint)
 
     @property
     def val_begin(self) -> int:

@@ -1,0 +1,116 @@
+"""Resume at an arbitrary iteration, shipped OpenMMLab 2.0 configs: ``lightning-hooks train CONFIG`` stopped after
+iteration k (mid-epoch for the epoch-based ones) and resumed with ``--resume``, against ``tools/train.py --resume``
+(``Runner.from_cfg(cfg).train()``), the Runner's run stopped and resumed the same way (tests/helpers/resume_kit.py).
+
+Each case is a shipped config as the ``_base_`` of a small derived config: tiny generated data (train_kit.py),
+tiny widths, a few iterations, ``CheckpointHook`` by iteration (so iteration k has a checkpoint). Both resumed runs
+must agree bitwise on this CPU: the loss, learning rates and metrics of every iteration, the log lines of training,
+the work-dir files and each checkpoint's weights, EMA weights, optimizer, scheduler and message-hub state. A failure
+names the config, the quantity and the first iteration where the two sides part.
+
+Not here: mmpose (its models import xtcocotools) and mmagic (its models import diffusers, safetensors and more),
+which this test venv lacks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import train_kit  # noqa: F401  registers the tiny datasets
+from resume_kit import first_difference, stopped_then_resumed
+
+_CONFIGS = {name: Path(__import__(name).__file__).parent / ".mim" / "configs" for name in ("mmpretrain", "mmseg", "mmdet")}
+
+_CIFAR_DATA = """train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyCifar", n=12, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5, direction="horizontal"), dict(type="PackInputs")]))
+val_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyCifar", n=6, seed=2, _delete_=True, pipeline=[dict(type="PackInputs")]))
+test_dataloader = val_dataloader
+"""
+#: the swin schedule (LinearLR warm-up by iteration for 20 epochs, then CosineAnnealingLR) over 2 epochs
+_SWIN_SCHEDULE = """param_scheduler = [
+    dict(type="LinearLR", start_factor=1e-3, by_epoch=True, end=1, convert_to_iter_based=True),
+    dict(type="CosineAnnealingLR", eta_min=1e-5, by_epoch=True, begin=1)]
+train_cfg = dict(max_epochs=2)
+"""
+
+#: name: (library, shipped config, derived lines, the iteration the run stops after)
+CASES = {
+    # epoch-based (3 iterations an epoch), Accuracy each epoch, MultiStepLR; stopped in the second epoch
+    "mmpretrain-resnet18-cifar": ("mmpretrain", "resnet/resnet18_8xb16_cifar10.py", _CIFAR_DATA + """
+model = dict(backbone=dict(stem_channels=8, base_channels=8), head=dict(in_channels=64))
+param_scheduler = dict(milestones=[2])
+train_cfg = dict(max_epochs=3)
+""", 4),
+    # a transformer: DeiT (VisionTransformer) with Mixup / CutMix batch augments drawing from torch's generator,
+    # AdamW with paramwise_cfg, clip_grad, LinearLR warm-up by iteration + CosineAnnealingLR
+    "mmpretrain-deit-tiny": ("mmpretrain", "deit/deit-tiny_4xb256_in1k.py", _CIFAR_DATA + """
+model = dict(backbone=dict(arch=dict(_delete_=True, embed_dims=16, num_layers=2, num_heads=2, feedforward_channels=32),
+                           img_size=32, patch_size=8, drop_path_rate=0.1),
+             head=dict(num_classes=10, in_channels=16))
+data_preprocessor = dict(num_classes=10)
+""" + _SWIN_SCHEDULE, 2),
+    # ConvNeXt with EMAHook (ema_state_dict in the checkpoints, the EMA weights validated)
+    "mmpretrain-convnext-tiny-ema": ("mmpretrain", "convnext/convnext-tiny_32xb128_in1k.py", _CIFAR_DATA + """
+model = dict(backbone=dict(arch=dict(_delete_=True, depths=[1, 1, 1, 1], channels=[8, 8, 16, 16]), drop_path_rate=0.1),
+             head=dict(num_classes=10, in_channels=16), train_cfg=None)
+data_preprocessor = dict(num_classes=10)
+""" + _SWIN_SCHEDULE, 4),
+    # one-stage detector, epoch-based (2 iterations an epoch), AspectRatioBatchSampler, LinearLR + MultiStepLR
+    "mmdet-retinanet-r18": ("mmdet", "retinanet/retinanet_r18_fpn_1x_coco.py", """
+model = dict(backbone=dict(init_cfg=None, stem_channels=16, base_channels=16),
+             neck=dict(in_channels=[16, 32, 64, 128], out_channels=32),
+             bbox_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
+""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""", 3),
+    # iteration-based segmentor (InfiniteSampler), IoUMetric every 3 iterations, drop path in the MiT backbone,
+    # AdamW + LinearLR + PolyLR by iteration; stopped between two validations
+    "mmseg-segformer-b0": ("mmseg", "segformer/segformer_mit-b0_8xb2-160k_ade20k-512x512.py", """
+model = dict(data_preprocessor=dict(size=(32, 32)), backbone=dict(init_cfg=None),
+             decode_head=dict(channels=32, num_classes=4))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinySegmentation", n=6, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackSegInputs")]))
+val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinySegmentation", n=2, seed=2, _delete_=True, pipeline=[dict(type="PackSegInputs")]))
+test_dataloader = val_dataloader
+train_cfg = dict(max_iters=9, val_interval=3)
+""", 5),
+}
+
+
+def derived_config(directory: Path, case: str) -> Path:
+    """The case's config: the shipped config as ``_base_``, the case's lines, then a log line every iteration,
+    ``seed=0``, a checkpoint every ``stop`` iterations (and at the end) and the hook that stops the first run."""
+    library, shipped, lines, stop = CASES[case]
+    path = directory / f"{case}.py"
+    path.write_text(f"_base_ = [{str(_CONFIGS[library] / shipped)!r}]\n{lines}"
+                    f"default_hooks = dict(logger=dict(interval=1), checkpoint=dict(by_epoch=False, interval={stop}))\n"
+                    "randomness = dict(seed=0)\n"
+                    "custom_hooks = [*_base_.get('custom_hooks', []), dict(type='StopRunHook')]\n")  # fmt: skip
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _resume_loads_pickles(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mmengine.runner.loops
+
+    # MMEngine's own resume loads the message hub's pickled buffers with torch.load's default
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    # MMEngine's _InfiniteDataloaderIterator sleeps 2 s whenever it restarts a finite loader
+    monkeypatch.setattr(mmengine.runner.loops, "time", SimpleNamespace(sleep=lambda _: None))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_resume_at_an_arbitrary_iteration_continues_as_the_runners_resume(tmp_path: Path, case: str) -> None:
+    stop = CASES[case][3]
+    runner, lightning = stopped_then_resumed(derived_config(tmp_path, case), tmp_path, stop)
+    checkpoints = sorted(path.name for path in runner.glob("*.pth"))
+    assert f"iter_{stop}.pth" in checkpoints and len(checkpoints) > 1, checkpoints
+    assert first_difference(case, runner, lightning, checkpoints) is None

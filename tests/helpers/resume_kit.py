@@ -1,0 +1,222 @@
+"""A run of ``lightning-hooks train`` stopped at an arbitrary iteration and resumed with ``--resume``, against
+``tools/train.py --resume`` (``Runner.from_cfg(cfg).train()``) resumed from the same checkpoint, for
+tests/families/mmengine/test_resume_corpus.py.
+
+The run stops from a hook: :class:`StopRunHook` raises :class:`StopRun` in ``after_train_iter`` of iteration ``k``,
+after ``CheckpointHook`` (``priority="LOWEST"``) saved ``iter_k.pth`` there (the derived configs save by iteration).
+Each host stops and resumes in its own work dir, from its own checkpoint: MMEngine's ``MessageHub`` skips the
+adapter's loadable (tensor) layout of the log buffers, so the Runner resuming from a Lightning-written file would
+start its smoothing windows empty. :func:`first_difference` compares what both wrote, the stopped checkpoint
+included, and names the quantity and the first iteration where they part.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+from mmengine.config import Config
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+from mmengine.runner import Runner
+from mmengine.visualization import Visualizer
+
+STAMP = re.compile(r"\d{8}_\d{6}")
+#: wall-clock fields of the logs and scalars
+TIMING = ("time", "data_time", "eta", "memory")
+_TIMING_TEXT = re.compile(r"\s+(?:eta|time|data_time|memory):\s+\S+")
+#: the log lines both hosts write from the resumed training (the Runner's banner, environment and config dump, which
+#: ``lightning-hooks train`` writes its own way, are not compared)
+_LOG_LINE = re.compile(r"resumed epoch|Advance dataloader|Saving checkpoint|\((?:train|val)\)|Exp name|"
+                       r"Checkpoints will be saved")  # fmt: skip
+
+
+class StopRun(RuntimeError):
+    """The interruption :class:`StopRunHook` raises."""
+
+
+@HOOKS.register_module(force=True)
+class StopRunHook(Hook):
+    """Raises :class:`StopRun` after iteration ``StopRunHook.after`` (1-based) once every other hook ran on it
+    (``CheckpointHook`` saved it), as a run killed there; inert while ``after`` is None (the resumed runs)."""
+
+    priority = "LOWEST"
+    after: int | None = None
+
+    def after_train_iter(self, runner: Any, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
+        if StopRunHook.after is not None and runner.iter + 1 == StopRunHook.after:
+            raise StopRun(f"stopped after iteration {StopRunHook.after}")
+
+
+def run_runner(config: Path, work_dir: Path, *options: str) -> None:
+    """``tools/train.py CONFIG --work-dir DIR [--resume]`` in this process, with a visualizer of its own (mmseg's and
+    mmdet's configs name theirs "visualizer"; the Runner would take an earlier run's instance of that name)."""
+    from lightning_hooks.families.mmengine.train import load_config, parser
+
+    cfg = load_config(parser().parse_args([str(config), "--work-dir", str(work_dir), *options]))
+    _drop_instance(cfg.visualizer.get("name"))
+    Runner.from_cfg(cfg).train()
+
+
+def run_lightning(config: Path, work_dir: Path, *options: str) -> None:
+    """``lightning-hooks train CONFIG --work-dir DIR [--resume]`` in this process."""
+    from lightning_hooks import train as dispatcher
+
+    _drop_instance(Config.fromfile(str(config)).visualizer.get("name"))
+    dispatcher.main([str(config), "--work-dir", str(work_dir), *options])
+
+
+def _drop_instance(name: str | None) -> None:
+    stack = [Visualizer]
+    while stack:
+        cls = stack.pop()
+        cls._instance_dict.pop(name, None)
+        stack += cls.__subclasses__()
+
+
+def stopped_then_resumed(config: Path, root: Path, stop_after: int) -> tuple[Path, Path]:
+    """Each host trains ``config`` in its own work dir until :class:`StopRunHook` stops it after ``stop_after``
+    iterations, then resumes it there (``--resume``: the work dir's last checkpoint, ``iter_{stop_after}.pth``), as a
+    user resumes a killed run. Returns the Runner's and Lightning's work dirs."""
+    sides = root / "runner", root / "lightning"
+    for side, run in zip(sides, (run_runner, run_lightning)):
+        StopRunHook.after = stop_after
+        try:
+            run(config, side)
+        except StopRun:
+            pass
+        else:
+            raise AssertionError(f"{config.name}: the run did not reach iteration {stop_after}")
+        finally:
+            StopRunHook.after = None
+        assert (side / f"iter_{stop_after}.pth").is_file(), sorted(os.listdir(side))
+        run(config, side, "--resume")
+    return sides
+
+
+# ------------------------------------------------------------------------------------------------------ comparing
+def resumed_dir(work_dir: Path) -> Path:
+    """The resumed run's ``{timestamp}`` folder: the latest (the stopped run's is copied along)."""
+    return work_dir / sorted(d for d in os.listdir(work_dir) if STAMP.fullmatch(d))[-1]
+
+
+def scalars(work_dir: Path) -> list[dict[str, Any]]:
+    """The resumed run's ``vis_data/scalars.json`` rows without wall-clock values."""
+    path = resumed_dir(work_dir) / "vis_data" / "scalars.json"
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
+
+
+def log_lines(work_dir: Path) -> list[str]:
+    """The resumed run's log lines of training (:data:`_LOG_LINE`), without time stamps, wall-clock fields and
+    work-dir paths."""
+    stamp = resumed_dir(work_dir)
+    text = (stamp / f"{stamp.name}.log").read_text()
+    lines = [line.split(" - ", 2)[-1] for line in text.splitlines() if _LOG_LINE.search(line)]
+    return [STAMP.sub("STAMP", _TIMING_TEXT.sub("", line).replace(str(work_dir), "WORK_DIR")) for line in lines]
+
+
+def listing(work_dir: Path) -> list[str]:
+    """Every file under ``work_dir``, time stamps replaced."""
+    return sorted(STAMP.sub("STAMP", str(p.relative_to(work_dir))) for p in work_dir.rglob("*") if p.is_file())
+
+
+def _iteration(row: dict[str, Any]) -> str:
+    return f"iteration {row.get('step', row.get('iter', '?'))}"
+
+
+def first_difference(name: str, runner: Path, lightning: Path, checkpoints: Iterable[str]) -> str | None:
+    """None when both hosts' resumed runs agree; else the first difference, as ``"<config>: <quantity> parts at
+    <iteration>: Runner <value>, Lightning <value>"``. Compared: the scalars of every iteration (loss, lr, metrics),
+    the log lines, the work-dir files, and for each checkpoint file named in ``checkpoints`` its weights, EMA
+    weights, optimizer and scheduler state, ``meta`` counters and message hub."""
+    theirs, ours = scalars(runner), scalars(lightning)
+    for i, (a, b) in enumerate(zip(theirs, ours)):
+        for key in sorted(a.keys() | b.keys()):
+            if a.get(key) != b.get(key):
+                return f"{name}: scalar {key!r} parts at {_iteration(a)} (row {i}): Runner {a.get(key)!r}, Lightning {b.get(key)!r}"
+    if len(theirs) != len(ours):
+        return f"{name}: scalars.json has {len(theirs)} rows under the Runner, {len(ours)} under Lightning"
+    a_lines, b_lines = log_lines(runner), log_lines(lightning)
+    for i, (a, b) in enumerate(zip(a_lines, b_lines)):
+        if a != b:
+            return f"{name}: log line {i} differs: Runner {a!r}, Lightning {b!r}"
+    if len(a_lines) != len(b_lines):
+        extra = a_lines[len(b_lines):] or b_lines[len(a_lines):]
+        return f"{name}: log has {len(a_lines)} lines under the Runner, {len(b_lines)} under Lightning (extra: {extra})"
+    if listing(runner) != listing(lightning):
+        return f"{name}: work-dir files differ: Runner {listing(runner)}, Lightning {listing(lightning)}"
+    for checkpoint in checkpoints:
+        found = _checkpoint_difference(runner / checkpoint, lightning / checkpoint)
+        if found:
+            return f"{name}: {checkpoint}: {found}"
+    return None
+
+
+def _checkpoint_difference(expected: Path, actual: Path) -> str | None:
+    theirs = torch.load(expected, map_location="cpu", weights_only=False)
+    ours = torch.load(actual, map_location="cpu", weights_only=False)
+    for key in ("epoch", "iter"):
+        if ours["meta"].get(key) != theirs["meta"].get(key):
+            return f"meta[{key!r}]: Runner {theirs['meta'].get(key)}, Lightning {ours['meta'].get(key)}"
+    for entry in ("state_dict", "ema_state_dict"):
+        if (entry in theirs) != (entry in ours):
+            return f"{entry!r} only in {'the Runner' if entry in theirs else 'Lightning'}'s checkpoint"
+        found = _tensors_difference(theirs.get(entry, {}), ours.get(entry, {}))
+        if found:
+            return f"{entry} {found}"
+    optimizer = theirs.get("optimizer", {}), ours.get("optimizer", {})
+    if optimizer[0].keys() != optimizer[1].keys():
+        return f"optimizer keys: Runner {sorted(optimizer[0])}, Lightning {sorted(optimizer[1])}"
+    for i, state in optimizer[0].get("state", {}).items():
+        found = _tensors_difference(state, optimizer[1]["state"].get(i, {}))
+        if found:
+            return f"optimizer state of parameter {i}: {found}"
+    for key in optimizer[0]:
+        if key != "state" and _plain(optimizer[0][key]) != _plain(optimizer[1][key]):
+            return f"optimizer {key!r}: Runner {optimizer[0][key]!r}, Lightning {optimizer[1][key]!r}"
+    if theirs.get("param_schedulers") != ours.get("param_schedulers"):
+        return f"param_schedulers: Runner {theirs.get('param_schedulers')}, Lightning {ours.get('param_schedulers')}"
+    hub = _hub(theirs["message_hub"], expected.parent), _hub(ours["message_hub"], actual.parent)
+    for key in sorted(hub[0].keys() | hub[1].keys()):
+        if _plain(hub[0].get(key)) != _plain(hub[1].get(key)):
+            return f"message_hub {key!r}: Runner {hub[0].get(key)!r}, Lightning {hub[1].get(key)!r}"
+    return None
+
+
+def _tensors_difference(expected: dict[str, Any], actual: dict[str, Any]) -> str | None:
+    if expected.keys() != actual.keys():
+        return f"keys: only the Runner's {sorted(expected.keys() - actual.keys())}, only Lightning's {sorted(actual.keys() - expected.keys())}"
+    for key, value in expected.items():
+        if not torch.equal(torch.as_tensor(actual[key]), torch.as_tensor(value)):
+            return f"{key!r} differs (max abs difference {(torch.as_tensor(actual[key]).double() - torch.as_tensor(value).double()).abs().max().item():.3g})"
+    return None
+
+
+def _hub(state: dict[str, Any], work_dir: Path) -> dict[str, Any]:
+    """A message hub state's runtime info (``work_dir`` and time stamps replaced) and each scalar buffer's history,
+    either layout (the Runner's pickled ``HistoryBuffer`` or the adapter's tensors)."""
+    out = {f"runtime_info.{k}": STAMP.sub("STAMP", v.replace(str(work_dir), "WORK_DIR")) if isinstance(v, str) else v
+           for k, v in state.get("runtime_info", {}).items() if k not in (*TIMING, "cfg")}
+    for key, buf in state.get("log_scalars", {}).items():
+        if key.split("/")[-1] in TIMING:
+            continue
+        history = buf["log_history"] if isinstance(buf, dict) else buf._log_history
+        out[f"log_scalars.{key}"] = [float(x) for x in history]
+    return out
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
