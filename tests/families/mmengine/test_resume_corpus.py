@@ -70,7 +70,8 @@ train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
 """ + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
 """, 3),
     # iteration-based segmentor (InfiniteSampler), IoUMetric every 3 iterations, drop path in the MiT backbone,
-    # AdamW + LinearLR + PolyLR by iteration; stopped between two validations
+    # AdamW + LinearLR + PolyLR by iteration; stopped where it validates next (the checkpoint precedes that
+    # validation, which neither host runs on resuming)
     "mmseg-segformer-b0": ("mmseg", "segformer/segformer_mit-b0_8xb2-160k_ade20k-512x512.py", """
 model = dict(data_preprocessor=dict(size=(32, 32)), backbone=dict(init_cfg=None),
              decode_head=dict(channels=32, num_classes=4))
@@ -81,7 +82,7 @@ val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
     dataset=dict(type="TinySegmentation", n=2, seed=2, _delete_=True, pipeline=[dict(type="PackSegInputs")]))
 test_dataloader = val_dataloader
 train_cfg = dict(max_iters=9, val_interval=3)
-""", 5),
+""", 6),
 }
 
 
