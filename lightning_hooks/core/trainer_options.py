@@ -119,6 +119,11 @@ class TrainerRequest:
     #: the family's own flags given on the command line (:data:`FLAGS`), which a ``--trainer.KEY`` must not contradict
     flags: dict[str, Owned] = field(default_factory=dict)
 
+    @property
+    def has_loggers(self) -> bool:
+        """Whether the Trainer will have loggers (``--logger``, or a ``--trainer.logger`` other than false)."""
+        return bool(self.loggers or self.options.get("logger"))
+
     @classmethod
     def from_args(cls, args: argparse.Namespace, trainer_argv: Sequence[str] = (),
                   parser: argparse.ArgumentParser | None = None) -> TrainerRequest:  # fmt: skip

@@ -258,6 +258,13 @@ def fit(runner: LightningRunner, data_loaders: list[Any], workflow: list[tuple[s
             f"workflow: {workflow!r} is not supported by lightning-hooks train; write workflow = [('train', 1)] "
             "(evaluation comes from the eval hook, cfg.evaluation) or [('train', 1), ('val', 1)]."
         )
+    request = runner.trainer_options.pop("request", None)  # --logger, --trainer.KEY (core/trainer_options.py)
+    bridge = None
+    if request is not None and request.has_loggers:
+        from lightning_hooks.families.mmcv.lightning_logger import LightningLoggerHook
+
+        bridge = LightningLoggerHook.after(runner.hooks)  # the log buffer's scalars to the Trainer's loggers
+        runner.register_hook(bridge, priority="VERY_LOW")
     adapter = MMCVAdapter(runner.hooks, runner=runner.runner_cfg, work_dir=runner.work_dir, meta=runner.meta,
                           logger=runner.logger, model="model")  # fmt: skip
     if runner.timestamp is not None:
@@ -277,7 +284,15 @@ def fit(runner: LightningRunner, data_loaders: list[Any], workflow: list[tuple[s
     )
     options.update(runner.trainer_options)
     options.update(adapter.trainer_kwargs())
-    trainer = pl.Trainer(callbacks=[adapter], **{k: v for k, v in options.items() if v is not None})
+    callbacks = [adapter]
+    if request is not None:
+        name = os.path.splitext(runner.meta.get("exp_name") or os.path.basename(os.path.abspath(runner.work_dir)))[0]
+        options = request.resolve(options, owned_options(runner, adapter), save_dir=runner.work_dir, name=name,
+                                  callbacks=callbacks)  # fmt: skip
+        callbacks = options.pop("callbacks")
+    trainer = pl.Trainer(callbacks=callbacks, **{k: v for k, v in options.items() if v is not None})
+    if bridge is not None:
+        bridge.trainer = trainer
     if trainer.world_size > 1:
         raise NotImplementedError(
             f"lightning-hooks train: {trainer.world_size} processes for an OpenMMLab 1.x config are not supported yet: "
@@ -288,6 +303,34 @@ def fit(runner: LightningRunner, data_loaders: list[Any], workflow: list[tuple[s
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         trainer.fit(module, data_loaders[0], data_loaders[1] if "val" in modes else None)
     return trainer
+
+
+def owned_options(runner: LightningRunner, adapter: Any) -> dict[str, Any]:
+    """The ``Trainer`` options the config decides, for :meth:`TrainerRequest.resolve`: ``runner``'s epochs or
+    iterations, the work dir, ``checkpoint_config``'s checkpoints, the library's samplers, the optimizer hook's step
+    (accumulation, clipping, fp16), and the processes, which start before the Trainer (``--devices`` ...)."""
+    from lightning_hooks.core.trainer_options import ANY, Owned
+
+    loop = f"runner={runner.runner_cfg!r} (the config's runner, which Lightning runs as Trainer("
+    owned = {key: Owned(value, f"{loop}{key}={value!r}))", "change it with --cfg-options runner.KEY=VALUE")
+             for key, value in adapter.trainer_kwargs().items()}  # fmt: skip
+    step = "the config's optimizer_config (its OptimizerHook steps the optimizer itself, under manual optimization)"
+    owned.update(
+        default_root_dir=Owned(runner.work_dir, f"the work dir {runner.work_dir!r}", "set it with --work-dir"),
+        enable_checkpointing=Owned(False, "the config's checkpoint_config (CheckpointHook writes the checkpoints)",
+                                   "for Lightning's own, add --trainer.callbacks+=lightning.pytorch.callbacks."
+                                   "ModelCheckpoint"),  # fmt: skip
+        use_distributed_sampler=Owned(False, "the library's build_dataloader, which shards by rank itself"),
+        accumulate_grad_batches=Owned(1, step, "accumulate with optimizer_config=dict(type="
+                                      "'GradientCumulativeOptimizerHook', cumulative_iters=N)"),  # fmt: skip
+        gradient_clip_val=Owned(None, step, "clip with --cfg-options optimizer_config.grad_clip.max_norm=V"),
+        gradient_clip_algorithm=Owned(None, step, "clip with --cfg-options optimizer_config.grad_clip.max_norm=V"),
+        precision=Owned(None, f"{step}; fp16 = dict(loss_scale=...) in the config is mmcv's mixed precision"),
+    )
+    for key in ("devices", "num_nodes", "strategy", "accelerator"):
+        flag = "--" + key.replace("_", "-")
+        owned[key] = Owned(ANY, f"the processes, started before the Trainer is built ({flag})", f"use {flag}")
+    return owned
 
 
 @contextmanager
@@ -420,9 +463,14 @@ def _device_kwargs(library: Library, device: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> None:
     """``lightning-hooks train CONFIG.py ...``: parse as OpenMMLab 1.x ``tools/train.py`` and train."""
-    args = parser().parse_args(argv)
+    from lightning_hooks.core.trainer_options import TrainerRequest, split_argv
+
+    argv, trainer_argv = split_argv(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    request = TrainerRequest.from_args(args, trainer_argv, parser=p)
     cfg = load_config(args)
     devices = int(args.devices) if str(args.devices).isdigit() else args.devices
     train(cfg, validate=not args.no_validate, seed=args.seed, diff_seed=args.diff_seed,
           deterministic=args.deterministic, devices=devices, num_nodes=args.num_nodes, strategy=args.strategy,
-          accelerator=args.accelerator)  # fmt: skip
+          accelerator=args.accelerator, request=request)  # fmt: skip

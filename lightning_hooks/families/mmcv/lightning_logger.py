@@ -1,0 +1,47 @@
+"""``LightningLoggerHook``: an mmcv 1.x logger hook that sends the log buffer's scalars to the Trainer's loggers.
+
+``lightning-hooks train --logger ...`` adds one after the config's ``log_config`` hooks, with their interval; a
+config may also list it (``log_config = dict(hooks=[dict(type="LightningLoggerHook")])``) once this module is
+imported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mmcv.runner import HOOKS, LoggerHook, master_only
+
+
+@HOOKS.register_module()
+class LightningLoggerHook(LoggerHook):
+    """What mmcv's ``TensorboardLoggerHook`` / ``MlflowLoggerHook`` / ``WandbLoggerHook`` write (the log buffer's
+    averages as ``get_loggable_tags`` names them: ``train/loss``, ``learning_rate``, ``momentum``, ``val/...``, at
+    ``get_iter(runner)``), sent to each of ``trainer.loggers`` as ``logger.log_metrics(tags, step)``.
+
+    Example::
+
+        hook = LightningLoggerHook.after(hooks)  # the interval of the last logger hook among ``hooks``
+        hook.trainer = trainer
+    """
+
+    def __init__(self, interval: int = 10, ignore_last: bool = True, reset_flag: bool = False,
+                 by_epoch: bool = True) -> None:  # fmt: skip
+        super().__init__(interval, ignore_last, reset_flag, by_epoch)
+        #: the trainer whose loggers receive the scalars
+        self.trainer: Any = None
+
+    @classmethod
+    def after(cls, hooks: list[Any]) -> LightningLoggerHook:
+        """A hook averaging as the last :class:`LoggerHook` of ``hooks`` does (its ``interval``, ``ignore_last``,
+        ``by_epoch``), so that the config's loggers and this one log the same values at the same iterations."""
+        last = next((hook for hook in reversed(hooks) if isinstance(hook, LoggerHook)), None)
+        if last is None:
+            return cls()
+        return cls(interval=last.interval, ignore_last=last.ignore_last, by_epoch=last.by_epoch)
+
+    @master_only
+    def log(self, runner: Any) -> None:
+        tags = self.get_loggable_tags(runner)
+        if tags and self.trainer is not None:
+            for logger in self.trainer.loggers:
+                logger.log_metrics(tags, step=self.get_iter(runner))
