@@ -24,7 +24,7 @@ install() {
 }
 
 if [ "${1:-}" = test ]; then
-  install .venv legacy,test
+  install .venv legacy,test  # the test extra has wandb and mlflow-skinny at .venv-mmcv1's versions (see below)
   pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
   # OpenMMLab libraries whose engine hooks the tests drive; they pin mmcv builds and torchvision, so alone: what
   # their hook modules import comes from the `test` extra. mmcv-lite has no compiled ops (tests stub mmcv._ext);
