@@ -1,0 +1,87 @@
+"""``scripts/gpu-check.sh``: without a GPU it says so and exits 0; ``--fetch`` keeps what it downloads pure or built
+for the GPU machine's Python, and under 64 MiB (checked offline here with a stand-in ``pip`` that writes wheels of
+chosen names and sizes; ``bash scripts/gpu-check.sh --fetch`` itself takes minutes of downloads)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+SCRIPT = ROOT / "scripts" / "gpu-check.sh"
+#: a stand-in for ``$PYTHON -m pip download|wheel ... -d|-w DIR REQUIREMENT``: writes REQUIREMENT's wheel into DIR,
+#: named by $FAKE_TAG (one of them by $FAKE_ODD_TAG when set) and of $FAKE_KIB KiB
+FAKE_PIP = r"""#!/usr/bin/env bash
+dir= req=
+while [ $# -gt 0 ]; do
+  case $1 in -d|-w) dir=$2; shift ;; *) req=$1 ;; esac
+  shift
+done
+name=${req%%[=<>]*}
+tag=$FAKE_TAG
+[ "$name" = mmengine ] && [ -n "${FAKE_ODD_TAG:-}" ] && tag=$FAKE_ODD_TAG
+head -c $((FAKE_KIB * 1024)) /dev/zero > "$dir/${name//-/_}-1.0-$tag.whl"
+"""
+
+
+def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env})  # fmt: skip
+
+
+def test_without_a_gpu_it_says_so_and_exits_0():
+    assert not __import__("torch").cuda.is_available()
+    for python in (sys.executable, "python3"):  # this venv's torch (no CUDA), and a Python that may have no torch
+        result = run(PYTHON=python)
+        assert result.returncode == 0, result.stderr
+        assert "gpu-check: no GPU on this machine" in result.stdout
+        assert not (ROOT / ".gpu-venv").exists()  # nothing installed
+
+
+@pytest.fixture
+def fake_python(tmp_path: Path) -> Path:
+    path = tmp_path / "python"
+    path.write_text(FAKE_PIP)
+    path.chmod(0o755)
+    return path
+
+
+def test_fetch_reports_the_size_of_pure_and_target_wheels(fake_python, tmp_path):
+    result = run("--fetch", str(tmp_path / "wheels"), PYTHON=str(fake_python), FAKE_TAG="py3-none-any", FAKE_KIB="100",
+                 FAKE_ODD_TAG="cp312-cp312-manylinux_2_17_x86_64")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    wheels = list((tmp_path / "wheels").iterdir())
+    assert len(wheels) == len(requirements())
+    size = int(re.search(r"gpu-check: (\d+) MiB of wheels in .+ \(limit 64 MiB\)", result.stdout).group(1))
+    assert size == -(-len(wheels) * 100 // 1024)  # du -m rounds up
+
+
+def test_fetch_refuses_a_wheel_built_for_this_machines_python(fake_python, tmp_path):
+    result = run("--fetch", str(tmp_path / "wheels"), PYTHON=str(fake_python), FAKE_TAG="py3-none-any", FAKE_KIB="1",
+                 FAKE_ODD_TAG="cp311-cp311-linux_x86_64", GPU_PYTHON_VERSION="3.12")  # fmt: skip
+    assert result.returncode == 1
+    assert "mmengine-1.0-cp311-cp311-linux_x86_64.whl" in result.stdout
+    assert "built for this machine's Python, not the GPU machine's" in result.stderr
+
+
+def test_fetch_refuses_more_than_64_mib(fake_python, tmp_path):
+    kib = 65 * 1024 // len(requirements()) + 1
+    result = run("--fetch", str(tmp_path / "wheels"), PYTHON=str(fake_python), FAKE_TAG="py3-none-any", FAKE_KIB=str(kib))
+    assert result.returncode == 1 and "more than 64 MiB of wheels" in result.stderr
+
+
+def requirements() -> list[str]:
+    text = SCRIPT.read_text()
+    return text[text.index("REQUIREMENTS=(") + len("REQUIREMENTS=("):].split(")", 1)[0].split()
+
+
+def test_the_pinned_wheels_are_the_versions_the_suite_runs_here():
+    pinned = dict(r.split("==") for r in requirements() if "==" in r)
+    for name in ("mmengine", "mmpretrain", "mmcv-lite", "classy-vision", "imix"):
+        assert pinned[name] == importlib.metadata.version(name), name
