@@ -113,8 +113,6 @@ class ClassyAdapter(LegacyHookAdapter):
         )
         self.task.hooks, self.task._caller = self.hooks, self.hook_caller
         self._clock = StepClock(functools.partial(getattr, self.task, "perf_stats"))  # picklable (ddp_spawn)
-        self._runtime = vissl_host.Runtime()
-        self._rank_variables = vissl_host.RankVariables()
         self._schedule = VisslSchedule(config if vissl is not None else None)
         self._build_plan((self.task,))
         self._in_step = False
@@ -251,28 +249,16 @@ class ClassyAdapter(LegacyHookAdapter):
         super().setup(trainer, pl_module, stage)
         if stage == "fit":
             self.task.new_run()  # Lightning restores a checkpoint's counters after setup
-        self._rank_variables.set(trainer.global_rank, trainer.local_rank, trainer.world_size)
-        if self.vissl:
-            self._runtime.start(trainer.strategy.root_device, trainer.world_size)
-            if self.task.has_loss() and not isinstance(self.task._loss, str):
-                vissl_host.check_loss_device(self.task.loss, trainer.strategy.root_device)
+        if self.vissl and self.task.has_loss() and not isinstance(self.task._loss, str):
+            vissl_host.check_loss_device(self.task.loss, trainer.strategy.root_device)  # after RUNTIME set the device
         self.legacy_start.position = None
 
     def run_patches(self, stage: str) -> tuple[Patch, ...]:
-        """Also the checkpoint IO's ``load_checkpoint``, which reads Classy's and VISSL's own checkpoints (no row)."""
-        return (*super().run_patches(stage), LOAD_CHECKPOINT)
-
-    @override
-    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        super().teardown(trainer, pl_module, stage)
-        self._runtime.stop()
-        self._rank_variables.restore()
-
-    @override
-    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        super().on_exception(trainer, pl_module, exception)
-        self._runtime.stop()
-        self._rank_variables.restore()
+        """Also, firing no row: the checkpoint IO's ``load_checkpoint``, which reads Classy's and VISSL's own
+        checkpoints; the rank variables VISSL reads from ``os.environ``; with VISSL, the process group and Classy's
+        device index VISSL's trainer sets up."""
+        vissl = (vissl_host.RUNTIME,) if self.vissl else ()
+        return (*super().run_patches(stage), LOAD_CHECKPOINT, vissl_host.RANK_VARIABLES, *vissl)
 
     @override
     def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:

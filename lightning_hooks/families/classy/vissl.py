@@ -2,9 +2,9 @@
 group and device it prepares, and the hooks and checkpoint folder its config gives.
 
 - :func:`is_vissl_hook` / :func:`is_vissl_model`: a VISSL hook, a VISSL model (``trunk`` + ``heads``).
-- :class:`Runtime`: the process group and Classy's device index VISSL's trainer sets before it builds anything.
+- :data:`RUNTIME`: the process group and Classy's device index VISSL's trainer sets before it builds anything.
 - :func:`check_loss_device`: a VISSL loss built for the wrong device.
-- :class:`RankVariables`: the rank variables VISSL reads from the environment, set for the run and restored.
+- :data:`RANK_VARIABLES`: the rank variables VISSL reads from the environment, set for the run and restored.
 - :func:`compose` / :func:`hooks_from_config` / :func:`with_config_hooks`: a VISSL config, and VISSL's own
   ``default_hook_generator(cfg)`` before the hooks given.
 
@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from lightning_hooks.core.triggers import Patch, Remove
 
 
 def is_vissl_hook(hook: Any) -> bool:
@@ -33,40 +36,46 @@ def is_vissl_model(module: Any) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------------- runtime
-class Runtime:
-    """The process group and Classy's device index, set up as VISSL's trainer does before it builds anything.
+@dataclass(frozen=True)
+class Runtime(Patch):
+    """The process group and Classy's device index, set up for the run as VISSL's trainer does before it builds
+    anything.
 
     VISSL's hooks call ``torch.distributed`` (DINOHook, SwAVMomentumHook, MoCoHook) and its losses ask Classy's
     ``get_cuda_device_index()`` for the device (SwAV moves tensors to CUDA unless ``set_cpu_device()`` ran). On one
-    device with no process group, :meth:`start` opens a single-process gloo group; it sets Classy's device index to
-    the run's device. :meth:`stop` undoes exactly what :meth:`start` did.
+    device with no process group, a single-process gloo group is opened; Classy's device index becomes the run's
+    device. Removing it undoes exactly that (the group destroyed, the index as it was).
     """
 
-    def __init__(self) -> None:
-        self._group = False
-        self._device_index: int | None = None
+    environment = True
 
-    def start(self, device: torch.device, world_size: int) -> None:
+    def __str__(self) -> str:
+        return "VISSL's process group and Classy's device index"
+
+    def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
         import classy_vision.generic.distributed_util as classy_dist
 
-        if world_size == 1 and torch.distributed.is_available() and not torch.distributed.is_initialized():
+        group = False
+        if trainer.world_size == 1 and torch.distributed.is_available() and not torch.distributed.is_initialized():
             torch.distributed.init_process_group("gloo", store=torch.distributed.HashStore(), rank=0, world_size=1)
-            self._group = True
-        self._device_index = classy_dist.get_cuda_device_index()
+            group = True
+        device_index = classy_dist.get_cuda_device_index()
+        device = trainer.strategy.root_device
         if device.type == "cuda":
             classy_dist.set_cuda_device_index(device.index or 0)
         else:
             classy_dist.set_cpu_device()
 
-    def stop(self) -> None:
-        if self._device_index is not None:
-            import classy_vision.generic.distributed_util as classy_dist
+        def remove() -> None:
+            classy_dist._cuda_device_index = device_index  # set_cuda_device_index would select a CUDA device
+            if group:
+                torch.distributed.destroy_process_group()
 
-            classy_dist._cuda_device_index = self._device_index  # set_cuda_device_index would select a CUDA device
-            self._device_index = None
-        if self._group:
-            torch.distributed.destroy_process_group()
-            self._group = False
+        return remove
+
+
+#: the one :class:`Runtime` patch
+RUNTIME = Runtime()
 
 
 def check_loss_device(loss: Any, device: torch.device) -> None:
@@ -145,25 +154,31 @@ def hooks_from_config(config: Any) -> tuple[list[Any], str]:
     return default_hook_generator(config), get_checkpoint_folder(config)
 
 
-class RankVariables:
+@dataclass(frozen=True)
+class RankVariables(Patch):
     """``RANK``, ``LOCAL_RANK`` and ``WORLD_SIZE`` in ``os.environ`` for the run (VISSL's
-    ``get_machine_local_and_dist_rank()`` reads them; Lightning's launcher exports only ``LOCAL_RANK``). :meth:`restore`
-    puts back what the process had before the first :meth:`set`."""
+    ``get_machine_local_and_dist_rank()`` reads them; Lightning's launcher exports only ``LOCAL_RANK``); removing it
+    puts back what the process had."""
 
+    environment = True
     NAMES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
 
-    def __init__(self) -> None:
-        self._saved: dict[str, str | None] | None = None
+    def __str__(self) -> str:
+        return "os.environ RANK, LOCAL_RANK, WORLD_SIZE"
 
-    def set(self, rank: int, local_rank: int, world_size: int) -> None:
-        if self._saved is None:
-            self._saved = {name: os.environ.get(name) for name in self.NAMES}
-        os.environ.update(RANK=str(rank), LOCAL_RANK=str(local_rank), WORLD_SIZE=str(world_size))
+    def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
+        saved = {name: os.environ.get(name) for name in self.NAMES}
+        os.environ.update(RANK=str(trainer.global_rank), LOCAL_RANK=str(trainer.local_rank), WORLD_SIZE=str(trainer.world_size))
 
-    def restore(self) -> None:
-        saved, self._saved = self._saved, None
-        for name, value in (saved or {}).items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        def remove() -> None:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+        return remove
+
+
+#: the one :class:`RankVariables` patch
+RANK_VARIABLES = RankVariables()

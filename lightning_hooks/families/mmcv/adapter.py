@@ -7,6 +7,7 @@ import math
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,7 +20,7 @@ from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.core.family import adapter_options
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.manual_step import BEFORE_STEP, ManualStepAdapter
-from lightning_hooks.core.triggers import ON, ModuleLoadCheckpoint, Patch, Trigger
+from lightning_hooks.core.triggers import ON, ModuleLoadCheckpoint, Patch, Remove, Trigger
 from lightning_hooks.families.mmcv.events import EVENTS
 
 # mmcv 1.x is not a dependency of lightning-hooks (and mmcv 2.x has no mmcv.runner): its modules are imported where
@@ -27,6 +28,37 @@ from lightning_hooks.families.mmcv.events import EVENTS
 
 _STAGES = ("train", "val")
 _LOAD_CHECKPOINT = ModuleLoadCheckpoint()
+_UNSET = object()  # a hook that had no priority of its own
+
+
+@dataclass(frozen=True)
+class HookPriorities(Patch):
+    """Each hook's ``priority``, for the run, as the number mmcv's ``register_hook`` stores on it (``NORMAL`` for a
+    hook without one); removing it gives each hook its own value back, or none."""
+
+    environment = True
+
+    def __str__(self) -> str:
+        return "mmcv hooks' priority"
+
+    def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
+        from mmcv.runner import get_priority
+
+        saved = [(hook, vars(hook).get("priority", _UNSET)) for hook in adapter.hooks]
+        for hook in adapter.hooks:
+            hook.priority = get_priority(getattr(hook, "priority", "NORMAL"))
+
+        def remove() -> None:
+            for hook, priority in saved:
+                if priority is _UNSET:
+                    vars(hook).pop("priority", None)
+                else:
+                    hook.priority = priority
+
+        return remove
+
+
+_PRIORITIES = HookPriorities()
 
 
 class MMCVAdapter(ManualStepAdapter):
@@ -171,13 +203,12 @@ class MMCVAdapter(ManualStepAdapter):
         return {"max_epochs": cfg["max_epochs"]} if "max_epochs" in cfg else {}
 
     def order(self, hooks: list[Any]) -> list[Any]:
-        """mmcv's ``register_hook`` queue: ascending priority, registration order among equals. Each hook's
-        ``priority`` becomes the number ``register_hook`` stores (``NORMAL`` for a hook without one)."""
+        """mmcv's ``register_hook`` queue: ascending priority (``NORMAL`` for a hook without one), registration order
+        among equals. The hooks are left as given; during a run each has the number ``register_hook`` stores
+        (:class:`HookPriorities`)."""
         from mmcv.runner import get_priority
 
-        for hook in hooks:
-            hook.priority = get_priority(getattr(hook, "priority", "NORMAL"))
-        return sorted(hooks, key=lambda h: h.priority)
+        return sorted(hooks, key=lambda h: get_priority(getattr(h, "priority", "NORMAL")))
 
     def active(self, hook: Any, mount: str) -> bool:
         """Also a mount point set on the instance (``ClosureHook(fn_name, fn)`` sets ``hook.<fn_name> = fn``)."""
@@ -228,10 +259,11 @@ class MMCVAdapter(ManualStepAdapter):
         self._check_trainer(trainer)
 
     def run_patches(self, stage: str) -> tuple[Patch, ...]:
-        """In a fit, also the module's ``on_load_checkpoint`` (not a table row: mmcv has no mount point there), to set
-        aside the weights of buffers that hooks register on the model in ``before_run`` (EMAHook's ``ema_*``), which a
-        resumed checkpoint holds before they exist."""
-        return (*super().run_patches(stage), *((_LOAD_CHECKPOINT,) if stage == "fit" else ()))
+        """Also the hooks' priorities as ``register_hook`` sets them (:class:`HookPriorities`), and in a fit the
+        module's ``on_load_checkpoint`` (not a table row: mmcv has no mount point there), to set aside the weights of
+        buffers that hooks register on the model in ``before_run`` (EMAHook's ``ema_*``), which a resumed checkpoint
+        holds before they exist."""
+        return (*super().run_patches(stage), _PRIORITIES, *((_LOAD_CHECKPOINT,) if stage == "fit" else ()))
 
     @override
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -311,3 +311,24 @@ def assert_same_tensors(ours: dict[str, Any], theirs: dict[str, Any]) -> None:
             assert_same_tensors(ours[key], value)
         else:
             torch.testing.assert_close(ours[key], value, rtol=0, atol=0, msg=key)
+
+
+def test_classy_vissl_host_hooks_see_their_environment_in_on_exception_and_the_process_after_it(tmp_path, monkeypatch):
+    """The process group and rank variables are run-scoped patches of the hooks' environment: a failure's
+    ``on_exception`` hooks still run in it (as inside VISSL's trainer loop), and the process has its own back after."""
+
+    class Fails(VisslSeen):
+        def on_step(self, task: Any) -> None:
+            raise RuntimeError("boom")
+
+        def on_exception(self, task: Any) -> None:
+            self.seen.append((torch.distributed.is_initialized(), os.environ.get("RANK"), os.environ.get("WORLD_SIZE")))
+
+    Fails.__module__ = VisslSeen.__module__  # a VISSL hook: the adapter sets up VISSL's process group
+    monkeypatch.setenv("RANK", "7")
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    hook = Fails()
+    with pytest.raises(RuntimeError, match="boom"):
+        fit(tmp_path, ClassyAdapter([hook]))
+    assert hook.seen[-1] == (True, "0", "1")
+    assert not torch.distributed.is_initialized() and os.environ["RANK"] == "7" and "WORLD_SIZE" not in os.environ

@@ -45,3 +45,31 @@ def test_mmcv_fit_refused_at_setup_leaves_the_module_unpatched(tmp_path):
     else:
         raise AssertionError("accumulate_grad_batches=2 with an OptimizerHook was not refused")
     assert not {"training_step", "on_load_checkpoint"} & vars(module).keys()
+
+
+class Priority(R.Hook):
+    """Notes its ``priority`` during the run (an int there, as mmcv's ``register_hook`` leaves it); ``fail`` raises."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail, self.seen = fail, []
+
+    def before_run(self, runner) -> None:
+        self.seen.append(self.priority)
+        if self.fail:
+            raise RuntimeError("boom")
+
+
+def test_mmcv_fit_leaves_the_hooks_priorities_as_given(tmp_path):
+    named, unset = Priority(), Priority()
+    named.priority = "VERY_LOW"
+    _fit(Module(ToyModel(), sgd), [named, unset], tmp_path / "a")
+    assert (named.seen, unset.seen) == ([90], [50]) and named.priority == "VERY_LOW" and "priority" not in vars(unset)
+    failing = Priority(fail=True)
+    failing.priority = "HIGH"
+    try:
+        _fit(Module(ToyModel(), sgd), [failing], tmp_path / "b")
+    except RuntimeError as err:
+        assert "boom" in str(err)
+    else:
+        raise AssertionError("before_run's error did not reach the caller")
+    assert failing.seen == [30] and failing.priority == "HIGH"

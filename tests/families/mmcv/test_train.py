@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from mmcv_testkit import fresh_root_logger, stub_collect_env  # skips outside .venv-mmcv1
+from mmcv_testkit import fresh_root_logger, import_with_stubbed_ops, stub_collect_env  # skips outside .venv-mmcv1
 
 mmcls = pytest.importorskip("mmcls", reason="mmcls 0.x lives in .venv-mmcv1")
 
@@ -235,3 +235,17 @@ def test_several_processes_are_refused_before_training(config, tmp_path):
         dispatcher.main([str(config), "--work-dir", str(tmp_path / "w"), "--seed", "0", "--accelerator", "cpu",
                          "--devices", "2", "--strategy", "ddp"])  # fmt: skip
     assert not list((tmp_path / "w").glob("*.pth"))
+
+
+@pytest.mark.parametrize("library", mmcv_train.LIBRARIES, ids=lambda lib: lib.package)
+def test_the_library_train_module_is_as_before_after_a_run_and_after_a_failure(library):
+    """``lightning_runner`` replaces the training API module's ``build_runner`` and DDP wrapper for one run only."""
+    pytest.importorskip(library.package)
+    [module] = import_with_stubbed_ops(library.train.partition(":")[0])  # mmdet's and mmseg's reach mmcv's ops
+    originals = module.build_runner, getattr(module, library.ddp)
+    with mmcv_train.lightning_runner(library, {}):
+        assert module.build_runner is not originals[0]
+    assert (module.build_runner, getattr(module, library.ddp)) == originals
+    with pytest.raises(RuntimeError, match="boom"), mmcv_train.lightning_runner(library, {}):
+        raise RuntimeError("boom")
+    assert (module.build_runner, getattr(module, library.ddp)) == originals
