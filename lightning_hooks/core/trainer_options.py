@@ -141,7 +141,7 @@ class TrainerRequest:
             given = reader.parse_args(argv, defaults=False).trainer
             instantiated = reader.instantiate(reader.parse_args(argv)).trainer
         except (argparse.ArgumentError, ValueError, TypeError) as err:
-            raise TrainerOptionError(f"lightning-hooks train: {_explain(err, argv)}") from err
+            raise TrainerOptionError(f"{_explain(err, argv)}") from err
         for key in vars(given):
             if key.startswith("__"):
                 continue
@@ -160,14 +160,14 @@ class TrainerRequest:
             asked_logger = self.origins.get("logger")
             if asked_logger is not None:
                 raise TrainerOptionError(
-                    f"lightning-hooks train: {asked_logger} contradicts --logger {' --logger '.join(self.loggers)}: "
+                    f"{asked_logger} contradicts --logger {' --logger '.join(self.loggers)}: "
                     "give the loggers one way (--logger for the built-in ones, --trainer.logger for another class)."
                 )
             asked["logger"] = build_loggers(self.loggers, save_dir, name)
         for key, own in {**self.flags, **owned}.items():
             if key in asked and key in self.origins and (own.value is ANY or asked[key] != own.value):
                 raise TrainerOptionError(
-                    f"lightning-hooks train: {self.origins[key]} contradicts {own.side}"
+                    f"{self.origins[key]} contradicts {own.side}"
                     + (f": {own.way_out}" if own.way_out else ": give it one way.")
                 )
         options = {**defaults, **asked, **{k: o.value for k, o in owned.items() if o.value is not ANY}}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from lightning_hooks.core.config_kind import CLASSY, VISSL
+from lightning_hooks.core import trainer_options
 from lightning_hooks.core.family import TrainCommand
 
 
@@ -34,6 +35,7 @@ def lightning_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     group.add_argument("--num-nodes", "--num_nodes", dest="num_nodes", type=int, default=None, help="nodes")
     group.add_argument("--strategy", default=None, help="Lightning strategy (ddp, fsdp, ...)")
     group.add_argument("--precision", default=None, help="Lightning precision (32, 16-mixed, bf16-mixed, ...)")
+    trainer_options.add_arguments(group)
     return parser
 
 
@@ -43,11 +45,41 @@ def _devices(value: str | None) -> Any:
     return int(value) if value.lstrip("-").isdigit() else value
 
 
+#: where a Classy task config / VISSL config decides each ``Trainer`` option the module asks for, for errors
+_SOURCES = {"max_epochs": "num_epochs (VISSL: OPTIMIZER.num_epochs)", "check_val_every_n_epoch": "test_phase_period",
+            "precision": "amp_args (VISSL: MODEL.AMP_PARAMS)", "log_every_n_steps": "--log_freq (VISSL: LOG_FREQUENCY)",
+            "accumulate_grad_batches": "simulated_global_batchsize", "sync_batchnorm": "batch_norm_sync_mode",
+            "use_distributed_sampler": "the datasets' own samplers", "limit_val_batches": "VISSL's train-only loop",
+            "num_sanity_val_steps": "no validation before training, as in Classy / VISSL",
+            "devices": "the world size (VISSL: config.DISTRIBUTED.NUM_PROC_PER_NODE, or --devices)",
+            "num_nodes": "the world size (VISSL: config.DISTRIBUTED.NUM_NODES, or --num-nodes)"}  # fmt: skip
+
+
+def _owned(options: dict[str, Any], defaults: dict[str, Any], folder: str) -> dict[str, Any]:
+    """The ``Trainer`` options the config decides (``options``: the module's, ``defaults``: the world size), which a
+    ``--trainer.KEY`` must not contradict; the checkpoint folder and the legacy checkpoint hook."""
+    from lightning_hooks.core.trainer_options import ANY, Owned
+
+    owned = {key: Owned(value, f"Trainer({key}={value!r}), which the config decides ({_SOURCES.get(key, 'the task')})")
+             for key, value in options.items()}  # fmt: skip
+    owned.update({key: Owned(ANY, f"{_SOURCES[key]}", "use the flag") for key in ("devices", "num_nodes")
+                  if defaults.get(key) is not None})  # fmt: skip
+    owned["default_root_dir"] = Owned(folder, f"the checkpoint folder {folder!r}", "set the checkpoint folder")
+    owned["enable_checkpointing"] = Owned(False, "the task's CheckpointHook, which writes the checkpoints", "for "
+                                          "Lightning's own, add --trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint")  # fmt: skip
+    return owned
+
+
 def _trainer(
-    args: argparse.Namespace, options: dict[str, Any], callbacks: list[Any], folder: str, **defaults: Any
+    args: argparse.Namespace, options: dict[str, Any], callbacks: list[Any], folder: str,
+    request: Any = None, name: str = "classy", **defaults: Any
 ) -> Any:
-    """A ``lightning.Trainer`` with the config's options, the flags over the defaults, and a CSVLogger in ``folder``."""
+    """A ``lightning.Trainer`` with the config's options, the flags over the defaults, and a CSVLogger in ``folder``
+    (``request``: the ``--logger`` loggers instead, and ``--trainer.KEY`` options, checked against the config's)."""
     from lightning_hooks.core.lightning_api import pl, submodule
+    from lightning_hooks.core.trainer_options import ANY
+
+    owned = _owned(options, defaults, folder)
 
     hardware = {"accelerator": args.accelerator, "devices": _devices(args.devices), "num_nodes": args.num_nodes,
                 "strategy": args.strategy, "precision": args.precision}  # fmt: skip
@@ -56,11 +88,14 @@ def _trainer(
             options[key] = value
         elif key in defaults and defaults[key] is not None:
             options.setdefault(key, defaults[key])
-    return pl.Trainer(
-        callbacks=callbacks, logger=submodule("loggers").CSVLogger(folder, name="lightning_logs"),
-        default_root_dir=folder, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        **options,
-    )  # fmt: skip
+    owned = {key: own for key, own in owned.items() if options.get(key, own.value) in (own.value,) or own.value is ANY}
+    base = dict(logger=submodule("loggers").CSVLogger(folder, name="lightning_logs"), default_root_dir=folder,
+                enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, **options)  # fmt: skip
+    if request is None:
+        return pl.Trainer(callbacks=callbacks, **base)
+    if request.has_loggers:
+        base["logger"] = False
+    return pl.Trainer(**request.resolve(base, owned, save_dir=folder, name=name, callbacks=callbacks))
 
 
 # --------------------------------------------------------------------------------------------------------- Classy
@@ -122,8 +157,10 @@ def classy_main(argv: list[str]) -> None:
     from lightning_hooks.families.classy.module import ClassyTaskModule
 
     parser = classy_parser()
+    argv, trainer_argv = trainer_options.split_argv(argv)
     config_first = bool(argv) and not argv[0].startswith("-")
     args = check_generic_args(parser.parse_args(["--config_file", *argv] if config_first else argv))
+    request = trainer_options.TrainerRequest.from_args(args, trainer_argv, parser=parser)
     if args.pretrained_checkpoint_path:
         parser.error("--pretrained_checkpoint_path is for Classy's fine_tuning task, not built under Lightning")
     if args.distributed_backend not in ("none", "ddp"):
@@ -138,8 +175,8 @@ def classy_main(argv: list[str]) -> None:
     accelerator = {"cpu": "cpu", "gpu": "gpu", None: None}[args.device]
     if accelerator is None and config.get("use_gpu") is not None:
         accelerator = "gpu" if config["use_gpu"] else "cpu"
-    trainer = _trainer(args, options, [module.adapter(hooks)], args.checkpoint_folder,
-                       accelerator=accelerator, **_classy_distributed(args))  # fmt: skip
+    trainer = _trainer(args, options, [module.adapter(hooks)], args.checkpoint_folder, request=request,
+                       name=Path(args.config_file).stem, accelerator=accelerator, **_classy_distributed(args))  # fmt: skip
     if trainer.world_size > 1:
         args.distributed_backend = "ddp"  # as CheckpointHook stores the flags of a distributed classy_train.py run
     logging.info(f"Starting training on rank {trainer.global_rank} worker. World size is {trainer.world_size}")
@@ -227,7 +264,9 @@ def vissl_main(argv: list[str]) -> None:
     from lightning_hooks.families.classy.vissl_module import VisslConfigModule
 
     parser = vissl_parser()
+    argv, trainer_argv = trainer_options.split_argv(argv)
     args, overrides = parser.parse_known_args(argv)
+    request = trainer_options.TrainerRequest.from_args(args, trainer_argv, parser=parser)
     flags = [item for item in overrides if item.startswith("-")]
     if flags:
         parser.error(f"unrecognized arguments: {' '.join(flags)}")
@@ -249,6 +288,7 @@ def vissl_main(argv: list[str]) -> None:
         distributed = config.DISTRIBUTED
         trainer = _trainer(
             args, {**module.trainer_options(), "log_every_n_steps": config.LOG_FREQUENCY}, [module.adapter()], folder,
+            request, "vissl",
             accelerator="gpu" if config.MACHINE.DEVICE == "gpu" else "cpu",
             devices=distributed.NUM_PROC_PER_NODE, num_nodes=distributed.NUM_NODES,
         )  # fmt: skip
