@@ -43,7 +43,8 @@ def quiet_upstream_notices() -> None:
       with a FutureWarning on every fit: Lightning's code, not the user's.
     - Lightning's "Tip: ... try installing litlogger / litmodels" advertisements (INFO on every run).
     """
-    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning,
+                            module=r"(lightning\.pytorch|pytorch_lightning)\.utilities\._pytree")  # fmt: skip
     tips = DropMessages("💡 Tip: For seamless cloud")
     for namespace in NAMESPACES:  # on the logger that emits them, in each installed namespace
         logging.getLogger(f"{namespace.__name__}.utilities.rank_zero").addFilter(tips)

@@ -273,7 +273,8 @@ def vissl_main(argv: list[str]) -> None:
     _, config = convert_to_attrdict(compose_hydra_configuration([*overrides, *vissl_world_overrides(args, parser)]))
     folder = get_checkpoint_folder(config)
     if is_training_finished(config, checkpoint_folder=folder):
-        logging.getLogger().info(f"Training already succeeded in {folder}, exiting.")
+        # VISSL logs this before its logging is set up, so a user saw nothing: printed, the run's only output
+        print(f"Training already succeeded in {folder} (its final checkpoint is there), exiting.", flush=True)
         return
     symlink = f"{folder}/checkpoint.torch"
     if config.CHECKPOINT.USE_SYMLINK_CHECKPOINT_FOR_RESUME and os.path.exists(symlink):
