@@ -1,0 +1,117 @@
+"""``core/trainer_options.py``: ``--trainer.KEY VALUE`` / ``--trainer-config`` typed by ``Trainer.__init__``, the
+contradictions with what a legacy config decides, and the ``--logger`` loggers on local stores (issue #34). The
+families' train commands are tested with real configs in ``tests/families/*/test_loggers.py``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.trainer_options import (
+    ANY, Owned, TrainerOptionError, TrainerRequest, add_arguments, build_loggers, split_argv,
+)  # fmt: skip
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser()
+    p.add_argument("config")
+    group = p.add_argument_group("Lightning")
+    group.add_argument("--devices", default="auto")
+    group.add_argument("--precision", default=None)
+    add_arguments(group)
+    return p
+
+
+def request(argv: list[str]) -> TrainerRequest:
+    argv, trainer_argv = split_argv(argv)
+    p = parser()
+    return TrainerRequest.from_args(p.parse_args(argv), trainer_argv, parser=p)
+
+
+def test_split_argv_takes_the_trainer_items_and_their_values() -> None:
+    rest, trainer = split_argv(["cfg.py", "--trainer.max_steps", "-1", "--work-dir", "w", "--trainer.callbacks+=X",
+                                "--trainer.callbacks.monitor=loss", "--trainer.fast_dev_run", "--amp"])  # fmt: skip
+    assert rest == ["cfg.py", "--work-dir", "w", "--amp"]
+    assert trainer == ["--trainer.max_steps", "-1", "--trainer.callbacks+=X", "--trainer.callbacks.monitor=loss",
+                       "--trainer.fast_dev_run"]  # fmt: skip
+
+
+def test_options_are_typed_by_the_trainer_signature_and_the_yaml_comes_first(tmp_path: Path) -> None:
+    from lightning.pytorch.callbacks import EarlyStopping, LearningRateMonitor
+
+    yaml = tmp_path / "trainer.yaml"
+    yaml.write_text("max_epochs: 3\nlog_every_n_steps: 7\ncallbacks:\n"
+                    "  - class_path: lightning.pytorch.callbacks.LearningRateMonitor\n")  # fmt: skip
+    asked = request(["c.py", "--trainer-config", str(yaml), "--trainer.log_every_n_steps", "2",
+                     "--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.monitor=loss",
+                     "--trainer.max_time", "00:01:00:00"])  # fmt: skip
+    options = asked.options
+    assert (options["max_epochs"], options["log_every_n_steps"], options["max_time"]) == (3, 2, "00:01:00:00")
+    assert [type(cb) for cb in options["callbacks"]] == [LearningRateMonitor, EarlyStopping]
+    assert options["callbacks"][1].monitor == "loss"
+    assert asked.origins["log_every_n_steps"] == "--trainer.log_every_n_steps 2"
+    assert asked.origins["max_epochs"] == f"max_epochs: in --trainer-config {yaml}"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--trainer.max_epocs", "3"], ["--trainer.max_epocs", "max_epochs"]),
+    (["--trainer.max_epochs", "three"], ["--trainer.max_epochs three", "int"]),
+    (["--trainer.callbacks+=NoSuchCallback"], ["NoSuchCallback"]),
+])  # fmt: skip
+def test_a_bad_option_is_an_error_naming_it(argv: list[str], message: list[str]) -> None:
+    with pytest.raises(TrainerOptionError) as err:
+        request(["c.py", *argv])
+    for part in message:
+        assert part in str(err.value)
+
+
+OWNED = {"max_epochs": Owned(2, "train_cfg.max_epochs=2", "use --cfg-options"),
+         "gradient_clip_val": Owned(None, "optim_wrapper.clip_grad"), "precision": Owned(ANY, "--amp")}  # fmt: skip
+
+
+@pytest.mark.parametrize(("argv", "sides"), [
+    (["--trainer.max_epochs", "5"], ["--trainer.max_epochs 5 contradicts train_cfg.max_epochs=2: use --cfg-options"]),
+    (["--trainer.gradient_clip_val", "1"], ["--trainer.gradient_clip_val 1", "optim_wrapper.clip_grad"]),
+    (["--trainer.precision", "32"], ["--trainer.precision 32", "--amp"]),
+    (["--devices", "1", "--trainer.devices", "2"], ["--trainer.devices 2 contradicts --devices 1"]),
+    (["--precision", "bf16-mixed", "--trainer.precision", "32"], ["--trainer.precision 32", "--precision bf16-mixed"]),
+    (["--logger", "csv", "--trainer.logger", "false"], ["--trainer.logger false contradicts --logger csv"]),
+])  # fmt: skip
+def test_an_option_decided_elsewhere_is_refused_naming_both_sides(tmp_path: Path, argv: list[str],
+                                                                  sides: list[str]) -> None:  # fmt: skip
+    owned = {k: v for k, v in OWNED.items() if not (k == "precision" and "--precision" in argv)}
+    with pytest.raises(TrainerOptionError) as err:
+        request(["c.py", *argv]).resolve({}, owned, save_dir=str(tmp_path), name="c")
+    for side in sides:
+        assert side in str(err.value)
+
+
+def test_resolve_keeps_the_config_s_values_and_adds_the_asked_ones(tmp_path: Path) -> None:
+    asked = request(["c.py", "--trainer.max_epochs", "2", "--trainer.callbacks+=ModelCheckpoint", "--devices", "1",
+                     "--trainer.accumulate_grad_batches", "4"])  # fmt: skip
+    adapter = object()
+    options = asked.resolve({"logger": False, "enable_checkpointing": False, "deterministic": None},
+                            {"max_epochs": Owned(2, "the loop")}, save_dir=str(tmp_path), name="c",
+                            callbacks=[adapter])  # fmt: skip
+    assert options["max_epochs"] == 2 and options["accumulate_grad_batches"] == 4 and options["logger"] is False
+    assert options["callbacks"][0] is adapter and isinstance(options["callbacks"][1], pl.callbacks.ModelCheckpoint)
+    assert options["enable_checkpointing"] is True  # a ModelCheckpoint asked for: Lightning's checkpoints on
+    assert "deterministic" not in options
+
+
+def test_loggers_write_under_the_save_dir_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("WANDB_API_KEY", "WANDB_BASE_URL", "WANDB_MODE", "MLFLOW_TRACKING_URI"):
+        monkeypatch.delenv(name, raising=False)
+    loggers = {type(lg).__name__: lg for lg in build_loggers(["csv", "tensorboard", "wandb", "mlflow"], str(tmp_path), "run")}
+    assert Path(loggers["CSVLogger"].log_dir).parent == tmp_path / "lightning_logs"
+    assert Path(loggers["TensorBoardLogger"].log_dir).parent == tmp_path / "tensorboard"
+    assert loggers["WandbLogger"]._offline and loggers["WandbLogger"].save_dir == str(tmp_path)
+    assert loggers["MLFlowLogger"]._tracking_uri == f"file:{tmp_path / 'mlruns'}"
+    assert loggers["MLFlowLogger"]._experiment_name == "run"
+    monkeypatch.setenv("WANDB_API_KEY", "x")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking:5000")
+    wandb, mlflow = build_loggers(["wandb", "mlflow"], str(tmp_path), "run")
+    assert not wandb._offline and mlflow._tracking_uri == "http://tracking:5000"
