@@ -469,6 +469,22 @@ def world_size(**trainer_options: Any) -> int:
     return int(getattr(strategy, "world_size", 1))
 
 
+def launch_processes(**trainer_options: Any) -> int:
+    """Start the processes a ``Trainer(**trainer_options)`` would run and join this one to their process group now,
+    as its ``fit`` would (the strategy's launcher, then its ``setup_environment``), for a command whose library code
+    needs the process group before the Trainer exists. The processes run the same command; the Trainer each builds
+    later finds them launched (``LOCAL_RANK`` is set) and the group initialized. Returns the world size (1: nothing
+    started). Checked on :data:`CHECKED_ON`."""
+    connectors = importlib.import_module(f"{pl.__name__}.trainer.connectors.accelerator_connector")
+    connector = connectors._AcceleratorConnector
+    accepted = inspect.signature(connector).parameters
+    strategy = connector(**{k: v for k, v in trainer_options.items() if k in accepted}).strategy
+    size = int(getattr(strategy, "world_size", 1))
+    if size > 1:
+        strategy.launcher.launch(strategy.setup_environment)
+    return size
+
+
 _progress = importlib.import_module(f"{pl.__name__}.callbacks.progress")
 #: :data:`pl`'s tqdm progress bar, for the package's own entry points.
 TQDMProgressBar: type = _progress.TQDMProgressBar

@@ -556,3 +556,16 @@ def test_restart_epoch_at_start_reruns_the_epoch_a_mid_epoch_checkpoint_was_writ
                        callbacks=[Probe()])  # fmt: skip
     resumed.fit(_boring(ns)(), ckpt_path=tmp_path / "restart.ckpt")
     assert seen == [(1, 0, 6), (1, 1, 7), (1, 2, 8), (1, 3, 9)]
+
+
+def test_launch_processes_starts_nothing_for_one_process_and_launches_through_the_strategy(ns):
+    """One process: nothing starts. Several: the strategy the Trainer would build launches them (its launcher, the
+    script launcher that re-runs the command) and then sets up its environment (the process group); the run of 2
+    processes is tests/families/mmcv/test_train_ddp.py."""
+    assert lightning_api.launch_processes(accelerator="cpu", devices=1) == 1
+    assert lightning_api.launch_processes(accelerator="cpu", devices=1, strategy="ddp") == 1
+    connectors = importlib.import_module(f"{lightning_api.pl.__name__}.trainer.connectors.accelerator_connector")
+    strategy = connectors._AcceleratorConnector(accelerator="cpu", devices=2, strategy="ddp").strategy
+    launchers = importlib.import_module(f"{lightning_api.pl.__name__}.strategies.launchers.subprocess_script")
+    assert isinstance(strategy.launcher, launchers._SubprocessScriptLauncher) and strategy.world_size == 2
+    assert callable(strategy.launcher.launch) and callable(strategy.setup_environment)

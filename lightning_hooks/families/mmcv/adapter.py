@@ -256,6 +256,7 @@ class MMCVAdapter(ManualStepAdapter):
         if self._resumed_at is not None:  # from an mmcv checkpoint (start_after)
             self.runner._epoch, self.runner._iter = self._resumed_at
         self._held_back: dict[str, torch.Tensor] = {}
+        self._sampler_epoch: int | None = None
         self._check_trainer(trainer)
 
     def run_patches(self, stage: str) -> tuple[Patch, ...]:
@@ -272,6 +273,7 @@ class MMCVAdapter(ManualStepAdapter):
                                            "also validates after the last epoch")  # fmt: skip
         # mmcv's runners know max_iters before before_run (CyclicLrUpdaterHook reads it there): size the loader now
         lightning_api.setup_train_data(trainer)
+        self._sampler_epoch = getattr(_epoch_sampler(trainer.train_dataloader), "epoch", None)
         if self._resumed_at is not None:
             epoch, iteration = self._resumed_at
             lightning_api.start_fit_after(trainer, 0 if self.iter_based() else epoch, iteration)
@@ -291,6 +293,7 @@ class MMCVAdapter(ManualStepAdapter):
         # mmcv's runner.train() puts the model in train mode first: an EvalHook's test left it in eval mode
         self.runner.model.train()
         self.runner._start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
+        self._hand_back_sampler_epoch(trainer)
         self.fire(ON["on_train_epoch_start"])
 
     def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
@@ -328,6 +331,7 @@ class MMCVAdapter(ManualStepAdapter):
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         self.fire(trigger)
+        self._sampler_epoch = getattr(_epoch_sampler(trainer.train_dataloader), "epoch", None)
         if self.epoch_based():
             self.runner._epoch += 1
 
@@ -384,6 +388,15 @@ class MMCVAdapter(ManualStepAdapter):
             self.runner.meta = state["meta"]
 
     # ---------------------------------------------------------------------------------------------- helpers
+    def _hand_back_sampler_epoch(self, trainer: pl.Trainer) -> None:
+        """Under mmcv's runner only ``DistSamplerSeedHook`` sets the train sampler's epoch (in ``before_epoch``);
+        Lightning sets it before the epoch starts. With that hook, the sampler gets back the epoch it had, so the
+        hooks before that one see it as under mmcv; that one sets Lightning's value again before a batch is drawn."""
+        sampler = _epoch_sampler(trainer.train_dataloader)
+        seeder = _runner_module().DistSamplerSeedHook
+        if sampler is not None and self._sampler_epoch is not None and any(isinstance(h, seeder) for h in self.hooks):
+            sampler.set_epoch(self._sampler_epoch)
+
     def _hold_back(self, checkpoint: dict[str, Any]) -> None:
         """Take the checkpoint's weights that the LightningModule has no entry for out of its ``state_dict``."""
         state = checkpoint.get("state_dict", {})
@@ -440,6 +453,14 @@ class MMCVAdapter(ManualStepAdapter):
                 f"{trainer.precision!r}; use mmcv's Fp16OptimizerHook (optimizer_config=dict(type="
                 "'Fp16OptimizerHook', loss_scale=...) or fp16=dict(loss_scale=...)) for mixed precision."
             )
+
+
+def _epoch_sampler(loader: Any) -> Any:
+    """The loader's sampler with ``set_epoch`` that ``DistSamplerSeedHook`` sets (its own, or its batch sampler's)."""
+    for sampler in (getattr(loader, "sampler", None), getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
+        if callable(getattr(sampler, "set_epoch", None)):
+            return sampler
+    return None
 
 
 def _batches(count: float) -> int:

@@ -47,6 +47,7 @@ class Library:
         auto_resume: where that script sets ``cfg.auto_resume`` (to its ``--auto-resume`` flag, always) relative to
             ``cfg.gpu_ids``: ``"before"`` (mmdet), ``"after"`` (mmseg), or ``""`` where it has no such flag (mmcls).
         version_separator: between the version and the git hash in the recorded version (mmdet: none).
+        ddp: the name its training API wraps a distributed model with (in ``train``'s module).
     """
 
     package: str
@@ -56,6 +57,7 @@ class Library:
     in_checkpoint_config: bool = True
     auto_resume: str = "after"
     version_separator: str = "+"
+    ddp: str = "build_ddp"
 
     def function(self, path: str) -> Any:
         module, _, name = path.partition(":")
@@ -76,7 +78,7 @@ class Library:
 #: the libraries, in the order a model type is looked up
 LIBRARIES = (
     Library("mmcls", "mmcls.models:build_classifier", "mmcls.apis.train:train_model", in_checkpoint_config=False,
-            auto_resume=""),
+            auto_resume="", ddp="wrap_distributed_model"),
     Library("mmdet", "mmdet.models:build_detector", "mmdet.apis.train:train_detector", auto_resume="before",
             version_separator=""),
     Library("mmseg", "mmseg.models:build_segmentor", "mmseg.apis.train:train_segmentor", classes=("CLASSES", "PALETTE")),
@@ -202,7 +204,6 @@ class LightningRunner:
                         revise_keys: list | None = None) -> dict[str, Any]:  # fmt: skip
         """``load_from``: mmcv's ``load_checkpoint`` into the model now, as mmcv's runner does."""
         from mmcv.runner import load_checkpoint
-
         return load_checkpoint(self.model, filename, map_location, strict, self.logger,
                                revise_keys=revise_keys if revise_keys is not None else [(r"^module.", "")])  # fmt: skip
 
@@ -248,8 +249,10 @@ def fit(runner: LightningRunner, data_loaders: list[Any], workflow: list[tuple[s
     """Train ``runner.model`` on ``data_loaders`` under ``lightning.Trainer`` with ``runner``'s hooks in an
     :class:`MMCVAdapter`; ``workflow`` ``[('train', 1)]`` or ``[('train', 1), ('val', 1)]`` (the val loader's
     ``val_step`` as Lightning's validation). Returns the trainer."""
+    from lightning_hooks.core import lightning_api
     from lightning_hooks.core.lightning_api import pl
     from lightning_hooks.families.mmcv.adapter import MMCVAdapter
+    from lightning_hooks.families.mmcv.distributed import ddp_strategy, distributed_view_class
     from lightning_hooks.families.mmcv.module import MMCVModule
 
     modes = [mode for mode, _ in workflow]
@@ -290,15 +293,11 @@ def fit(runner: LightningRunner, data_loaders: list[Any], workflow: list[tuple[s
         options = request.resolve(options, owned_options(runner, adapter), save_dir=runner.work_dir, name=name,
                                   callbacks=callbacks)  # fmt: skip
         callbacks = options.pop("callbacks")
+    if isinstance(runner.model, distributed_view_class()):  # the training API wrapped it for several processes
+        options["strategy"] = ddp_strategy(options.get("strategy"), runner.model, lightning_api.world_size(**options))
     trainer = pl.Trainer(callbacks=callbacks, **{k: v for k, v in options.items() if v is not None})
     if bridge is not None:
         bridge.trainer = trainer
-    if trainer.world_size > 1:
-        raise NotImplementedError(
-            f"lightning-hooks train: {trainer.world_size} processes for an OpenMMLab 1.x config are not supported yet: "
-            "the library's training API builds its distributed samplers only under its own launcher. Train on one "
-            "device (--devices 1), or build MMCVModule, your loaders and MMCVAdapter.from_config(...) in a script."
-        )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         trainer.fit(module, data_loaders[0], data_loaders[1] if "val" in modes else None)
@@ -335,8 +334,11 @@ def owned_options(runner: LightningRunner, adapter: Any) -> dict[str, Any]:
 
 @contextmanager
 def lightning_runner(library: Library, trainer_options: dict[str, Any]) -> Iterator[list[LightningRunner]]:
-    """Within: the library's training API builds a :class:`LightningRunner` where it calls ``build_runner``; the
+    """Within: the library's training API builds a :class:`LightningRunner` where it calls ``build_runner``, and a
+    :class:`~lightning_hooks.families.mmcv.distributed.DistributedView` where it wraps a distributed model; the
     runners it built are appended to the list yielded."""
+    from lightning_hooks.families.mmcv.distributed import wrap_distributed
+
     module = importlib.import_module(library.train.partition(":")[0])
     built: list[LightningRunner] = []
 
@@ -344,22 +346,30 @@ def lightning_runner(library: Library, trainer_options: dict[str, Any]) -> Itera
         built.append(LightningRunner(copy.deepcopy(dict(cfg)), **(default_args or {}), trainer_options=trainer_options))
         return built[-1]
 
-    original = module.build_runner
+    originals = module.build_runner, getattr(module, library.ddp)
     module.build_runner = build_runner
+    setattr(module, library.ddp, wrap_distributed)
     try:
         yield built
     finally:
-        module.build_runner = original
+        module.build_runner = originals[0]
+        setattr(module, library.ddp, originals[1])
 
 
 def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed: bool = False,
           deterministic: bool = False, timestamp: str | None = None, **trainer_options: Any) -> Any:  # fmt: skip
-    """``tools/train.py``'s ``main`` after parsing: seed, model, datasets, ``meta``, then the library's training API
-    with a :class:`LightningRunner`. Returns the Lightning trainer. ``trainer_options`` go to ``lightning.Trainer``."""
+    """``tools/train.py``'s ``main`` after parsing: the processes (``init_dist``), seed, model, datasets, ``meta``,
+    then the library's training API with a :class:`LightningRunner`. Returns the Lightning trainer.
+    ``trainer_options`` go to ``lightning.Trainer``; where they ask for several processes, Lightning's DDP launches
+    them now (each runs the same command), as ``dist_train.sh`` does before its ``tools/train.py`` builds anything."""
     import mmcv
     import torch
 
     library = library_of(cfg)
+    processes = _start_processes(trainer_options)
+    distributed = processes > 1
+    if distributed:  # as the scripts record it under their launcher (mmcv's resume rescales the iteration by it)
+        cfg.gpu_ids = range(processes)
     apis = importlib.import_module(f"{library.package}.apis")
     datasets_module = importlib.import_module(f"{library.package}.datasets")
     if library.package == "mmcls" and cfg.get("auto_resume") and cfg.get("resume_from") is None:
@@ -377,7 +387,7 @@ def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed
     cfg.device = device
     dash_line = "-" * 60 + "\n"
     logger.info(f"Environment info:\n{dash_line}{meta['env_info']}\n{dash_line}")
-    logger.info("Distributed training: False")
+    logger.info(f"Distributed training: {distributed}")
     logger.info(f"Config:\n{cfg.pretty_text}")
     seed = apis.init_random_seed(seed, device=device)
     if diff_seed and torch.distributed.is_available() and torch.distributed.is_initialized():
@@ -392,7 +402,8 @@ def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed
     if library.package == "mmseg":  # its script trains without DDP on BN (SyncBN needs a process group)
         from mmcv.cnn.utils import revert_sync_batchnorm
 
-        model = revert_sync_batchnorm(model)
+        if not distributed:
+            model = revert_sync_batchnorm(model)
         logger.info(model)
     datasets = [datasets_module.build_dataset(cfg.data.train)]
     if len(cfg.workflow) == 2:
@@ -407,9 +418,25 @@ def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed
     if deterministic:
         trainer_options.setdefault("deterministic", True)
     with lightning_runner(library, trainer_options) as built:
-        library.function(library.train)(model, datasets, cfg, distributed=False, validate=validate,
+        library.function(library.train)(model, datasets, cfg, distributed=distributed, validate=validate,
                                         timestamp=timestamp, meta=meta, **_device_kwargs(library, device))  # fmt: skip
     return built[-1].trainer
+
+
+def _start_processes(trainer_options: dict[str, Any]) -> int:
+    """The processes the Trainer options ask for, started now under Lightning's DDP launcher, this one joined to
+    their process group (``init_dist``); their number. Several processes need ``--strategy ddp`` (or none)."""
+    from lightning_hooks.core import lightning_api
+
+    launch = {k: v for k, v in trainer_options.items() if k in ("accelerator", "devices", "num_nodes", "strategy")}
+    launch = {k: v for k, v in launch.items() if v is not None}
+    if lightning_api.world_size(**{**launch, "strategy": "ddp"}) == 1:
+        return 1
+    if launch.get("strategy", "auto") not in ("auto", "ddp"):
+        from lightning_hooks.families.mmcv.distributed import ddp_strategy
+
+        ddp_strategy(launch["strategy"], None, lightning_api.world_size(**launch))  # raises
+    return lightning_api.launch_processes(**{**launch, "strategy": "ddp"})
 
 
 def latest_checkpoint(work_dir: str) -> str | None:
