@@ -87,6 +87,114 @@ def build_evaluator(evaluator: Any) -> Evaluator | None:
     return Evaluator(evaluator)
 
 
+#: mmagic's evaluation loops: one evaluator per dataloader, each feeding the metrics of its sampler groups
+MULTI_LOOPS = ("MultiValLoop", "MultiTestLoop")
+
+
+def loop_type(loop_cfg: Any) -> str:
+    """The class name a ``val_cfg`` / ``test_cfg`` names (``""`` without one): ``"MultiValLoop"``, ``"ValLoop"``."""
+    kind = loop_cfg.get("type", "") if isinstance(loop_cfg, Mapping) else ""
+    return (kind if isinstance(kind, str) else getattr(kind, "__name__", "")).rpartition(".")[2]
+
+
+def build_multi_evaluators(evaluator: Any) -> list[Evaluator]:
+    """The evaluators of mmagic's ``MultiValLoop`` / ``MultiTestLoop`` (its ``_build_evaluators``): one evaluator
+    (config, list of metric configs, or instance) or a list of them, one per dataloader; each config gets mmagic's
+    checks (``update_and_check_evaluator``) and is built as ``Runner.build_evaluator`` builds it (in the current
+    scope: mmagic's ``Evaluator``)."""
+    from mmagic.engine.runner.loop_utils import is_evaluator, update_and_check_evaluator
+
+    evaluator = copy.deepcopy(evaluator)
+    if is_evaluator(evaluator):
+        configs = [update_and_check_evaluator(evaluator)]
+    elif isinstance(evaluator, (list, tuple)) and all(is_evaluator(cfg) for cfg in evaluator):
+        configs = [update_and_check_evaluator(cfg) for cfg in evaluator]
+    else:
+        raise ValueError(
+            f"MMEngineModule: {evaluator!r} is no evaluator of mmagic's MultiValLoop / MultiTestLoop: give an "
+            "evaluator (dict(type='Evaluator', metrics=[...]), a list of metric configs, or an Evaluator) or a list of "
+            "them, one per dataloader."
+        )
+    return [build_evaluator(cfg) for cfg in configs]
+
+
+class _EvaluationPlan:
+    """How an evaluation epoch of a stage feeds its evaluators: ``ValLoop`` / ``TestLoop``'s one evaluator, or
+    mmagic's ``MultiValLoop`` / ``MultiTestLoop``'s evaluator per dataloader, each given the metrics of its sampler
+    groups with every batch (``evaluator.process(outputs, data_batch, metrics)``)."""
+
+    def __init__(self, evaluators: list[Evaluator], multi: bool) -> None:
+        self.evaluators, self.multi = evaluators, multi
+        #: per dataloader, the metric groups its batches feed (multi); set at each epoch's start
+        self.groups: list[list[Any]] = []
+
+    def start(self, model: torch.nn.Module, loaders: list[Any]) -> None:
+        """``MultiValLoop.run``'s preparation: per dataloader, its evaluator's ``prepare_metrics`` and
+        ``prepare_samplers``, and its dataset's ``metainfo`` as the evaluator's (and the visualizer's)
+        ``dataset_meta``. A metric group that samples inputs of its own (mmagic's generative metrics: FID, IS, PPL,
+        ...) is refused: Lightning's evaluation loop iterates the dataloaders only."""
+        if not self.multi:
+            return
+        if len(loaders) != len(self.evaluators):
+            raise ValueError(
+                f"MMEngineModule (mmagic's MultiValLoop / MultiTestLoop): {len(loaders)} dataloaders and "
+                f"{len(self.evaluators)} evaluators; give one evaluator per dataloader, as the loop requires."
+            )
+        self.groups = []
+        for evaluator, loader in zip(self.evaluators, loaders):
+            evaluator.prepare_metrics(model, loader)
+            groups = []
+            pairs = evaluator.prepare_samplers(model, loader) if evaluator.metrics is not None else []
+            for metrics, sampler in pairs:
+                if sampler is not loader:
+                    names = ", ".join(type(metric).__name__ for metric in metrics)
+                    raise NotImplementedError(
+                        f"MMEngineModule (mmagic's MultiValLoop / MultiTestLoop): the metrics {names} draw their "
+                        "inputs from a sampler of their own (generated samples), which Lightning's evaluation loop "
+                        "does not iterate: it iterates the dataloaders. Evaluate them with mmagic's tools/test.py, or "
+                        "keep the metrics that read the dataloader's batches (PSNR, SSIM, MAE, ...) in this config."
+                    )
+                groups.append(metrics)
+            self.groups.append(groups)
+            meta = getattr(loader.dataset, "metainfo", None)
+            if meta:
+                evaluator.dataset_meta = meta
+                _set_visualizer_meta(meta)
+
+    def process(self, outputs: Any, batch: Any, dataloader_idx: int) -> None:
+        """One batch's outputs into the evaluator(s), as the loop's ``run_iter`` feeds them."""
+        if not self.multi:
+            self.evaluators[0].process(data_samples=outputs, data_batch=batch)
+            return
+        for metrics in self.groups[dataloader_idx]:
+            self.evaluators[dataloader_idx].process(outputs, batch, metrics)
+
+    def evaluate(self, loaders: list[Any]) -> dict[str, Any]:
+        """The epoch's metrics: ``evaluate(len(dataset))`` of the one evaluator, or each mmagic evaluator's
+        ``evaluate()`` merged (their names told apart by prefixes, as ``MultiValLoop`` requires)."""
+        if not self.multi:
+            return self.evaluators[0].evaluate(len(loaders[0].dataset))
+        merged: dict[str, Any] = {}
+        for evaluator in self.evaluators:
+            metrics = evaluator.evaluate()
+            if metrics.keys() & merged.keys():
+                raise ValueError(
+                    f"MMEngineModule (mmagic's MultiValLoop / MultiTestLoop): the metrics "
+                    f"{sorted(metrics.keys() & merged.keys())} come from two evaluators; give each evaluator's metrics a "
+                    "prefix of their own (prefix='Set5'), as the loop requires."
+                )
+            merged.update(metrics)
+        return merged
+
+
+def _set_visualizer_meta(meta: Any) -> None:
+    """The current visualizer's ``dataset_meta``, as ``MultiValLoop`` sets the runner's (none built: nothing)."""
+    from mmengine.visualization import Visualizer
+
+    if Visualizer._instance_dict:
+        Visualizer.get_current_instance().dataset_meta = meta
+
+
 class MMEngineModule(pl.LightningModule):
     """An MMEngine ``BaseModel`` trained by Lightning as MMEngine's ``Runner`` trains it.
 
@@ -116,6 +224,9 @@ class MMEngineModule(pl.LightningModule):
         train_batch_size: int | None = None,
         val_fp16: bool = False,
         test_fp16: bool = False,
+        val_loop: str = "ValLoop",
+        test_loop: str = "TestLoop",
+        default_scope: str | None = None,
     ) -> None:
         super().__init__()
         self.automatic_optimization = False
@@ -123,8 +234,11 @@ class MMEngineModule(pl.LightningModule):
         self._optim_cfg = optim_wrapper
         #: the ``OptimWrapper`` (or ``OptimWrapperDict``) the model's ``train_step`` updates; built at each fit
         self.optim_wrapper: OptimWrapper | OptimWrapperDict | None = None
-        self.val_evaluator = build_evaluator(val_evaluator)
-        self.test_evaluator = build_evaluator(test_evaluator)
+        self._evaluator_cfgs = {"val": val_evaluator, "test": test_evaluator}
+        self._multi = {"val": val_loop in MULTI_LOOPS, "test": test_loop in MULTI_LOOPS}
+        self._default_scope = default_scope
+        self._plans: dict[str, _EvaluationPlan] = {}
+        self._plan("val")  # Runner.train builds the val loop's evaluator; the test loop's only Runner.test builds
         self._auto_scale_lr = dict(auto_scale_lr or {})
         self._train_batch_size = train_batch_size
         self._fp16 = {"val": val_fp16, "test": test_fp16}
@@ -156,6 +270,9 @@ class MMEngineModule(pl.LightningModule):
                 train_batch_size=train_loader.get("batch_size") if isinstance(train_loader, Mapping) else None,
                 val_fp16=bool((cfg.get("val_cfg") or {}).get("fp16", False)),
                 test_fp16=bool((cfg.get("test_cfg") or {}).get("fp16", False)),
+                val_loop=loop_type(cfg.get("val_cfg")) or "ValLoop",
+                test_loop=loop_type(cfg.get("test_cfg")) or "TestLoop",
+                default_scope=cfg.get("default_scope"),
             )
 
     # ------------------------------------------------------------------------------------------ optimizers
@@ -248,27 +365,73 @@ class MMEngineModule(pl.LightningModule):
     def training_step(self, batch: Any, batch_idx: int) -> dict[str, torch.Tensor]:
         return self.model.train_step(batch, optim_wrapper=self.optim_wrapper)
 
+    # --------------------------------------------------------------------------------------------- evaluators
+    @property
+    def val_evaluator(self) -> Evaluator | None:
+        """The val loop's evaluator (mmagic's ``MultiValLoop``: the first dataloader's)."""
+        evaluators = self._plan("val").evaluators
+        return evaluators[0] if evaluators else None
+
+    @property
+    def test_evaluator(self) -> Evaluator | None:
+        """The test loop's evaluator, built when first needed, as ``Runner.test`` builds it (``Runner.train`` never
+        does); mmagic's ``MultiTestLoop``: the first dataloader's."""
+        evaluators = self._plan("test").evaluators
+        return evaluators[0] if evaluators else None
+
+    def _plan(self, stage: str) -> _EvaluationPlan:
+        """The stage's evaluators, built once (in the config's scope) as its loop builds them."""
+        if stage not in self._plans:
+            cfg = self._evaluator_cfgs[stage]
+            with DefaultScope.overwrite_default_scope(self._default_scope):
+                if self._multi[stage] and cfg is not None:
+                    evaluators = build_multi_evaluators(cfg)
+                else:
+                    built = build_evaluator(cfg)
+                    evaluators = [] if built is None else [built]
+            self._plans[stage] = _EvaluationPlan(evaluators, self._multi[stage])
+        return self._plans[stage]
+
+    def _evaluation(self, stage: str) -> _EvaluationPlan:
+        plan = self._plan(stage)
+        if not plan.evaluators:
+            raise ValueError(
+                f"MMEngineModule: {stage} needs an evaluator; give MMEngineModule({stage}_evaluator=dict(type=...)) "
+                f"or a config with {stage}_cfg and {stage}_evaluator."
+            )
+        return plan
+
+    # ------------------------------------------------------------------------------------------ evaluation
     @override
     def on_validation_epoch_start(self) -> None:
+        self._start_evaluation("val", self.trainer.val_dataloaders)
+
+    @override
+    def on_test_epoch_start(self) -> None:
+        self._start_evaluation("test", self.trainer.test_dataloaders)
+
+    def _start_evaluation(self, stage: str, loaders: Any) -> None:
         self._eval_losses = {}
-
-    on_test_epoch_start = on_validation_epoch_start
-
-    @override
-    def validation_step(self, batch: Any, batch_idx: int) -> list:
-        return self._eval_step("val", self.model.val_step, batch)
+        self._evaluation(stage).start(self.model, _as_list(loaders))
 
     @override
-    def test_step(self, batch: Any, batch_idx: int) -> list:
-        return self._eval_step("test", self.model.test_step, batch)
+    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> list:
+        return self._eval_step("val", self.model.val_step, batch, dataloader_idx)
 
-    def _eval_step(self, stage: str, step: Any, batch: Any) -> list:
+    @override
+    def test_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> list:
+        return self._eval_step("test", self.model.test_step, batch, dataloader_idx)
+
+    def _eval_step(self, stage: str, step: Any, batch: Any, dataloader_idx: int) -> list:
         """One ``ValLoop`` / ``TestLoop`` iteration: the step (autocast with ``fp16``), its losses kept aside, the
-        outputs into the evaluator."""
+        outputs into the evaluator; mmagic's ``MultiValLoop`` / ``MultiTestLoop``: into the dataloader's evaluator,
+        for each of its metric groups, without losses."""
+        plan = self._evaluation(stage)
         with _autocast(self._fp16[stage]):
             outputs = step(batch)
-        outputs, self._eval_losses = _update_losses(outputs, self._eval_losses)
-        self._evaluator(stage).process(data_samples=outputs, data_batch=batch)
+        if not plan.multi:
+            outputs, self._eval_losses = _update_losses(outputs, self._eval_losses)
+        plan.process(outputs, batch, dataloader_idx)
         return outputs
 
     @override
@@ -280,10 +443,10 @@ class MMEngineModule(pl.LightningModule):
         self._log_metrics("test", self.trainer.test_dataloaders)
 
     def _log_metrics(self, stage: str, loaders: Any) -> None:
-        """The evaluator's metrics over the whole dataset (``evaluate(len(dataset))``, all ranks' results), plus the
-        mean of each loss the steps returned, logged in float64 so hooks and loggers see the evaluator's numbers."""
-        loader = loaders[0] if isinstance(loaders, (list, tuple)) else loaders
-        metrics = self._evaluator(stage).evaluate(len(loader.dataset))
+        """The evaluator's metrics over the whole dataset (``evaluate(len(dataset))``, all ranks' results; mmagic's
+        evaluators merged), plus the mean of each loss the steps returned, logged in float64 so hooks and loggers see
+        the evaluator's numbers."""
+        metrics = self._evaluation(stage).evaluate(_as_list(loaders))
         if self._eval_losses:
             metrics.update(_parse_losses(self._eval_losses, stage))
         self.last_metrics = metrics
@@ -291,14 +454,9 @@ class MMEngineModule(pl.LightningModule):
         # every rank has the same values; a LightningLoggerVisBackend sends them to the loggers at LoggerHook's step
         self.log_dict(scalars, batch_size=1, sync_dist=self.trainer.world_size > 1, logger=not sends_scalars(self.trainer))
 
-    def _evaluator(self, stage: str) -> Evaluator:
-        evaluator = getattr(self, f"{stage}_evaluator")
-        if evaluator is None:
-            raise ValueError(
-                f"MMEngineModule: {stage} needs an evaluator; give MMEngineModule({stage}_evaluator=dict(type=...)) "
-                f"or a config with {stage}_cfg and {stage}_evaluator."
-            )
-        return evaluator
+
+def _as_list(loaders: Any) -> list[Any]:
+    return list(loaders) if isinstance(loaders, (list, tuple)) else [loaders]
 
 
 def _check_amp(cfg: Mapping[str, Any]) -> None:

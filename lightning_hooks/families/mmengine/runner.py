@@ -108,6 +108,7 @@ class Runner(Facade):
         self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime())
         self._experiment_name = options["experiment_name"]
         self._config_file: str | None = getattr(options["cfg"], "filename", None)  # a whole config's file
+        self._config_name = options["cfg"].get("experiment_name") if hasattr(options["cfg"], "get") else None
         self.experiment_name = self._run_name()
         self._instance_name = f"lightning-hooks:{self.experiment_name}:{next(_instances)}"
         cfg = options["cfg"]
@@ -137,10 +138,12 @@ class Runner(Facade):
         self._resumed_optimizer: dict[str, Any] | None = None  # a resumed checkpoint's `optimizer`, until restored
 
     def _run_name(self) -> str:
-        """``experiment_name``: the one given, else as the Runner names a run of a config file (the file's name and
-        the start time), else the start time."""
+        """``experiment_name``: the one given, else as ``Runner.from_cfg`` names a run of a config: the config's own
+        ``experiment_name`` (mmagic's configs set one) or the file's name, and the start time; else the start time."""
         if self._experiment_name:
             return self._experiment_name
+        if self._config_name:
+            return f"{self._config_name}_{self.timestamp}"
         if self._config_file:
             return f"{os.path.splitext(os.path.basename(self._config_file))[0]}_{self.timestamp}"
         return self.timestamp

@@ -8,8 +8,9 @@ must agree bitwise on this CPU: the loss, learning rates and metrics of every it
 the work-dir files and each checkpoint's weights, EMA weights, optimizer, scheduler and message-hub state. A failure
 names the config, the quantity and the first iteration where the two sides part.
 
-Not here: mmpose (its models import xtcocotools) and mmagic (its models import diffusers, safetensors and more),
-which this test venv lacks.
+mmagic's SRCNN config validates with mmagic's ``MultiValLoop`` and its own ``Evaluator`` (MAE, PSNR, SSIM); its
+modules import without the packages this venv lacks (tests/helpers/mmagic_parts.py). Not here: mmpose, whose models
+import xtcocotools, which this venv lacks.
 """
 
 from __future__ import annotations
@@ -17,11 +18,15 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import importlib.util
+
 import pytest
 import train_kit  # noqa: F401  registers the tiny datasets
-from resume_kit import first_difference, stopped_then_resumed
+from resume_kit import first_difference, run_lightning, run_runner, stopped_then_resumed
 
-_CONFIGS = {name: Path(__import__(name).__file__).parent / ".mim" / "configs" for name in ("mmpretrain", "mmseg", "mmdet")}
+_LIBRARIES = ("mmpretrain", "mmseg", "mmdet", "mmagic")
+_CONFIGS = {name: Path(importlib.util.find_spec(name).origin).parent / ".mim" / "configs" for name in _LIBRARIES
+            if importlib.util.find_spec(name)}  # fmt: skip
 
 _CIFAR_DATA = """train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
     dataset=dict(type="TinyCifar", n=12, seed=1, _delete_=True,
@@ -83,16 +88,27 @@ val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
 test_dataloader = val_dataloader
 train_cfg = dict(max_iters=9, val_interval=3)
 """, 6),
+    # super-resolution: mmagic's MultiValLoop with mmagic's Evaluator (MAE, PSNR, SSIM), BaseEditModel / SRCNN,
+    # CosineRestartLR, iteration-based (InfiniteSampler); the config's MultiTestLoop evaluators are never built
+    "mmagic-srcnn": ("mmagic", "srcnn/srcnn_x4k915_1xb16-1000k_div2k.py", """
+model = dict(generator=dict(channels=(3, 8, 4, 3)))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinySR", n=4, seed=1, _delete_=True, pipeline=[dict(type="PackInputs")]))
+val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinySR", n=2, seed=2, _delete_=True, pipeline=[dict(type="PackInputs")]))
+train_cfg = dict(max_iters=5, val_interval=2)
+""", 3),
 }
 
 
 def derived_config(directory: Path, case: str) -> Path:
     """The case's config: the shipped config as ``_base_``, the case's lines, then a log line every iteration,
-    ``seed=0``, a checkpoint every ``stop`` iterations (and at the end) and the hook that stops the first run."""
+    ``seed=0``, a checkpoint every ``stop`` iterations (and at the end) in the work dir (mmagic's configs name a
+    shared ``out_dir``) and the hook that stops the first run."""
     library, shipped, lines, stop = CASES[case]
     path = directory / f"{case}.py"
     path.write_text(f"_base_ = [{str(_CONFIGS[library] / shipped)!r}]\n{lines}"
-                    f"default_hooks = dict(logger=dict(interval=1), checkpoint=dict(by_epoch=False, interval={stop}))\n"
+                    f"default_hooks = dict(logger=dict(interval=1), checkpoint=dict(by_epoch=False, interval={stop}, out_dir=None))\n"
                     "randomness = dict(seed=0)\n"
                     "custom_hooks = [*_base_.get('custom_hooks', []), dict(type='StopRunHook')]\n")  # fmt: skip
     return path
@@ -108,10 +124,35 @@ def _resume_loads_pickles(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mmengine.runner.loops, "time", SimpleNamespace(sleep=lambda _: None))
 
 
+@pytest.fixture
+def library(case: str) -> str:
+    """The case's library, imported as its configs need (mmagic: its SR parts); skipped where not installed."""
+    name = CASES[case][0]
+    if name not in _CONFIGS:
+        pytest.skip(f"{name} is not installed")
+    if name == "mmagic":
+        import mmagic_parts
+
+        mmagic_parts.import_sr_parts()
+    return name
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_resume_at_an_arbitrary_iteration_continues_as_the_runners_resume(tmp_path: Path, case: str) -> None:
+def test_resume_at_an_arbitrary_iteration_continues_as_the_runners_resume(tmp_path: Path, case: str, library: str) -> None:
     stop = CASES[case][3]
     runner, lightning = stopped_then_resumed(derived_config(tmp_path, case), tmp_path, stop)
     checkpoints = sorted(path.name for path in runner.glob("*.pth"))
     assert f"iter_{stop}.pth" in checkpoints and len(checkpoints) > 1, checkpoints
     assert first_difference(case, runner, lightning, checkpoints) is None
+
+
+@pytest.mark.parametrize("case", ["mmagic-srcnn"])
+def test_mmagic_multi_val_loop_config_trains_and_validates_as_the_runner(tmp_path: Path, case: str, library: str) -> None:
+    """A fresh run of mmagic's SRCNN config (``MultiValLoop``, mmagic's ``Evaluator`` given each metric group with
+    every batch, a list of ``MultiTestLoop`` evaluators the train run never builds) against the Runner's."""
+    config = derived_config(tmp_path, case)
+    runner, lightning = tmp_path / "runner", tmp_path / "lightning"
+    run_runner(config, runner)
+    run_lightning(config, lightning)
+    assert any("PSNR" in row for row in __import__("resume_kit").scalars(runner))
+    assert first_difference(case, runner, lightning, sorted(path.name for path in runner.glob("*.pth"))) is None
