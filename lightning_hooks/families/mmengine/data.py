@@ -44,6 +44,7 @@ class MMEngineData(pl.LightningDataModule):
         super().__init__()
         self._configs = {"train": train_dataloader, "val": val_dataloader, "test": test_dataloader}
         self._built: dict[str, DataLoader] = {}
+        self._started: list[Any] = []  # the train iterator start_train_iterator() started, until the loader's first iter()
         self.seed, self.diff_rank_seed, self.default_scope = seed, diff_rank_seed, default_scope
         #: the train loop is epoch-based: each pass runs the loader to its end (``IterBasedTrainLoop`` restarts it)
         self.by_epoch = by_epoch
@@ -84,8 +85,7 @@ class MMEngineData(pl.LightningDataModule):
             with scope({"default_scope": self.default_scope}):
                 loader = Runner.build_dataloader(copy.deepcopy(config), seed=self.seed, diff_rank_seed=self.diff_rank_seed)
             if stage == "train" and isinstance(loader, DataLoader):
-                loader.__class__ = _runner_iteration(type(loader))
-                loader._lightning_hooks_exhaust = self.by_epoch
+                loader.__class__ = _runner_iteration(type(loader), exhaust=self.by_epoch, started=self._started)
             self._built[stage] = loader
         return self._built[stage]
 
@@ -94,7 +94,7 @@ class MMEngineData(pl.LightningDataModule):
         built (before the model's ``init_weights``, which draws from the same random generators): the loader's first
         ``iter()`` then returns this iterator. Only for one process: under DDP the samplers need the process group."""
         loader = self.loader("train")
-        loader._lightning_hooks_started = iter(loader)
+        self._started[:] = [iter(loader)]
 
     @override
     def train_dataloader(self) -> DataLoader:
@@ -110,20 +110,20 @@ class MMEngineData(pl.LightningDataModule):
 
 
 
-def _runner_iteration(cls: type) -> type:
+def _runner_iteration(cls: type, *, exhaust: bool, started: list[Any]) -> type:
     """A subclass of the loader class ``cls`` that iterates as the Runner's loops do, for what Lightning does not:
 
-    - its first ``iter()`` returns the iterator :meth:`MMEngineData.start_train_iterator` started (if any);
-    - with ``_lightning_hooks_exhaust``, each pass runs the loader's iterator to its end once it has given ``len()``
+    - its first ``iter()`` returns the iterator :meth:`MMEngineData.start_train_iterator` started (taken from
+      ``started``), if any;
+    - with ``exhaust``, each pass runs the loader's iterator to its end once it has given ``len()``
       batches, as ``EpochBasedTrainLoop``'s ``for`` loop does and Lightning, which stops at ``len()``, does not: a
       batch sampler that resets its state at the end (mmdet's ``AspectRatioBatchSampler``) starts the next epoch
       clean. Batches beyond ``len()`` (which the Runner would train on) are an error.
     """
 
     def __iter__(self: Any) -> Any:
-        started = self.__dict__.pop("_lightning_hooks_started", None)
-        iterator = started if started is not None else cls.__iter__(self)
-        if not self.__dict__.get("_lightning_hooks_exhaust"):
+        iterator = started.pop() if started else cls.__iter__(self)
+        if not exhaust:
             return iterator
         return _exhausting(iterator, len(self))
 
