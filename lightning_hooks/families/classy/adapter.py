@@ -64,6 +64,9 @@ class ClassyAdapter(LegacyHookAdapter):
             ``task.checkpoint_folder`` unless those are given. Its ``OPTIMIZER.param_schedulers`` are applied as
             VISSL's trainer does through the ``ClassyOptimizer`` the LightningModule keeps as an attribute (its
             ``.optimizer`` returned by ``configure_optimizers``); without one, a non-constant schedule is refused.
+        hook_generator: with ``vissl``, the function that builds the config's hooks in place of VISSL's
+            ``default_hook_generator``, as the ``hook_generator`` that a launcher script gives VISSL's
+            ``launch_distributed``.
 
     With VISSL hooks or ``vissl``, the adapter does what VISSL's ``SelfSupervisionTrainer`` does around them: a
     single-process gloo group when there is no process group, Classy's device index set to the run's device (both
@@ -95,9 +98,14 @@ class ClassyAdapter(LegacyHookAdapter):
         loss: Any = None,
         model: str | None = None,
         vissl: Any = None,
+        hook_generator: Callable[[Any], list[Any]] | None = None,
     ) -> None:
+        if hook_generator is not None and vissl is None:
+            raise ValueError("ClassyAdapter: hook_generator= builds the hooks of a VISSL config: pass vissl=... too")
         if vissl is not None:
-            hooks, config, checkpoint_folder = vissl_host.with_config_hooks(hooks, vissl, config, checkpoint_folder)
+            hooks, config, checkpoint_folder = vissl_host.with_config_hooks(
+                hooks, vissl, config, checkpoint_folder, hook_generator
+            )
         super().__init__(hooks)
         names = Counter(hook.name() for hook in self.hooks)
         repeated = sorted(name for name, n in names.items() if n > 1)

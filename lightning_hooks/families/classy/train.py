@@ -99,17 +99,29 @@ def _trainer(
 
 
 # --------------------------------------------------------------------------------------------------------- Classy
+class _ConfigFirst(argparse.ArgumentParser):
+    """A parser on which Classy's required ``--config_file`` option is the positional ``TASK.json``."""
+
+    def add_argument(self, *names: Any, **kwargs: Any) -> argparse.Action:
+        if names == ("--config_file",):
+            return super().add_argument("config_file", metavar="TASK.json", help=kwargs.get("help"))
+        return super().add_argument(*names, **kwargs)
+
+
 def classy_parser() -> argparse.ArgumentParser:
     """``classy_train.py``'s parser (Classy's own ``add_generic_args``) with the config as the first argument."""
     from classy_vision.generic.opts import add_generic_args
 
-    parser = argparse.ArgumentParser(
-        prog="lightning-hooks train CONFIG.json",
+    parser = _ConfigFirst(
+        prog="lightning-hooks train",
         description="Train a Classy Vision task config under Lightning, as classy_train.py does.",
     )
     add_generic_args(parser)
     parser.add_argument("--device", choices=("cpu", "gpu"), default=None,
                         help="older classy_train.py's device flag: Lightning's accelerator")  # fmt: skip
+    parser.add_argument("--project_folder", default=".",
+                        help="the Classy project (classy-project's layout) whose packages register the config's names, "
+                        "imported as classy_train.py imports those of its own folder (default: the current folder)")  # fmt: skip
     return lightning_arguments(parser)
 
 
@@ -149,17 +161,18 @@ def classy_hooks(args: argparse.Namespace, config: dict[str, Any]) -> list[Any]:
 
 
 def classy_main(argv: list[str]) -> None:
-    """``classy_train.py --config_file argv[0] argv[1:]`` under Lightning."""
+    """``classy_train.py --config_file argv[0] argv[1:]`` under Lightning, after importing the project's packages
+    (``--project_folder``, default: the current folder) as ``classy_train.py`` imports those of its folder."""
     import torch
     from classy_vision.generic.opts import check_generic_args
 
     from lightning_hooks.families.classy.data import load_task_config
     from lightning_hooks.families.classy.module import ClassyTaskModule
+    from lightning_hooks.families.classy.project import import_project
 
     parser = classy_parser()
     argv, trainer_argv = trainer_options.split_argv(argv)
-    config_first = bool(argv) and not argv[0].startswith("-")
-    args = check_generic_args(parser.parse_args(["--config_file", *argv] if config_first else argv))
+    args = check_generic_args(parser.parse_args(argv))
     request = trainer_options.TrainerRequest.from_args(args, trainer_argv, parser=parser)
     if args.pretrained_checkpoint_path:
         parser.error("--pretrained_checkpoint_path is for Classy's fine_tuning task, not built under Lightning")
@@ -167,6 +180,7 @@ def classy_main(argv: list[str]) -> None:
         parser.error(f"--distributed_backend {args.distributed_backend}: none or ddp")
     logging.getLogger().setLevel(logging.INFO)
     _set_backends(args)
+    import_project(args.project_folder)
     config = load_task_config(args.config_file)
     torch.manual_seed(0)
     module = ClassyTaskModule(config)
@@ -234,6 +248,14 @@ def vissl_parser() -> argparse.ArgumentParser:
         description="Train a VISSL config under Lightning, as VISSL's tools/run_distributed_engines.py does. The "
         "arguments without a leading '-' are VISSL's hydra overrides (config.OPTIMIZER.num_epochs=2 ...).",
     )
+    group = parser.add_argument_group("your own modules (what your launcher script would import)")
+    group.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                       help="a module to import before the config is composed, by its dotted name, from the current "
+                       "folder or PYTHONPATH: its register_model_trunk / register_model_head / register_loss / ... "
+                       "decorators register the names your config uses (repeatable)")  # fmt: skip
+    group.add_argument("--hook-generator", "--hook_generator", dest="hook_generator", metavar="MODULE:FUNCTION",
+                       help="the function that builds the run's hooks from the config, in place of VISSL's "
+                       "default_hook_generator: the hook_generator your script gives VISSL's launch_distributed")  # fmt: skip
     return lightning_arguments(parser)
 
 
@@ -255,12 +277,14 @@ def vissl_world_overrides(args: argparse.Namespace, parser: argparse.ArgumentPar
 
 
 def vissl_main(argv: list[str]) -> None:
-    """``run_distributed_engines.py config=... overrides...`` under Lightning."""
+    """``run_distributed_engines.py config=... overrides...`` under Lightning, after importing the user's modules
+    (``--import``); ``--hook-generator`` builds the hooks, as a launcher script's ``hook_generator``."""
     from vissl.utils.checkpoint import get_checkpoint_folder, get_resume_checkpoint, is_training_finished
     from vissl.utils.hydra_config import compose_hydra_configuration, convert_to_attrdict
     from vissl.utils.logger import setup_logging, shutdown_logging
     from vissl.utils.misc import set_seeds
 
+    from lightning_hooks.families.classy.project import import_user_modules, user_function
     from lightning_hooks.families.classy.vissl_module import VisslConfigModule
 
     parser = vissl_parser()
@@ -270,6 +294,8 @@ def vissl_main(argv: list[str]) -> None:
     flags = [item for item in overrides if item.startswith("-")]
     if flags:
         parser.error(f"unrecognized arguments: {' '.join(flags)}")
+    import_user_modules(args.imports)
+    hook_generator = user_function(args.hook_generator, "--hook-generator") if args.hook_generator else None
     _, config = convert_to_attrdict(compose_hydra_configuration([*overrides, *vissl_world_overrides(args, parser)]))
     folder = get_checkpoint_folder(config)
     if is_training_finished(config, checkpoint_folder=folder):
@@ -287,8 +313,9 @@ def vissl_main(argv: list[str]) -> None:
         set_seeds(config, rank)
         module = VisslConfigModule(config)
         distributed = config.DISTRIBUTED
+        adapter = module.adapter(hook_generator=hook_generator)
         trainer = _trainer(
-            args, {**module.trainer_options(), "log_every_n_steps": config.LOG_FREQUENCY}, [module.adapter()], folder,
+            args, {**module.trainer_options(), "log_every_n_steps": config.LOG_FREQUENCY}, [adapter], folder,
             request, "vissl",
             accelerator="gpu" if config.MACHINE.DEVICE == "gpu" else "cpu",
             devices=distributed.NUM_PROC_PER_NODE, num_nodes=distributed.NUM_NODES,
@@ -303,14 +330,14 @@ COMMANDS = (
     TrainCommand(
         legacy="Classy Vision classy_train.py",
         usage="TASK.json [--checkpoint_folder DIR] [--checkpoint_load_path PATH] [--log_freq N] [--device cpu] "
-        "[--devices N] [--num-nodes N] [--strategy S] [--precision P] ...",
+        "[--project_folder DIR] [--devices N] [--num-nodes N] [--strategy S] [--precision P] ...",
         kind=CLASSY,
         main=classy_main,
     ),
     TrainCommand(
         legacy="VISSL tools/run_distributed_engines.py",
-        usage="config=<VISSL config> [config.KEY=VALUE ...] [--devices N] [--num-nodes N] [--strategy S] "
-        "[--precision P]",
+        usage="config=<VISSL config> [config.KEY=VALUE ...] [--import MODULE] [--hook-generator MODULE:FUNCTION] "
+        "[--devices N] [--num-nodes N] [--strategy S] [--precision P]",
         kind=VISSL,
         main=vissl_main,
     ),

@@ -14,7 +14,7 @@ VISSL is imported lazily: nothing here needs it unless a VISSL config is compose
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,23 +135,26 @@ def compose(config: Any) -> Any:
     return config if isinstance(config, AttrDict) else AttrDict(dict(config))
 
 
-def with_config_hooks(hooks: Any, config: Any, given_config: Any, folder: str | None) -> tuple[list[Any], Any, str]:
-    """``ClassyAdapter(hooks, vissl=config)``: VISSL's ``default_hook_generator(cfg)`` before ``hooks``; the composed
-    config and its checkpoint folder (``folder`` unless None)."""
+def with_config_hooks(
+    hooks: Any, config: Any, given_config: Any, folder: str | None, generator: Callable[[Any], list[Any]] | None = None
+) -> tuple[list[Any], Any, str]:
+    """``ClassyAdapter(hooks, vissl=config)``: VISSL's ``default_hook_generator(cfg)`` (or ``generator(cfg)``) before
+    ``hooks``; the composed config and its checkpoint folder (``folder`` unless None)."""
     if given_config is not None:
         raise ValueError("ClassyAdapter: pass the VISSL config as vissl=... only (it becomes task.config), not config=")
     composed = compose(config)
-    built, default_folder = hooks_from_config(composed)
+    built, default_folder = hooks_from_config(composed, generator)
     extra = [] if hooks is None else list(hooks) if isinstance(hooks, (list, tuple)) else [hooks]
     return built + extra, composed, folder if folder is not None else default_folder
 
 
-def hooks_from_config(config: Any) -> tuple[list[Any], str]:
-    """VISSL's ``default_hook_generator(config)`` and the checkpoint folder VISSL's trainer would use."""
+def hooks_from_config(config: Any, generator: Callable[[Any], list[Any]] | None = None) -> tuple[list[Any], str]:
+    """The hooks ``generator(config)`` builds (VISSL's ``default_hook_generator`` unless given: the ``hook_generator``
+    of VISSL's ``launch_distributed``) and the checkpoint folder VISSL's trainer would use."""
     from vissl.hooks import default_hook_generator
     from vissl.utils.checkpoint import get_checkpoint_folder
 
-    return default_hook_generator(config), get_checkpoint_folder(config)
+    return (generator or default_hook_generator)(config), get_checkpoint_folder(config)
 
 
 @dataclass(frozen=True)
