@@ -41,13 +41,17 @@ def test_the_configs_modules_import_from_the_working_folder(project: Path) -> No
     import_project({}, "my_config.py", import_modules_from_strings)  # no custom_imports: nothing to do
 
 
-def test_a_module_that_does_not_import_is_named_with_the_error_it_met(project: Path) -> None:
-    cfg = {"custom_imports": {"imports": ["projects.demo_proj_pi", "projects.demo_proj_pi.broken"]}}
+@pytest.mark.parametrize(("module", "missing"), [
+    ("projects.demo_proj_pi.broken", "demo_proj_pi_missing_dependency"),  # a dependency the module lacks
+    ("projects.demo_proj_pi.misspelt", "projects.demo_proj_pi.misspelt"),  # a name in custom_imports
+])  # fmt: skip
+def test_a_module_that_does_not_import_is_named_with_the_error_it_met(project: Path, module: str, missing: str) -> None:
+    cfg = {"custom_imports": {"imports": ["projects.demo_proj_pi", module]}}
     with pytest.raises(ImportError) as raised:
         import_project(cfg, "configs/my_config.py", import_modules_from_strings)
     message = str(raised.value)
-    assert message.startswith("configs/my_config.py: custom_imports: 'projects.demo_proj_pi.broken' does not import: "
-                              "ModuleNotFoundError: No module named 'demo_proj_pi_missing_dependency'")  # fmt: skip
+    assert message.startswith(f"configs/my_config.py: custom_imports: {module!r} does not import: "
+                              f"ModuleNotFoundError: No module named {missing!r}")  # fmt: skip
     assert str(project) in message and "pip install -e ." in message
     assert isinstance(raised.value.__cause__, ModuleNotFoundError)
 
