@@ -16,6 +16,7 @@ import sys
 from typing import NoReturn
 
 from lightning_hooks import families
+from lightning_hooks.core.checkpoint_files import checkpoint_error
 from lightning_hooks.core.config_kind import config_kind
 from lightning_hooks.core.errors import InputError
 from lightning_hooks.core.family import TrainCommand
@@ -48,6 +49,14 @@ def command_for(first: str) -> TrainCommand | None:
     return next((c for family in families.registered() for c in family.train if c.kind == kind), None)
 
 
+def explain(command: TrainCommand, err: BaseException) -> InputError | None:
+    """The short error of ours behind ``err``: a checkpoint file that is not one (for every family), or what the
+    entry point's ``explain`` makes of its library's error (a name no registry knows); None: ``err`` stands."""
+    if isinstance(err, InputError):
+        return None  # raised as it is
+    return checkpoint_error(err) or (command.explain(err) if command.explain is not None else None)
+
+
 def main(argv: list[str]) -> None:
     """Run the entry point that trains ``argv[0]``'s kind of config with the whole of ``argv``."""
     if not argv or argv[0] in ("-h", "--help"):
@@ -62,7 +71,7 @@ def main(argv: list[str]) -> None:
         try:
             command.main(argv)
         except Exception as err:
-            explained = command.explain(err) if command.explain is not None and not isinstance(err, InputError) else None
+            explained = explain(command, err)
             if explained is None:
                 raise
             raise explained from err

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from pathlib import Path
 
 import pytest
+from lh_testing import subprocess_env
 
 from lightning_hooks import cli
 from lightning_hooks import train as dispatcher
@@ -142,3 +144,136 @@ def test_a_classy_task_config_that_is_not_json_shows_the_line(capsys, tmp_path):
     config.write_text(json.dumps({"name": "classification_task", "num_epochs": 2}, indent=2).replace('2\n', '2,\n'))
     err = train_error(capsys, str(config))
     assert f"{config}, line 4 column 1: not valid JSON" in err
+
+
+# ------------------------------------------------------------------------------------ a file that is not a checkpoint
+def _tiny_mmengine_config(tmp_path) -> str:
+    """A derived config of mmpretrain's CIFAR ResNet-18 on tiny generated data (tests/helpers/train_kit.py)."""
+    import train_kit
+
+    path = tmp_path / "tiny.py"
+    path.write_text(f"_base_ = [{str(train_kit.RESNET_CIFAR)!r}]\n{train_kit.resnet_cifar(n_val=None)}"
+                    "train_cfg = dict(by_epoch=True, max_epochs=1)\n")  # fmt: skip
+    return str(path)
+
+
+NOT_CHECKPOINTS = {
+    "random": (lambda: bytes(range(7, 250)) * 8, "is not a PyTorch checkpoint (it starts with bytes"),
+    "empty": (lambda: b"", "is empty. Pass the path of a file written by torch.save."),
+    "pickle garbage": (lambda: b"\x80\x02garbage" * 4, "is truncated or corrupt and cannot be read as a PyTorch"),
+}
+
+
+@pytest.mark.parametrize("content", sorted(NOT_CHECKPOINTS))
+@pytest.mark.parametrize("flag", ["--resume", "load_from"])
+def test_an_mmengine_resume_or_load_from_file_that_is_no_checkpoint_is_named(capsys, tmp_path, content, flag):
+    make, problem = NOT_CHECKPOINTS[content]
+    ckpt = tmp_path / "epoch_1.pth"
+    ckpt.write_bytes(make())
+    given = [flag, str(ckpt)] if flag == "--resume" else ["--cfg-options", f"load_from={ckpt}"]
+    err = train_error(capsys, _tiny_mmengine_config(tmp_path), "--work-dir", str(tmp_path / "work"), *given)
+    assert f"runner.load_checkpoint: {str(ckpt)!r}" in err and problem in err
+    assert "weights_only" not in err
+
+
+def test_an_mmengine_resume_file_that_does_not_exist_is_named(capsys, tmp_path):
+    missing = tmp_path / "epoch_9.pth"
+    err = train_error(capsys, _tiny_mmengine_config(tmp_path), "--work-dir", str(tmp_path / "w"), "--resume", str(missing))
+    assert f"runner.load_checkpoint: {str(missing)!r} does not exist. Check the path of the checkpoint." in err
+
+
+# -------------------------------------------------------------------------------------- a name nobody registered
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("model = dict(backbone=dict(type='ResNte'))", "unknown model type 'ResNte' (registry mmpretrain::model). "
+                                                       "Did you mean: ResNet"),
+        ("train_dataloader = dict(dataset=dict(type='TinyCifr'))", "unknown dataset type 'TinyCifr' (registry "
+                                                                   "mmpretrain::dataset). Did you mean: TinyCifar?"),
+        ("train_dataloader = dict(dataset=dict(pipeline=[dict(type='PackInput')]))", "unknown transform type "
+                                                                                     "'PackInput'"),
+        ("model = dict(head=dict(loss=dict(type='CrossEntropyLos')))", "Did you mean: CrossEntropyLoss?"),
+        ("custom_hooks = [dict(type='EMAHok')]", "hook type 'EMAHok' is not registered"),
+    ],
+    ids=["model", "dataset", "transform", "loss", "hook"],
+)  # fmt: skip
+def test_an_mmengine_type_no_registry_knows_is_one_short_message(capsys, tmp_path, line, expected):
+    config = _tiny_mmengine_config(tmp_path)
+    with open(config, "a") as f:
+        f.write(line + "\n")
+    err = train_error(capsys, config, "--work-dir", str(tmp_path / "work"))
+    assert expected in err
+    if "hook" not in line:
+        assert "custom_imports" in err and "default scope ('mmpretrain')" in err
+
+
+# ------------------------------------------------------------------------- Classy and VISSL (their own processes)
+def _classy_task(tmp_path, **dataset: str) -> str:
+    """Classy's shipped ResNet-50 synthetic-image task config, made small (8/4 images of 32 px, one epoch)."""
+    root = Path(importlib.util.find_spec("classy_vision").origin).parent
+    config = json.loads((root / "configs" / "resnet50_synthetic_image_classy_config.json").read_text())
+    for phase, n in (("train", 8), ("test", 4)):
+        config["dataset"][phase].update(crop_size=32, num_samples=n, batchsize_per_replica=4, **dataset)
+    config["model"]["heads"][0]["num_classes"] = 10
+    config["num_epochs"] = 1
+    path = tmp_path / "task.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def _train_in_a_process(tmp_path, *argv: str) -> str:
+    """``lightning-hooks train argv`` in a process of its own, with VISSL's site (torchvision, vissl) on the path as
+    its docs say; its stderr's last line, which must be the one error (exit 1, no traceback)."""
+    import subprocess
+    import sys
+
+    import real_torchvision
+
+    code = ("import sys, real_torchvision; real_torchvision.activate(); from lightning_hooks import cli; "
+            "cli.main(['train', *sys.argv[1:]])")  # fmt: skip
+    helpers = Path(real_torchvision.__file__).parent
+    proc = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=600, env=subprocess_env(helpers, OMP_NUM_THREADS="1"))  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-4000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("lightning-hooks train: error: "), proc.stderr[-4000:]
+    return last
+
+
+def _real_torchvision() -> bool:
+    import real_torchvision
+
+    return real_torchvision.available()
+
+
+needs_vissl_site = pytest.mark.skipif(not _real_torchvision(), reason="run `bash scripts/setup.sh test` (VISSL's site)")
+
+
+@needs_vissl_site
+def test_a_classy_name_no_registry_knows_is_one_short_message(tmp_path):
+    err = _train_in_a_process(tmp_path, _classy_task(tmp_path, name="synthetic_imag"), "--checkpoint_folder", "ck")
+    assert "unknown Classy dataset name 'synthetic_imag'. Did you mean: synthetic_image," in err
+    assert "Registrations come from the packages of the project folder (--project_folder" in err
+
+
+@needs_vissl_site
+def test_a_classy_checkpoint_load_path_that_is_no_checkpoint_is_named(tmp_path):
+    (tmp_path / "random.torch").write_bytes(NOT_CHECKPOINTS["random"][0]())
+    err = _train_in_a_process(tmp_path, _classy_task(tmp_path), "--checkpoint_folder", "ck",
+                              "--checkpoint_load_path", "random.torch")  # fmt: skip
+    assert "the checkpoint given as ckpt_path, 'random.torch', is not a PyTorch checkpoint (it starts with" in err
+    assert "weights_only" not in err
+
+
+@needs_vissl_site
+def test_a_vissl_name_no_registry_knows_is_one_short_message(tmp_path):
+    err = _train_in_a_process(tmp_path, "config=test/integration_test/quick_simclr_synthetic",
+                              "config.MODEL.TRUNK.NAME=resnext", f"config.CHECKPOINT.DIR={tmp_path / 'ck'}")  # fmt: skip
+    assert "unknown VISSL model trunk name 'resnext'. Did you mean: resnet," in err and "--import MODULE" in err
+
+
+@needs_vissl_site
+def test_a_vissl_config_that_does_not_exist_is_named(tmp_path):
+    err = _train_in_a_process(tmp_path, "config=test/integration_test/quick_simclr_synthetc")
+    assert "config=test/integration_test/quick_simclr_synthetc: VISSL has no such config" in err
+    assert "Did you mean: test/integration_test/quick_simclr_synthetic" in err

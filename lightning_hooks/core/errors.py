@@ -58,5 +58,9 @@ class CheckpointFileError(InputError, ValueError):
     """A file given as a checkpoint that is not one (empty, not ``torch.save``'s format, truncated, corrupt)."""
 
 
-class UnknownNameError(InputError, LookupError):
-    """A ``type`` / ``name`` in a config that no registry knows (see :func:`unknown_name`)."""
+class UnknownNameError(InputError, KeyError):
+    """A ``type`` / ``name`` in a config that no registry knows (see :func:`unknown_name`); a ``KeyError``, as the
+    registries' own errors are, whose text is its message (without the quotes ``KeyError`` adds)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

@@ -25,6 +25,7 @@ from typing import Any
 from lightning_hooks.core.config_kind import CLASSY, VISSL
 from lightning_hooks.core import trainer_options
 from lightning_hooks.core.family import TrainCommand
+from lightning_hooks.families.classy import names
 
 
 def lightning_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -332,6 +333,7 @@ COMMANDS = (
         usage="TASK.json [--checkpoint_folder DIR] [--checkpoint_load_path PATH] [--log_freq N] [--device cpu] "
         "[--project_folder DIR] [--devices N] [--num-nodes N] [--strategy S] [--precision P] ...",
         kind=CLASSY,
+        explain=names.explain_classy,
         main=classy_main,
     ),
     TrainCommand(
@@ -339,6 +341,7 @@ COMMANDS = (
         usage="config=<VISSL config> [config.KEY=VALUE ...] [--import MODULE] [--hook-generator MODULE:FUNCTION] "
         "[--devices N] [--num-nodes N] [--strategy S] [--precision P]",
         kind=VISSL,
+        explain=names.explain_vissl,
         main=vissl_main,
     ),
 )

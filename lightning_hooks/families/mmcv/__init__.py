@@ -9,7 +9,7 @@ from lightning_hooks.core.errors import ConfigError
 from lightning_hooks.core.family import Family, TrainCommand, adapter_options, check_keys, expect, message
 from lightning_hooks.families.mmcv.adapter import MMCVAdapter
 from lightning_hooks.families.mmcv import logging as mmcv_logging
-from lightning_hooks.families.mmcv import train
+from lightning_hooks.families.mmcv import names, train
 from lightning_hooks.families.mmcv.demo import available, demo_hooks
 
 __all__ = ["FAMILY", "MMCVAdapter"]
@@ -43,4 +43,5 @@ FAMILY = Family("mmcv", MMCVAdapter, build_section, demo_hooks=demo_hooks if ava
                 configure_logging=mmcv_logging.configure_logging, batches_per_step=mmcv_logging.batches_per_step,
                 accepts="mmcv.runner.Hook (mmcv 1.x)",
                 train=(TrainCommand(legacy="OpenMMLab 1.x tools/train.py (mmcls 0.x, mmdet 2.x, mmseg 0.x)",
-                                    usage=train.USAGE, kind=OPENMMLAB_1X, main=train.main),))  # fmt: skip
+                                    usage=train.USAGE, kind=OPENMMLAB_1X, main=train.main,
+                                    explain=names.explain),))  # fmt: skip

@@ -202,8 +202,13 @@ class LightningRunner:
 
     def load_checkpoint(self, filename: str, map_location: Any = "cpu", strict: bool = False,
                         revise_keys: list | None = None) -> dict[str, Any]:  # fmt: skip
-        """``load_from``: mmcv's ``load_checkpoint`` into the model now, as mmcv's runner does."""
+        """``load_from``: mmcv's ``load_checkpoint`` into the model now, as mmcv's runner does; a local file that is
+        not a checkpoint is a :class:`~lightning_hooks.core.errors.CheckpointFileError` naming it."""
         from mmcv.runner import load_checkpoint
+
+        from lightning_hooks.core.checkpoint_files import check_checkpoint_file
+
+        check_checkpoint_file(filename, owner="runner.load_checkpoint (load_from / resume_from)")
         return load_checkpoint(self.model, filename, map_location, strict, self.logger,
                                revise_keys=revise_keys if revise_keys is not None else [(r"^module.", "")])  # fmt: skip
 

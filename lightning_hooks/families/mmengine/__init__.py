@@ -6,7 +6,7 @@ from typing import Any
 
 from lightning_hooks.core.config_kind import MMENGINE
 from lightning_hooks.core.family import Family, TrainCommand, build_adapter, build_each, build_one, expect
-from lightning_hooks.families.mmengine import train
+from lightning_hooks.families.mmengine import names, train
 from lightning_hooks.families.mmengine.adapter import MMEngineAdapter
 from lightning_hooks.families.mmengine.demo import demo_hooks
 
@@ -45,7 +45,7 @@ FAMILY = Family("mmengine", MMEngineAdapter, build_section, demo_hooks=demo_hook
                 config_example="MMEngineAdapter.from_config(custom_hooks=[...]) or MMEngineAdapter([dict(type=...)])",
                 accepts="mmengine.hooks.Hook",
                 train=(TrainCommand(legacy="OpenMMLab tools/train.py", usage=train.USAGE, kind=MMENGINE,
-                                    main=train.main),))  # fmt: skip  # the registry line, options aligned
+                                    main=train.main, explain=names.explain),))  # fmt: skip  # the registry line, options aligned
 
 
 def __getattr__(name: str) -> Any:

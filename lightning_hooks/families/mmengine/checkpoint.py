@@ -66,7 +66,7 @@ def read(filename: str, map_location: Any, weights_only: bool) -> dict[str, Any]
     """A checkpoint file (``torch.load(weights_only=...)``) or, for URLs and other backends, MMEngine's loader."""
     from mmengine.runner.checkpoint import _load_checkpoint
 
-    if os.path.isfile(filename):
+    if os.path.isfile(filename) or "://" not in filename:  # a local path (not there: an error naming it)
         return load_checkpoint_file(filename, owner="runner.load_checkpoint", map_location=map_location,
                                     weights_only=weights_only)  # fmt: skip
     return _load_checkpoint(filename, map_location=map_location)

@@ -11,7 +11,7 @@ from mmengine.hooks import Hook
 from mmengine.registry import HOOKS, Registry
 from mmengine.runner import Priority, Runner, get_priority
 
-from lightning_hooks.core.errors import close_names
+from lightning_hooks.core.errors import UnknownNameError, close_names
 from lightning_hooks.core.introspect import keywords
 
 #: the adapter class ``adapter_from_config`` builds (``MMEngineAdapter`` or a subclass; not imported: the adapter
@@ -110,7 +110,7 @@ def check_type(cfg: dict, registry: Registry) -> None:
         names = registered_names(registry._get_root_registry())
         close = close_names(kind, names, n=3, cutoff=0.5)
         hint = f"Did you mean {', '.join(repr(c) for c in close)}?" if close else f"Registered: {', '.join(names)}."
-        raise KeyError(
+        raise UnknownNameError(
             f"build_hooks: hook type {kind!r} is not registered in the {registry.name!r} registry "
             f"(scope {registry.scope!r}) or its children. {hint} Register your class with @HOOKS.register_module()."
         )

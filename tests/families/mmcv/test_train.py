@@ -251,3 +251,39 @@ def test_the_library_train_module_is_as_before_after_a_run_and_after_a_failure(l
     with pytest.raises(RuntimeError, match="boom"), mmcv_train.lightning_runner(library, {}):
         raise RuntimeError("boom")
     assert module.build_runner is original
+
+
+@pytest.mark.parametrize("flag", ["--resume-from", "--load-from"])
+def test_a_resume_or_load_from_file_that_is_no_checkpoint_is_one_short_error(config, tmp_path, capsys, flag):
+    from lightning_hooks import cli
+
+    ckpt = tmp_path / "epoch_1.pth"
+    ckpt.write_bytes(bytes(range(7, 250)) * 8)
+    for library in ("mmcls", "mmcv"):  # their handlers would write to an earlier test's captured stderr
+        fresh_root_logger(library)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["train", str(config), "--work-dir", str(tmp_path / "work"), flag, str(ckpt)])
+    err = capsys.readouterr().err  # the library's log lines, then the one error
+    assert exit_.value.code == 1 and "Traceback" not in err, err[-3000:]
+    err = err.strip().splitlines()[-1]
+    assert err.startswith("lightning-hooks train: error: ")
+    assert f"runner.load_checkpoint (load_from / resume_from): {str(ckpt)!r} is not a PyTorch checkpoint" in err
+    assert "weights_only" not in err
+
+
+@pytest.mark.parametrize(("option", "expected"), [
+    ("model.backbone.type=ResNte", "unknown model type 'ResNte' (registry mmcls::models). Did you mean: ResNet"),
+    ("data.train.type=TinyCIFR", "unknown dataset type 'TinyCIFR' (registry mmcls::dataset). Did you mean: TinyCIFAR"),
+])  # fmt: skip
+def test_a_type_no_1x_registry_knows_is_one_short_error(config, tmp_path, capsys, option, expected):
+    from lightning_hooks import cli
+
+    for library in ("mmcls", "mmcv"):
+        fresh_root_logger(library)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["train", str(config), "--work-dir", str(tmp_path / "work"), "--cfg-options", option])
+    err = capsys.readouterr().err  # the library's log lines, then the one error
+    assert exit_.value.code == 1 and "Traceback" not in err, err[-3000:]
+    err = err.strip().splitlines()[-1]
+    assert err.startswith("lightning-hooks train: error: ")
+    assert expected in err and "custom_imports" in err
