@@ -257,13 +257,18 @@ class EpochTrainLoop(_TrainLoop, EpochBasedTrainLoop):
     def __init__(self, runner: Any, cfg: EpochLoopConfig | None = None) -> None:
         super().__init__(runner)
         self.cfg = cfg if cfg is not None and cfg.scheduled else None
+        #: the run is an ``EpochBasedTrainLoop`` of a ``train_cfg`` (a config's run), resumed as the Runner resumes it
+        self.configured = cfg is not None
 
     def resumed(self, checkpoint: dict[str, Any], logger: Any) -> None:
-        """Also: a checkpoint written inside an epoch (``CheckpointHook`` by iteration, its ``meta`` epoch the epoch
-        that ran) resumes at that epoch's first batch, as ``EpochBasedTrainLoop.run_epoch`` iterates its whole loader
-        again after ``Runner.resume``: the epoch's batches all run once more, ``iter`` going on from the checkpoint's
-        (Lightning would go on from the batch after the saved one)."""
+        """Also, for a ``train_cfg``'s loop: a checkpoint written inside an epoch (``CheckpointHook`` by iteration,
+        its ``meta`` epoch the epoch that ran) resumes at that epoch's first batch, as ``EpochBasedTrainLoop.run_epoch``
+        iterates its whole loader again after ``Runner.resume``: the epoch's batches all run once more, ``iter``
+        going on from the checkpoint's. Without ``train_cfg`` (MMEngine hooks in a Trainer of your own, maybe beside
+        other families' adapters) Lightning's own resume stands: it goes on from the batch after the saved one."""
         super().resumed(checkpoint, logger)
+        if not self.configured:
+            return
         meta = checkpoint.get("meta") or {}
         loop = checkpoint.get("loops", {}).get("fit_loop", {})
         ran = loop.get("epoch_progress", {}).get("current", {}).get("processed")
