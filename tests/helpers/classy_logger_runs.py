@@ -71,7 +71,8 @@ def child_main(out: str) -> None:
             results[name] = {"failed": traceback.format_exc()}
     errors = {}
     for flags in (["--trainer.max_epochs", "9"], ["--trainer.enable_checkpointing", "true"],
-                  ["--trainer.log_every_n_steps", "5"], ["--trainer.logger", "false", "--logger", "csv"]):  # fmt: skip
+                  ["--trainer.log_every_n_steps", "5"], ["--trainer.logger", "false", "--logger", "csv"],
+                  ["--trainer.gradient_clip_val", "0.5"]):  # fmt: skip
         try:
             _run(root, f"error{len(errors)}", flags)
             errors[" ".join(flags)] = None

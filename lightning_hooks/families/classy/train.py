@@ -73,14 +73,17 @@ def _owned(options: dict[str, Any], defaults: dict[str, Any], folder: str) -> di
 
 def _trainer(
     args: argparse.Namespace, options: dict[str, Any], callbacks: list[Any], folder: str,
-    request: Any = None, name: str = "classy", **defaults: Any
+    request: Any = None, name: str = "classy", clip: float | None = None, **defaults: Any
 ) -> Any:
     """A ``lightning.Trainer`` with the config's options, the flags over the defaults, and a CSVLogger in ``folder``
     (``request``: the ``--logger`` loggers instead, and ``--trainer.KEY`` options, checked against the config's)."""
     from lightning_hooks.core.lightning_api import pl, submodule
-    from lightning_hooks.core.trainer_options import ANY
+    from lightning_hooks.core.trainer_options import ANY, Owned
 
     owned = _owned(options, defaults, folder)
+    if clip is not None:  # ClassyTaskModule.configure_gradient_clipping clips with it, whatever Lightning's setting
+        for key in ("gradient_clip_val", "gradient_clip_algorithm"):
+            owned[key] = Owned(None, f"clip_grad_norm={clip} in the task config (Classy's clipping)", "drop one")
 
     hardware = {"accelerator": args.accelerator, "devices": _devices(args.devices), "num_nodes": args.num_nodes,
                 "strategy": args.strategy, "precision": args.precision}  # fmt: skip
@@ -191,7 +194,7 @@ def classy_main(argv: list[str]) -> None:
     if accelerator is None and config.get("use_gpu") is not None:
         accelerator = "gpu" if config["use_gpu"] else "cpu"
     trainer = _trainer(args, options, [module.adapter(hooks)], args.checkpoint_folder, request=request,
-                       name=Path(args.config_file).stem, accelerator=accelerator, **_classy_distributed(args))  # fmt: skip
+                       name=Path(args.config_file).stem, clip=module.task.clip_grad_norm, accelerator=accelerator, **_classy_distributed(args))  # fmt: skip
     if trainer.world_size > 1:
         args.distributed_backend = "ddp"  # as CheckpointHook stores the flags of a distributed classy_train.py run
     logging.info(f"Starting training on rank {trainer.global_rank} worker. World size is {trainer.world_size}")

@@ -44,6 +44,7 @@ def test_trainer_options_reach_the_trainer(runs):
     ("--trainer.enable_checkpointing true", ["--trainer.enable_checkpointing true", "CheckpointHook"]),
     ("--trainer.log_every_n_steps 5", ["--trainer.log_every_n_steps 5", "--log_freq"]),
     ("--trainer.logger false --logger csv", ["--trainer.logger false", "--logger csv"]),
+    ("--trainer.gradient_clip_val 0.5", ["--trainer.gradient_clip_val 0.5", "clip_grad_norm=1.0"]),
 ])  # fmt: skip
 def test_an_option_the_config_decides_is_refused_naming_both_sides(runs, flags, both_sides):
     error = runs[1][flags]
