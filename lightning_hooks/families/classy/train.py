@@ -194,7 +194,8 @@ def classy_main(argv: list[str]) -> None:
     if accelerator is None and config.get("use_gpu") is not None:
         accelerator = "gpu" if config["use_gpu"] else "cpu"
     trainer = _trainer(args, options, [module.adapter(hooks)], args.checkpoint_folder, request=request,
-                       name=Path(args.config_file).stem, clip=module.task.clip_grad_norm, accelerator=accelerator, **_classy_distributed(args))  # fmt: skip
+                       name=Path(args.config_file).stem, clip=module.task.clip_grad_norm, accelerator=accelerator,
+                       **_classy_distributed(args))  # fmt: skip
     if trainer.world_size > 1:
         args.distributed_backend = "ddp"  # as CheckpointHook stores the flags of a distributed classy_train.py run
     logging.info(f"Starting training on rank {trainer.global_rank} worker. World size is {trainer.world_size}")
@@ -319,8 +320,8 @@ def vissl_main(argv: list[str]) -> None:
         distributed = config.DISTRIBUTED
         adapter = module.adapter(hook_generator=hook_generator)
         trainer = _trainer(
-            args, {**module.trainer_options(), "log_every_n_steps": config.LOG_FREQUENCY}, [adapter], folder,
-            request, "vissl",
+            args, {**module.trainer_options(), "log_every_n_steps": config.LOG_FREQUENCY}, [adapter], folder, request,
+            "vissl",
             accelerator="gpu" if config.MACHINE.DEVICE == "gpu" else "cpu",
             devices=distributed.NUM_PROC_PER_NODE, num_nodes=distributed.NUM_NODES,
         )  # fmt: skip
