@@ -58,6 +58,23 @@ def fresh_root_logger(library: str) -> None:
         handler.close()
     mmcv_logging.logger_initialized.pop(library, None)
 
+class RunStopped(Exception):
+    """Raised by the ``StopAfterIters`` hook: the run ends there, as if killed (no ``after_run``)."""
+
+
+@mmcv_runner.HOOKS.register_module(force=True)
+class StopAfterIters(mmcv_runner.Hook):
+    """Ends a run after its ``iters``-th train iteration (``custom_hooks = [dict(type='StopAfterIters', iters=3,
+    priority='LOWEST')]``: after that iteration's checkpoint), to resume from a checkpoint written mid-epoch."""
+
+    def __init__(self, iters: int) -> None:
+        self.iters = iters
+
+    def after_train_iter(self, runner: Any) -> None:
+        if runner.iter + 1 == self.iters:
+            raise RunStopped(f"stopped after iteration {self.iters}")
+
+
 N_BATCHES = 5
 BATCH = 4
 TIMESTAMP = "20260101_000000"

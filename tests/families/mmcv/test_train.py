@@ -9,13 +9,14 @@ import copy
 import json
 import os
 import re
+import shutil
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 import torch
-from mmcv_testkit import fresh_root_logger, import_with_stubbed_ops, stub_collect_env  # skips outside .venv-mmcv1
+from mmcv_testkit import RunStopped, fresh_root_logger, import_with_stubbed_ops, stub_collect_env  # skips outside .venv-mmcv1
 
 mmcls = pytest.importorskip("mmcls", reason="mmcls 0.x lives in .venv-mmcv1")
 
@@ -183,6 +184,8 @@ def _same_checkpoints(mine: Path, theirs: Path) -> None:
     for meta in (ours["meta"], ref["meta"]):
         meta["time"] = None
         meta["config"] = re.sub(r"(?m)^work_dir = .*$", "", meta["config"])
+        if "last_ckpt" in meta.get("hook_msgs", {}):  # in each run's work dir
+            meta["hook_msgs"]["last_ckpt"] = os.path.basename(meta["hook_msgs"]["last_ckpt"])
     assert ours["meta"] == ref["meta"]
     assert ours["state_dict"].keys() == ref["state_dict"].keys()
     for key, value in ref["state_dict"].items():
@@ -251,6 +254,55 @@ def test_the_library_train_module_is_as_before_after_a_run_and_after_a_failure(l
     with pytest.raises(RuntimeError, match="boom"), mmcv_train.lightning_runner(library, {}):
         raise RuntimeError("boom")
     assert module.build_runner is original
+
+
+def test_resume_from_a_mid_epoch_checkpoint_goes_on_as_train_model_resumed(config, tmp_path):
+    """A checkpoint written inside epoch 1 (checkpoint_config by_epoch=False: the 3rd of its 4 iterations, the run
+    stopped there by a hook; mmcv's
+    EpochBasedRunner names it epoch_1.pth and records meta epoch 1, iter 2, before it counts that iteration):
+    mmcls's own train_model resumed from it and ours go on alike, as mmcv's runner.resume does (from the end of epoch
+    1, the iteration counter at 2): log records and lines (``resumed epoch 1, iter 2``), epoch_2.pth (weights,
+    optimizer state, meta), final weights. --auto-resume from that work dir (latest.pth) goes on the same way."""
+    mid = tmp_path / "tiny_resnet_cifar_mid.py"
+    mid.write_text(f"_base_ = [{str(config)!r}]\ndata = dict(samples_per_gpu=2)\n"
+                   "checkpoint_config = dict(interval=3, by_epoch=False)\n")  # fmt: skip
+    stopped = tmp_path / "stopped.py"  # the run stopped after that checkpoint, as if killed
+    stopped.write_text(f"_base_ = [{str(mid)!r}]\n"
+                       "custom_hooks = [dict(type='StopAfterIters', iters=3, priority='LOWEST')]\n")  # fmt: skip
+    first, work_dir, ours, ref = (tmp_path / name for name in ("first", "work", "ours", "ref"))
+    fresh_root_logger("mmcls")
+    with pytest.raises(RunStopped):
+        reference(stopped, first, "20260101_000000")
+    assert torch.load(first / "epoch_1.pth", weights_only=False)["meta"]["iter"] == 2  # written mid-epoch
+    fresh_root_logger("mmcls")
+    dispatcher.main([str(mid), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu",
+                     "--resume-from", str(first / "epoch_1.pth")])  # fmt: skip
+    work_dir.rename(ours)
+    (log_json,) = ours.glob("*.log.json")
+    timestamp = log_json.name[: -len(".log.json")]
+    fresh_root_logger("mmcls")
+    model = reference(mid, work_dir, timestamp, resume_from=first / "epoch_1.pth")
+    work_dir.rename(ref)
+    assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in ref.iterdir())
+    mine, theirs = _json_log(ours / log_json.name), _json_log(ref / log_json.name)
+    for i, (a, b) in enumerate(zip(mine, theirs)):
+        assert a == b, f"{mid.name} resumed from a mid-epoch checkpoint: json log record {i}: {a} != {b}"
+    assert len(mine) == len(theirs)
+    assert [(r["mode"], r["epoch"], r.get("iter")) for r in mine[1:]] == [("train", 2, i) for i in (1, 2, 3, 4)] + [
+        ("val", 2, 2)]  # fmt: skip
+    lines = [_text_log(d / f"{timestamp}.log") for d in (ours, ref)]
+    assert lines[0] == lines[1]
+    resumed = [line for d in (ours, ref) for line in (d / f"{timestamp}.log").read_text().splitlines() if "resumed" in line]
+    assert [line.split(" - ")[-1] for line in resumed] == ["resumed epoch 1, iter 2"] * 2
+    _same_checkpoints(ours / "epoch_2.pth", ref / "epoch_2.pth")
+    final = torch.load(ours / "epoch_2.pth", map_location="cpu", weights_only=False)["state_dict"]
+    for key, value in model.state_dict().items():
+        assert torch.equal(final[key], value), key
+    mine_dir = tmp_path / "mine"
+    shutil.copytree(first, mine_dir, symlinks=True)
+    fresh_root_logger("mmcls")
+    dispatcher.main([str(mid), "--work-dir", str(mine_dir), "--seed", "0", "--accelerator", "cpu", "--auto-resume"])
+    _same_checkpoints(mine_dir / "epoch_2.pth", ref / "epoch_2.pth")
 
 
 @pytest.mark.parametrize("flag", ["--resume-from", "--load-from"])

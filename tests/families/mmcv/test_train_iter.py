@@ -188,3 +188,46 @@ def test_resume_from_goes_on_as_train_segmentor_resumed(config, tmp_path, monkey
     assert str(mine["optimizer"]) == str(theirs["optimizer"])
     for key, value in model.state_dict().items():
         assert torch.equal(mine["state_dict"][key], value), key
+
+
+def test_resume_from_a_mid_pass_checkpoint_goes_on_as_train_segmentor_resumed(config, tmp_path, monkeypatch):
+    """A checkpoint written inside a pass over the train set (every 3 iterations, 2 per pass: iter_3.pth, meta iter 2):
+    mmseg's own train_segmentor resumed from it and ours go on alike (``resumed from epoch: 1, iter 2``, then
+    iterations 3 and 4 from a new pass, as mmcv's IterLoader starts one): log records and lines, iter_4.pth
+    (weights, optimizer state, meta), final weights."""
+    from mmcv.runner import IterBasedRunner
+
+    monkeypatch.setattr(IterBasedRunner, "resume", functools.partialmethod(IterBasedRunner.resume, map_location="cpu"))
+    monkeypatch.chdir(tmp_path)  # the recorded version's git hash is the working directory's: not this busy checkout's
+    mid = tmp_path / "tiny_fcn_mid.py"
+    mid.write_text(f"_base_ = [{str(config)!r}]\ncheckpoint_config = dict(interval=3)\n")
+    first, work_dir, ours, ref = (tmp_path / name for name in ("first", "work", "ours", "ref"))
+    fresh_root_logger("mmseg")
+    reference(mid, first, "20260101_000000", max_iters=3)
+    assert torch.load(first / "iter_3.pth", weights_only=False)["meta"]["iter"] == 2
+    fresh_root_logger("mmseg")
+    dispatcher.main([str(mid), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu",
+                     "--resume-from", str(first / "iter_3.pth")])  # fmt: skip
+    work_dir.rename(ours)
+    (log_json,) = ours.glob("*.log.json")
+    timestamp = log_json.name[: -len(".log.json")]
+    fresh_root_logger("mmseg")
+    model = reference(mid, work_dir, timestamp, resume_from=first / "iter_3.pth")
+    work_dir.rename(ref)
+    assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in ref.iterdir())
+    mine, theirs = _json_log(ours / log_json.name), _json_log(ref / log_json.name)
+    for i, (a, b) in enumerate(zip(mine, theirs)):
+        assert a == b, f"{mid.name} resumed from a mid-pass checkpoint: json log record {i}: {a} != {b}"
+    assert len(mine) == len(theirs)
+    assert [r["iter"] for r in mine[1:] if r["mode"] == "train"] == [3, 4]
+    resumed = [[line.split(" - ")[-1] for line in (d / f"{timestamp}.log").read_text().splitlines() if "resumed" in line]
+               for d in (ours, ref)]  # fmt: skip
+    assert resumed[0] == resumed[1]
+    assert resumed[1] == ["resumed from epoch: 1, iter 2"]  # the pass it read before drawing the batch that ended it
+    mine_ckpt, theirs_ckpt = (torch.load(d / "iter_4.pth", map_location="cpu", weights_only=False) for d in (ours, ref))
+    for meta in (mine_ckpt["meta"], theirs_ckpt["meta"]):
+        meta.pop("time")
+    assert mine_ckpt["meta"] == theirs_ckpt["meta"]
+    assert str(mine_ckpt["optimizer"]) == str(theirs_ckpt["optimizer"])
+    for key, value in model.state_dict().items():
+        assert torch.equal(mine_ckpt["state_dict"][key], value), key

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from mmcv_testkit import fresh_root_logger, import_with_stubbed_ops, stub_collect_env  # skips outside .venv-mmcv1
+from mmcv_testkit import RunStopped, fresh_root_logger, import_with_stubbed_ops, stub_collect_env  # skips outside .venv-mmcv1
 
 mmdet = pytest.importorskip("mmdet", reason="mmdet 2.x lives in .venv-mmcv1")
 import_with_stubbed_ops("mmdet.models", "mmdet.apis", "mmdet.datasets", "mmdet.utils")  # they import mmcv's compiled ops
@@ -137,3 +137,47 @@ def test_lightning_hooks_train_runs_an_mmdet_config_as_tools_train_py(config, tm
     final = torch.load(ours / "epoch_2.pth", map_location="cpu", weights_only=False)["state_dict"]
     for key, value in model.state_dict().items():
         assert torch.equal(final[key], value), key
+
+
+def test_resume_from_a_mid_epoch_checkpoint_goes_on_as_train_detector_resumed(config, tmp_path, monkeypatch):
+    """One image a batch (4 iterations an epoch) and a checkpoint every 3 iterations (by_epoch=False), the run stopped
+    after the 3rd (a hook raises): its epoch_1.pth was written inside epoch 1 (meta epoch 1, iter 2). A config resuming from it (``resume_from``)
+    goes on alike under mmdet's own train_detector and ours: log records (warmup, step LR), ``resumed epoch 1, iter 2``,
+    epoch_2.pth (weights, optimizer state, meta), final weights."""
+    monkeypatch.chdir(tmp_path)  # the recorded version's git hash is the working directory's: not this busy checkout's
+    mid = tmp_path / "tiny_retinanet_mid.py"
+    mid.write_text(f"_base_ = [{str(config)!r}]\ndata = dict(samples_per_gpu=1)\n"
+                   "checkpoint_config = dict(interval=3, by_epoch=False)\n")  # fmt: skip
+    first_cfg, resumed = tmp_path / "first_epoch.py", tmp_path / "tiny_retinanet_resumed.py"
+    first_cfg.write_text(f"_base_ = [{str(mid)!r}]\n"  # the run stopped after that checkpoint, as if killed
+                         "custom_hooks = [dict(type='StopAfterIters', iters=3, priority='LOWEST')]\n")
+    first, work_dir, ours, ref = (tmp_path / name for name in ("first", "work", "ours", "ref"))
+    resumed.write_text(f"_base_ = [{str(mid)!r}]\nresume_from = {str(first / 'epoch_1.pth')!r}\n")
+    fresh_root_logger("mmdet")
+    with pytest.raises(RunStopped):
+        reference(first_cfg, first, "20260101_000000")
+    assert torch.load(first / "epoch_1.pth", weights_only=False)["meta"]["iter"] == 2
+    fresh_root_logger("mmdet")
+    dispatcher.main([str(resumed), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu", "--no-validate"])
+    work_dir.rename(ours)
+    (log_json,) = ours.glob("*.log.json")
+    timestamp = log_json.name[: -len(".log.json")]
+    fresh_root_logger("mmdet")
+    model = reference(resumed, work_dir, timestamp)
+    work_dir.rename(ref)
+    assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in ref.iterdir())
+    mine, theirs = _json_log(ours / log_json.name), _json_log(ref / log_json.name)
+    for i, (a, b) in enumerate(zip(mine, theirs)):
+        assert a == b, f"{resumed.name} (a mid-epoch checkpoint): json log record {i}: {a} != {b}"
+    assert len(mine) == len(theirs)
+    assert [(r["epoch"], r["iter"]) for r in mine[1:]] == [(2, i) for i in (1, 2, 3, 4)]
+    resumed_lines = [[line.split(" - ")[-1] for line in (d / f"{timestamp}.log").read_text().splitlines()
+                      if "resumed" in line] for d in (ours, ref)]  # fmt: skip
+    assert resumed_lines[0] == resumed_lines[1] == ["resumed epoch 1, iter 2"]
+    mine_ckpt, theirs_ckpt = (torch.load(d / "epoch_2.pth", map_location="cpu", weights_only=False) for d in (ours, ref))
+    for meta in (mine_ckpt["meta"], theirs_ckpt["meta"]):
+        meta.pop("time")
+    assert mine_ckpt["meta"] == theirs_ckpt["meta"]
+    assert str(mine_ckpt["optimizer"]) == str(theirs_ckpt["optimizer"])
+    for key, value in model.state_dict().items():
+        assert torch.equal(mine_ckpt["state_dict"][key], value), key
