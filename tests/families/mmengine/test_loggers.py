@@ -163,3 +163,16 @@ def test_a_vis_backend_without_loggers_says_which_flag_feeds_it() -> None:
     visualizer = Visualizer(name="lh-trackers", vis_backends=[dict(type="LightningLoggerVisBackend")], save_dir=".")
     with pytest.warns(UserWarning, match=r"LightningLoggerVisBackend .*no logger.*--logger tensorboard"):
         attach_trainer(visualizer, pl.Trainer(logger=False, enable_checkpointing=False))
+
+
+def test_a_config_listing_the_backend_keeps_its_own_and_gets_no_second(tmp_path: Path) -> None:
+    """A config whose visualizer lists ``LightningLoggerVisBackend`` (here with ``prefix='mm/'``) keeps it as it is
+    under ``--logger``: every scalar once, under the prefixed name, at ``scalars.json``'s step."""
+    path = config(tmp_path)
+    with open(path, "a") as f:
+        f.write("visualizer = dict(vis_backends=[dict(type='LocalVisBackend'), "
+                "dict(type='LightningLoggerVisBackend', prefix='mm/')])\n")  # fmt: skip
+    work = tmp_path / "work"
+    mmengine_train.main([str(path), "--work-dir", str(work), "--logger", "csv"])
+    expected = [(step, f"mm/{name}", value) for step, name, value in legacy_points(work)]
+    assert csv_points(work / "lightning_logs" / "version_0" / "metrics.csv") == sorted(expected)
