@@ -17,13 +17,14 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from lh_testing import DDP_LAUNCH_VARIABLES, ROOT, subprocess_env
+from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, ROOT, subprocess_env
 from mmcv_testkit import mmcv_runner  # noqa: F401  (skips outside .venv-mmcv1)
 
 pytest.importorskip("mmcls", reason="mmcls 0.x lives in .venv-mmcv1")
@@ -113,7 +114,7 @@ def assert_same_training(expected: Path, actual: Path) -> None:
 def test_the_docs_show_the_commands_these_tests_run() -> None:
     page = (ROOT / "docs" / "migration-mmcv.md").read_text()
     section = page[page.index("## Your own project"):]
-    for command in (CONSOLE, MODULE, HOST):
+    for command in (CONSOLE, MODULE, HOST, [*CONSOLE, "--devices", "2"]):
         assert " ".join(command) in section, command
 
 
@@ -142,3 +143,23 @@ def test_a_project_that_does_not_import_fails_with_its_import_error(clone: Path)
     assert f"{config}: custom_imports: 'projects.my_proj.my_proj' does not import: {error}" in ours.stderr
     assert "no registered family" not in ours.stderr
 
+
+def _free_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+@pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
+                    reason="needs torch.distributed with the gloo backend")  # fmt: skip
+def test_project_trains_in_two_processes_as_under_dist_train_sh(clone: Path) -> None:
+    """``--devices 2`` against mmcls's ``tools/train.py --launcher pytorch`` under torchrun with two processes, as
+    ``tools/dist_train.sh`` runs it (on CPU: tests/helpers/mmcv_dist_train.py, and gloo for both): each process
+    imports the project."""
+    gloo = ["--cfg-options", "dist_params.backend=gloo"]  # the configs' nccl is for GPUs
+    run(clone, ["python", "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", _free_port(),
+                str(HELPERS / "mmcv_dist_train.py"), "mmcls", *HOST[2:], "--launcher", "pytorch", *gloo],
+        host=True)  # fmt: skip
+    expected = keep(clone, "dist_train")
+    run(clone, [*CONSOLE, "--devices", "2", "--accelerator", "cpu", *gloo])
+    assert_same_training(expected, keep(clone, "console"))

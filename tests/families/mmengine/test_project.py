@@ -132,7 +132,7 @@ def assert_same_training(expected: Path, actual: Path, *, config_dumps: bool = T
 def test_the_docs_show_the_commands_these_tests_run() -> None:
     page = (ROOT / "docs" / "migration-mmengine.md").read_text()
     section = page[page.index("## Your own project"):]
-    for command in (CONSOLE, MODULE, ["python", "tools/train.py", CONFIG]):
+    for command in (CONSOLE, MODULE, ["python", "tools/train.py", CONFIG], [*CONSOLE, "--devices", "2"]):
         assert " ".join(command) in section, command
 
 
