@@ -79,4 +79,27 @@ def child_main(out: str) -> None:
         except Exception as err:  # noqa: BLE001
             errors[" ".join(flags)] = f"{type(err).__name__}: {err}"
     results["errors"] = errors
+    results.update(_vissl(root))
     torch.save(results, root / "results.pt")
+
+
+def _vissl(root: Path) -> dict[str, Any]:
+    """VISSL's SimCLR integration-test config (vissl_train_runs.py's small one) without and with the loggers: what
+    each run wrote (stdout.json, metrics.json, checkpoints, the default CSV) and what the loggers stored."""
+    from tracker_stores import csv_points, tensorboard_points
+    from vissl_train_runs import run_lightning, track_log_hooks
+
+    track_log_hooks()
+    results: dict[str, Any] = {}
+    for name, flags in (("vissl_plain", []), ("vissl_logged", ["--logger", "csv", "--logger", "tensorboard"])):
+        out = root / name
+        try:
+            run = run_lightning("simclr", out, flags)
+            run["points"] = {kind: [csv_points(p) for p in sorted(out.glob("lightning_logs/version_*/metrics.csv"))]
+                             if kind == "csv" else [tensorboard_points(p) for p in sorted(out.glob("tensorboard/version_*"))]
+                             for kind in ("csv", "tensorboard")}  # fmt: skip
+            run["all_files"] = sorted(p.name for p in out.iterdir())
+            results[name] = run
+        except Exception:  # noqa: BLE001  (reported by the scenario's test)
+            results[name] = {"failed": traceback.format_exc()}
+    return results

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.skipif(not real_torchvision.available(), reason="run `b
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     results = real_torchvision.run_child("classy_logger_runs", tmp_path_factory.mktemp("classy_loggers"), timeout=900)
-    return {name: real_torchvision.scenario_result(results, name) for name in ("plain", "logged")}, results["errors"]
+    names = ("plain", "logged", "vissl_plain", "vissl_logged")
+    return {name: real_torchvision.scenario_result(results, name) for name in names}, results["errors"]
 
 
 def test_the_loggers_get_classys_values_and_the_legacy_files_stay(runs):
@@ -51,3 +52,20 @@ def test_an_option_the_config_decides_is_refused_naming_both_sides(runs, flags, 
     assert error is not None and error.startswith("TrainerOptionError")
     for side in both_sides:
         assert side in error
+
+
+def test_vissl_s_values_reach_the_loggers_and_its_files_stay(runs):
+    """VISSL's SimCLR integration-test config: ``train/loss`` and ``train/lr`` every ``LOG_FREQUENCY`` step in CSV
+    and TensorBoard as in the default CSVLogger; VISSL's stdout.json and metrics.json, its checkpoints and the
+    weights as without the flags."""
+    plain, logged = runs[0]["vissl_plain"], runs[0]["vissl_logged"]
+    [expected] = plain["points"]["csv"]
+    assert {"train/loss", "train/lr"} <= {name for _, name, _ in expected}
+    assert logged["points"]["csv"] == [expected]
+    assert logged["points"]["tensorboard"] == [sorted((s, n, float(np.float32(v))) for s, n, v in expected)]
+    untimed = [[{k: v for k, v in row.items() if "time" not in k and k != "eta"} for row in run["stdout"]]
+               for run in (plain, logged)]  # fmt: skip
+    assert untimed[0] == untimed[1] and untimed[0]
+    for key in ("metrics", "files", "final", "checkpoints"):
+        assert logged[key] == plain[key], key
+    assert logged["all_files"] == sorted([*plain["all_files"], "tensorboard"])
