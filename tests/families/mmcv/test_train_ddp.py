@@ -60,8 +60,10 @@ class RankRecord(Hook):
         self.record["sampler_epochs"].append(runner.data_loader.sampler.epoch)
 
     def after_train_iter(self, runner):
+        # the rank's own BatchNorm statistics (DistributedDataParallel(broadcast_buffers=False) leaves them its own)
+        stats = sum(m.running_mean.sum().item() for m in runner.model.modules() if isinstance(m, torch.nn.BatchNorm2d))
         self.record["iters"].append([runner.epoch, runner.iter, runner.inner_iter, len(runner.data_loader),
-                                     runner.outputs["loss"].item(), runner.current_lr()[0]])
+                                     runner.outputs["loss"].item(), runner.current_lr()[0], stats])
 
     def after_run(self, runner):
         model = runner.model
@@ -156,7 +158,8 @@ def test_two_processes_train_as_dist_train_sh_rank_by_rank(config, tmp_path):
     for rank in (0, 1):
         mine, theirs = records[0][rank], records[1][rank]
         for i, (a, b) in enumerate(zip(mine["iters"], theirs["iters"])):
-            assert a == b, f"{config.name}: rank {rank}, iteration {i}: [epoch, iter, inner_iter, batches, loss, lr] {a} != {b}"
+            assert a == b, (f"{config.name}: rank {rank}, iteration {i}: [epoch, iter, inner_iter, batches, loss, lr, "
+                            f"BN running means] {a} != {b}")
         assert mine == theirs, f"rank {rank}"
         assert theirs["rank"] == rank and theirs["world_size"] == 2
         assert theirs["wrapper"] and theirs["mmddp"] and theirs["inner"] == "ImageClassifier"
@@ -165,6 +168,7 @@ def test_two_processes_train_as_dist_train_sh_rank_by_rank(config, tmp_path):
     # after the custom hooks) sets it: the previous epoch's
     assert [r[1] for r in records[1][0]["iters"]] == [0, 1, 2, 3] and records[1][0]["sampler_epochs"] == [0, 0]
     assert records[1][0]["iters"][0][4] != records[1][1]["iters"][0][4]  # each rank trains its own shard
+    assert records[1][0]["iters"][1][6] != records[1][1]["iters"][1][6]  # and keeps its own BN statistics
     assert _json_log(ours) == _json_log(ref)
     assert [r["mode"] for r in _json_log(ref)[1:]] == ["train", "train", "val"] * 2
     assert _text_log(ours) == _text_log(ref) and "Distributed training: True" in _text_log(ref)
