@@ -29,7 +29,7 @@ from mmengine.visualization import Visualizer
 STAMP = re.compile(r"\d{8}_\d{6}")
 #: wall-clock fields of the logs and scalars
 TIMING = ("time", "data_time", "eta", "memory")
-_TIMING_TEXT = re.compile(r"\s+(?:eta|time|data_time|memory):\s+\S+")
+_TIMING_TEXT = re.compile(r"\s+(?:eta|time|data_time|memory):\s+(?:-?\d+ days?, )?\S+")  # eta: "-1 day, 23:59:59"
 #: the log lines both hosts write from the resumed training (the Runner's banner, environment and config dump, which
 #: ``lightning-hooks train`` writes its own way, are not compared)
 _LOG_LINE = re.compile(r"resumed epoch|Advance dataloader|Saving checkpoint|\((?:train|val)\)|Exp name|"

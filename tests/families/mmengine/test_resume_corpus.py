@@ -74,6 +74,20 @@ train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
                  pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
 """ + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
 """, 3),
+    # DETR-style detector: a transformer encoder / decoder with dropout, Hungarian matching, AdamW with clip_grad and
+    # paramwise_cfg, MultiStepLR; epoch-based (2 iterations an epoch), stopped in the second epoch
+    "mmdet-detr-r18": ("mmdet", "detr/detr_r18_8xb2-500e_coco.py", """
+_layer = dict(self_attn_cfg=dict(embed_dims=16, num_heads=2), ffn_cfg=dict(embed_dims=16, feedforward_channels=32))
+model = dict(num_queries=10,
+             backbone=dict(init_cfg=None, stem_channels=8, base_channels=8), neck=dict(in_channels=[64], out_channels=16),
+             encoder=dict(num_layers=1, layer_cfg=_layer),
+             decoder=dict(num_layers=1, layer_cfg=dict(_layer, cross_attn_cfg=dict(embed_dims=16, num_heads=2))),
+             positional_encoding=dict(num_feats=8), bbox_head=dict(num_classes=2, embed_dims=16))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
+""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""", 3),
     # iteration-based segmentor (InfiniteSampler), IoUMetric every 3 iterations, drop path in the MiT backbone,
     # AdamW + LinearLR + PolyLR by iteration; stopped where it validates next (the checkpoint precedes that
     # validation, which neither host runs on resuming)
