@@ -52,7 +52,12 @@ def build_classy_task(config: Mapping[str, Any]) -> Any:
             "precision='16-mixed') or drop amp_args and pass --precision."
         )
     if config.get("use_sharded_ddp"):
-        raise ConfigError("use_sharded_ddp: use Lightning's strategy instead (--strategy fsdp)")
+        raise ConfigError(
+            "use_sharded_ddp: Classy's sharded DDP is fairscale's ShardedDataParallel with its OSS optimizer (each rank "
+            "keeps a shard of the optimizer state), which Lightning 2 has no strategy for (it removed its fairscale "
+            "ones); set use_sharded_ddp: false to train with Lightning's DDP (--devices N), where each rank keeps the "
+            "whole optimizer state."
+        )
     from classy_vision.tasks import build_task
 
     return build_task(copy.deepcopy(dict(config)))

@@ -56,6 +56,7 @@ class VisslConfigModule(pl.LightningModule):
         self.config = config = compose(config)
         if config.get("TEST_MODEL") and not config.get("TEST_ONLY"):
             _check_vissl_test(config)
+        check_fsdp(config)
         self.model = build_model(config.MODEL, config.OPTIMIZER)
         self._step_loss: torch.Tensor | None = None
 
@@ -171,6 +172,24 @@ def _check_vissl_test(config: Any) -> None:
         "config.TEST_MODEL: VISSL's test phases are not built under Lightning yet; set config.TEST_MODEL=false "
         "(train), and evaluate with VISSL's benchmark configs."
     )
+
+
+def check_fsdp(config: Any) -> None:
+    """VISSL's FSDP is refused, naming the option: its ``*_fsdp`` trunks and heads wrap themselves in fairscale's
+    ``FullyShardedDataParallel`` as they are built, for its ``self_supervision_fsdp_task`` and ``sgd_fsdp``."""
+    heads = config.MODEL.HEAD.PARAMS or []
+    names = {"TRAINER.TASK_NAME": config.TRAINER.TASK_NAME, "MODEL.TRUNK.NAME": config.MODEL.TRUNK.NAME,
+             "OPTIMIZER.name": config.OPTIMIZER.name,
+             **{f"MODEL.HEAD.PARAMS[{i}]": head[0] for i, head in enumerate(heads) if head}}  # fmt: skip
+    for option, name in names.items():
+        if "fsdp" in str(name):
+            raise ConfigError(
+                f"config.{option}={name}: VISSL's FSDP wraps the trunk and heads in fairscale's "
+                "FullyShardedDataParallel as it builds them, for its own FSDP task; Lightning shards with torch's FSDP "
+                "around the whole LightningModule and cannot take a model fairscale already wrapped. Use the names "
+                "without _fsdp (regnet, swav_head, self_supervision_task, sgd) and --devices N (DDP), or train this "
+                "config with VISSL's own launcher."
+            )
 
 
 def _check_apex(option: str) -> None:
