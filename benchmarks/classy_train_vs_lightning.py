@@ -113,6 +113,8 @@ def main() -> None:
     register_timer()
     logging.getLogger().setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
+        # the template's my_dataset / my_model / my_loss: a classy-project folder, imported as classy_train.py does
+        runs.import_project_as_classy_train(runs.make_project(Path(tmp)))
         for case in args.cases:
             times: dict[str, list[float]] = {"classy": [], "lightning": []}
             for r in range(args.repeats):
