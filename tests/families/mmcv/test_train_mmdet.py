@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -143,7 +144,7 @@ def test_resume_from_a_mid_epoch_checkpoint_goes_on_as_train_detector_resumed(co
     """One image a batch (4 iterations an epoch) and a checkpoint every 3 iterations (by_epoch=False), the run stopped
     after the 3rd (a hook raises): its epoch_1.pth was written inside epoch 1 (meta epoch 1, iter 2). A config resuming from it (``resume_from``)
     goes on alike under mmdet's own train_detector and ours: log records (warmup, step LR), ``resumed epoch 1, iter 2``,
-    epoch_2.pth (weights, optimizer state, meta), final weights."""
+    epoch_2.pth (weights, optimizer state, meta), final weights; and so does --auto-resume in that run's work dir."""
     monkeypatch.chdir(tmp_path)  # the recorded version's git hash is the working directory's: not this busy checkout's
     mid = tmp_path / "tiny_retinanet_mid.py"
     mid.write_text(f"_base_ = [{str(config)!r}]\ndata = dict(samples_per_gpu=1)\n"
@@ -181,3 +182,14 @@ def test_resume_from_a_mid_epoch_checkpoint_goes_on_as_train_detector_resumed(co
     assert str(mine_ckpt["optimizer"]) == str(theirs_ckpt["optimizer"])
     for key, value in model.state_dict().items():
         assert torch.equal(mine_ckpt["state_dict"][key], value), key
+    # --auto-resume in a copy of the stopped run's work dir: mmdet's find_latest_checkpoint finds its latest.pth
+    auto_dir = tmp_path / "auto"
+    shutil.copytree(first, auto_dir, symlinks=True)
+    fresh_root_logger("mmdet")
+    dispatcher.main([str(mid), "--work-dir", str(auto_dir), "--seed", "0", "--accelerator", "cpu", "--no-validate",
+                     "--auto-resume"])  # fmt: skip
+    auto = torch.load(auto_dir / "epoch_2.pth", map_location="cpu", weights_only=False)
+    assert (auto["meta"]["epoch"], auto["meta"]["iter"]) == (theirs_ckpt["meta"]["epoch"], theirs_ckpt["meta"]["iter"])
+    assert str(auto["optimizer"]) == str(theirs_ckpt["optimizer"])
+    for key, value in model.state_dict().items():
+        assert torch.equal(auto["state_dict"][key], value), key
