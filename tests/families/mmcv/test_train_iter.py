@@ -9,6 +9,7 @@ import copy
 import functools
 import json
 import os
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -194,7 +195,7 @@ def test_resume_from_a_mid_pass_checkpoint_goes_on_as_train_segmentor_resumed(co
     """A checkpoint written inside a pass over the train set (every 3 iterations, 2 per pass: iter_3.pth, meta iter 2):
     mmseg's own train_segmentor resumed from it and ours go on alike (``resumed from epoch: 1, iter 2``, then
     iterations 3 and 4 from a new pass, as mmcv's IterLoader starts one): log records and lines, iter_4.pth
-    (weights, optimizer state, meta), final weights."""
+    (weights, optimizer state, meta), final weights; and so does --auto-resume in that run's work dir."""
     from mmcv.runner import IterBasedRunner
 
     monkeypatch.setattr(IterBasedRunner, "resume", functools.partialmethod(IterBasedRunner.resume, map_location="cpu"))
@@ -231,3 +232,12 @@ def test_resume_from_a_mid_pass_checkpoint_goes_on_as_train_segmentor_resumed(co
     assert str(mine_ckpt["optimizer"]) == str(theirs_ckpt["optimizer"])
     for key, value in model.state_dict().items():
         assert torch.equal(mine_ckpt["state_dict"][key], value), key
+    # --auto-resume in a copy of the stopped run's work dir: mmseg's find_latest_checkpoint finds its latest.pth
+    auto_dir = tmp_path / "auto"
+    shutil.copytree(first, auto_dir, symlinks=True)
+    fresh_root_logger("mmseg")
+    dispatcher.main([str(mid), "--work-dir", str(auto_dir), "--seed", "0", "--accelerator", "cpu", "--auto-resume"])
+    auto = torch.load(auto_dir / "iter_4.pth", map_location="cpu", weights_only=False)
+    assert str(auto["optimizer"]) == str(theirs_ckpt["optimizer"])
+    for key, value in model.state_dict().items():
+        assert torch.equal(auto["state_dict"][key], value), key
