@@ -29,7 +29,8 @@ from mmengine.visualization import Visualizer
 
 from lightning_hooks import train as dispatcher
 from lightning_hooks.families.mmengine.module import _names_amp
-from lightning_hooks.families.mmengine.train import claims, load_config, parser
+from lightning_hooks.core.config_kind import MMENGINE, OPENMMLAB_1X, ConfigFileError, config_kind
+from lightning_hooks.families.mmengine.train import load_config, parser
 from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
 
 _LIBRARIES = {name: Path(__import__(name).__file__).parent / ".mim" / "configs" for name in ("mmpretrain", "mmseg", "mmdet")}
@@ -155,7 +156,7 @@ def _wrapper_extras(entry: dict[str, Any]) -> dict[str, Any]:
 def test_train_matches_tools_train(tmp_path: Path, case: str, last: str) -> None:
     path = derived_config(tmp_path, case)
     run_runner(path, tmp_path / "runner")
-    assert claims(str(path))
+    assert config_kind(str(path)) == MMENGINE
     dispatcher.main([str(path), "--work-dir", str(tmp_path / "lightning")])
     assert_same_run(tmp_path / "runner", tmp_path / "lightning", last)
 
@@ -185,16 +186,17 @@ def test_lightning_logger_vis_backend_sends_the_runs_scalars_to_a_csv_logger(tmp
 def test_claims_mmengine_configs_and_leaves_mmcv_1x_configs(tmp_path: Path) -> None:
     """``lightning-hooks train`` takes a config with MMEngine's keys, in the file or its ``_base_``, and leaves an
     OpenMMLab 1.x config (``runner=``, ``checkpoint_config``) to another entry point."""
-    assert claims(str(derived_config(tmp_path, "mmdet-retinanet-r18")))
+    assert config_kind(str(derived_config(tmp_path, "mmdet-retinanet-r18"))) == MMENGINE
     derived = tmp_path / "only_base.py"
     derived.write_text(f"_base_ = [{str(_LIBRARIES['mmseg'] / 'segformer/segformer_mit-b0_8xb2-160k_ade20k-512x512.py')!r}]\n")
-    assert claims(str(derived))
+    assert config_kind(str(derived)) == MMENGINE
     old = tmp_path / "mmcv1x.py"
     old.write_text("runner = dict(type='EpochBasedRunner', max_epochs=12)\ncheckpoint_config = dict(interval=1)\n"
                    "optimizer = dict(type='SGD', lr=0.02)\n")  # fmt: skip
-    assert not claims(str(old))
-    assert not claims(str(tmp_path / "missing.py"))
-    assert not claims("config.yaml")
+    assert config_kind(str(old)) == OPENMMLAB_1X
+    with pytest.raises(ConfigFileError, match="missing.py does not exist"):
+        config_kind(str(tmp_path / "missing.py"))
+    assert config_kind("config.yaml") is None
 
 
 def test_flags_change_the_config_as_tools_train_does(tmp_path: Path) -> None:
