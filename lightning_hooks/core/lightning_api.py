@@ -457,6 +457,16 @@ def ddp_kwargs(strategy: Any) -> dict[str, Any] | None:
     return kwargs
 
 
+def describe_train_epochs(bar: Any, describe: Callable[[int, str], str]) -> Callable[[], None] | None:
+    """Have ``bar``, a Lightning ``RichProgressBar`` of either namespace, describe each train epoch as
+    ``describe(current_epoch, lightnings_description)`` (Lightning builds it in ``_get_train_description``). Returns
+    the undo, or ``None`` for another callback. Checked on :data:`CHECKED_ON`."""
+    if not isinstance(bar, _each("callbacks", "RichProgressBar")):
+        return None
+    lightnings = bar._get_train_description
+    return patch_method(bar, "_get_train_description", lambda epoch: describe(epoch, lightnings(epoch)))
+
+
 def world_size(**trainer_options: Any) -> int:
     """The processes a ``Trainer(**trainer_options)`` would run (``trainer.world_size``), without building one: a
     Trainer logs Lightning's device banner, and a command that needs the world size before it builds its Trainer

@@ -505,6 +505,19 @@ def test_world_size_is_the_trainers_without_building_one(options, tmp_path, capl
         assert not caplog.records
 
 
+def test_describe_train_epochs_rewrites_a_rich_bars_epoch_description_and_undoes_it(ns):
+    import rich  # noqa: F401  (RichProgressBar needs it)
+
+    bar = ns.callbacks.RichProgressBar()
+    bar._trainer = type("T", (), {"max_epochs": 3})()  # what _get_train_description reads
+    lightnings = bar._get_train_description(1)
+    undo = lightning_api.describe_train_epochs(bar, lambda epoch, text: f"{text}|{epoch}")
+    assert bar._get_train_description(1) == f"{lightnings}|1" and lightnings.strip() == "Epoch 1/2"
+    undo()
+    assert bar._get_train_description(1) == lightnings
+    assert lightning_api.describe_train_epochs(ns.callbacks.TQDMProgressBar(), lambda e, t: t) is None
+
+
 def test_default_checkpoint_io_is_a_plain_torch_checkpoint_io_of_either_namespace(ns, tmp_path):
     trainer = _trainer(ns, tmp_path)
     assert lightning_api.default_checkpoint_io(trainer.strategy.checkpoint_io)

@@ -10,6 +10,7 @@ import sys
 import time
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,7 +21,7 @@ from lightning_hooks.core import lightning_api
 from lightning_hooks.core.checks import Periods, check_argument, check_periods
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.manual_step import BEFORE_STEP, ManualStepAdapter
-from lightning_hooks.core.triggers import ON, Trigger
+from lightning_hooks.core.triggers import ON, Patch, Remove, Trigger
 from lightning_hooks.families.imix.engine import Engine
 from lightning_hooks.families.imix.events import EVENTS
 
@@ -30,6 +31,34 @@ _PERIODS: Periods = {
     "CheckPointHook": (("iter_period", "after_train_iter", True), ("epoch_period", "after_train_epoch", False)),
     "EvaluateHook": (("_eval_iter_period", "after_train_iter", True),),
 }
+
+
+@dataclass(frozen=True)
+class EpochsOnRichBar(Patch):
+    """Lightning's rich progress bar (its default with ``rich`` installed) reads ``Epoch N/<max_epochs - 1>``:
+    ``Epoch 9/-2`` in a fit that ``max_steps`` alone bounds (``max_epochs`` is then -1), as iMIX's step-based runs
+    are. There it reads the last epoch the steps reach, iMIX's ``total_epochs`` - 1: ``max_steps`` times the batches
+    a step takes (the hook's accumulation), over the batches of an epoch."""
+
+    def __str__(self) -> str:
+        return "RichProgressBar epoch description"
+
+    def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
+        def describe(epoch: int, lightnings: str) -> str:
+            batches = trainer.num_training_batches
+            if trainer.max_epochs != -1 or trainer.max_steps <= 0 or not 0 < batches < math.inf:
+                return lightnings
+            per_step = adapter.host.gradient_accumulation_steps if adapter.steppers else trainer.accumulate_grad_batches
+            last = math.ceil(trainer.max_steps * per_step / batches) - 1
+            return lightnings.replace(f"Epoch {epoch}/-2", f"Epoch {epoch}/{last}", 1)
+
+        undos = [undo for bar in trainer.callbacks if (undo := lightning_api.describe_train_epochs(bar, describe))]
+
+        def remove() -> None:
+            for undo in undos:
+                undo()
+
+        return remove
 
 
 class IMIXAdapter(ManualStepAdapter):
@@ -170,6 +199,11 @@ class IMIXAdapter(ManualStepAdapter):
         self.__dict__.update(state)
         for hook in self.hooks:
             hook.trainer = weakref.proxy(self.engine)
+
+    @override
+    def run_patches(self, stage: str) -> tuple[Patch, ...]:
+        """The manual-step patches, and :class:`EpochsOnRichBar`."""
+        return (*super().run_patches(stage), EpochsOnRichBar())
 
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
