@@ -23,7 +23,8 @@ while [ $# -gt 0 ]; do
   case $1 in -d|-w) dir=$2; shift ;; *) req=$1 ;; esac
   shift
 done
-name=${req%%[=<>]*}
+name=${req#pure:}
+name=${name%%[=<>]*}
 tag=$FAKE_TAG
 [ "$name" = mmengine ] && [ -n "${FAKE_ODD_TAG:-}" ] && tag=$FAKE_ODD_TAG
 head -c $((FAKE_KIB * 1024)) /dev/zero > "$dir/${name//-/_}-1.0-$tag.whl"
@@ -76,12 +77,15 @@ def test_fetch_refuses_more_than_64_mib(fake_python, tmp_path):
     assert result.returncode == 1 and "more than 64 MiB of wheels" in result.stderr
 
 
-def requirements() -> list[str]:
+def requirements(array: str = "REQUIREMENTS") -> list[str]:
+    """The requirements of one of the script's arrays (``REQUIREMENTS``: what ``--fetch`` gets, ``EXTRA``)."""
     text = SCRIPT.read_text()
-    return text[text.index("REQUIREMENTS=(") + len("REQUIREMENTS=("):].split(")", 1)[0].split()
+    start = f"\n{array}=("
+    return text[text.index(start) + len(start):].split(")", 1)[0].split()
 
 
 def test_the_pinned_wheels_are_the_versions_the_suite_runs_here():
-    pinned = dict(r.split("==") for r in requirements() if "==" in r)
-    for name in ("mmengine", "mmpretrain", "mmcv-lite", "classy-vision", "imix"):
+    pinned = dict(r.removeprefix("pure:").split("==") for r in requirements() + requirements("EXTRA") if "==" in r)
+    for name in ("mmengine", "mmpretrain", "mmcv-lite", "classy-vision", "imix", "mmdet", "mmsegmentation", "matplotlib",
+                 "fonttools", "omegaconf", "rich", "pytest", "pydantic"):
         assert pinned[name] == importlib.metadata.version(name), name
