@@ -32,8 +32,8 @@ TIMING = ("time", "data_time", "eta", "memory")
 _TIMING_TEXT = re.compile(r"\s+(?:eta|time|data_time|memory):\s+(?:-?\d+ days?, )?\S+")  # eta: "-1 day, 23:59:59"
 #: the log lines both hosts write from the resumed training (the Runner's banner, environment and config dump, which
 #: ``lightning-hooks train`` writes its own way, are not compared)
-_LOG_LINE = re.compile(r"resumed epoch|Advance dataloader|Saving checkpoint|\((?:train|val)\)|Exp name|"
-                       r"Checkpoints will be saved")  # fmt: skip
+_LOG_LINE = re.compile(r"Auto resumed from|Load checkpoint from|resumed epoch|Advance dataloader|Saving checkpoint|"
+                       r"\((?:train|val)\)|Exp name|Checkpoints will be saved")  # fmt: skip
 
 
 class StopRun(RuntimeError):

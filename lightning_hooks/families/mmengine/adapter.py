@@ -98,6 +98,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._current = RunInstances()  # the default scope and MMEngine instances current while a run goes
         #: the checkpoint a ``from_config(resume=True)`` config resumes from: ``trainer.fit(..., ckpt_path=...)``
         self.ckpt_path: str | None = None
+        #: ``resume=True`` without ``load_from``: the first fit logs the latest checkpoint it found (``ckpt_path``)
+        self.auto_resume = False
         #: weights loaded into ``runner.model`` once, after ``before_run`` of the first run (``Runner.load_or_resume``)
         self._load_from = None if load_from is None else os.fspath(load_from)
         self._scheduler_states: list[dict] | None = None
@@ -220,6 +222,9 @@ class MMEngineAdapter(LegacyHookAdapter):
         hook_checks.refuse_model_type_checks(self.hooks, self.runner._model or pl_module)
         self._hooks_world_size = hook_checks.init_dist_flags(self.hooks, self._hooks_world_size)
         self.fire(ON["setup"])
+        if self.auto_resume and stage == "fit":  # Runner.load_or_resume's line, after before_run
+            self.runner.logger.info(f"Auto resumed from the latest checkpoint {self.ckpt_path}.")
+            self.auto_resume = False
         if self._load_from is not None:
             self.runner.load_checkpoint(self._load_from)
             self._load_from = None
@@ -269,6 +274,7 @@ class MMEngineAdapter(LegacyHookAdapter):
             self.runner._resumed_optimizer = context["checkpoint"].get("optimizer")
         self.fire(trigger, **context)  # hooks see MMEngine's layout; Lightning then loads the LightningModule's keys
         if self.runner._resume:
+            self.runner.logger.info(f"Load checkpoint from {self._trainer.ckpt_path}")  # as Runner.load_checkpoint
             self.runner.train_loop.resumed(context["checkpoint"], self.runner.logger)
         to_lightning_keys(context["checkpoint"])
 

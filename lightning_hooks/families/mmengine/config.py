@@ -202,6 +202,7 @@ def adapter_from_config(
         warnings.warn(f"MMEngineAdapter.from_config: {'; '.join(differences)}.", stacklevel=3)
     adapter = cls(HookConfig(default_hooks, custom_hooks), **options)
     adapter.ckpt_path = ckpt_path
+    adapter.auto_resume = bool(config.get("resume")) and not config.get("load_from")
     return adapter
 
 

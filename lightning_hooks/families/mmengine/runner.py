@@ -120,6 +120,7 @@ class Runner(Facade):
         schedulers.check_configs(self._scheduler_configs, options["default_scope"])
         self._log_level: str = options["log_level"]
         self._logger: MMLogger | None = None
+        self._named = False  # the run's timestamp and experiment name are final (attach)
         default_scope = options["default_scope"]
         self.default_scope = None if default_scope is None else DefaultScope.get_instance(
             self._instance_name, scope_name=default_scope
@@ -155,7 +156,8 @@ class Runner(Facade):
         self._model, self._model_prefix = runner_setup.openmmlab_model(trainer.lightning_module, self._model_path)
         for loop in (self.train_loop, self.val_loop, self.test_loop):
             loop.attach(trainer)
-        if self._logger is None:
+        if not self._named:  # once: rank 0's timestamp (a logger built before, on rank 0, already has it)
+            self._named = True
             self.timestamp = runner_setup.shared_timestamp(self.timestamp)
             self.experiment_name = self._run_name()
             self._follow_log_dir()
@@ -390,7 +392,9 @@ class Runner(Facade):
         """
         loaded = checkpoint.read(filename, map_location, weights_only)
         self._hooks.call_hook("after_load_checkpoint", checkpoint=loaded)  # as the Runner: not a resume
-        return checkpoint.load_into_model(self.model, loaded, strict)
+        loaded = checkpoint.load_into_model(self.model, loaded, strict)
+        self.logger.info(f"Load checkpoint from {filename}")  # Runner.load_checkpoint's line
+        return loaded
 
     def mmengine_checkpoint(self, lightning: dict[str, Any], saved: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Add MMEngine's checkpoint layout to Lightning's checkpoint dict ``lightning``, in place (see

@@ -11,9 +11,11 @@ This module imports no MMEngine until a command runs (:mod:`lightning_hooks.core
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import os
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 USAGE = ("CONFIG.py [--work-dir DIR] [--cfg-options KEY=VALUE ...] [--resume [CKPT]] [--amp] [--auto-scale-lr] "
@@ -116,24 +118,51 @@ def build(cfg: Any, request: Any = None, **trainer_options: Any) -> tuple[Any, A
     strategy.prepare_config(cfg)
     _setup_env(cfg.get("env_cfg") or {}, distributed=world_size > 1)
     # Runner.from_cfg's order, which fixes what each draw from the seeded generators is: seed, model, the train
-    # loop (an iteration-based loop starts iterating its loader), then the model's init_weights
+    # loop (an iteration-based loop starts iterating its loader), then the model's init_weights, which logs to this
+    # run's logger (the Runner builds it first)
     seed = seed_from_config(cfg)
     model = build_model(cfg, init_weights=False)
     data = MMEngineData.from_config(cfg, seed=seed)
     iter_based = isinstance(loop_cfg, IterLoopConfig)
     if iter_based and world_size == 1:
         data.start_train_iterator()
-    init_model_weights(model, cfg)
-    module = MMEngineModule.from_config(cfg, seed=False, model=model)
     runtime = copy.deepcopy({key: cfg[key] for key in ADAPTER_KEYS if key in cfg})  # building changes configs
     runtime["work_dir"] = os.path.abspath(cfg.work_dir)  # as the Runner keeps it (log lines, last_checkpoint)
     adapter = MMEngineAdapter.from_config(**runtime, cfg=cfg, seed=seed, model="model")
+    with _run_logger(adapter.runner):
+        init_model_weights(model, cfg)
+    module = MMEngineModule.from_config(cfg, seed=False, model=model)
     options.update(callbacks=[adapter, *callbacks], **adapter.trainer_kwargs())
     if options.get("logger"):
         vis_backend.send_scalars_to_loggers(adapter.runner.visualizer)
     if not data.has("val"):
         options["limit_val_batches"] = 0
     return pl.Trainer(**options), module, data, adapter
+
+
+@contextlib.contextmanager
+def _run_logger(runner: Any) -> Iterator[None]:
+    """``runner``'s MMLogger (its file opened) is MMEngine's current logger inside, for what the model logs while
+    the run is built (``init_weights``' lines, its parameters' initialisation), as the Runner's own logger is then,
+    not a previous run's. Only in the process that is, or will be, rank 0: another rank's logger needs the process
+    group (rank 0's timestamp, its rank) and is built when the Trainer starts it."""
+    from lightning_hooks.families.mmengine.current import make_current
+
+    if _launch_rank() != 0:
+        yield
+        return
+    restore = make_current([runner.logger])
+    try:
+        yield
+    finally:
+        restore()
+
+
+def _launch_rank() -> int:
+    """This process's rank as its launcher gave it before any process group exists: torchrun's ``RANK``, Lightning's
+    ``NODE_RANK`` / ``LOCAL_RANK`` in the processes it starts; 0 in a single process or the one that starts them."""
+    ranks = (os.environ.get(name, "0") for name in ("RANK", "GLOBAL_RANK", "NODE_RANK", "LOCAL_RANK"))
+    return max(int(rank) if rank.isdigit() else 0 for rank in ranks)
 
 
 #: Lightning's DDP strategies by name, and the start method each launches processes with ("auto": Lightning picks

@@ -24,15 +24,6 @@ STAMP = re.compile(r"\d{8}_\d{6}")
 LOGGER_DIRS = ("lightning_logs", "tensorboard", "wandb", "mlruns")
 
 
-@pytest.fixture(autouse=True)
-def _own_mmlogger(request: pytest.FixtureRequest) -> None:
-    """A logger of this test's own as MMEngine's current one: ``build`` initialises the weights (which logs to the
-    current logger) before the run's logger exists, and an earlier test's run leaves its closed logger current."""
-    from mmengine.logging import MMLogger
-
-    MMLogger.get_instance(f"lh-trackers-{request.node.name}")
-
-
 def config(directory: Path, epochs: int = 2) -> Path:
     """mmpretrain's shipped ResNet-18 CIFAR config on tiny data, logging every iteration, validating each epoch."""
     path = directory / "resnet18_cifar.py"
