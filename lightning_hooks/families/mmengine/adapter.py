@@ -16,7 +16,7 @@ from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.core.safety import plain
 from lightning_hooks.core.triggers import ON, Patch, Trigger
 from lightning_hooks.families.mmengine import ema, hook_checks, iter_based, trainer_checks
-from lightning_hooks.families.mmengine.current import RunInstances
+from lightning_hooks.families.mmengine.current import RUN_INSTANCES
 from lightning_hooks.families.mmengine.events import EVENTS, LOAD_CHECKPOINT
 
 # mmengine is not a dependency of lightning-hooks: the modules that import it (runner, loops, checkpoint, schedulers,
@@ -95,7 +95,6 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._hooks_world_size = get_world_size()
         super().__init__(hooks)
         self.runner = self.host = runner
-        self._current = RunInstances()  # the default scope and MMEngine instances current while a run goes
         #: the checkpoint a ``from_config(resume=True)`` config resumes from: ``trainer.fit(..., ckpt_path=...)``
         self.ckpt_path: str | None = None
         #: ``resume=True`` without ``load_from``: the first fit logs the latest checkpoint it found (``ckpt_path``)
@@ -194,14 +193,15 @@ class MMEngineAdapter(LegacyHookAdapter):
         return self.runner.by_epoch
 
     def run_patches(self, stage: str) -> tuple[Patch, ...]:
-        """In a fit, also the step count of the optimizer view schedulers are built on, and the endless train loader
-        of an ``IterBasedTrainLoop`` (neither fires a row)."""
+        """Also, firing no row: in a fit, the step count of the optimizer view schedulers are built on and the endless
+        train loader of an ``IterBasedTrainLoop``; in every run, the runner's default scope and its MMEngine instances
+        as the current ones (:data:`~lightning_hooks.families.mmengine.current.RUN_INSTANCES`)."""
         from lightning_hooks.families.mmengine import schedulers
 
         if stage != "fit":
-            return super().run_patches(stage)
+            return (*super().run_patches(stage), RUN_INSTANCES)
         endless = () if self.runner.by_epoch else (iter_based.ENDLESS_TRAIN_DATA,)
-        return (*super().run_patches(stage), *endless, schedulers.COUNT_WRAPPER_STEPS)
+        return (*super().run_patches(stage), *endless, schedulers.COUNT_WRAPPER_STEPS, RUN_INSTANCES)
 
     # ---------------------------------------------------------------------------------------- run lifecycle
     @override
@@ -212,10 +212,7 @@ class MMEngineAdapter(LegacyHookAdapter):
             loop.restart()
             if self.loop_cfg is not None:
                 trainer_checks.check_trainer(trainer, self.loop_cfg)
-        self._current.enter_scope(self.runner.default_scope)
-        self.runner.attach(trainer)
-        # its own MessageHub, Visualizer and MMLogger are the current ones while it runs, as a new Runner's are
-        self._current.make_current([self.runner.message_hub, self.runner.visualizer, self.runner.logger])
+        self.runner.attach(trainer)  # in the runner's default scope, its MessageHub and Visualizer current (RUN_INSTANCES)
         from lightning_hooks.families.mmengine.vis_backend import attach_trainer
 
         attach_trainer(self.runner.visualizer, trainer)  # LightningLoggerVisBackend writes to trainer.loggers
@@ -234,7 +231,6 @@ class MMEngineAdapter(LegacyHookAdapter):
         try:
             self.fire(ON["teardown"])
         finally:
-            self._current.end()
             if trainer.fast_dev_run:  # its log file is in the temporary work dir the base class removes
                 self.runner.close_log_file()
             super().teardown(trainer, pl_module, stage)
@@ -245,7 +241,6 @@ class MMEngineAdapter(LegacyHookAdapter):
         try:
             super().on_exception(trainer, pl_module, exception)
         finally:
-            self._current.end()
             self.runner.close_log_file()
 
     def _follow_restored_loop(self, trainer: pl.Trainer) -> None:

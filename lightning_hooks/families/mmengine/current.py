@@ -12,7 +12,10 @@ from __future__ import annotations
 import contextlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
+
+from lightning_hooks.core.triggers import Patch, Remove
 
 
 def make_current(instances: Iterable[Any]) -> Callable[[], None]:
@@ -45,53 +48,37 @@ def make_current(instances: Iterable[Any]) -> Callable[[], None]:
     return restore
 
 
-class RunInstances:
+@dataclass(frozen=True)
+class RunInstances(Patch):
     """What an adapter's run makes current until it ends, as a whole ``Runner`` run has it: the runner's
-    ``DefaultScope`` (:meth:`enter_scope`) and its ``MessageHub`` / ``Visualizer`` / ``MMLogger``
-    (:meth:`make_current`). :meth:`end` makes the previous ones current again; teardown and a failure both call it.
+    ``DefaultScope`` and its ``MessageHub`` / ``Visualizer`` / ``MMLogger`` (:func:`make_current`; a logger the run
+    creates later, in ``runner.attach``, is the newest and so the current one). Removing it leaves the scope and makes
+    the previously current instances current again."""
 
-    Example::
+    environment = True
 
-        current = RunInstances()
-        current.enter_scope(runner.default_scope)
-        current.make_current([runner.message_hub, runner.visualizer, runner.logger])
-        ...
-        current.end()
-    """
+    def __str__(self) -> str:
+        return "MMEngine's default scope and current instances"
 
-    def __init__(self) -> None:
-        self._scope: contextlib.ExitStack | None = None
-        self._restore: Callable[[], None] = _nothing  # makes the instances current before the run current again
+    def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
+        runner = adapter.runner
+        scope = contextlib.ExitStack()
+        if runner.default_scope is not None:
+            from mmengine.registry import DefaultScope
 
-    def enter_scope(self, scope: Any) -> None:
-        """Make ``scope`` (a ``DefaultScope``; None: none) the current default scope until :meth:`end`."""
-        if scope is None or self._scope is not None:
-            return
-        from mmengine.registry import DefaultScope
+            scope.enter_context(DefaultScope.overwrite_default_scope(runner.default_scope.scope_name))
+        logger = [runner._logger] if runner._logger is not None else []  # built by runner.attach on the first run
+        restore = make_current([runner.message_hub, runner.visualizer, *logger])
 
-        self._scope = contextlib.ExitStack()
-        self._scope.enter_context(DefaultScope.overwrite_default_scope(scope.scope_name))
+        def remove() -> None:
+            scope.close()
+            restore()
 
-    def make_current(self, instances: Iterable[Any]) -> None:
-        """:func:`make_current` of ``instances``, after making current again those that a run which failed before
-        its teardown left current."""
-        self._end_current()
-        self._restore = make_current(instances)
-
-    def end(self) -> None:
-        """Leave the default scope and make the instances current before the run current again (idempotent)."""
-        if self._scope is not None:
-            self._scope.close()
-            self._scope = None
-        self._end_current()
-
-    def _end_current(self) -> None:
-        restore, self._restore = self._restore, _nothing
-        restore()
+        return remove
 
 
-def _nothing() -> None:
-    pass
+#: the one :class:`RunInstances` patch
+RUN_INSTANCES = RunInstances()
 
 
 def _registries(instance: Any) -> list[OrderedDict[str, Any]]:

@@ -178,3 +178,23 @@ def test_mmengine_intervals_below_one_warn_at_adapt_time(hook, option, mount):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         MMEngineAdapter([CheckpointHook(interval=1), LoggerHook(interval=1), EMAHook()])
+
+
+def test_mmengine_a_failing_fit_restores_the_previous_instances_after_its_hooks_on_exception(tmp_path):
+    class Fails(CurrentProbe):
+        def before_train(self, runner) -> None:
+            raise RuntimeError("boom")
+
+        def on_exception(self, runner, exception) -> None:
+            super().before_train(runner)
+
+    probe = Fails("F")
+    adapter = MMEngineAdapter([probe], work_dir=tmp_path / "f", experiment_name="f")
+    MMEngineAdapter([CurrentProbe("O")], work_dir=tmp_path / "o", experiment_name="o")  # built last: its are current
+    before = (MessageHub.get_current_instance(), Visualizer.get_current_instance())
+    assert before[0] is not adapter.runner.message_hub
+    with pytest.raises(RuntimeError, match="boom"):
+        _fit(tmp_path, adapter, max_steps=1, limit_val_batches=0)
+    runner = adapter.runner
+    assert probe.seen == [(runner.message_hub, runner.visualizer, runner.logger)]  # on_exception still in the run's
+    assert (MessageHub.get_current_instance(), Visualizer.get_current_instance()) == before
