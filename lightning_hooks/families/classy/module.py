@@ -11,7 +11,6 @@ Classy is imported when a module is built.
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
 from collections.abc import Mapping
@@ -29,8 +28,10 @@ from lightning_hooks.families.classy.data import load_task_config
 CLASSY_TASKS = ("classification_task",)
 
 
-def build_classy_task(config: Mapping[str, Any]) -> Any:
-    """Classy's ``build_task(config)`` on a copy, refusing what a Lightning run does not reproduce."""
+def build_classy_task(config: dict[str, Any]) -> Any:
+    """Classy's ``build_task(config)``, refusing what a Lightning run does not reproduce. As in ``classy_train.py``,
+    Classy's builders complete ``config`` with their defaults (the optimizer's ``lr``, ``nesterov``, ``num_epochs``,
+    ...): the config ``CheckpointHook`` stores is that one."""
     name = config.get("name")
     if name not in CLASSY_TASKS:
         raise ConfigError(
@@ -60,7 +61,7 @@ def build_classy_task(config: Mapping[str, Any]) -> Any:
         )
     from classy_vision.tasks import build_task
 
-    return build_task(copy.deepcopy(dict(config)))
+    return build_task(config)
 
 
 class ClassyTaskModule(pl.LightningModule):

@@ -188,7 +188,7 @@ def classy_main(argv: list[str]) -> None:
     config = load_task_config(args.config_file)
     torch.manual_seed(0)
     module = ClassyTaskModule(config)
-    hooks = classy_hooks(args, config)
+    hooks = classy_hooks(args, module.config)  # as Classy's build_task completed it
     options = {**module.trainer_options(), "log_every_n_steps": args.log_freq}
     accelerator = {"cpu": "cpu", "gpu": "gpu", None: None}[args.device]
     if accelerator is None and config.get("use_gpu") is not None:
