@@ -76,7 +76,10 @@ def write_config(kind: str, directory: Path) -> Path:
     shipped = SHIPPED / f"vit-large-p16_8xb128-{kind}-coslr-50e_in1k.py"
     pipeline = [step for step in Config.fromfile(str(shipped)).train_pipeline if step["type"] != "LoadImageFromFile"]
     config = directory / f"mae_vit_{kind}.py"
-    config.write_text(f"_base_ = [{str(shipped)!r}]\n{LINES.replace('PIPELINE', repr(pipeline))}")
+    lines = LINES.replace("PIPELINE", repr(pipeline))
+    if kind == "fsdp":  # the shipped policy's 1e7 parameters, scaled to the tiny ViT: each of its blocks is a unit
+        lines += "strategy = dict(model_wrapper=dict(auto_wrap_policy=dict(min_num_params=10000)))\n"
+    config.write_text(f"_base_ = [{str(shipped)!r}]\n{lines}")
     return config
 
 
