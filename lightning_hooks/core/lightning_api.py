@@ -463,8 +463,9 @@ def describe_train_epochs(bar: Any, describe: Callable[[int, str], str]) -> Call
     the undo, or ``None`` for another callback. Checked on :data:`CHECKED_ON`."""
     if not isinstance(bar, _each("callbacks", "RichProgressBar")):
         return None
-    lightnings = bar._get_train_description
-    return patch_method(bar, "_get_train_description", lambda epoch: describe(epoch, lightnings(epoch)))
+    rich_bar: Any = bar  # a RichProgressBar of either namespace (isinstance narrows it to object)
+    lightnings = rich_bar._get_train_description
+    return patch_method(rich_bar, "_get_train_description", lambda epoch: describe(epoch, lightnings(epoch)))
 
 
 def world_size(**trainer_options: Any) -> int:
