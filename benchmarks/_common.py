@@ -58,3 +58,64 @@ def round_robin(variants: dict[str, Callable[[], float]], rounds: int) -> dict[s
 
 def median(xs: list[float]) -> float:
     return statistics.median(xs)
+
+
+# --------------------------------------------------------------------------- hook-cost benchmarks (host vs adapter)
+#: the per-host names every hook-cost benchmark uses: the host with its hooks and without ("bare": only what training
+#: needs), Lightning with the family's adapter holding the same hooks and without it, and a plain PyTorch loop
+HOOK_COST_HOSTS = ("host", "bare host", "lightning", "bare lightning", "plain loop")
+
+
+def cpu_clock() -> float:
+    """Process CPU time: all the work runs in this thread, and other tenants of a shared machine do not inflate it."""
+    return time.process_time()
+
+
+def hook_cost_rounds(
+    cases: list[str], hosts: dict[str, Callable[[str, str, bool], float]], repeats: int, tmp: str
+) -> dict[tuple[str, str], list[float]]:
+    """Round-robin samples, in us per iteration, of ``hosts[name](case, work_dir, warm)`` for every case; one warm-up
+    run each first; odd repeats run the hosts in reverse order, so no host always runs after the same one."""
+    for case in cases:
+        for name, run in hosts.items():
+            run(case, f"{tmp}/warm-{name}-{case}", True)
+    us: dict[tuple[str, str], list[float]] = {(c, h): [] for c in cases for h in hosts}
+    for i in range(repeats):
+        order = list(hosts.items()) if i % 2 == 0 else list(hosts.items())[::-1]
+        for case in cases:
+            for name, run in order:
+                us[case, name].append(1e6 * run(case, f"{tmp}/{name}-{case}-{i}", False))
+    return us
+
+
+def hook_cost_report(title: str, host: str, adapter: str, cases: list[str],
+                     us: dict[tuple[str, str], list[float]], target: float = 1.05,
+                     bare_lightning: str = "Lightning") -> dict[str, float]:
+    """Print per case: it/s of the host and of Lightning + adapter with the hooks, and the per-step breakdown (medians
+    over repeats of each repeat's difference); returns case -> hooks' cost under the adapter / under the host."""
+    repeats = len(next(iter(us.values())))
+    print(f"{title}; torch threads: 1; {repeats} round-robin repeats; medians over repeats of each repeat's "
+          "own difference")
+    rows: dict[str, list[str]] = {}
+    ratios: dict[str, float] = {}
+    breakdown = (
+        ("plain PyTorch loop (model, loss, backward, SGD)", "plain loop", None),
+        (f"{host} loop cost over the plain loop", "bare host", "plain loop"),
+        (f"{bare_lightning} loop cost over the plain loop", "bare lightning", "plain loop"),
+        (f"hooks under the {host}", "host", "bare host"),
+        (f"hooks under Lightning + {adapter}", "lightning", "bare lightning"),
+    )
+    for case in cases:
+        t = {name: us[case, name] for name in HOOK_COST_HOSTS}
+        print(f"[{case}] {host}: {1e6 / median(t['host']):.1f} it/s; Lightning + {adapter}: "
+              f"{1e6 / median(t['lightning']):.1f} it/s")
+        values = {}
+        for label, name, minus in breakdown:
+            values[label] = median([a - b for a, b in zip(t[name], t[minus] if minus else [0.0] * repeats)])
+            rows.setdefault(label, []).append(f"{values[label]:.0f}")
+        ratios[case] = values[breakdown[4][0]] / values[breakdown[3][0]]
+        rows.setdefault(f"hooks: Lightning + adapter / {host} (target <= {target})", []).append(f"{ratios[case]:.2f}")
+    print("per-step breakdown, us/it:" + " " * 40 + "".join(f"{c:>11s}" for c in cases))
+    for label, values_ in rows.items():
+        print(f"  {label:64s}" + "".join(f"{v:>11s}" for v in values_))
+    return ratios

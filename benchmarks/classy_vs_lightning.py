@@ -1,0 +1,229 @@
+"""Train speed of Classy Vision's ``ClassificationTask`` + ``LocalTrainer`` vs lightning.Trainer + ClassyAdapter on the
+same models, data and hooks. ``classy_vision.tasks`` imports the real torchvision, which ``bash scripts/setup.sh
+test`` installs off the venv's path; the README's environment line puts it on::
+
+    PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/classy_vs_lightning.py [--repeats 9]
+
+Cases, each under the hosts below, round-robin in one process with single-threaded torch (Classy is epoch-based
+only: its phases are epochs):
+
+* ``tiny``: an MLP 32-64-10, batch 8 (128 iterations per epoch, 3 epochs): a step takes well under 1 ms, so each
+  loop's fixed per-step cost dominates.
+* ``cnn``: a 3-layer CNN with BatchNorm on 3x32x32 images, 10 classes, batch 32 (60 iterations, 2 epochs).
+
+Both train with cross-entropy and plain SGD (Classy's ``SGD``, constant LR; Lightning: ``torch.optim.SGD``). The
+hooks are a Classy training's usual ones: ``LossLrMeterLoggingHook`` (every 50 steps), ``CheckpointHook`` (every
+epoch) and ``ExponentialMovingAverageModelHook`` (decay 0.999); no meters, no test phase. "bare" runs hold only the
+timer: the task with no other hook, Lightning without the adapter. A timing hook (a callback in bare Lightning) times
+``on_start`` to ``on_end`` (``on_train_start`` to ``on_train_end``) in process CPU time. The report's last line is the
+hooks' cost under Lightning + adapter over their cost under the task (target: at most 1.05); see
+benchmarks/_common.py's ``hook_cost_report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import cpu_clock, hook_cost_report, hook_cost_rounds  # noqa: E402
+
+from classy_vision.dataset import ClassyDataset  # noqa: E402
+from classy_vision.hooks import (  # noqa: E402
+    CheckpointHook,
+    ClassyHook,
+    ExponentialMovingAverageModelHook,
+    LossLrMeterLoggingHook,
+)
+from classy_vision.models import ClassyModel  # noqa: E402
+from classy_vision.optim import SGD  # noqa: E402
+from classy_vision.optim.param_scheduler import ConstantParamScheduler  # noqa: E402
+from classy_vision.tasks import ClassificationTask  # noqa: E402
+from classy_vision.trainer import LocalTrainer  # noqa: E402
+
+from lightning_hooks import ClassyAdapter  # noqa: E402
+
+LR = 0.01
+LIGHTNING_SETTINGS = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                          enable_model_summary=False, num_sanity_val_steps=0, accelerator="cpu")  # fmt: skip
+
+
+class Net(ClassyModel):
+    def __init__(self, net: nn.Module, inputs: tuple[int, ...]) -> None:
+        super().__init__()
+        self.net, self._inputs = net, inputs
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return self._inputs
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+def mlp() -> Net:
+    return Net(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10)), (32,))
+
+
+def cnn() -> Net:
+    def block(cin: int, cout: int) -> list[nn.Module]:
+        return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
+
+    net = nn.Sequential(*block(3, 8), nn.MaxPool2d(2), *block(8, 16), nn.MaxPool2d(2), *block(16, 32),
+                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))  # fmt: skip
+    return Net(net, (3, 32, 32))
+
+
+class Samples(Dataset):
+    """Classy-style samples ``{"input", "target"}``, seeded."""
+
+    def __init__(self, n: int, inputs: tuple[int, ...]) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.x, self.y = torch.randn(n, *inputs, generator=g), torch.randint(0, 10, (n,), generator=g)
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"input": self.x[i], "target": self.y[i]}
+
+
+@dataclass(frozen=True)
+class Case:
+    model: Any
+    inputs: tuple[int, ...]
+    batch_size: int
+    batches: int
+    epochs: int
+
+    @property
+    def iters(self) -> int:
+        return self.batches * self.epochs
+
+    def data(self) -> Samples:
+        return Samples(self.batches * self.batch_size, self.inputs)
+
+
+CASES = {"tiny": Case(mlp, (32,), 8, 128, 3), "cnn": Case(cnn, (3, 32, 32), 32, 60, 2)}
+
+
+def hooks(work_dir: str) -> list[Any]:
+    Path(work_dir, "checkpoints").mkdir(parents=True, exist_ok=True)  # Classy's CheckpointHook wants it to exist
+    return [LossLrMeterLoggingHook(log_freq=50), CheckpointHook(f"{work_dir}/checkpoints", {}),
+            ExponentialMovingAverageModelHook(decay=0.999, device="cpu")]  # fmt: skip
+
+
+class Clock(ClassyHook):
+    on_phase_start = on_phase_end = on_step = ClassyHook._noop
+
+    def on_start(self, task: Any) -> None:
+        self.start = cpu_clock()
+
+    def on_end(self, task: Any) -> None:
+        self.seconds = cpu_clock() - self.start
+
+
+class LightningClock(pl.Callback):
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        self.start = cpu_clock()
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self.seconds = cpu_clock() - self.start
+
+
+class LitModel(pl.LightningModule):
+    def __init__(self, model: Net) -> None:
+        super().__init__()
+        self.model = model
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> dict[str, torch.Tensor]:
+        out = self.model(batch["input"])
+        return {"loss": nn.functional.cross_entropy(out, batch["target"]), "output": out}
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.model.parameters(), lr=LR)
+
+
+def run_task(case: Case, work_dir: str, with_hooks: bool = True) -> float:
+    """Seconds per iteration under Classy's ``ClassificationTask`` trained by ``LocalTrainer``."""
+    torch.manual_seed(0)
+    clock = Clock()
+    data = ClassyDataset(case.data(), case.batch_size, False, None, None)
+    data.set_num_workers(0)  # load in the process, as the Lightning side does
+    task = (
+        ClassificationTask()
+        .set_model(case.model())
+        .set_loss(nn.CrossEntropyLoss())
+        .set_optimizer(SGD())
+        .set_optimizer_schedulers({"lr": ConstantParamScheduler(LR)})
+        .set_num_epochs(case.epochs)
+        .set_hooks([clock, *(hooks(work_dir) if with_hooks else [])])
+        .set_dataset(data, "train")
+    )
+    LocalTrainer().train(task)
+    return clock.seconds / case.iters
+
+
+def run_lightning(case: Case, work_dir: str, with_hooks: bool = True) -> float:
+    """Seconds per iteration under lightning.Trainer, with ClassyAdapter holding the hooks or with no hooks at all."""
+    torch.manual_seed(0)
+    clock: Any = Clock() if with_hooks else LightningClock()
+    callbacks = [ClassyAdapter([clock, *hooks(work_dir)])] if with_hooks else [clock]
+    trainer = pl.Trainer(callbacks=callbacks, default_root_dir=work_dir, max_epochs=case.epochs, **LIGHTNING_SETTINGS)
+    trainer.fit(LitModel(case.model()), DataLoader(case.data(), batch_size=case.batch_size))
+    return clock.seconds / case.iters
+
+
+def run_plain(case: Case, work_dir: str) -> float:
+    """Seconds per iteration of a plain PyTorch loop: the same model, loss, data and SGD step, nothing else."""
+    torch.manual_seed(0)
+    model, loader = case.model(), DataLoader(case.data(), batch_size=case.batch_size)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    model.train()
+    start = cpu_clock()
+    for _ in range(case.epochs):
+        for batch in loader:
+            nn.functional.cross_entropy(model(batch["input"]), batch["target"]).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    return (cpu_clock() - start) / case.iters
+
+
+HOSTS = {
+    "host": lambda c, d, warm: run_task(CASES[c], d),
+    "bare host": lambda c, d, warm: run_task(CASES[c], d, with_hooks=False),
+    "lightning": lambda c, d, warm: run_lightning(CASES[c], d),
+    "bare lightning": lambda c, d, warm: run_lightning(CASES[c], d, with_hooks=False),
+    "plain loop": lambda c, d, warm: run_plain(CASES[c], d),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    for name in ("lightning.pytorch", "lightning.pytorch.utilities.rank_zero"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    logging.getLogger().setLevel(logging.WARNING)  # Classy logs through the root logger
+    with tempfile.TemporaryDirectory() as tmp:
+        us = hook_cost_rounds(args.cases, HOSTS, args.repeats, tmp)
+    hook_cost_report("hooks: LossLrMeterLogging/50, Checkpoint, EMA(0.999)", "ClassificationTask", "ClassyAdapter",
+                     args.cases, us)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Train speed of iMIX's ``imixEngine`` vs lightning.Trainer + IMIXAdapter on the same models, data and hooks::
+
+    .venv/bin/python benchmarks/imix_vs_lightning.py [--repeats 9] [--cases tiny cnn tiny-iter]
+
+iMIX 0.1.0's engine does not import on torch 2 as installed (its Organizer imports its model zoo, which needs
+allennlp, transformers and data files the wheel lacks): this benchmark runs it as the iMIX differential tests do,
+through ``tests/helpers/imix_reference.py``, which executes iMIX's own ``imix_engine.py`` and ``organizer.py`` with
+only the model / loss / data / optimizer builders stood in for, and patches out the engine's sleeps (2 s per epoch).
+The models, losses and data below are registered in its stand-in registries.
+
+Cases, each under the hosts below, round-robin in one process with single-threaded torch:
+
+* ``tiny``: an MLP 32-64-1 with MSE, batch 8, by epoch (128 iterations per epoch, 3 epochs): a step takes well under
+  1 ms, so each loop's fixed per-step cost dominates.
+* ``cnn``: a 3-layer CNN with BatchNorm on 3x32x32 images, 10 classes, cross-entropy, batch 32 (60 iterations, 2
+  epochs).
+* ``tiny-iter``: the tiny MLP by iteration (``by_iter``: iMIX's ``train_by_iter`` makes one pass over a 384-batch
+  loader); the Organizer's CheckPointHook is left out, as imix 0.1.0 cannot run it by iteration unless it saves
+  every iteration.
+
+The hooks are what iMIX's Organizer builds for the config: OptimizerHook, LRSchedulerHook (StepLR), IterationTimerHook,
+CheckPointHook (every epoch), CommonMetricLoggerHook, JSONLoggerHook and TensorboardLoggerHook (``log_config.period``
+50). "bare" runs keep OptimizerHook only (iMIX's loop does not step without it): the engine's hook list filtered, and
+IMIXAdapter holding OptimizerHook (manual optimisation, as with all the hooks). A custom hook, moved first at level HIGHEST, times
+``before_train`` to ``after_train`` in process CPU time. The report's last line is the hooks' cost under Lightning +
+adapter over their cost under the engine (target: at most 1.05); see benchmarks/_common.py's ``hook_cost_report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parents[1] / "tests" / "helpers")]
+from _common import cpu_clock, hook_cost_report, hook_cost_rounds  # noqa: E402
+
+import imix_reference as ref  # noqa: E402  (iMIX's engine and Organizer, run as they are on torch 2)
+from imix.engine.hooks import HookBase, PriorityStatus  # noqa: E402
+
+from lightning_hooks import IMIXAdapter  # noqa: E402
+
+LIGHTNING_SETTINGS = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                          enable_model_summary=False, num_sanity_val_steps=0, accelerator="cpu")  # fmt: skip
+
+
+class Net(nn.Module):
+    """An iMIX model: ``forward(batch, cur_epoch, cur_iter, inner_iter)`` returns what the loss reads."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, batch: Any, cur_epoch: Any = None, cur_iter: Any = None, inner_iter: Any = None) -> dict:
+        x, y = batch
+        return {"scores": self.net(x), "target": y}
+
+
+def mlp() -> Net:
+    return Net(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)))
+
+
+def cnn() -> Net:
+    def block(cin: int, cout: int) -> list[nn.Module]:
+        return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
+
+    return Net(nn.Sequential(*block(3, 8), nn.MaxPool2d(2), *block(8, 16), nn.MaxPool2d(2), *block(16, 32),
+                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10)))  # fmt: skip
+
+
+class CELoss(nn.Module):
+    """An iMIX loss: ``forward(model_output)``, named by ``str()``."""
+
+    def forward(self, output: dict) -> torch.Tensor:
+        return nn.functional.cross_entropy(output["scores"], output["target"])
+
+    def __str__(self) -> str:
+        return "ce_loss"
+
+
+@dataclass(frozen=True)
+class Case:
+    model: str
+    loss: str
+    inputs: tuple[int, ...]
+    batch_size: int
+    batches: int
+    epochs: int
+    by_iter: bool = False
+
+    @property
+    def iters(self) -> int:
+        return self.batches * self.epochs
+
+    def loader(self, cfg: Any = None) -> DataLoader:
+        n = (self.iters if self.by_iter else self.batches) * self.batch_size
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(n, *self.inputs, generator=g)
+        y = x.sum(1, keepdim=True) if len(self.inputs) == 1 else torch.randint(0, 10, (n,), generator=g)
+        return DataLoader(TensorDataset(x, y), batch_size=self.batch_size)
+
+    def config(self, name: str, work_dir: str) -> Any:
+        limits: dict[str, Any] = dict(total_epochs=self.epochs)
+        if self.by_iter:
+            limits = dict(total_epochs=1, by_iter=True, max_iter=self.iters)
+        return ref.config(Path(work_dir), model=dict(type=self.model), loss=dict(type=self.loss), dataset_type=name,
+                          optimizer=dict(type="SGD", lr=0.01), lr_config=dict(type="StepLR", step_size=200, gamma=0.5),
+                          log_config=dict(period=50), custom_hooks=[dict(type=Clock)],
+                          **limits)  # fmt: skip
+
+
+CASES = {
+    "tiny": Case("BenchMLP", "MSELoss", (32,), 8, 128, 3),
+    "cnn": Case("BenchCNN", "BenchCELoss", (3, 32, 32), 32, 60, 2),
+    "tiny-iter": Case("BenchMLP", "MSELoss", (32,), 8, 128, 3, by_iter=True),
+}
+ref.MODELS.update(BenchMLP=lambda **kw: mlp(), BenchCNN=lambda **kw: cnn())
+ref.LOSSES.update(BenchCELoss=CELoss)
+ref.DATASETS.update({name: case.loader for name, case in CASES.items()})
+
+
+class Clock(HookBase):
+    def before_train(self) -> None:
+        self.start = cpu_clock()
+
+    def after_train(self) -> None:
+        self.seconds = cpu_clock() - self.start
+
+
+def kept(hooks: list[Any], all_hooks: bool, case: Case) -> list[Any]:
+    """The clock first, at level HIGHEST (iMIX's ``add_custom_hooks`` cannot insert a hook before all others), then all
+    the other hooks or (bare) only OptimizerHook; no CheckPointHook by iteration (see the module's docstring)."""
+    clock = clock_of(hooks)
+    clock.level = PriorityStatus.HIGHEST
+    dropped = ("CheckPointHook",) if case.by_iter else ()
+    others = [h for h in hooks if h is not clock and type(h).__name__ not in dropped
+              and (all_hooks or type(h).__name__ == "OptimizerHook")]  # fmt: skip
+    return [clock, *others]
+
+
+def clock_of(hooks: list[Any]) -> Clock:
+    return next(h for h in hooks if isinstance(h, Clock))
+
+
+def run_engine(name: str, work_dir: str, all_hooks: bool = True) -> float:
+    """Seconds per iteration under iMIX's ``imixEngine(cfg).train()``."""
+    torch.manual_seed(0)
+    cfg = CASES[name].config(name, work_dir)
+    ref.ORGANIZER._AUTOMATIC_imixED_PRECISION = False
+    with ref._set_up(cfg):
+        engine = ref.ENGINE.imixEngine(cfg)
+    engine._hooks = kept(engine._hooks, all_hooks, CASES[name])
+    engine.train()
+    return clock_of(engine._hooks).seconds / CASES[name].iters
+
+
+def run_lightning(name: str, work_dir: str, all_hooks: bool = True) -> float:
+    """Seconds per iteration under lightning.Trainer + IMIXAdapter holding the Organizer's hooks (or OptimizerHook)."""
+    torch.manual_seed(0)
+    cfg = CASES[name].config(name, work_dir)
+    organizer = ref.organize(cfg)
+    hooks = kept(organizer.hooks, all_hooks, CASES[name])
+    adapter = IMIXAdapter(hooks, cfg=cfg, work_dir=cfg.work_dir)
+    trainer = pl.Trainer(callbacks=[adapter], default_root_dir=work_dir, max_epochs=cfg.total_epochs,
+                         **LIGHTNING_SETTINGS)  # fmt: skip
+    trainer.fit(ref.IMIXModule(organizer), organizer.train_data_loader)
+    return clock_of(hooks).seconds / CASES[name].iters
+
+
+def run_plain(name: str, work_dir: str) -> float:
+    """Seconds per iteration of a plain PyTorch loop: the same model, loss, data and SGD step, nothing else."""
+    torch.manual_seed(0)
+    case = CASES[name]
+    model, loader = ref.MODELS[case.model](), case.loader()
+    loss_fn = ref.LOSSES[case.loss]()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    model.train()
+    start = cpu_clock()
+    for _ in range(1 if case.by_iter else case.epochs):
+        for batch in loader:
+            loss_fn(model(batch)).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    return (cpu_clock() - start) / case.iters
+
+
+HOSTS = {
+    "host": lambda c, d, warm: run_engine(c, d),
+    "bare host": lambda c, d, warm: run_engine(c, d, all_hooks=False),
+    "lightning": lambda c, d, warm: run_lightning(c, d),
+    "bare lightning": lambda c, d, warm: run_lightning(c, d, all_hooks=False),
+    "plain loop": lambda c, d, warm: run_plain(c, d),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    for logger in ("lightning.pytorch", "lightning.pytorch.utilities.rank_zero"):
+        logging.getLogger(logger).setLevel(logging.ERROR)
+    logging.getLogger("imix").addHandler(logging.NullHandler())
+    logging.getLogger("imix").propagate = False
+    with tempfile.TemporaryDirectory() as tmp:
+        us = hook_cost_rounds(args.cases, HOSTS, args.repeats, tmp)
+    hook_cost_report("hooks: the Organizer's (Optimizer, LRScheduler, IterationTimer, CheckPoint, CommonMetricLogger, "
+                     "JSONLogger, TensorboardLogger / 50)", "imixEngine", "IMIXAdapter", args.cases, us,
+                     bare_lightning="Lightning + OptimizerHook")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

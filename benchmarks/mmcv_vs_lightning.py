@@ -1,0 +1,227 @@
+"""Train speed of OpenMMLab 1.x's ``EpochBasedRunner`` / ``IterBasedRunner`` vs lightning.Trainer + MMCVAdapter on the
+same models, data and hooks. Runs in ``.venv-mmcv1`` (mmcv 1.7.2)::
+
+    .venv-mmcv1/bin/python benchmarks/mmcv_vs_lightning.py [--repeats 9] [--cases tiny cnn tiny-iter cnn-iter]
+
+Cases, each under the hosts below, round-robin in one process with single-threaded torch:
+
+* ``tiny``: an MLP on 32 features, batch 8, ``EpochBasedRunner`` (128 iterations per epoch, 3 epochs): a step takes
+  well under 1 ms, so each loop's fixed per-step cost dominates.
+* ``cnn``: a 3-layer CNN with BatchNorm on 3x32x32 images, 10 classes, batch 32 (60 iterations, 2 epochs).
+* ``tiny-iter`` / ``cnn-iter``: the same under ``IterBasedRunner`` (``max_iters`` the same count; the Lightning side
+  gets ``adapter.trainer_kwargs()``: ``max_steps``, ``max_epochs=-1``).
+
+The hooks are what ``runner.register_training_hooks`` registers for a typical config (a step LR schedule, OptimizerHook,
+a checkpoint per epoch / per pass over the data, IterTimerHook, TextLoggerHook every 50 iterations), the adapter's
+built by ``MMCVAdapter.from_config`` from the same dicts. "bare" runs keep only what training needs: the Runner with
+OptimizerHook alone (its loop does not step without it), and Lightning + MMCVAdapter holding OptimizerHook alone (the
+adapter then steps in manual optimisation, which costs ~100 us/step less than Lightning's automatic optimisation
+without the adapter: against that, the hooks' cost under Lightning reads negative). A HIGHEST-priority hook times
+``before_run`` to ``after_run`` in process CPU time. The report's last line is the hooks' cost under Lightning + adapter over their
+cost under the Runner (target: at most 1.05); see benchmarks/_common.py's ``hook_cost_report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tempfile
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import lightning.pytorch as pl
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import cpu_clock, hook_cost_report, hook_cost_rounds  # noqa: E402
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    from mmcv import runner as mmcv_runner  # noqa: E402
+
+from lightning_hooks import MMCVAdapter  # noqa: E402
+
+LIGHTNING_SETTINGS = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                          enable_model_summary=False, num_sanity_val_steps=0, accelerator="cpu")  # fmt: skip
+
+
+class Model(nn.Module):
+    """An mmcv model: ``train_step`` returns mmcv's output dict."""
+
+    def __init__(self, net: nn.Module, loss: Any) -> None:
+        super().__init__()
+        self.net, self.loss = net, loss
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    def train_step(self, data: Any, optimizer: Any = None) -> dict[str, Any]:
+        x, y = data
+        loss = self.loss(self(x), y)
+        return dict(loss=loss, log_vars=OrderedDict(loss=loss.item()), num_samples=len(x))
+
+
+def mlp() -> Model:
+    return Model(nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 1)), nn.functional.mse_loss)
+
+
+def cnn() -> Model:
+    def block(cin: int, cout: int) -> list[nn.Module]:
+        return [nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
+
+    net = nn.Sequential(*block(3, 8), nn.MaxPool2d(2), *block(8, 16), nn.MaxPool2d(2), *block(16, 32),
+                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))  # fmt: skip
+    return Model(net, nn.functional.cross_entropy)
+
+
+@dataclass(frozen=True)
+class Case:
+    model: Any
+    inputs: tuple[int, ...]
+    batch_size: int
+    batches: int
+    epochs: int
+    runner: str = "EpochBasedRunner"
+
+    @property
+    def iters(self) -> int:
+        return self.batches * self.epochs
+
+    def loader(self) -> DataLoader:
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(self.batches * self.batch_size, *self.inputs, generator=g)
+        y = x.sum(1, keepdim=True) if len(self.inputs) == 1 else torch.randint(0, 10, (len(x),), generator=g)
+        return DataLoader(TensorDataset(x, y), batch_size=self.batch_size)
+
+    def runner_cfg(self) -> dict[str, Any]:
+        key = "max_epochs" if self.runner == "EpochBasedRunner" else "max_iters"
+        return {"type": self.runner, key: self.epochs if key == "max_epochs" else self.iters}
+
+    def configs(self) -> dict[str, Any]:
+        """``register_training_hooks``'s arguments (IterBasedRunner: by_epoch=False, its default there)."""
+        by_epoch = self.runner == "EpochBasedRunner"
+        return dict(
+            lr_config=dict(policy="step", step=[2] if by_epoch else [2 * self.batches]),
+            optimizer_config=dict(grad_clip=None),
+            checkpoint_config=dict(interval=1 if by_epoch else self.batches),
+            log_config=dict(interval=50, hooks=[dict(type="TextLoggerHook")]),
+        )
+
+
+CASES = {
+    "tiny": Case(mlp, (32,), 8, 128, 3),
+    "cnn": Case(cnn, (3, 32, 32), 32, 60, 2),
+    "tiny-iter": Case(mlp, (32,), 8, 128, 3, "IterBasedRunner"),
+    "cnn-iter": Case(cnn, (3, 32, 32), 32, 60, 2, "IterBasedRunner"),
+}
+
+
+class Clock(mmcv_runner.Hook):
+    def before_run(self, runner: Any) -> None:
+        self.start = cpu_clock()
+
+    def after_run(self, runner: Any) -> None:
+        self.seconds = cpu_clock() - self.start
+
+
+class LitModel(pl.LightningModule):
+    def __init__(self, model: Model) -> None:
+        super().__init__()
+        self.model = model
+
+    def training_step(self, batch: Any, batch_idx: int) -> dict[str, Any]:
+        return self.model.train_step(batch, None)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.model.parameters(), lr=0.01)
+
+
+def quiet_logger() -> logging.Logger:
+    logger = logging.getLogger("bench-mmcv")
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+    return logger
+
+
+def run_runner(case: Case, work_dir: str, hooks: bool = True) -> float:
+    """Seconds per iteration under mmcv's runner."""
+    torch.manual_seed(0)
+    model = case.model()
+    limits = {k: v for k, v in case.runner_cfg().items() if k != "type"}
+    runner = getattr(mmcv_runner, case.runner)(model, optimizer=torch.optim.SGD(model.parameters(), lr=0.01),
+                                               work_dir=work_dir, logger=quiet_logger(), **limits)  # fmt: skip
+    if hooks:
+        runner.register_training_hooks(**case.configs())
+    else:
+        runner.register_hook(mmcv_runner.OptimizerHook(grad_clip=None))
+    clock = Clock()
+    runner.register_hook(clock, priority="HIGHEST")
+    with mock.patch("time.sleep"):  # the runner sleeps 2 s after each epoch
+        runner.run([case.loader()], [("train", 1)])
+    return clock.seconds / case.iters
+
+
+def run_lightning(case: Case, work_dir: str, hooks: bool = True) -> float:
+    """Seconds per iteration under lightning.Trainer + MMCVAdapter, holding the hooks or OptimizerHook alone."""
+    torch.manual_seed(0)
+    clock: Any = Clock()
+    clock.priority = "HIGHEST"  # what the runner's register_hook(clock, priority="HIGHEST") sets
+    if hooks:
+        built = MMCVAdapter.from_config(**case.configs(), runner=case.runner_cfg()).hooks
+    else:
+        built = [mmcv_runner.OptimizerHook(grad_clip=None)]
+    adapter = MMCVAdapter([*built, clock], runner=case.runner_cfg(), work_dir=work_dir, logger=quiet_logger())
+    callbacks, limits = [adapter], adapter.trainer_kwargs()
+    trainer = pl.Trainer(callbacks=callbacks, default_root_dir=work_dir, **limits, **LIGHTNING_SETTINGS)
+    trainer.fit(LitModel(case.model()), case.loader())
+    return clock.seconds / case.iters
+
+
+def run_plain(case: Case, work_dir: str) -> float:
+    """Seconds per iteration of a plain PyTorch loop: the same model, loss, data and SGD step, nothing else."""
+    torch.manual_seed(0)
+    model, loader = case.model(), case.loader()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    model.train()
+    start = cpu_clock()
+    for _ in range(case.epochs):
+        for batch in loader:
+            model.train_step(batch)["loss"].backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    return (cpu_clock() - start) / case.iters
+
+
+HOSTS = {
+    "host": lambda c, d, warm: run_runner(CASES[c], d),
+    "bare host": lambda c, d, warm: run_runner(CASES[c], d, hooks=False),
+    "lightning": lambda c, d, warm: run_lightning(CASES[c], d),
+    "bare lightning": lambda c, d, warm: run_lightning(CASES[c], d, hooks=False),
+    "plain loop": lambda c, d, warm: run_plain(CASES[c], d),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    for name in ("lightning.pytorch", "lightning.pytorch.utilities.rank_zero"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory() as tmp:
+        us = hook_cost_rounds(args.cases, HOSTS, args.repeats, tmp)
+    hook_cost_report("hooks: register_training_hooks' (StepLr, Optimizer, Checkpoint, IterTimer, TextLogger/50)",
+                     "Runner", "MMCVAdapter", args.cases, us, bare_lightning="Lightning + OptimizerHook")
+
+
+if __name__ == "__main__":
+    main()
