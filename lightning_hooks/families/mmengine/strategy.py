@@ -82,6 +82,14 @@ def from_config(cfg: Mapping[str, Any], chosen: Any = None) -> Any:
             raise _refuse(key, f"{name}'s {key} is Runner's own DDP set-up: use the config's model_wrapper_cfg "
                                "(and Lightning's --strategy) instead")  # fmt: skip
         return None
+    if name in ("FSDPStrategy", "DeepSpeedStrategy") and cfg.get("resume"):
+        raise StrategyError(
+            f"lightning-hooks train: --resume (resume=True) under strategy=dict(type={name!r}) is not supported yet: "
+            f"Lightning's {name} loads a checkpoint's weights itself, before the LightningModule turns the layout "
+            "CheckpointHook writes (the model's own keys, as MMEngine's) back into its own. Start from the weights "
+            "with load_from=<checkpoint> instead (the optimizer and schedules start anew), or resume with another "
+            "strategy."
+        )
     if name == "FSDPStrategy":
         return fsdp_strategy(options)
     if name == "DeepSpeedStrategy":
@@ -284,7 +292,7 @@ def deepspeed_strategy(options: Mapping[str, Any], cfg: Mapping[str, Any]) -> An
         raise StrategyError(
             "lightning-hooks train: the config's strategy=dict(type='DeepSpeedStrategy') needs DeepSpeed, which is "
             "not installed: pip install deepspeed (on a machine with CUDA), or train with another strategy "
-            "(--cfg-options runner_type=Runner trains it with Runner's DDP)."
+            "(--cfg-options runner_type=Runner optim_wrapper.type=OptimWrapper trains it as Runner does)."
         ) from None
     return _deepspeed_class()(config=config, inputs_to_half=options.get("inputs_to_half"))
 

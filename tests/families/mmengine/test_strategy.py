@@ -192,3 +192,12 @@ def test_the_command_lines_strategy_beside_the_configs_is_refused_naming_both():
     with pytest.raises(StrategyError, match=r"--strategy 'ddp' and the config's strategy=dict\(type='FSDPStrategy'\)"):
         strategy.from_config(cfg, "ddp")
     assert isinstance(strategy.from_config(cfg, "auto"), pl.strategies.FSDPStrategy)
+
+
+@pytest.mark.parametrize("name", [FSDP_CONFIGS[0], DEEPSPEED_CONFIGS[0]])
+def test_resume_under_a_sharded_strategy_is_refused_saying_what_to_do(name):
+    cfg = Config.fromfile(str(CONFIGS / name))
+    cfg.resume = True  # what --resume sets, as tools/train.py
+    with pytest.raises(StrategyError, match=r"--resume \(resume=True\) under strategy=dict\(type='(FSDP|DeepSpeed)Strategy'\) "
+                                            r"is not supported yet: .+ load_from=<checkpoint>"):
+        strategy.from_config(cfg)
