@@ -164,7 +164,7 @@ def _fsdp_wrapper_kwargs(wrapper: dict[str, Any]) -> dict[str, Any]:
 
 def _state_dict_type(state_dict_cfg: Any) -> str:
     """Lightning's ``state_dict_type`` for MMEngine's ``state_dict_cfg``: ``'full'`` (or a ``FULL_STATE_DICT``
-    dict) is one file that rank 0 writes, as ``CheckpointHook`` names it and ``load_from`` / ``--resume`` read it.
+    dict) is one file that rank 0 writes, as ``CheckpointHook`` names it and ``load_from`` reads it.
     Without the option, too: MMEngine's default ``'local'`` (a folder of per-rank files in FSDP's local layout) has
     no Lightning counterpart, and given by name it is refused."""
     if state_dict_cfg is None or state_dict_cfg == "full":
