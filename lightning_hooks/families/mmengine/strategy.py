@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from lightning_hooks.core.errors import InputError
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.triggers import Patch, Remove
 
@@ -32,12 +33,13 @@ _DEEPSPEED_SECTIONS = ("zero_optimization", "gradient_clipping", "fp16", "bf16",
                        "aio")  # fmt: skip
 
 
-class StrategyError(ValueError):
-    """A ``strategy=`` option of a FlexibleRunner config that Lightning cannot stand for."""
+class StrategyError(InputError, ValueError):
+    """A ``strategy=`` option of a FlexibleRunner config that Lightning cannot stand for: ``lightning-hooks train``
+    prints it as one short message (an :class:`~lightning_hooks.core.errors.InputError`), without a traceback."""
 
 
 def _refuse(option: str, why: str) -> StrategyError:
-    return StrategyError(f"lightning-hooks train: the config's strategy.{option} has no Lightning counterpart: {why}.")
+    return StrategyError(f"the config's strategy.{option} has no Lightning counterpart: {why}.")
 
 
 def strategy_config(cfg: Mapping[str, Any]) -> dict | None:
@@ -71,7 +73,7 @@ def from_config(cfg: Mapping[str, Any], chosen: Any = None) -> Any:
     name = _type_name(options.pop("type", None))
     if chosen not in (None, "auto"):
         raise StrategyError(
-            f"lightning-hooks train: --strategy {chosen!r} and the config's strategy=dict(type={name!r}) both name "
+            f"--strategy {chosen!r} and the config's strategy=dict(type={name!r}) both name "
             "the strategy: drop one of them."
         )
     for key, top in _RUNNER_KEYS.items():
@@ -84,7 +86,7 @@ def from_config(cfg: Mapping[str, Any], chosen: Any = None) -> Any:
         return None
     if name in ("FSDPStrategy", "DeepSpeedStrategy") and cfg.get("resume"):
         raise StrategyError(
-            f"lightning-hooks train: --resume (resume=True) under strategy=dict(type={name!r}) is not supported yet: "
+            f"--resume (resume=True) under strategy=dict(type={name!r}) is not supported yet: "
             f"Lightning's {name} loads a checkpoint's weights itself, before the LightningModule turns the layout "
             "CheckpointHook writes (the model's own keys, as MMEngine's) back into its own. Start from the weights "
             "with load_from=<checkpoint> instead (the optimizer and schedules start anew), or resume with another "
@@ -290,7 +292,7 @@ def deepspeed_strategy(options: Mapping[str, Any], cfg: Mapping[str, Any]) -> An
         import deepspeed  # noqa: F401
     except ImportError:
         raise StrategyError(
-            "lightning-hooks train: the config's strategy=dict(type='DeepSpeedStrategy') needs DeepSpeed, which is "
+            "the config's strategy=dict(type='DeepSpeedStrategy') needs DeepSpeed, which is "
             "not installed: pip install deepspeed (on a machine with CUDA), or train with another strategy "
             "(--cfg-options runner_type=Runner optim_wrapper.type=OptimWrapper trains it as Runner does)."
         ) from None
@@ -304,7 +306,7 @@ def _check_deepspeed_optim_wrapper(wrapper: Mapping[str, Any]) -> None:
     kind = _type_name(wrapper.get("type", "OptimWrapper"))
     if kind not in ("DeepSpeedOptimWrapper", "OptimWrapper"):
         raise StrategyError(
-            f"lightning-hooks train: optim_wrapper=dict(type={kind!r}) under strategy=dict(type='DeepSpeedStrategy'): "
+            f"optim_wrapper=dict(type={kind!r}) under strategy=dict(type='DeepSpeedStrategy'): "
             "DeepSpeed scales the loss and steps the optimizer itself; use type='DeepSpeedOptimWrapper' and the "
             "strategy's fp16 / bf16 sections."
         )
@@ -312,7 +314,7 @@ def _check_deepspeed_optim_wrapper(wrapper: Mapping[str, Any]) -> None:
                          ("accumulative_counts", "one optimizer step per batch")):  # fmt: skip
         if wrapper.get(key) not in (None, 1):
             raise StrategyError(
-                f"lightning-hooks train: optim_wrapper.{key} under strategy=dict(type='DeepSpeedStrategy'): "
+                f"optim_wrapper.{key} under strategy=dict(type='DeepSpeedStrategy'): "
                 f"DeepSpeedOptimWrapper takes no {key}; use {way_out}."
             )
 

@@ -201,3 +201,17 @@ def test_resume_under_a_sharded_strategy_is_refused_saying_what_to_do(name):
     with pytest.raises(StrategyError, match=r"--resume \(resume=True\) under strategy=dict\(type='(FSDP|DeepSpeed)Strategy'\) "
                                             r"is not supported yet: .+ load_from=<checkpoint>"):
         strategy.from_config(cfg)
+
+
+def test_lightning_hooks_train_prints_a_refused_option_as_one_short_error(tmp_path, capsys):
+    from lightning_hooks import train
+
+    derived = tmp_path / "local_state_dict.py"
+    derived.write_text(f"_base_ = [{str(CONFIGS / FSDP_CONFIGS[0])!r}]\n"
+                       "strategy = dict(state_dict_cfg='local')\n")  # fmt: skip  # a derived config as users write it
+    with pytest.raises(SystemExit) as exit:
+        train.main([str(derived), "--work-dir", str(tmp_path / "work")])
+    assert exit.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("lightning-hooks train: error: the config's strategy.state_dict_cfg has no Lightning counterpart")
+    assert "Traceback" not in err and err.count("lightning-hooks train") == 1
