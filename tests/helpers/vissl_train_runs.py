@@ -91,18 +91,18 @@ def track_log_hooks() -> None:
     LogLossLrEtaHook.__init__ = tracked
 
 
-def overrides(name: str, out: Path) -> list[str]:
-    return [*CONFIGS[name], *SMALL, f"config.CHECKPOINT.DIR={out}"]
+def overrides(name: str, out: Path, extra: list[str] = ()) -> list[str]:
+    return [*CONFIGS[name], *SMALL, *extra, f"config.CHECKPOINT.DIR={out}"]
 
 
-def run_vissl(name: str, out: Path) -> dict[str, Any]:
+def run_vissl(name: str, out: Path, extra: list[str] = ()) -> dict[str, Any]:
     """VISSL's ``run_distributed_engines.py`` main for one process."""
     import classy_vision.generic.distributed_util as classy_dist
     from vissl.hooks import default_hook_generator
     from vissl.utils.distributed_launcher import launch_distributed
     from vissl.utils.hydra_config import compose_hydra_configuration, convert_to_attrdict
 
-    _, config = convert_to_attrdict(compose_hydra_configuration(overrides(name, out)))
+    _, config = convert_to_attrdict(compose_hydra_configuration(overrides(name, out, extra)))
     try:
         launch_distributed(config, node_id=0, engine_name="train", hook_generator=default_hook_generator)
     finally:
@@ -112,11 +112,11 @@ def run_vissl(name: str, out: Path) -> dict[str, Any]:
     return collect(out)
 
 
-def run_lightning(name: str, out: Path, flags: list[str] = ()) -> dict[str, Any]:
+def run_lightning(name: str, out: Path, flags: list[str] = (), extra: list[str] = ()) -> dict[str, Any]:
     """``lightning-hooks train config=... overrides``."""
     from lightning_hooks.train import main
 
-    main([*overrides(name, out), *flags])
+    main([*overrides(name, out, extra), *flags])
     return collect(out)
 
 

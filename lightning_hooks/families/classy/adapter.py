@@ -323,6 +323,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self.fire(ON["on_train_batch_end"])
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
+        self.legacy_start.end_train_epoch()
         self._end_phase(trigger)
 
     @override

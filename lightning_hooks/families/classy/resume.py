@@ -87,6 +87,8 @@ class LegacyStart:
         self.adapter = adapter
         #: where the checkpoint ``fit`` started from left off, until ``on_train_start`` applies it
         self.position: Position | None = None
+        #: the sampler of the train phase a VISSL mid-phase checkpoint resumed, until that phase ends
+        self.skipping: Any = None
 
     def loaded(self, checkpoint: dict[str, Any], source: str) -> dict[str, Any]:
         """What :class:`LoadCheckpoint` read from ``source``, as the Lightning checkpoint to restore: a Classy or VISSL
@@ -219,15 +221,35 @@ class LegacyStart:
         else:
             steps = position.iteration
             if math.isfinite(batches) and steps != position.epochs * int(batches):
-                rank_zero_warn(
-                    f"ClassyAdapter: {position.source} was written at iteration {steps}, inside train phase "
-                    f"{position.epochs}; Lightning starts that phase from its first batch (VISSL would skip the batches "
-                    "already trained). Start from a phase checkpoint (model_phase<N>.torch) to avoid it."
-                )
+                self._skip_trained_batches(trainer, position, steps - position.epochs * int(batches))
         _resume_schedule(trainer, steps, position.epochs)
         if position.iteration is not None:
             _draw_discarded_iterator_seed(trainer)
         self.position = position if position.test_phase_pending else None
+
+    def _skip_trained_batches(self, trainer: pl.Trainer, position: Position, start_iter: int) -> None:
+        """A VISSL checkpoint written inside a train phase: that phase starts at batch ``start_iter``, as VISSL's
+        trainer resumes it (``set_start_iter`` of its ``StatefulDistributedSampler``, which skips the samples of the
+        batches already trained; ``DATA.TRAIN.USE_STATEFUL_DISTRIBUTED_SAMPLER``). :meth:`end_train_epoch` sets it
+        back to 0, as VISSL does at the next phase. Another sampler cannot skip them: a warning says so."""
+        sampler: Any = getattr(trainer.train_dataloader, "sampler", None)
+        if callable(getattr(sampler, "set_start_iter", None)):
+            sampler.set_start_iter(start_iter)
+            self.skipping = sampler
+            return
+        rank_zero_warn(
+            f"ClassyAdapter: {position.source} was written at iteration {position.iteration}, inside train phase "
+            f"{position.epochs}, and the train loader's sampler ({type(sampler).__name__}) cannot skip the batches "
+            "already trained: Lightning starts that phase from its first batch. Set "
+            "config.DATA.TRAIN.USE_STATEFUL_DISTRIBUTED_SAMPLER=true (VISSL's own trainer needs it too), or start "
+            "from a phase checkpoint (model_phase<N>.torch)."
+        )
+
+    def end_train_epoch(self) -> None:
+        """After the train phase a VISSL mid-phase checkpoint resumed: the next phases start at their first batch."""
+        sampler, self.skipping = self.skipping, None
+        if sampler is not None:
+            sampler.set_start_iter(0)
 
     def run_pending_test_phase(self, trainer: pl.Trainer) -> None:
         """After the ``on_start`` hooks of a fit started from a checkpoint written at the end of a train phase: the

@@ -269,7 +269,8 @@ def test_classy_vissl_host_classy_checkpoint_at_a_train_phase_end_without_valida
 
 def test_classy_vissl_host_vissl_checkpoint_inside_a_phase_warns(tmp_path):
     legacy_run(tmp_path / "full", "vissl", limit_val_batches=0)
-    with pytest.warns(UserWarning, match=r"model_iteration6.torch was written at iteration 6, inside train phase 1; "
+    with pytest.warns(UserWarning, match=r"model_iteration6.torch was written at iteration 6, inside train phase 1, "
+                                         r"and the train loader's sampler .* cannot skip the batches already trained: "
                                          r"Lightning starts that phase from its first batch"):  # fmt: skip
         resumed = legacy_run(tmp_path / "resumed", "vissl", ckpt_path=tmp_path / "full" / "model_iteration6.torch",
                              limit_val_batches=0)  # fmt: skip

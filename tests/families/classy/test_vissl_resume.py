@@ -1,0 +1,73 @@
+"""A VISSL run interrupted inside a train phase, then rerun with the same command (auto-resume from its
+``model_iteration{N}.torch``): ``lightning-hooks train config=...`` against VISSL's own launcher doing the same, on
+VISSL's ``quick_swav`` and ``quick_dino`` (CPU, bitwise; vissl_resume_runs.py runs both in one subprocess).
+
+Each side is interrupted after iteration 5 (train phase 1 has trained 2 of its 3 batches) with a checkpoint every 2
+iterations, and resumes from ``model_iteration4.torch``: the batch of phase 1 trained before the checkpoint is skipped
+(VISSL's ``StatefulDistributedSampler``), so the resumed phase trains 2 batches (phase 2 all 3 again) and the schedules (SwAV's frozen
+prototypes and queue, DINO's teacher temperature and momentum) go on from iteration 4. Compared: ``stdout.json``
+(losses and LRs per iteration, run A's rows then run B's), ``metrics.json``, the checkpoint files and their contents
+(weights, optimizer state, the loss's state), run by run.
+"""
+
+from __future__ import annotations
+
+import pytest
+import real_torchvision
+from vissl_resume_runs import NAMES
+
+pytestmark = pytest.mark.skipif(
+    not real_torchvision.available(), reason="run `bash scripts/setup.sh test` (real torchvision)"
+)
+
+TIMES = ("btime", "eta", "rolling_eta", "peak_mem")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return real_torchvision.run_child("vissl_resume_runs", tmp_path_factory.mktemp("vissl_resume"), timeout=900)
+
+
+def _run(runs, name):
+    result = real_torchvision.scenario_result(runs, name)
+    return result["vissl"], result["lightning"]
+
+
+def _first_parting(theirs: list, ours: list) -> int | None:
+    """The index of the first row where the two lists part (None when they do not)."""
+    for i, (a, b) in enumerate(zip(theirs, ours)):
+        if a != b:
+            return i
+    return None if len(theirs) == len(ours) else min(len(theirs), len(ours))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_vissl_resume_mid_phase_stdout_json_and_metrics_json(runs, name):
+    theirs, ours = _run(runs, name)
+    assert theirs["interrupted_files"] == ours["interrupted_files"] == [
+        "checkpoint.torch", "model_iteration2.torch", "model_iteration4.torch", "model_phase0.torch"]  # fmt: skip
+    rows = [
+        [{k: v for k, v in row.items() if not k.startswith(TIMES)} for row in run["stdout"]] for run in (theirs, ours)
+    ]
+    assert len(rows[0]) == 5 + 5  # run A: iterations 1 to 5; run B: 5 to 9 (phase 1's batch 1 skipped)
+    at = _first_parting(*rows)
+    assert at is None, (f"{name}: stdout.json parts at row {at} ({'run A' if at < 5 else 'run B'}): "
+                        f"VISSL {rows[0][at:at + 1]}, Lightning {rows[1][at:at + 1]}")  # fmt: skip
+    assert ours["metrics"] == theirs["metrics"], name
+    assert [row["iteration"] for row in theirs["metrics"]] == [3, 6, 9]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_vissl_resume_mid_phase_checkpoint_files_and_contents(runs, name):
+    theirs, ours = _run(runs, name)
+    assert ours["files"] == theirs["files"] and theirs["final"] == "model_final_checkpoint_phase2.torch"
+    assert {"model_iteration6.torch", "model_iteration8.torch"} <= set(theirs["files"])  # run B's
+    for file, ref in theirs["checkpoints"].items():
+        mine = ours["checkpoints"][file]
+        assert sorted(mine) == sorted(ref), (name, file)
+        for key in ("iteration", "iteration_num", "phase_idx", "train_phase_idx", "type", "loss"):
+            assert mine[key] == ref[key], (name, file, key)
+        task, ref_task = mine["classy_state_dict"], ref["classy_state_dict"]
+        for key in ("train", "phase_idx", "train_phase_idx", "num_updates", "losses", "base_model"):
+            assert task[key] == ref_task[key], (name, file, key)
+        assert task["optimizer"]["optim"]["state"] == ref_task["optimizer"]["optim"]["state"], (name, file)
