@@ -47,7 +47,7 @@ class ScaledInfoNCE(ClassyLoss):
 
 
 class TrunkNormHook(ClassyHook):
-    """After each train step: the iteration and the trunk's weight norm, in ``CHECKPOINT.DIR/trunk_norms.jsonl``."""
+    """After each train step: the iteration and the trunk's weight norm, in ``CHECKPOINT.DIR/trunk_norms_rank<R>.jsonl``."""
 
     on_start = on_phase_start = on_forward = on_loss_and_meter = on_backward = ClassyHook._noop
     on_update = on_phase_end = on_end = ClassyHook._noop
@@ -60,7 +60,8 @@ class TrunkNormHook(ClassyHook):
         if task.train:
             model = getattr(task.model, "module", task.model)
             norm = sum(p.detach().double().norm().item() for p in model.trunk.parameters())
-            with open(os.path.join(self.folder, "trunk_norms.jsonl"), "a") as file:
+            rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+            with open(os.path.join(self.folder, f"trunk_norms_rank{rank}.jsonl"), "a") as file:
                 file.write(json.dumps({"iteration": task.iteration, "norm": norm}) + "\n")
 
 

@@ -20,10 +20,13 @@ from typing import Any
 from lh_testing import HELPERS, ROOT, subprocess_env
 from vissl_train_runs import RANK_VARIABLES, collect, overrides
 
-USER = ["config.MODEL.TRUNK.NAME=tiny_trunk", "config.MODEL.HEAD.PARAMS=[[mlp, {dims: [8, 16]}]]",
-        "config.LOSS.name=scaled_info_nce",
-        "+config.LOSS.scaled_info_nce={scale: 2.0, temperature: 0.2,"
-        " buffer_params: {world_size: 1, embedding_dim: 16, effective_batch_size: 8}}"]  # fmt: skip
+
+def user(processes: int) -> list[str]:
+    """The user's trunk, head and loss (the loss's buffer sized for the world, as VISSL sizes its own SimCLR loss)."""
+    return ["config.MODEL.TRUNK.NAME=tiny_trunk", "config.MODEL.HEAD.PARAMS=[[mlp, {dims: [8, 16]}]]",
+            "config.LOSS.name=scaled_info_nce",
+            "+config.LOSS.scaled_info_nce={scale: 2.0, temperature: 0.2, buffer_params: {world_size: %d,"
+            " embedding_dim: 16, effective_batch_size: %d}}" % (processes, 8 * processes)]  # fmt: skip
 
 
 def folder(root: Path) -> Path:
@@ -33,17 +36,21 @@ def folder(root: Path) -> Path:
     return root
 
 
-def run(root: Path, side: str) -> dict[str, Any]:
-    """Train ``side`` (``vissl``: the launcher script; ``console``: the ``lightning-hooks`` script) in ``root``."""
-    out = root / side
-    arguments = [*overrides("simclr", out), *USER]
+def run(root: Path, side: str, processes: int = 1) -> dict[str, Any]:
+    """Train ``side`` (``vissl``: the launcher script; ``console``: the ``lightning-hooks`` script) in ``root`` on
+    ``processes`` CPU processes (VISSL: ``NUM_PROC_PER_NODE``, spawned by its launcher; ours: ``--devices``)."""
+    out = root / f"{side}_{processes}"
+    # 3 iterations per epoch on each process: 12 images in batches of 4 per process
+    arguments = [*overrides("simclr", out), *user(processes), f"config.DATA.TRAIN.DATA_LIMIT={12 * processes}"]
     if side == "vissl":
-        command = [sys.executable, str(HELPERS / "vissl_project_launcher.py"), *arguments]
+        command = [sys.executable, str(HELPERS / "vissl_project_launcher.py"), *arguments,
+                   f"config.DISTRIBUTED.NUM_PROC_PER_NODE={processes}"]  # fmt: skip
     else:
         command = [str(Path(sys.prefix) / "bin" / "lightning-hooks"), "train", *arguments, "--import", "my_vissl_ext",
-                   "--hook-generator", "my_vissl_ext:hook_generator"]  # fmt: skip
+                   "--hook-generator", "my_vissl_ext:hook_generator", "--devices", str(processes)]  # fmt: skip
     env = subprocess_env(ROOT / "scripts" / "vissl-site", drop=RANK_VARIABLES)
     proc = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, (side, proc.stdout[-2000:] + proc.stderr[-6000:])
-    norms = [json.loads(line) for line in (out / "trunk_norms.jsonl").read_text().splitlines()]
+    norms = {r: [json.loads(line) for line in (out / f"trunk_norms_rank{r}.jsonl").read_text().splitlines()]
+             for r in range(processes)}  # fmt: skip
     return {**collect(out), "norms": norms}
