@@ -53,6 +53,28 @@ class StopRunHook(Hook):
             raise StopRun(f"stopped after iteration {StopRunHook.after}")
 
 
+@HOOKS.register_module(force=True)
+class RankLossHook(Hook):
+    """Appends each train iteration's outputs (the loss terms this rank's ``train_step`` returned) as a JSON line
+    ``{"iter": N, "loss": ..., ...}`` to ``{work_dir}/losses_rank{R}.jsonl``, R this process's rank: what each
+    process of a multi-process run computed, where ``scalars.json`` holds rank 0's."""
+
+    priority = "LOW"
+
+    def after_train_iter(self, runner: Any, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
+        from mmengine.dist import get_rank
+
+        row = {"iter": runner.iter + 1, **{k: float(v) for k, v in (outputs or {}).items()}}
+        with open(os.path.join(runner.work_dir, f"losses_rank{get_rank()}.jsonl"), "a") as file:
+            file.write(json.dumps(row) + "\n")
+
+
+def rank_losses(work_dir: Path, rank: int) -> list[dict[str, Any]]:
+    """The rows :class:`RankLossHook` wrote for ``rank`` under ``work_dir``."""
+    path = work_dir / f"losses_rank{rank}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
 def run_runner(config: Path, work_dir: Path, *options: str) -> None:
     """``tools/train.py CONFIG --work-dir DIR [--resume]`` in this process, with a visualizer of its own (mmseg's and
     mmdet's configs name theirs "visualizer"; the Runner would take an earlier run's instance of that name)."""

@@ -48,6 +48,9 @@ class MMEngineData(pl.LightningDataModule):
         self.seed, self.diff_rank_seed, self.default_scope = seed, diff_rank_seed, default_scope
         #: the train loop is epoch-based: each pass runs the loader to its end (``IterBasedTrainLoop`` restarts it)
         self.by_epoch = by_epoch
+        #: the next fit's :meth:`setup` starts the train iterator (:meth:`start_train_iterator`): under DDP, where the
+        #: samplers need the process group that build time lacks
+        self.start_iterator_at_setup = False
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any], seed: int | None = None) -> MMEngineData:
@@ -95,6 +98,14 @@ class MMEngineData(pl.LightningDataModule):
         ``iter()`` then returns this iterator. Only for one process: under DDP the samplers need the process group."""
         loader = self.loader("train")
         self._started[:] = [iter(loader)]
+
+    @override
+    def setup(self, stage: str) -> None:
+        """A fit starts the train iterator if :attr:`start_iterator_at_setup` (before the hooks' ``before_run`` and
+        the model's ``init_weights``, as the Runner's ``IterBasedTrainLoop`` starts it when built)."""
+        if stage == "fit" and self.start_iterator_at_setup:
+            self.start_iterator_at_setup = False
+            self.start_train_iterator()
 
     @override
     def train_dataloader(self) -> DataLoader:

@@ -238,6 +238,9 @@ class MMEngineModule(pl.LightningModule):
         self._multi = {"val": val_loop in MULTI_LOOPS, "test": test_loop in MULTI_LOOPS}
         self._default_scope = default_scope
         self._plans: dict[str, _EvaluationPlan] = {}
+        #: a config whose ``init_weights`` the next fit's :meth:`setup` runs (after the hooks' ``before_run``), where
+        #: the weights could not be initialised when the module was built (:func:`~.train.build`); None: nothing to run
+        self.init_weights_at_setup: Mapping[str, Any] | None = None
         self._plan("val")  # Runner.train builds the val loop's evaluator; the test loop's only Runner.test builds
         self._auto_scale_lr = dict(auto_scale_lr or {})
         self._train_batch_size = train_batch_size
@@ -279,9 +282,13 @@ class MMEngineModule(pl.LightningModule):
     @override
     def setup(self, stage: str) -> None:
         """One process: MMEngine's ``SyncBatchNorm`` layers become plain batch norm, as ``Runner.wrap_model`` reverts
-        them when training is not distributed."""
+        them when training is not distributed. A fit runs the ``init_weights`` left to it
+        (:attr:`init_weights_at_setup`)."""
         if self.trainer.world_size == 1:
             self.model = revert_sync_batchnorm(self.model)
+        if stage == "fit" and self.init_weights_at_setup is not None:
+            cfg, self.init_weights_at_setup = self.init_weights_at_setup, None
+            init_model_weights(self.model, cfg)
 
     @override
     def configure_optimizers(self) -> Any:

@@ -124,14 +124,19 @@ def build(cfg: Any, request: Any = None, **trainer_options: Any) -> tuple[Any, A
     model = build_model(cfg, init_weights=False)
     data = MMEngineData.from_config(cfg, seed=seed)
     iter_based = isinstance(loop_cfg, IterLoopConfig)
-    if iter_based and world_size == 1:
+    # under DDP the samplers need the process group: the fit's setup starts the iterator, then initialises the weights
+    at_setup = iter_based and world_size > 1
+    if iter_based and not at_setup:
         data.start_train_iterator()
+    data.start_iterator_at_setup = at_setup
     runtime = copy.deepcopy({key: cfg[key] for key in ADAPTER_KEYS if key in cfg})  # building changes configs
     runtime["work_dir"] = os.path.abspath(cfg.work_dir)  # as the Runner keeps it (log lines, last_checkpoint)
     adapter = MMEngineAdapter.from_config(**runtime, cfg=cfg, seed=seed, model="model")
-    with _run_logger(adapter.runner):
-        init_model_weights(model, cfg)
+    if not at_setup:
+        with _run_logger(adapter.runner):
+            init_model_weights(model, cfg)
     module = MMEngineModule.from_config(cfg, seed=False, model=model)
+    module.init_weights_at_setup = cfg if at_setup else None
     options.update(callbacks=[adapter, *callbacks], **adapter.trainer_kwargs())
     if options.get("logger"):
         vis_backend.send_scalars_to_loggers(adapter.runner.visualizer)

@@ -1,0 +1,73 @@
+"""Two processes, shipped OpenMMLab 2.0 configs from the resume corpus (tests/families/mmengine/test_resume_corpus.py):
+``lightning-hooks train CONFIG --devices 2`` (Lightning's DDP on CPU, gloo) against the Runner launched as
+``tools/dist_train.sh`` launches it (torchrun, 2 processes, ``--launcher pytorch``, gloo; tests/helpers/runner_train.py),
+rank by rank.
+
+Compared bitwise: each rank's train outputs (loss terms) at every iteration (:class:`resume_kit.RankLossHook`), rank
+0's scalars, log lines of training and work-dir files (a rank other than 0 writes no log file under either host, so
+the listing covers the other rank's log), and each checkpoint's weights, optimizer, scheduler and message-hub state.
+Two processes averaging their gradients over gloo sum two values, which is exact whatever the order, so the runs agree
+to the bit on this CPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
+from resume_kit import first_difference, rank_losses
+
+_spec = importlib.util.spec_from_file_location("resume_corpus", Path(__file__).with_name("test_resume_corpus.py"))
+assert _spec is not None and _spec.loader is not None
+corpus = importlib.util.module_from_spec(_spec)  # the corpus's cases and derived configs (a test module, by path)
+_spec.loader.exec_module(corpus)
+
+#: the corpus's cases run in two processes: epoch-based classification (DefaultSampler sharding by rank), and an
+#: iteration-based segmentor (InfiniteSampler, validation by iteration with IoUMetric gathering both ranks' results)
+CASES = {"mmpretrain-resnet18-cifar": 29561, "mmseg-segformer-b0": 29562}  # case: torchrun's master port
+#: lines a case adds for two CPU processes: torch's DistributedDataParallel takes SyncBatchNorm on GPU modules only
+#: (under both hosts), so SegFormer's decode head normalises with BN in each process
+CPU_LINES = {"mmseg-segformer-b0": "model['decode_head']['norm_cfg'] = dict(type='BN', requires_grad=True)\n"}
+
+
+def two_process_config(directory: Path, case: str) -> Path:
+    """The corpus's derived config, each rank's outputs recorded; the helper modules imported by ``custom_imports``
+    in every process (the tiny datasets, the hooks)."""
+    path = corpus.derived_config(directory, case)
+    path.write_text(path.read_text() + CPU_LINES.get(case, "") + "custom_hooks = [*custom_hooks, dict(type='RankLossHook')]\n"
+                    "custom_imports = dict(imports=['train_kit', 'resume_kit'], allow_failed_imports=False)\n")  # fmt: skip
+    return path
+
+
+def run_both(path: Path, root: Path, port: int) -> tuple[Path, Path]:
+    """The Runner under torchrun and ``lightning-hooks train --devices 2``, each in its work dir under ``root``."""
+    runner, lightning = root / "runner", root / "lightning"
+    env = subprocess_env(HELPERS, drop=(*DDP_LAUNCH_VARIABLES, "LIGHTNING_HOOKS_MMENGINE_SEED"), OMP_NUM_THREADS="1")
+    commands = {
+        "runner": [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
+                   str(HELPERS / "runner_train.py"), str(path), str(runner)],
+        "lightning": [sys.executable, "-m", "lightning_hooks", "train", str(path), "--work-dir", str(lightning),
+                      "--devices", "2"],
+    }  # fmt: skip
+    for name, command in commands.items():
+        proc = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"{name}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    return runner, lightning
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_two_processes_match_the_runner_under_torchrun_rank_by_rank(tmp_path: Path, case: str) -> None:
+    runner, lightning = run_both(two_process_config(tmp_path, case), tmp_path, CASES[case])
+    for rank in (0, 1):
+        theirs, ours = rank_losses(runner, rank), rank_losses(lightning, rank)
+        assert theirs, f"{case}: rank {rank} recorded no iteration under the Runner"
+        for a, b in zip(theirs, ours):
+            assert a == b, f"{case}: rank {rank}'s outputs part at iteration {a['iter']}: Runner {a}, Lightning {b}"
+        assert len(ours) == len(theirs), f"{case}: rank {rank} ran {len(theirs)} iterations under the Runner, {len(ours)}"
+    checkpoints = sorted(p.name for p in runner.glob("*.pth"))
+    assert checkpoints, f"{case}: the Runner saved no checkpoint"
+    assert first_difference(case, runner, lightning, checkpoints) is None
