@@ -6,6 +6,8 @@ schedule, gradient clipping). Run A trains it with ``--checkpoint_folder`` and i
 train phase ended (a config hook raises when the next phase starts, once CheckpointHook wrote
 ``checkpoint.torch``); run B trains the same config
 without that hook from A's checkpoint: Classy runs the pending test phase of epoch 0 first, then epochs 1 and 2.
+In the ``*_mid_phase`` scenarios run A is preempted inside train phase 2 (after 2 of its 4 steps; Classy checkpoints
+at train phase ends only) and the same command reruns on the same folder with ``--checkpoint_load_path`` on it.
 
 Each side resumes from each side's checkpoint, as a folder and as a file. A checkpoint path that does not exist
 starts the run from scratch with Classy's warning, on both sides.
@@ -51,14 +53,25 @@ def register_preempt() -> None:
             if not task.train:
                 raise Preempted(f"preempted at the start of phase {task.phase_idx}")
 
+    @register_hook("preempt_mid_phase")
+    class PreemptMidPhase(ClassyHook):
+        """Stops the run inside its second train phase (phase 2), after its second step: CheckpointHook's last file
+        is the one of train phase 0's end, test phase 1 ran."""
 
-def _config(out: Path, preempt: bool) -> Path:
+        on_start = on_phase_start = on_phase_end = on_end = ClassyHook._noop
+
+        def on_step(self, task: Any) -> None:
+            if task.train and task.train_phase_idx == 1 and len(task.losses) == 2:
+                raise Preempted(f"preempted inside phase {task.phase_idx}, after step 2")
+
+
+def _config(out: Path, preempt: str = "") -> Path:
     import classy_train_runs
 
     path = classy_train_runs.resnet_config(out)
     if preempt:
         config = json.loads(path.read_text())
-        config["hooks"].append({"name": "preempt"})
+        config["hooks"].append({"name": preempt})
         path.write_text(json.dumps(config, indent=2))
     return path
 
@@ -76,7 +89,7 @@ def preempted_run(root: Path, side: str) -> Path:
     """Run A on ``side``: its checkpoint folder once the ``preempt`` hook stopped it."""
     out = root / f"{side}_A"
     try:
-        _run(side, _config(out, preempt=True), out, [])
+        _run(side, _config(out, preempt="preempt"), out, [])
     except Preempted:
         return out / "ckpt"
     raise AssertionError(f"{side}: run A was not preempted")
@@ -107,15 +120,33 @@ def child_main(out: str) -> None:
             if source not in folders:
                 raise RuntimeError(f"run A on {source} failed:\n{results[f'{source}_A']['failed']}")
             path = folders[source] / file if file else folders[source]
-            results[name] = _run(side, _config(root / name, preempt=False), root / name,
-                                 ["--checkpoint_load_path", str(path)])  # fmt: skip
+            results[name] = _run(side, _config(root / name), root / name, ["--checkpoint_load_path", str(path)])
         except Exception:  # noqa: BLE001  (reported by the scenario's test)
             results[name] = {"failed": traceback.format_exc()}
     for side in ("classy", "lightning"):
         name = f"{side}_missing"
         try:
-            results[name] = _run(side, _config(root / name, preempt=False), root / name,
+            results[name] = _run(side, _config(root / name), root / name,
                                  ["--checkpoint_load_path", str(root / "no_such_folder")])  # fmt: skip
         except Exception:  # noqa: BLE001
             results[name] = {"failed": traceback.format_exc()}
+    for side in ("classy", "lightning"):
+        try:
+            results[f"{side}_mid_phase"] = mid_phase_rerun(root, side)
+        except Exception:  # noqa: BLE001
+            results[f"{side}_mid_phase"] = {"failed": traceback.format_exc()}
     torch.save(results, root / "results.pt")
+
+
+def mid_phase_rerun(root: Path, side: str) -> dict[str, Any]:
+    """``side`` preempted inside train phase 2, then the same command again with ``--checkpoint_load_path`` on its
+    checkpoint folder (a fresh config without the preempting hook, the same output folder); what the rerun recorded,
+    the files of both runs in the folder, and the files run A left."""
+    out = root / f"{side}_mid_phase"
+    try:
+        _run(side, _config(out, preempt="preempt_mid_phase"), out, [])
+    except Preempted:
+        left = sorted(p.name for p in (out / "ckpt").glob("*"))
+    else:
+        raise AssertionError(f"{side}: run A was not preempted")
+    return {**_run(side, _config(out), out, ["--checkpoint_load_path", str(out / "ckpt")]), "left": left}

@@ -3,7 +3,9 @@ bitwise; classy_resume_runs.py runs both in one subprocess).
 
 A run of Classy's shrunk ResNet-50 config is preempted after its first train phase; each side resumes from each
 side's ``checkpoint.torch`` (the folder or a file): the test phase of epoch 0 Classy runs first, then epochs 1 and 2,
-with the same losses, LRs, meters, weights, log lines and checkpoint files as Classy resuming from its own.
+with the same losses, LRs, meters, weights, log lines and checkpoint files as Classy resuming from its own. A run
+preempted inside a train phase (Classy checkpoints at train phase ends only) and rerun on its own folder is compared
+the same way.
 """
 
 from __future__ import annotations
@@ -73,3 +75,16 @@ def test_classy_resume_from_a_missing_path_starts_fresh_as_classy(runs):
     assert_same_run(ours, theirs, "missing")
     warnings = [[line for line in run["log"] if "not found" in line] for run in (theirs, ours)]
     assert warnings[0] == warnings[1] and len(warnings[0]) == 1 and "no_such_folder" in warnings[0][0]
+
+
+def test_classy_rerun_after_a_preemption_mid_phase_matches_classy_train(runs):
+    """Preempted inside train phase 2 (after 2 of its 4 steps), then the same command again with
+    ``--checkpoint_load_path`` on its own checkpoint folder: the files run A left, then the rerun (test phase 1 again,
+    train phase 2 from its first step) and the folder's files, as classy_train.py's."""
+    theirs = real_torchvision.scenario_result(runs, "classy_mid_phase")
+    ours = real_torchvision.scenario_result(runs, "lightning_mid_phase")
+    assert theirs["left"] == ["checkpoint.torch", "model_phase-0_end.torch"]
+    assert sorted(p for p in ours["left"] if p != "lightning_logs") == theirs["left"]
+    assert [(p["type"], p["phase_idx"]) for p in theirs["phases"]] == [
+        ("test", 1), ("train", 2), ("test", 3), ("train", 4), ("test", 5)]  # fmt: skip
+    assert_same_run(ours, theirs, "mid_phase")
