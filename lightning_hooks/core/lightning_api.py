@@ -19,6 +19,7 @@ import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import torch.utils.data
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 from typing_extensions import override
@@ -322,6 +323,19 @@ def replace_train_loader(trainer: Any, loader: Any, *, now: bool) -> None:
         data = importlib.import_module(f"{FABRICS[NAMESPACES.index(ns)].__name__}.utilities.data")
         for dl in loop._combined_loader.flattened:
             data._set_sampler_epoch(dl, loop.epoch_progress.current.processed)
+
+
+def pending_train_loader(trainer: Any) -> Any | None:
+    """The loader :func:`replace_train_loader` made the train data source while the fit loop has not built it yet
+    (the next epoch's), else None. Reading it builds nothing: building the train data inside an epoch's end moves
+    the fit loop's validation schedule. Reads ``fit_loop._data_source.instance`` and ``_combined_loader``. Checked on
+    :data:`CHECKED_ON`."""
+    loop = trainer.fit_loop
+    source = loop._data_source
+    if loop._combined_loader is not None or not isinstance(source, _data_connector(namespace_of(trainer))._DataLoaderSource):
+        return None
+    instance = source.instance
+    return instance if isinstance(instance, torch.utils.data.DataLoader) else None
 
 
 def refetch_train_batches(trainer: Any) -> int:

@@ -582,3 +582,26 @@ def test_launch_processes_starts_nothing_for_one_process_and_launches_through_th
     launchers = importlib.import_module(f"{lightning_api.pl.__name__}.strategies.launchers.subprocess_script")
     assert isinstance(strategy.launcher, launchers._SubprocessScriptLauncher) and strategy.world_size == 2
     assert callable(strategy.launcher.launch) and callable(strategy.setup_environment)
+
+
+def test_pending_train_loader_is_the_replaced_loader_until_the_fit_loop_builds_it(ns, tmp_path):
+    """``pending_train_loader`` reads the loader ``replace_train_loader(now=False)`` set for the next epoch without
+    building the train data; once the fit loop built it (or before any replacement) it is None."""
+    new = torch.utils.data.DataLoader(torch.randn(6, 32), batch_size=2)
+    seen: list[Any] = []
+
+    class Probe(ns.Callback):
+        def on_train_epoch_end(self, trainer, pl_module):
+            if trainer.current_epoch == 0:
+                seen.append(lightning_api.pending_train_loader(trainer))
+                lightning_api.replace_train_loader(trainer, new, now=False)
+                seen.append(lightning_api.pending_train_loader(trainer))
+                assert trainer.fit_loop._combined_loader is None  # reading built nothing
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            if trainer.current_epoch == 1 and batch_idx == 0:
+                seen.append(lightning_api.pending_train_loader(trainer))
+
+    trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=2, limit_val_batches=0)
+    trainer.fit(_boring(ns)(), torch.utils.data.DataLoader(torch.randn(4, 32), batch_size=4))
+    assert seen == [None, new, None] and trainer.train_dataloader is new

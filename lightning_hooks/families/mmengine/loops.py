@@ -186,6 +186,9 @@ class _TrainLoop(LoopFacade):
         source = lightning_api.train_data_source(trainer)
         if isinstance(source, EndlessSource):  # iteration-based: the loader, not the endless view Lightning iterates
             return source.loader
+        pending = lightning_api.pending_train_loader(trainer)
+        if pending is not None:  # a hook assigned it for the next epoch: what the Runner's train_loop.dataloader is
+            return pending
         if trainer.train_dataloader is None and trainer.state.fn == "fit":
             # asked for before Lightning sized the loader (before_run, on_fit_start)
             lightning_api.setup_train_data(trainer)
