@@ -36,21 +36,27 @@ _LOG_LINE = re.compile(r"Auto resumed from|Load checkpoint from|resumed epoch|Ad
                        r"\((?:train|val)\)|Exp name|Checkpoints will be saved")  # fmt: skip
 
 
+#: the iteration :class:`StopRunHook` stops a subprocess's run after (the processes of a multi-process run)
+STOP_ENV = "RESUME_KIT_STOP_AFTER"
+
+
 class StopRun(RuntimeError):
     """The interruption :class:`StopRunHook` raises."""
 
 
 @HOOKS.register_module(force=True)
 class StopRunHook(Hook):
-    """Raises :class:`StopRun` after iteration ``StopRunHook.after`` (1-based) once every other hook ran on it
-    (``CheckpointHook`` saved it), as a run killed there; inert while ``after`` is None (the resumed runs)."""
+    """Raises :class:`StopRun` after iteration ``StopRunHook.after`` (1-based; in a process of its own,
+    :data:`STOP_ENV`) once every other hook ran on it (``CheckpointHook`` saved it), as a run killed there; inert
+    while neither is set (the resumed runs)."""
 
     priority = "LOWEST"
     after: int | None = None
 
     def after_train_iter(self, runner: Any, batch_idx: int, data_batch: Any = None, outputs: Any = None) -> None:
-        if StopRunHook.after is not None and runner.iter + 1 == StopRunHook.after:
-            raise StopRun(f"stopped after iteration {StopRunHook.after}")
+        after = StopRunHook.after if StopRunHook.after is not None else int(os.environ.get(STOP_ENV) or 0) or None
+        if after is not None and runner.iter + 1 == after:
+            raise StopRun(f"stopped after iteration {after}")
 
 
 @HOOKS.register_module(force=True)

@@ -5,7 +5,7 @@ MMEngine's Runner assumes a GPU per process under a launcher: ``init_dist`` sets
 gets ``device_ids=[LOCAL_RANK]``. Here the CUDA call is a no-op and the wrapper ``MMDistributedDataParallel`` with
 ``device_ids=None`` (a CPU module), with the Runner's other defaults (``broadcast_buffers=False``).
 
-Usage: ``python -m torch.distributed.run --nproc_per_node 2 runner_train.py CONFIG WORK_DIR``
+Usage: ``python -m torch.distributed.run --nproc_per_node 2 runner_train.py CONFIG WORK_DIR [--resume]``
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from mmengine.runner import Runner
 if __name__ == "__main__":
     cfg = Config.fromfile(sys.argv[1])
     cfg.work_dir = sys.argv[2]
+    if "--resume" in sys.argv[3:]:  # tools/train.py --resume: the work dir's latest checkpoint
+        cfg.resume, cfg.load_from = True, None
     if "RANK" in os.environ:
         cfg.launcher = "pytorch"
         cfg.env_cfg = dict(cfg.get("env_cfg") or {}, dist_cfg=dict(backend="gloo"))
