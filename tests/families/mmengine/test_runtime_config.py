@@ -132,6 +132,11 @@ def test_mmengine_load_from_loads_weights_into_runner_model_after_before_run_lik
     _, adapter, module = run_lightning(tmp_path / "lt", load_from=pretrained, **hooks)
     assert hook_of(adapter.hooks, RecorderHook).events == hook_of(runner.hooks, RecorderHook).events
     assert_same_tensors(module.model.state_dict(), runner.model.state_dict())
+    for host in (runner, adapter.runner):  # Runner.load_checkpoint's log line
+        log = os.path.join(host.log_dir, f"{host.timestamp}.log")
+        with open(log) as file:
+            assert [line.split(" - ")[-1] for line in file if "Load checkpoint" in line] == [
+                f"Load checkpoint from {pretrained}\n"], log
     _, _, fresh = run_lightning(tmp_path / "fresh", **hooks)
     assert not torch.equal(fresh.model.linear.weight, module.model.linear.weight)  # the weights did load
 
