@@ -150,13 +150,15 @@ def _run_logger(runner: Any) -> Iterator[None]:
     """``runner``'s MMLogger (its file opened) is MMEngine's current logger inside, for what the model logs while
     the run is built (``init_weights``' lines, its parameters' initialisation), as the Runner's own logger is then,
     not a previous run's. Only in the process that is, or will be, rank 0: another rank's logger needs the process
-    group (rank 0's timestamp, its rank) and is built when the Trainer starts it."""
+    group (rank 0's timestamp, its rank) and is built when the Trainer starts it; there a logger of errors only
+    stands in, as a non-zero rank's MMLogger prints only errors and writes no file."""
+    from mmengine.logging import MMLogger
+
     from lightning_hooks.families.mmengine.current import make_current
 
-    if _launch_rank() != 0:
-        yield
-        return
-    restore = make_current([runner.logger])
+    rank = _launch_rank()
+    logger = runner.logger if rank == 0 else MMLogger.get_instance(f"lightning-hooks:rank{rank}", log_level="ERROR")
+    restore = make_current([logger])
     try:
         yield
     finally:

@@ -13,6 +13,7 @@ to the bit on this CPU.
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,10 @@ CASES = {"mmpretrain-resnet18-cifar": 29561, "mmseg-segformer-b0": 29562}  # cas
 #: lines a case adds for two CPU processes: torch's DistributedDataParallel takes SyncBatchNorm on GPU modules only
 #: (under both hosts), so SegFormer's decode head normalises with BN in each process
 CPU_LINES = {"mmseg-segformer-b0": "model['decode_head']['norm_cfg'] = dict(type='BN', requires_grad=True)\n"}
+
+
+#: a line of a model's weight-initialisation report (``BaseModule._dump_init_info``) on the console
+INIT_INFO = re.compile(r"torch\.Size\(\[|Initialized by user-defined|Name of parameter")
 
 
 def two_process_config(directory: Path, case: str) -> Path:
@@ -58,12 +63,16 @@ def run_both(path: Path, root: Path, port: int, *options: str, stop_after: int |
         "lightning": [sys.executable, "-m", "lightning_hooks", "train", str(path), "--work-dir", str(lightning),
                       "--devices", "2", *options],
     }  # fmt: skip
+    init_lines = {}
     for name, command in commands.items():
         proc = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600)
+        init_lines[name] = [line for line in (proc.stdout + proc.stderr).splitlines() if INIT_INFO.search(line)]
         if stop_after:
             assert proc.returncode != 0 and "StopRun" in proc.stdout + proc.stderr, f"{name}: {proc.stderr[-3000:]}"
         else:
             assert proc.returncode == 0, f"{name}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    # the console: rank 0 writes the weights' initialisation to its log file, another rank shows only errors
+    assert init_lines["lightning"] == init_lines["runner"], init_lines["lightning"][:5]
     return runner, lightning
 
 
