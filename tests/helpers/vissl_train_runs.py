@@ -155,11 +155,11 @@ def fresh_shell() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key not in RANK_VARIABLES}
 
 
-def run_two_processes(root: Path, name: str = "swav") -> dict[str, Any]:
+def run_two_processes(root: Path, name: str = "swav", folder: str = "two_processes") -> dict[str, Any]:
     """Both sides as the commands a user runs (vissl_cli.py), two processes each; their per-rank records too."""
     runs = {}
     for side, world in (("vissl", ["config.DISTRIBUTED.NUM_PROC_PER_NODE=2"]), ("lightning", ["--devices", "2"])):
-        out = root / "two_processes" / side
+        out = root / folder / side
         out.mkdir(parents=True)
         command = [sys.executable, str(HERE / "vissl_cli.py"), side, *overrides(name, out), *TWO_PROCESSES, *world]
         proc = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False, env=fresh_shell())
@@ -211,7 +211,8 @@ def child_main(out: str) -> None:
                              "lightning": run_lightning(name, root / name / "lightning")}  # fmt: skip
         except Exception:  # noqa: BLE001  (reported by the scenario's test)
             results[name] = {"failed": traceback.format_exc()}
-    for name, scenario in (("resume", lambda: resume(root, "simclr")), ("two_processes", lambda: run_two_processes(root))):
+    for name, scenario in (("resume", lambda: resume(root, "simclr")), ("two_processes", lambda: run_two_processes(root)),
+                           ("dino_two_processes", lambda: run_two_processes(root, "dino", "dino_two_processes"))):
         try:
             results[name] = scenario()
         except Exception:  # noqa: BLE001

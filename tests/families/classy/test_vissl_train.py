@@ -3,8 +3,8 @@
 One subprocess (the real torchvision and VISSL) runs ``quick_simclr_synthetic``, ``quick_moco``, ``quick_swav`` and
 ``quick_dino``, made small by overrides, through VISSL's ``launch_distributed`` (what ``tools/run_distributed_engines.py``
 calls) and through ``lightning-hooks train`` (vissl_train_runs.py); then both auto-resume from VISSL's
-``model_phase0.torch`` (random transforms: the data's random stream must match too); then both train SwAV on two CPU
-processes (gloo) as the commands a user runs (vissl_cli.py): VISSL with ``NUM_PROC_PER_NODE=2``, Lightning with
+``model_phase0.torch`` (random transforms: the data's random stream must match too); then both train SwAV and DINO on
+two CPU processes (gloo) as the commands a user runs (vissl_cli.py): VISSL with ``NUM_PROC_PER_NODE=2``, Lightning with
 ``--devices 2``. Compared: ``stdout.json`` (losses and LRs per iteration), ``metrics.json``, the checkpoint files and
 their contents, the final weights, the values Lightning's CSVLogger received, and per rank what each process trained on.
 """
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(not real_torchvision.available(), reason="run `b
 #: stdout.json fields that hold times, which differ between any two runs.
 TIMES = ("btime", "eta", "rolling_eta", "peak_mem")
 #: the scenarios and their iterations (resume: the second phase only; two processes: 16 samples in 2 shards of 8)
-ITERATIONS = {"simclr": 6, "moco": 6, "swav": 6, "dino": 6, "resume": 3, "two_processes": 4}
+ITERATIONS = {"simclr": 6, "moco": 6, "swav": 6, "dino": 6, "resume": 3, "two_processes": 4, "dino_two_processes": 4}
 SCENARIOS = tuple(ITERATIONS)
 
 
@@ -66,7 +66,7 @@ def test_vissl_train_checkpoint_files_and_final_weights(runs, name):
         assert task["optimizer"]["optim"]["state"] == ref_task["optimizer"]["optim"]["state"], file
 
 
-@pytest.mark.parametrize("name", ("simclr", "moco", "swav", "dino", "two_processes"))
+@pytest.mark.parametrize("name", ("simclr", "moco", "swav", "dino", "two_processes", "dino_two_processes"))
 def test_vissl_train_values_reach_the_lightning_loggers(runs, name):
     """Every iteration's loss and LR (stdout.json's, rounded there) in the CSVLogger's metrics.csv."""
     theirs, ours = _run(runs, name)
@@ -79,10 +79,12 @@ def test_vissl_train_values_reach_the_lightning_loggers(runs, name):
 
 
 
-def test_vissl_train_two_processes_shard_and_step_as_vissl(runs):
+@pytest.mark.parametrize("name", ("two_processes", "dino_two_processes"))
+def test_vissl_train_two_processes_shard_and_step_as_vissl(runs, name):
     """Each rank trains on the samples VISSL's sampler gives it (its shard, in its order) with the same transforms,
-    and sees the same loss averaged over both ranks, at every iteration."""
-    theirs, ours = _run(runs, "two_processes")
-    assert sorted(theirs["ranks"]) == [0, 1] and len(theirs["ranks"][0]) == ITERATIONS["two_processes"]
+    and sees the same loss averaged over both ranks, at every iteration (SwAV; DINO: its teacher's momentum update and
+    centering over ranks)."""
+    theirs, ours = _run(runs, name)
+    assert sorted(theirs["ranks"]) == [0, 1] and len(theirs["ranks"][0]) == ITERATIONS[name]
     assert [row["input"] for row in theirs["ranks"][0]] != [row["input"] for row in theirs["ranks"][1]]  # 2 shards
     assert ours["ranks"] == theirs["ranks"]
