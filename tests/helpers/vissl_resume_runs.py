@@ -24,7 +24,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 #: the configs resumed (vissl_train_runs.CONFIGS), the checkpoint period and the iteration after which run A dies
-NAMES = ("swav", "dino")
+NAMES = ("swav", "dino", "cpu_resnet_simclr")
 ITER_FREQUENCY, INTERRUPT_AFTER = 2, 5
 #: VISSL resumes inside a phase only with its stateful sampler (without it, its own rerun trains the whole phase again
 #: and stops at ``where=1.0``); a third phase shows the one after the resumed phase starting at its first batch.

@@ -72,6 +72,9 @@ CONFIGS: dict[str, list[str]] = {
              "config.MODEL.HEAD.PARAMS=[[swav_head, {use_weight_norm_prototypes: false, dims: [32, 64, 64, 16], use_bn: false,"
              " return_embeddings: false, activation_name: GELU, num_clusters: [32]}]]",
              "config.LOSS.dino_loss.teacher_temp_warmup_iters=3"],  # fmt: skip
+    # VISSL's CPU-test SimCLR (ResNet-50), its transforms at 32 px; it turns auto-resume off, a rerun that resumes on
+    "cpu_resnet_simclr": ["config=test/cpu_test/test_cpu_resnet_simclr", TRANSFORMS % 1.0,
+                          "config.CHECKPOINT.AUTO_RESUME=true"],  # fmt: skip
 }
 
 

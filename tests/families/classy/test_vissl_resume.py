@@ -1,6 +1,6 @@
 """A VISSL run interrupted inside a train phase, then rerun with the same command (auto-resume from its
 ``model_iteration{N}.torch``): ``lightning-hooks train config=...`` against VISSL's own launcher doing the same, on
-VISSL's ``quick_swav`` and ``quick_dino`` (CPU, bitwise; vissl_resume_runs.py runs both in one subprocess).
+VISSL's ``quick_swav``, ``quick_dino`` and ``test_cpu_resnet_simclr`` (CPU, bitwise; vissl_resume_runs.py runs both in one subprocess).
 
 Each side is interrupted after iteration 5 (train phase 1 has trained 2 of its 3 batches) with a checkpoint every 2
 iterations, and resumes from ``model_iteration4.torch``: the batch of phase 1 trained before the checkpoint is skipped
@@ -49,7 +49,8 @@ def test_vissl_resume_mid_phase_stdout_json_and_metrics_json(runs, name):
     rows = [
         [{k: v for k, v in row.items() if not k.startswith(TIMES)} for row in run["stdout"]] for run in (theirs, ours)
     ]
-    assert len(rows[0]) == 5 + 5  # run A: iterations 1 to 5; run B: 5 to 9 (phase 1's batch 1 skipped)
+    iters = [row["iter"] for row in rows[0]]  # run A: iterations 1 to 5; run B: 5 to 9 (phase 1's batch 1 skipped)
+    assert iters[-5:] == list(range(iters[0] + 4, iters[0] + 9)), iters  # (counted from 0 where VISSL logs iteration 0)
     at = _first_parting(*rows)
     assert at is None, (f"{name}: stdout.json parts at row {at} ({'run A' if at < 5 else 'run B'}): "
                         f"VISSL {rows[0][at:at + 1]}, Lightning {rows[1][at:at + 1]}")  # fmt: skip
