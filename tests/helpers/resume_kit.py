@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,7 @@ def stopped_then_resumed(config: Path, root: Path, stop_after: int) -> tuple[Pat
         finally:
             StopRunHook.after = None
         assert (side / f"iter_{stop_after}.pth").is_file(), sorted(os.listdir(side))
+        time.sleep(1 - time.time() % 1)  # a new second: the resumed run's {timestamp} folder is its own
         run(config, side, "--resume")
     return sides
 
