@@ -49,6 +49,9 @@ def run(root: Path, side: str, processes: int = 1) -> dict[str, Any]:
         command = [str(Path(sys.prefix) / "bin" / "lightning-hooks"), "train", *arguments, "--import", "my_vissl_ext",
                    "--hook-generator", "my_vissl_ext:hook_generator", "--devices", str(processes)]  # fmt: skip
     env = subprocess_env(ROOT / "scripts" / "vissl-site", drop=RANK_VARIABLES)
+    # one torch thread in every process of both sides, as the other VISSL differentials set it: Lightning's DDP sets
+    # it per rank and VISSL's launch_distributed does not, and a sum over other thread counts differs in its last bits
+    env["OMP_NUM_THREADS"] = "1"
     proc = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=900, check=False)
     assert proc.returncode == 0, (side, proc.stdout[-2000:] + proc.stderr[-6000:])
     norms = {r: [json.loads(line) for line in (out / f"trunk_norms_rank{r}.jsonl").read_text().splitlines()]

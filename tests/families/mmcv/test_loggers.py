@@ -45,6 +45,7 @@ def config(tmp_path, monkeypatch):
     """The shipped CIFAR ResNet, narrow, on tiny data, 2 epochs, logging every iteration to text, json and mmcv's
     TensorboardLoggerHook (the reference for names and steps)."""
     stub_collect_env(monkeypatch)
+    fresh_root_logger("mmcv")  # an earlier test's run left mmcv's logger a closed log file (init_weights writes there)
     (tmp_path / "tiny_cifar_loggers.py").write_text(TINY_DATASET)
     monkeypatch.syspath_prepend(str(tmp_path))
     path = tmp_path / "tiny_resnet_cifar.py"
