@@ -18,6 +18,7 @@ from lightning_hooks.core.triggers import ON, Patch, Trigger
 from lightning_hooks.families.mmengine import ema, hook_checks, iter_based, trainer_checks
 from lightning_hooks.families.mmengine.current import RUN_INSTANCES
 from lightning_hooks.families.mmengine.events import EVENTS, LOAD_CHECKPOINT
+from lightning_hooks.families.mmengine.host_loop import MMEngineLoop
 
 # mmengine is not a dependency of lightning-hooks: the modules that import it (runner, loops, checkpoint, schedulers,
 # config) are imported where an MMEngine hook or config is already in hand.
@@ -87,8 +88,10 @@ class MMEngineAdapter(LegacyHookAdapter):
 
         #: the ``train_cfg`` loop settings; an ``IterLoopConfig`` runs ``IterBasedTrainLoop``'s semantics
         self.loop_cfg = iter_based.parse_train_cfg(train_cfg) if train_cfg is not None else None
+        #: MMEngine's train loop run by Lightning's events: counters, stop rule, validation schedule, train rows
+        self.host_loop = MMEngineLoop(self.hook_caller, self.loop_cfg)
         # as MMEngine's Runner: default scope and visualizer first, then the hooks (which may take the visualizer)
-        runner = Runner(options, self.hook_caller, self.loop_cfg)
+        runner = Runner(options, self.hook_caller, self.host_loop)
         if isinstance(hooks, HookConfig):
             hooks = hooks.build(default_scope)
         #: the processes ``mmengine.dist`` counted when the hooks were built (before Lightning's process group)
@@ -190,7 +193,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     @property
     def ends_train_epoch_at_last_batch(self) -> bool:
         """``IterBasedTrainLoop`` runs one train epoch for the whole run: it never ends at a loader's last batch."""
-        return self.runner.by_epoch
+        return self.host_loop.by_epoch
 
     def run_patches(self, stage: str) -> tuple[Patch, ...]:
         """Also, firing no row: in a fit, the step count of the optimizer view schedulers are built on and the endless
@@ -207,11 +210,9 @@ class MMEngineAdapter(LegacyHookAdapter):
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
-        loop = self.runner.train_loop
-        if stage == "fit":  # a new training run; a resumed one restores the count after setup (load_host_state)
-            loop.restart()
-            if self.loop_cfg is not None:
-                trainer_checks.check_trainer(trainer, self.loop_cfg)
+        self.host_loop.start_run(trainer, stage)  # a resumed fit restores the count after setup (load_host_state)
+        if stage == "fit" and self.loop_cfg is not None:
+            trainer_checks.check_trainer(trainer, self.loop_cfg)
         self.runner.attach(trainer)  # in the runner's default scope, its MessageHub and Visualizer current (RUN_INSTANCES)
         from lightning_hooks.families.mmengine.vis_backend import attach_trainer
 
@@ -248,7 +249,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         counts the train batches Lightning's restored loop has run, so by-iteration hooks (``CheckpointHook``,
         ``LoggerHook``) keep MMEngine's schedule; the hooks' own state and the message hub start fresh (warned)."""
         batches = lightning_api.train_batches_fetched(trainer)
-        self.runner.train_loop.restart(batches)
+        self.host_loop.load_state_dict({"iter": batches})
         epoch = trainer.current_epoch if self.runner.by_epoch else 0  # IterBasedTrainLoop's epoch stays 0
         rank_zero_warn(
             f"MMEngineAdapter ({', '.join(self.hook_keys())}): the checkpoint this fit resumes from holds no "
@@ -270,7 +271,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.fire(trigger, **context)  # hooks see MMEngine's layout; Lightning then loads the LightningModule's keys
         if self.runner._resume:
             self.runner.logger.info(f"Load checkpoint from {self._trainer.ckpt_path}")  # as Runner.load_checkpoint
-            self.runner.train_loop.resumed(context["checkpoint"], self.runner.logger)
+            self.host_loop.resumed(context["checkpoint"], self.runner.logger)
         to_lightning_keys(context["checkpoint"])
 
     # ------------------------------------------------------------------------------------------------ train
@@ -287,54 +288,29 @@ class MMEngineAdapter(LegacyHookAdapter):
         # the facade may have sized the train loader before Lightning restored its mid-epoch position: apply it now
         lightning_api.load_combined_loader_states(trainer)
         self.runner.restore_optim_wrappers()
-        loop = self.runner.train_loop
         if self._resumed_without_state:
             self._follow_restored_loop(trainer)
         if self.runner.by_epoch:
-            trainer_checks.warn_loop_differences(trainer, loop.max_iters)
-        else:
-            iter_based.plan_start(trainer, self.loop_cfg, loop.iter, loop.stop_requested)
-        loop.sync_epoch()
-        self.fire(ON["on_train_start"])
+            trainer_checks.warn_loop_differences(trainer, self.runner.max_iters)
+        self.host_loop.start_train()
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
-        self.runner.train_loop.start_epoch()
-        self.fire(ON["on_train_epoch_start"])
-        self.runner.train_loop.epoch_began()
+        self.host_loop.start_epoch(mid_epoch)
 
     def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        index = self.runner.train_loop.batch_idx(batch_idx)
-        self.fire(ON["on_train_batch_start"], batch_idx=index, data_batch=batch)
+        self.host_loop.start_iter(batch, batch_idx)
 
     def end_train_batch(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        loop = self.runner.train_loop
-        index = loop.batch_idx(batch_idx)
-        loop.step_done()
-        self.fire(ON["on_train_batch_end"], batch_idx=index, data_batch=batch, outputs=outputs)
-        loop.advance()
-        if not self.runner.by_epoch:  # the endless epoch has no last batch: it ends at on_train_epoch_end
-            iter_based.plan_iteration(trainer, self.loop_cfg, loop.iter, loop.stop_requested)
+        self.host_loop.end_iter(outputs, batch, batch_idx)
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
-        self.fire(trigger)
-        loop = self.runner.train_loop
-        loop.agree_on_stop()
-        loop.end_epoch()
-        schedule = self._epoch_schedule()
-        if schedule is not None:
-            iter_based.plan_epoch(trainer, schedule, loop.epoch)
-
-    def _epoch_schedule(self) -> iter_based.EpochLoopConfig | None:
-        """An epoch-based ``train_cfg`` whose validation the adapter plans (``val_begin`` / ``dynamic_intervals``)."""
-        cfg = self.loop_cfg
-        return cfg if isinstance(cfg, iter_based.EpochLoopConfig) and cfg.scheduled else None
+        self.host_loop.end_epoch(trigger)
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.runner.train_loop.sync_epoch()
-        self.fire(ON["on_train_end"])
+        self.host_loop.end_train()
 
     # -------------------------------------------------------------------------------------- validation, test
     @override
@@ -349,10 +325,7 @@ class MMEngineAdapter(LegacyHookAdapter):
 
         self.fire(ON["on_validation_end"], metrics=epoch_metrics(trainer))
         self._ema_swapped = False
-        loop = self.runner.train_loop
-        loop.agree_on_stop()  # EarlyStoppingHook may have stopped this rank only
-        if not self.runner.by_epoch and trainer.state.fn == "fit" and not trainer.sanity_checking:
-            iter_based.end_if_done(trainer, self.loop_cfg, loop.iter, loop.stop_requested)
+        self.host_loop.end_validation()
 
     @override
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -393,7 +366,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         from lightning_hooks.families.mmengine.schedulers import stateful
 
         return {
-            "iter": self.runner.train_loop.finished_iters,
+            **self.host_loop.state_dict(),
             "message_hub": hub_state(self.runner.message_hub),
             "param_schedulers": [plain(s.state_dict()) for s in stateful(self.runner.param_schedulers)],
         }
@@ -401,7 +374,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     def load_host_state(self, state: dict[str, Any]) -> None:
         from lightning_hooks.families.mmengine.checkpoint import load_hub_state
 
-        self.runner.train_loop.restart(state.get("iter", 0))
+        self.host_loop.load_state_dict({"iter": state.get("iter", 0)})  # a checkpoint without it: from the start
         if "message_hub" in state:
             load_hub_state(self.runner.message_hub, state["message_hub"])
         self._scheduler_states = state.get("param_schedulers") or None

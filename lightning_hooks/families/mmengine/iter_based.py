@@ -264,14 +264,14 @@ class EndlessSource(lightning_api.DataLoaderSource):
 @dataclass(frozen=True)
 class EndlessTrainData(Patch):
     """Lightning's train data source, served as :class:`Endless` for an ``IterBasedTrainLoop`` fit (it skips the
-    ``runner.train_loop.finished_iters`` a resumed run has done); removing it gives a later fit or a plain Trainer the
-    loader as given. Fires no row."""
+    iterations a resumed run has done, the host loop's ``finished_iters``); removing it gives a later fit or a plain
+    Trainer the loader as given. Fires no row."""
 
     def __str__(self) -> str:
         return "Trainer's train data source"
 
     def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
-        loop = adapter.runner.train_loop
+        loop = adapter.host_loop
         serve_endless(trainer, skip=lambda: loop.finished_iters)
         return lambda: restore_source(trainer)
 

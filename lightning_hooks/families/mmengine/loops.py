@@ -7,25 +7,25 @@ under MMEngine's ``Runner``. The loop classes' constructors are not called (they
 every attribute a hook reads is served from the Lightning trainer, and ``run`` refuses, because Lightning runs the
 loops.
 
-As in MMEngine's ``runner/loops.py``, the loops own the run's counters and limits (``iter``, ``epoch``,
-``max_iters``, ``max_epochs``) and their data; the runner facade reads them from its loops (``runner.iter`` is
-``runner.train_loop.iter``). A loop is given what it needs, the Lightning trainer (:meth:`attach`), the ``train_cfg``
-loop settings and, for the evaluation loops, what they may call to run hooks (the adapter's ``hook_caller``), and
-reads nothing from the runner.
+As in MMEngine's ``runner/loops.py``, the runner facade reads the run's counters and limits (``iter``, ``epoch``,
+``max_iters``, ``max_epochs``) and its data from its loops (``runner.iter`` is ``runner.train_loop.iter``). The train
+loop facade serves the counters and the stop rule of the host loop
+(:class:`~lightning_hooks.families.mmengine.host_loop.MMEngineLoop`), which moves them; it never moves them itself.
+A loop is given what it needs, the Lightning trainer (:meth:`attach`), the host loop (train) or what it may call to
+run hooks (evaluation: the adapter's ``hook_caller``), and reads nothing from the runner.
 """
 
 from __future__ import annotations
 
-import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from mmengine.logging import print_log
 from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop
 
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.families.mmengine.host_loop import MMEngineLoop
 from lightning_hooks.families.mmengine.iter_based import EndlessSource, EpochLoopConfig, IterLoopConfig
 
 
@@ -44,77 +44,26 @@ class LoopFacade:
 
 class _TrainLoop(LoopFacade):
     """What MMEngine's train loops give hooks: dataloader (assignable), limits, counters, validation schedule and
-    ``stop_training``, which stops the Lightning trainer between epochs as MMEngine's loops do: set inside a train
-    epoch, Lightning stops after it.
+    ``stop_training``. The counters and the stop rule are the host loop's
+    (:class:`~lightning_hooks.families.mmengine.host_loop.MMEngineLoop`), which the facade reads and never moves.
 
     ``iter`` is the 0-based index of the current train iteration inside iter hooks and the number of finished
     iterations elsewhere (MMEngine's loop counts an iteration after its ``after_train_iter`` hooks);
     ``epoch`` is the current epoch in train hooks and epoch + 1 once it ended.
     """
 
-    def __init__(self, runner: Any) -> None:
+    def __init__(self, runner: Any, loop: MMEngineLoop) -> None:
         super().__init__(runner)
-        self._iter = 0  # served by the MMEngine loop's own iter / epoch properties
-        self._epoch = 0
-        self._stepped = False  # the current iteration's train step ran; its after_train_iter hooks are running
-        #: values that hold for the running train epoch (:meth:`per_epoch`); None outside one
-        self.epoch_values: dict[str, Any] | None = None
-        self._stop = False
+        self._loop = loop
 
-    def attach(self, trainer: pl.Trainer) -> None:
-        """Serve ``trainer``'s run: no stop requested, no train epoch open, ``epoch`` from the trainer."""
-        super().attach(trainer)
-        self.epoch_values = None
-        self._stop = False
-        self.sync_epoch()
-
-    # ---------------------------------------------------------- counters (MMEngine's ``iter`` / ``epoch`` read them)
+    # ---------------------------------------------------------- counters (MMEngine's ``iter`` / ``epoch``)
     @property
-    def finished_iters(self) -> int:
-        """Train iterations whose train step ran: ``iter``, plus the current one while its ``after_train_iter`` hooks
-        run (a checkpoint written there resumes after it)."""
-        return self._iter + self._stepped
+    def iter(self) -> int:
+        return self._loop.iter
 
-    def restart(self, finished_iters: int = 0) -> None:
-        """A training run starts (from scratch, or resumed after ``finished_iters`` iterations)."""
-        self._iter, self._stepped = finished_iters, False
-
-    def resumed(self, checkpoint: dict[str, Any], logger: Any) -> None:
-        """A fit resumes from ``checkpoint`` (after its ``after_load_checkpoint`` hooks, before Lightning restores its
-        loops from it): ``logger`` (the runner's) says so as ``Runner.resume`` does, ``resumed epoch: E, iter: I``
-        from the checkpoint's MMEngine ``meta``."""
-        meta: Mapping[str, Any] = checkpoint.get("meta") or {}
-        logger.info(f"resumed epoch: {meta.get('epoch', 0)}, iter: {meta.get('iter', 0)}")
-
-    def epoch_began(self) -> None:
-        """The train epoch's ``before_train_epoch`` hooks ran (what ``IterTrainLoop`` does then)."""
-
-    def batch_idx(self, batch_idx: int) -> int:
-        """The ``batch_idx`` train iter hooks get for Lightning's ``batch_idx``: the index in the epoch."""
-        return batch_idx
-
-    def step_done(self) -> None:
-        """The current iteration's train step ran (before its ``after_train_iter`` hooks)."""
-        self._stepped = True
-
-    def advance(self) -> None:
-        """The current iteration ended (after its ``after_train_iter`` hooks): ``iter`` counts it."""
-        self._iter, self._stepped = self._iter + 1, False
-
-    def sync_epoch(self, ended: bool = False) -> None:
-        """``epoch`` from Lightning's epoch, + 1 once the epoch ended, as ``EpochBasedTrainLoop`` counts."""
-        self._epoch = self.trainer.current_epoch + ended if self.trainer is not None else 0
-
-    def start_epoch(self) -> None:
-        """A train epoch starts (Lightning has set up its data): the per-epoch values are computed anew."""
-        self.sync_epoch()
-        self.epoch_values = {}
-
-    def end_epoch(self) -> None:
-        """The train epoch ended: a stop requested during it stops Lightning now (after the epoch's validation)."""
-        self.sync_epoch(ended=True)
-        self.epoch_values = None
-        self._apply_stop()
+    @property
+    def epoch(self) -> int:
+        return self._loop.epoch
 
     def per_epoch(self, name: str, compute: Callable[[], Any]) -> Any:
         """``compute()``, once per train epoch for a value hooks read every iteration (IterTimerHook ``max_iters``,
@@ -122,7 +71,7 @@ class _TrainLoop(LoopFacade):
 
         Lightning sets up an epoch's train data and optimizers before the epoch starts, so the value holds until the
         epoch ends or a hook assigns ``dataloader``."""
-        values = self.epoch_values
+        values = self._loop.epoch_values
         if values is None:
             return compute()
         if name not in values:
@@ -210,36 +159,19 @@ class _TrainLoop(LoopFacade):
                 "outside fit, pass the loader to trainer.fit(...)"
             )
         # inside before_train_epoch this epoch's batches are still to come; elsewhere the next epoch takes it
-        if self.epoch_values is not None:
-            self.epoch_values.clear()  # the new loader's length
+        if self._loop.epoch_values is not None:
+            self._loop.epoch_values.clear()  # the new loader's length
         lightning_api.replace_train_loader(trainer, loader, now=lightning_api.train_epoch_pending(trainer))
 
     # ---------------------------------------------------------------------------------------------------- stop
     @property
     def stop_training(self) -> bool:
         trainer = self.trainer
-        return self._stop or (trainer is not None and trainer.should_stop)
+        return self._loop.stop_requested or (trainer is not None and trainer.should_stop)
 
     @stop_training.setter
     def stop_training(self, value: bool) -> None:
-        self._stop = bool(value)
-        if self.epoch_values is None:  # between train epochs
-            self._apply_stop()
-
-    @property
-    def stop_requested(self) -> bool:
-        """Whether a hook of this process set ``stop_training`` in this run."""
-        return self._stop
-
-    def agree_on_stop(self) -> None:
-        """Under DDP, stop every rank when any rank's hooks set ``stop_training`` (as Lightning's EarlyStopping)."""
-        trainer = self.trainer
-        if trainer.world_size > 1 and trainer.strategy.reduce_boolean_decision(self._stop, all=False):
-            self.stop_training = True
-
-    def _apply_stop(self) -> None:
-        if self._stop and self.trainer is not None:
-            self.trainer.should_stop = True
+        self._loop.request_stop(value)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(
@@ -257,26 +189,11 @@ class EpochTrainLoop(_TrainLoop, EpochBasedTrainLoop):
     Example: ``isinstance(runner.train_loop, EpochBasedTrainLoop)`` holds, as mmpretrain's ``PreciseBNHook`` checks.
     """
 
-    def __init__(self, runner: Any, cfg: EpochLoopConfig | None = None) -> None:
-        super().__init__(runner)
-        self.cfg = cfg if cfg is not None and cfg.scheduled else None
-        #: the run is an ``EpochBasedTrainLoop`` of a ``train_cfg`` (a config's run), resumed as the Runner resumes it
-        self.configured = cfg is not None
-
-    def resumed(self, checkpoint: dict[str, Any], logger: Any) -> None:
-        """Also, for a ``train_cfg``'s loop: a checkpoint written inside an epoch (``CheckpointHook`` by iteration,
-        its ``meta`` epoch the epoch that ran) resumes at that epoch's first batch, as ``EpochBasedTrainLoop.run_epoch``
-        iterates its whole loader again after ``Runner.resume``: the epoch's batches all run once more, ``iter``
-        going on from the checkpoint's. Without ``train_cfg`` (MMEngine hooks in a Trainer of your own, maybe beside
-        other families' adapters) Lightning's own resume stands: it goes on from the batch after the saved one."""
-        super().resumed(checkpoint, logger)
-        if not self.configured:
-            return
-        meta = checkpoint.get("meta") or {}
-        loop = checkpoint.get("loops", {}).get("fit_loop", {})
-        ran = loop.get("epoch_progress", {}).get("current", {}).get("processed")
-        if ran is not None and meta.get("epoch") == ran:
-            lightning_api.restart_epoch_at_start(checkpoint)
+    def __init__(self, runner: Any, loop: MMEngineLoop) -> None:
+        super().__init__(runner, loop)
+        cfg = loop.cfg
+        #: the ``train_cfg`` whose validation schedule the host loop plans (``val_begin``, ``dynamic_intervals``)
+        self.cfg = cfg if isinstance(cfg, EpochLoopConfig) and cfg.scheduled else None
 
     @property
     def val_begin(self) -> int:
@@ -286,7 +203,7 @@ class EpochTrainLoop(_TrainLoop, EpochBasedTrainLoop):
     def val_interval(self) -> int:
         """The interval in force now (``dynamic_intervals``), as ``EpochBasedTrainLoop`` updates it; without a
         schedule, ``Trainer(check_val_every_n_epoch)``."""
-        return self.cfg.interval_at(self._epoch) if self.cfg is not None else super().val_interval
+        return self.cfg.interval_at(self.epoch) if self.cfg is not None else super().val_interval
 
 
 class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
@@ -296,24 +213,10 @@ class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
     Example: ``runner.train_loop.val_interval`` follows ``cfg.dynamic_intervals`` as ``runner.iter`` advances.
     """
 
-    def __init__(self, runner: Any, cfg: IterLoopConfig) -> None:
-        super().__init__(runner)
-        self.cfg = cfg
-
-    def batch_idx(self, batch_idx: int) -> int:
-        """``IterBasedTrainLoop`` passes the global iteration as ``batch_idx``."""
-        return self._iter
-
-    def epoch_began(self) -> None:
-        """After ``before_train_epoch``, a resumed run says that it skips the batches it trained on (the endless
-        loader skips them, :class:`~lightning_hooks.families.mmengine.iter_based.Endless`), as ``IterBasedTrainLoop``
-        logs it to the current logger before it advances its loader."""
-        if self._iter > 0:
-            print_log(f"Advance dataloader {self._iter} steps to skip data that has already been trained",
-                      logger="current", level=logging.WARNING)  # fmt: skip
-
-    def sync_epoch(self, ended: bool = False) -> None:
-        self._epoch = 0  # IterBasedTrainLoop's epoch stays 0
+    def __init__(self, runner: Any, loop: MMEngineLoop) -> None:
+        super().__init__(runner, loop)
+        assert isinstance(loop.cfg, IterLoopConfig), "an IterBasedTrainLoop run has an IterLoopConfig"
+        self.cfg: IterLoopConfig = loop.cfg
 
     @property
     def max_iters(self) -> int:
@@ -330,7 +233,7 @@ class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
     @property
     def val_interval(self) -> int:
         """The interval in force now (``dynamic_intervals``), as ``IterBasedTrainLoop`` updates it."""
-        return self.cfg.interval_at(self._iter)
+        return self.cfg.interval_at(self.iter)
 
     @_TrainLoop.dataloader.setter
     def dataloader(self, loader: Any) -> None:
@@ -338,8 +241,8 @@ class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
         under MMEngine, whose ``IterBasedTrainLoop`` draws batches from an iterator it built once, the batches change
         only when a hook also assigns :attr:`dataloader_iterator` (mmagic's ``PGGANFetchDataHook`` assigns both)."""
         self._source("dataloader").loader = loader
-        if self.epoch_values is not None:
-            self.epoch_values.clear()  # values computed from the former loader
+        if self._loop.epoch_values is not None:
+            self._loop.epoch_values.clear()  # values computed from the former loader
 
     @property
     def dataloader_iterator(self) -> Any:
@@ -372,7 +275,7 @@ class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
         return source
 
 
-def train_loop(runner: Any, cfg: EpochLoopConfig | IterLoopConfig | None) -> EpochTrainLoop | IterTrainLoop:
-    """The train loop facade of ``train_cfg`` (``cfg``, parsed): ``IterBasedTrainLoop`` semantics for an
-    :class:`IterLoopConfig`, else ``EpochBasedTrainLoop``'s."""
-    return IterTrainLoop(runner, cfg) if isinstance(cfg, IterLoopConfig) else EpochTrainLoop(runner, cfg)
+def train_loop(runner: Any, loop: MMEngineLoop) -> EpochTrainLoop | IterTrainLoop:
+    """The train loop facade hooks see for the host loop ``loop``: an ``IterBasedTrainLoop`` for an iteration-based
+    ``train_cfg``, else an ``EpochBasedTrainLoop``."""
+    return EpochTrainLoop(runner, loop) if loop.by_epoch else IterTrainLoop(runner, loop)

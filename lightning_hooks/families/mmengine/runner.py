@@ -31,9 +31,9 @@ from lightning_hooks.core.dispatch import HookCaller
 from lightning_hooks.core.facade import Facade, WorkDir
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.families.mmengine import checkpoint, runner_setup, schedulers
-from lightning_hooks.families.mmengine.iter_based import EpochLoopConfig, IterLoopConfig
 from lightning_hooks.families.mmengine.eval_loops import EvalTestLoop, EvalValLoop
-from lightning_hooks.families.mmengine.loops import IterTrainLoop, train_loop
+from lightning_hooks.families.mmengine.host_loop import MMEngineLoop
+from lightning_hooks.families.mmengine.loops import train_loop
 
 _instances = itertools.count()
 
@@ -82,7 +82,9 @@ class Runner(Facade):
     MMEngine's loops do when they are built.
 
     The adapter builds it from its own options (``MMEngineAdapter(work_dir=..., ...)``, documented there), what it
-    may call to run hooks (its ``hook_caller``) and the parsed ``train_cfg``.
+    may call to run hooks (its ``hook_caller``) and its host loop
+    (:class:`~lightning_hooks.families.mmengine.host_loop.MMEngineLoop`), whose counters ``runner.iter`` /
+    ``runner.epoch`` read through ``train_loop``.
 
     Example::
 
@@ -94,9 +96,7 @@ class Runner(Facade):
     #: the train loop MMEngine would run: ``EpochBasedTrainLoop`` (True) or ``IterBasedTrainLoop`` (False)
     by_epoch = True
 
-    def __init__(
-        self, options: Mapping[str, Any], hooks: HookCaller, loop_cfg: EpochLoopConfig | IterLoopConfig | None
-    ) -> None:
+    def __init__(self, options: Mapping[str, Any], hooks: HookCaller, loop: MMEngineLoop) -> None:
         self.trainer: pl.Trainer | None = None
         self._hooks = hooks
         self._model_path: str | None = options["model"]
@@ -129,8 +129,8 @@ class Runner(Facade):
         self._visualizer = runner_setup.build_visualizer(options["visualizer"], self._instance_name, self.log_dir)
         self._vis_log_dir = self.log_dir  # where a visualizer built with the default save_dir writes (vis_data/)
         self._resume = False
-        self.train_loop = train_loop(self, loop_cfg)
-        self.by_epoch = not isinstance(self.train_loop, IterTrainLoop)
+        self.train_loop = train_loop(self, loop)
+        self.by_epoch = loop.by_epoch
         self.val_loop = EvalValLoop(self, hooks)
         self.test_loop = EvalTestLoop(self, hooks)
         self._pending_save: checkpoint.PendingSave | None = None
