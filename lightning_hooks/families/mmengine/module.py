@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from mmengine.config import Config
 from mmengine.evaluator import Evaluator
-from mmengine.model import BaseModel, revert_sync_batchnorm
+from mmengine.model import BaseDataPreprocessor, BaseModel, revert_sync_batchnorm
 from mmengine.optim import AmpOptimWrapper, OptimWrapper, OptimWrapperDict, build_optim_wrapper
 from mmengine.registry import EVALUATOR, MODELS, DefaultScope
 from mmengine.runner import set_random_seed
@@ -289,6 +289,32 @@ class MMEngineModule(pl.LightningModule):
         if stage == "fit" and self.init_weights_at_setup is not None:
             cfg, self.init_weights_at_setup = self.init_weights_at_setup, None
             init_model_weights(self.model, cfg)
+
+    def _record_device(self) -> None:
+        """MMEngine's data preprocessors move each batch to the device their own ``to()`` recorded, which
+        ``BaseModel.to`` records when the Runner moves the model. Lightning's strategies move the tensors without
+        calling it (``nn.Module.to`` recurses through ``_apply``; FSDP and DeepSpeed move them themselves), so batches
+        would stay on the CPU beside weights on the GPU: once the strategy placed the model, record its device."""
+        device = self.trainer.strategy.root_device
+        for module in self.modules():
+            if isinstance(module, BaseDataPreprocessor):
+                module._device = device
+
+    @override
+    def on_fit_start(self) -> None:
+        self._record_device()
+
+    @override
+    def on_validation_start(self) -> None:
+        self._record_device()
+
+    @override
+    def on_test_start(self) -> None:
+        self._record_device()
+
+    @override
+    def on_predict_start(self) -> None:
+        self._record_device()
 
     @override
     def configure_optimizers(self) -> Any:

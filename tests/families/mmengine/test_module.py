@@ -1,5 +1,6 @@
-"""``MMEngineModule``'s evaluation of mmagic's ``MultiValLoop`` / ``MultiTestLoop`` configs: the errors a config the
-loops refuse gets (the differential runs against the Runner are in test_resume_corpus.py)."""
+"""``MMEngineModule``: the device its data preprocessors move batches to, and its evaluation of mmagic's
+``MultiValLoop`` / ``MultiTestLoop`` configs: the errors a config the loops refuse gets (the differential runs against
+the Runner are in test_resume_corpus.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.families.mmengine.module import _EvaluationPlan, build_multi_evaluators, loop_type
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("mmagic") is None, reason="mmagic is not installed")
@@ -67,3 +69,23 @@ def test_metrics_that_sample_their_own_inputs_are_refused_with_what_to_do():
     evaluator.prepare_samplers = lambda model, dataloader: [[evaluator.metrics, iter([])]]  # a generated sampler
     with pytest.raises(NotImplementedError, match=r"the metrics PSNR draw their inputs from a sampler of their own"):
         plan.start(model, [loader])
+
+
+@pytest.mark.parametrize("stage", ["fit", "validate", "test"])
+def test_the_data_preprocessor_moves_batches_to_the_device_the_strategy_placed_the_model_on(stage, trainer_kwargs):
+    """Lightning moves the model's tensors without ``BaseModel.to`` (the Runner's way, which records the device in the
+    data preprocessor): the module records it, else batches go where the preprocessor last recorded (on a GPU
+    machine, the CPU beside CUDA weights; FSDP and DeepSpeed, seen on an H200). Here a stale record of the meta
+    device stands in for that CPU."""
+    import mmengine_testkit as kit
+
+    model = kit.make_model()
+    model.data_preprocessor._device = torch.device("meta")
+    module = kit.LitToy(model)
+    train, val = kit.loaders(n_train=4, n_val=4)
+    trainer = pl.Trainer(max_epochs=1, num_sanity_val_steps=0, **trainer_kwargs)
+    if stage == "fit":
+        trainer.fit(module, train, val)
+    else:
+        getattr(trainer, stage)(module, val)
+    assert model.data_preprocessor._device == torch.device("cpu")
