@@ -15,6 +15,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -76,6 +80,21 @@ class RankLossHook(Hook):
             file.write(json.dumps(row) + "\n")
 
 
+#: the iteration :class:`HoldHook` holds a subprocess's run before (the runs :func:`killed_then_resumed` kills)
+HOLD_ENV = "RESUME_KIT_HOLD_BEFORE"
+
+
+@HOOKS.register_module(force=True)
+class HoldHook(Hook):
+    """Holds the run before iteration :data:`HOLD_ENV` (1-based) until its process is killed, so that a kill sent
+    once an earlier checkpoint is written lands before the next checkpoint and the run's end; inert without it."""
+
+    def before_train_iter(self, runner: Any, batch_idx: int, data_batch: Any = None) -> None:
+        hold = int(os.environ.get(HOLD_ENV) or 0)
+        if hold and runner.iter + 1 == hold:
+            threading.Event().wait()  # until SIGKILL
+
+
 def rank_losses(work_dir: Path, rank: int) -> list[dict[str, Any]]:
     """The rows :class:`RankLossHook` wrote for ``rank`` under ``work_dir``."""
     path = work_dir / f"losses_rank{rank}.jsonl"
@@ -127,6 +146,52 @@ def stopped_then_resumed(config: Path, root: Path, stop_after: int) -> tuple[Pat
         time.sleep(1 - time.time() % 1)  # a new second: the resumed run's {timestamp} folder is its own
         run(config, side, "--resume")
     return sides
+
+
+def killed_then_resumed(config: Path, root: Path, checkpoint: int, hold: int) -> tuple[Path, Path]:
+    """``tools/train.py CONFIG`` and ``lightning-hooks train CONFIG``, each a process of its own in its own work dir
+    (both at once), killed with SIGKILL once the work dir's ``last_checkpoint`` names ``iter_{checkpoint}.pth`` (the
+    hook writes it after the file): the kill lands in whatever iteration between ``checkpoint`` and ``hold`` the
+    process is in (:class:`HoldHook` stops it before ``hold``); then each host resumes its work dir in this process
+    (``--resume``). ``config`` imports this module (``custom_imports``). Returns the Runner's and Lightning's work
+    dirs."""
+    from lh_testing import HELPERS, subprocess_env
+
+    sides = root / "runner", root / "lightning"
+    commands = ([sys.executable, str(HELPERS / "runner_train.py"), str(config), str(sides[0])],
+                [sys.executable, "-m", "lightning_hooks", "train", str(config), "--work-dir", str(sides[1])])
+    env = subprocess_env(HELPERS, drop=("LIGHTNING_HOOKS_MMENGINE_SEED",), OMP_NUM_THREADS="1", **{HOLD_ENV: str(hold)})
+    root.mkdir(parents=True, exist_ok=True)
+    logs = [root / f"{side.name}.stderr" for side in sides]
+    procs = []
+    try:
+        for command, log in zip(commands, logs, strict=True):
+            with log.open("w") as stderr:
+                procs.append(subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=stderr))
+        for side, proc, log in zip(sides, procs, logs, strict=True):
+            _wait_for_checkpoint(side, f"iter_{checkpoint}.pth", proc, log)
+            proc.send_signal(signal.SIGKILL)
+            assert proc.wait(60) == -signal.SIGKILL, f"{side.name}: exited with {proc.returncode} before the kill"
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    for side, run in zip(sides, (run_runner, run_lightning), strict=True):
+        run(config, side, "--resume")
+    return sides
+
+
+def _wait_for_checkpoint(work_dir: Path, name: str, proc: subprocess.Popen, log: Path, timeout: float = 300) -> None:
+    """Polls ``work_dir/last_checkpoint`` until it names ``name``; fails when ``proc`` ends first (with its stderr)."""
+    deadline = time.monotonic() + timeout
+    marker = work_dir / "last_checkpoint"
+    while not (marker.is_file() and marker.read_text().endswith(os.sep + name)):
+        if proc.poll() is not None:
+            raise AssertionError(f"{work_dir.name}: exited with {proc.returncode} before {name}:\n{log.read_text()[-4000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{work_dir.name}: no {name} after {timeout} s:\n{log.read_text()[-4000:]}")
+        time.sleep(0.05)
 
 
 # ------------------------------------------------------------------------------------------------------ comparing

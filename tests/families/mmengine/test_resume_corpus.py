@@ -22,7 +22,14 @@ import importlib.util
 
 import pytest
 import train_kit  # noqa: F401  registers the tiny datasets
-from resume_kit import first_difference, run_lightning, run_runner, stopped_then_resumed
+from resume_kit import (
+    first_difference,
+    killed_then_resumed,
+    run_lightning,
+    run_runner,
+    scalars,
+    stopped_then_resumed,
+)
 
 _LIBRARIES = ("mmpretrain", "mmseg", "mmdet", "mmagic")
 _CONFIGS = {name: Path(importlib.util.find_spec(name).origin).parent / ".mim" / "configs" for name in _LIBRARIES
@@ -170,3 +177,23 @@ def test_mmagic_multi_val_loop_config_trains_and_validates_as_the_runner(tmp_pat
     run_lightning(config, lightning)
     assert any("PSNR" in row for row in __import__("resume_kit").scalars(runner))
     assert first_difference(case, runner, lightning, sorted(path.name for path in runner.glob("*.pth"))) is None
+
+
+#: the killed runs: the case, the checkpoint the kill follows, the iteration the process is held before
+KILLED = ("mmpretrain-resnet18-cifar", 4, 6)
+
+
+def test_resume_after_a_sigkill_continues_as_the_runners_resume(tmp_path: Path) -> None:
+    """``lightning-hooks train`` and ``tools/train.py`` of a shipped config, each in a process of its own, killed with
+    SIGKILL once ``iter_4.pth`` is written (mid-epoch; the kill lands in iteration 5 or before, its work lost), then
+    resumed with ``--resume`` (``resume=True``): the resumed runs agree as in the corpus (losses, lr, metrics, log
+    lines, files, every checkpoint's weights and optimizer state)."""
+    case, checkpoint, hold = KILLED
+    config = derived_config(tmp_path, case)
+    config.write_text(config.read_text() + "custom_hooks = [*custom_hooks, dict(type='HoldHook')]\n"
+                      "custom_imports = dict(imports=['train_kit', 'resume_kit'], allow_failed_imports=False)\n")  # fmt: skip
+    runner, lightning = killed_then_resumed(config, tmp_path, checkpoint, hold)
+    checkpoints = sorted(path.name for path in runner.glob("*.pth"))
+    assert checkpoints == ["iter_4.pth", "iter_8.pth", "iter_9.pth"], checkpoints
+    assert scalars(runner)[0]["step"] == checkpoint + 1  # the resumed run starts after the checkpoint
+    assert first_difference(case, runner, lightning, checkpoints) is None
