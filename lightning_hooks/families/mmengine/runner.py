@@ -64,6 +64,16 @@ class _ReadOnly:
         )
 
 
+def torch_optimizer(optimizer: Any) -> torch.optim.Optimizer:
+    """The torch optimizer behind one of Lightning's optimizers: under DeepSpeed, Lightning holds DeepSpeed's ZeRO
+    optimizer, which wraps the config's optimizer (its ``optimizer``) and is no ``torch.optim.Optimizer`` (MMEngine's
+    ``OptimWrapper`` reads its ``defaults``; ``DeepSpeedOptimWrapper`` never does); any other is that optimizer."""
+    if isinstance(optimizer, torch.optim.Optimizer):
+        return optimizer
+    inner = getattr(optimizer, "optimizer", None)
+    return inner if isinstance(inner, torch.optim.Optimizer) else optimizer
+
+
 class Runner(Facade):
     """MMEngine's ``Runner`` as its hooks see it, backed by a Lightning trainer.
 
@@ -281,7 +291,7 @@ class Runner(Facade):
         # the wrappers stay the same objects while Lightning's optimizers do (hooks may keep them)
         source, cached = self._optim_wrappers
         if source != optimizers:
-            source, cached = self._optim_wrappers = (list(optimizers), [OptimWrapper(o) for o in optimizers])
+            source, cached = self._optim_wrappers = (list(optimizers), [OptimWrapper(torch_optimizer(o)) for o in optimizers])
         if len(cached) == 1:
             return cached[0]
         return OptimWrapperDict(**{f"optimizer{i}": w for i, w in enumerate(cached)})
@@ -298,7 +308,7 @@ class Runner(Facade):
         lightning_optimizer = pl.core.optimizer.LightningOptimizer  # MMEngineModule steps through it
         inner = [w.optimizer.optimizer if isinstance(w.optimizer, lightning_optimizer) else w.optimizer for w in steps]
         optimizers = self.trainer.optimizers
-        same = len(inner) == len(optimizers) and all(a is b for a, b in zip(inner, optimizers))
+        same = len(inner) == len(optimizers) and all(a is torch_optimizer(b) for a, b in zip(inner, optimizers))
         return wrappers if same else None
 
     def restore_optim_wrappers(self) -> None:

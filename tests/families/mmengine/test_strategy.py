@@ -215,3 +215,21 @@ def test_lightning_hooks_train_prints_a_refused_option_as_one_short_error(tmp_pa
     err = capsys.readouterr().err
     assert err.startswith("lightning-hooks train: error: the config's strategy.state_dict_cfg has no Lightning counterpart")
     assert "Traceback" not in err and err.count("lightning-hooks train") == 1
+
+
+def test_the_runners_optim_wrapper_under_deepspeed_wraps_the_optimizer_its_zero_optimizer_wraps():
+    """DeepSpeed hands Lightning its ZeRO optimizer, no ``torch.optim.Optimizer`` (no ``defaults``, which MMEngine's
+    ``OptimWrapper`` reads: ``AttributeError`` at the first hook that read ``runner.optim_wrapper``, seen on an H200):
+    the facade wraps the config's optimizer inside it, the one whose ``param_groups`` DeepSpeed steps with."""
+    from mmengine.optim import OptimWrapper
+
+    from lightning_hooks.families.mmengine.runner import torch_optimizer
+
+    class ZeroOptimizer:  # DeepSpeed's DeepSpeedZeroOptimizer as Lightning holds it: the client optimizer inside
+        def __init__(self, optimizer):
+            self.optimizer = optimizer
+            self.param_groups = optimizer.param_groups
+
+    adamw = torch.optim.AdamW(torch.nn.Linear(2, 2).parameters(), lr=0.5)
+    assert torch_optimizer(adamw) is adamw and torch_optimizer(ZeroOptimizer(adamw)) is adamw
+    assert OptimWrapper(torch_optimizer(ZeroOptimizer(adamw))).get_lr() == {"lr": [0.5]}
