@@ -5,7 +5,8 @@ train epoch with validation by iteration.
 the adapter's iteration-based mode on. Lightning then iterates :class:`Endless`, a view of the train loader without a
 length that restarts the loader when it runs out (as MMEngine's ``_InfiniteDataloaderIterator``), so the whole run is
 one Lightning epoch of ``max_iters`` batches. Hooks still see the loader itself (``runner.train_dataloader``, whose
-``len()`` LoggerHook and param schedulers read). Before each validation check the adapter sets
+``len()`` LoggerHook and param schedulers read). Before each validation check the host loop
+(:class:`~lightning_hooks.families.mmengine.host_loop.MMEngineLoop`) sets
 ``trainer.val_check_batch`` from :meth:`IterLoopConfig.validates_at`, so validation runs exactly where
 ``IterBasedTrainLoop`` runs it (every ``val_interval`` iterations from ``val_begin``, ``dynamic_intervals``, and at
 ``max_iters``); the run ends at ``max_iters`` by bounding the epoch loop's ``max_steps`` (:func:`plan_iteration`).
