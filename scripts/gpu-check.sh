@@ -7,10 +7,8 @@
 #
 #   bash scripts/gpu-check.sh --fetch [DIR]        on a machine with the package index: the wheels of REQUIREMENTS
 #                                                  for the GPU machine, into DIR (default .gpu-wheels, 64 MiB at most)
-#   bash scripts/gpu-check.sh --fetch-extra [DIR]  the wheels of EXTRA (default .gpu-wheels-extra), which do not fit
-#                                                  in those 64 MiB beside OpenCV: what the other checks need
 #   bash scripts/gpu-check.sh                      on the GPU machine (Python 3.12 with torch, lightning, torchvision;
-#                                                  no network): installs the fetched wheels into .gpu-venv and runs
+#                                                  no network): installs the fetched wheels into .gpu-site and runs
 #                                                  each check whose modules are installed, saying which are not
 # Without a GPU it says so and exits 0.
 set -euo pipefail
@@ -19,27 +17,20 @@ PYTHON=${PYTHON:-python3}
 LIMIT_MIB=64
 GPU_PYTHON_VERSION=${GPU_PYTHON_VERSION:-3.12}
 
-# What one FlexibleRunner run imports beyond the GPU machine's torch, lightning and torchvision (with their numpy,
-# pillow, PyYAML, fsspec, tqdm, ...), under lightning-hooks train and under MMEngine's own runner: pure-Python wheels
-# (pure: the pure one where a compiled one exists too), and for CPython $GPU_PYTHON_VERSION on x86-64 Linux the
-# compiled ones that MMEngine's Runner and mmcv import: OpenCV (47 MiB), matplotlib and kiwisolver (11 MiB). The
-# versions scripts/setup.sh's .venv has (OpenCV: the first for numpy 2). 64 MiB at most: the rest is EXTRA.
+# What the checks import beyond what the GPU machine's image has (its Python 3.12 with torch, lightning,
+# torchvision, numpy, OpenCV, matplotlib, pytest, tensorboard, scipy, pydantic's needs, ...: the package list in
+# the device tool's KINDS.md): pure-Python wheels (pure: the pure one where a compiled one exists too), and for
+# CPython $GPU_PYTHON_VERSION on x86-64 Linux the compiled ones. The versions scripts/setup.sh's .venv has; 64 MiB at
+# most, since that is what travels to the GPU machine with the checkout. DeepSpeed: the newest that MMEngine 0.10.7's
+# FlexibleRunner imports (0.19 dropped deepspeed.runtime.fp16.onebit).
 REQUIREMENTS=(
-  mmengine==0.10.7 mmpretrain==1.2.0 mmcv-lite==2.0.1 opencv-python-headless==4.10.0.84 matplotlib==3.11.2
-  kiwisolver==1.5.1 pure:fonttools==4.68.0 cycler==0.12.1 pyparsing==3.3.3 python-dateutil==4.0.0 six==1.17.0
-  addict==2.4.0 yapf==0.43.0 platformdirs==4.14.8 termcolor==3.3.0 rich==15.0.0 markdown-it-py==4.3.0 mdurl==0.1.2
-  einops==0.8.2 mat4py==0.6.0 model-index==0.1.11 ordered-set==4.1.0 importlib-metadata==9.1.0 zipp==4.1.2
-  markdown==3.11.3 omegaconf==2.3.1 antlr4-python3-runtime==4.9.3
-)
-# What the other checks add (bash scripts/gpu-check.sh --fetch-extra): DeepSpeed, pytest for the CUDA tests, Classy
-# Vision, iMIX and their TensorBoard readers, mmdet and mmseg, in which the suite's generated-data kit
-# (tests/helpers/train_kit.py) registers datasets
-EXTRA=(
-  deepspeed==0.19.8 hjson py-cpuinfo nvidia-ml-py pydantic==2.14.4 pydantic-core==2.50.5 annotated-types
-  typing-inspection msgpack psutil ninja pytest==9.2.0 pluggy iniconfig pygments hydra-core==1.3.8 jsonargparse
-  docstring-parser regex contourpy classy-vision==0.7.0 imix==0.1.0 mmdet==3.3.0 mmsegmentation==1.2.2 tensorboard
-  protobuf absl-py grpcio tensorboard-data-server werkzeug fvcore iopath portalocker easydict tabulate progressbar2
-  python-utils visdom jsonpatch jsonpointer websocket-client ftfy wcwidth terminaltables pycocotools shapely scipy
+  mmengine==0.10.7 mmpretrain==1.2.0 mmcv-lite==2.0.1 mmdet==3.3.0 mmsegmentation==1.2.2 addict==2.4.0 yapf==0.43.0
+  platformdirs==4.14.8 termcolor==3.3.0 mat4py==0.6.0 model-index==0.1.11 ordered-set==4.1.0 omegaconf==2.3.1
+  antlr4-python3-runtime==4.9.3 importlib-metadata==9.1.0 hydra-core==1.3.8 jsonargparse==4.53.0 docstring-parser==0.18.0 deepspeed==0.18.9 hjson pydantic==2.14.4
+  pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 yacs
+  classy-vision==0.7.0 imix==0.1.0 fvcore==0.1.5.post20221221 iopath==0.1.10 easydict==1.14 progressbar2==4.6.0
+  python-utils==4.2.0 visdom==0.2.4 jsonpatch==1.48 jsonpointer==3.12 websocket-client==1.9.2 ftfy==6.3.1 wcwidth==0.9.4
+  terminaltables==3.1.10 pycocotools==2.0.11 shapely==2.2.0 prettytable==3.18.0
 )
 
 fetch() {  # fetch DIR LIMIT_MIB REQUIREMENT...: each wheel for the GPU machine, or one built here from a pure sdist
@@ -71,7 +62,6 @@ fetch() {  # fetch DIR LIMIT_MIB REQUIREMENT...: each wheel for the GPU machine,
 
 case "${1:-}" in
   --fetch) fetch "${2:-.gpu-wheels}" "$LIMIT_MIB" "${REQUIREMENTS[@]}"; exit ;;
-  --fetch-extra) fetch "${2:-.gpu-wheels-extra}" 1000 "${EXTRA[@]}"; exit ;;
 esac
 
 if ! "$PYTHON" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
@@ -79,20 +69,24 @@ if ! "$PYTHON" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2
   exit 0
 fi
 
-# the GPU machine: a venv that sees its torch, lightning and torchvision, with the fetched wheels; the checkout on
-# PYTHONPATH (lightning_hooks, tests/helpers)
+# the GPU machine: its Python (itself a venv, so no venv made from it would see its torch) with the fetched wheels
+# in .gpu-site and the checkout on PYTHONPATH (lightning_hooks, tests/helpers, scripts)
 [ -d .gpu-wheels ] || { echo "gpu-check: no .gpu-wheels: run 'bash scripts/gpu-check.sh --fetch' first" >&2; exit 1; }
-"$PYTHON" -m venv --system-site-packages .gpu-venv
-py=.gpu-venv/bin/python
-"$py" -m pip install --quiet --no-index --no-deps .gpu-wheels/*.whl
-if [ -d .gpu-wheels-extra ]; then "$py" -m pip install --quiet --no-index --no-deps .gpu-wheels-extra/*.whl; fi
-export PYTHONPATH="$PWD:$PWD/tests/helpers:$PWD/scripts" OMP_NUM_THREADS=4
+rm -rf .gpu-site  # pip install --target --upgrade left classy_vision without its __init__.py (an H200, 2026-11-27)
+"$PYTHON" -m pip install --quiet --no-index --no-deps --no-compile --target .gpu-site .gpu-wheels/*.whl
+# mmpretrain 1.2 imports its multimodal models when transformers>=4.28 is installed, and they fail to import under
+# the image's transformers 5 (upstream: names that left transformers.modeling_utils); a version-0 record of
+# transformers ahead of the image's makes mmpretrain skip them, as on the machines without transformers
+mkdir -p .gpu-site/transformers-0.dist-info
+printf 'Metadata-Version: 2.1\nName: transformers\nVersion: 0\n' > .gpu-site/transformers-0.dist-info/METADATA
+py=$PYTHON
+export PYTHONPATH="$PWD/.gpu-site:$PWD:$PWD/tests/helpers:$PWD/scripts" OMP_NUM_THREADS=4
 failed=0
 step() {  # step NAME SECONDS MODULES COMMAND...: run it where MODULES import, report, go on
   local name=$1 seconds=$2 modules=$3
   shift 3
   if ! "$py" -c "import $modules" 2>/dev/null; then
-    echo "=== gpu-check: $name SKIPPED: it needs $modules (bash scripts/gpu-check.sh --fetch-extra fetches them)"
+    echo "=== gpu-check: $name SKIPPED: it needs $modules (bash scripts/gpu-check.sh --fetch fetches them)"
     return
   fi
   echo "=== gpu-check: $name"
@@ -100,11 +94,11 @@ step() {  # step NAME SECONDS MODULES COMMAND...: run it where MODULES import, r
 }
 tests=("$py" -m pytest -q -p no:cacheprovider)
 
-step "2-step FSDP run of mmpretrain's MAE ViT-L config" 150 mmpretrain,cv2 "$py" scripts/gpu_check_flexible.py fsdp
+step "2-step FSDP run of mmpretrain's MAE ViT-L config" 120 mmpretrain,cv2 "$py" scripts/gpu_check_flexible.py fsdp
 if "$py" -c "import deepspeed" 2>/dev/null; then
-  step "2-step DeepSpeed run of mmpretrain's MAE ViT-L config" 150 mmpretrain,cv2 "$py" scripts/gpu_check_flexible.py ds
+  step "2-step DeepSpeed run of mmpretrain's MAE ViT-L config" 120 mmpretrain,cv2 "$py" scripts/gpu_check_flexible.py ds
 else
-  echo "=== gpu-check: DeepSpeed cannot be had here (import deepspeed fails; --fetch-extra fetches it): its run is" \
+  echo "=== gpu-check: DeepSpeed cannot be had here (import deepspeed fails; --fetch fetches it): its run is" \
     "skipped, the rest runs"
 fi
 step "CUDA tests: EMA and loss scale" 60 pytest \
@@ -116,5 +110,5 @@ step "CUDA tests: iMIX Fp16OptimizerHook, Lightning's GradScaler" 60 pytest,imix
   tests/integration/reliability/test_bad_input.py::test_reliability_imix_optimizer_hook_with_lightning_grad_scaler
 step "CUDA test: Classy EMA on GPU" 60 pytest,classy_vision,tensorboard \
   "${tests[@]}" tests/families/classy/test_hooks.py::test_classy_ema_gpu_matches_cpu
-step "MMEngine train benchmark" 120 mmdet,mmseg "$py" benchmarks/mmengine_train.py --rounds 2 --iters 10
+step "MMEngine train benchmark" 90 mmdet,mmseg "$py" benchmarks/mmengine_train.py --rounds 2 --iters 10
 exit $failed

@@ -49,6 +49,7 @@ LINES = """
 custom_imports = dict(imports=["gpu_check_flexible"], allow_failed_imports=False)
 model = dict(backbone=dict(arch=dict(embed_dims=64, num_layers=2, num_heads=2, feedforward_channels=128, _delete_=True),
                            drop_path_rate=0.0, init_cfg=None), head=dict(in_channels=64, num_classes=10))
+data_preprocessor = dict(num_classes=10)
 train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
     dataset=dict(type="GpuCheckImages", n=8, seed=1, _delete_=True, pipeline=PIPELINE))
 val_dataloader = None

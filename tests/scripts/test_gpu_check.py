@@ -42,7 +42,7 @@ def test_without_a_gpu_it_says_so_and_exits_0():
         result = run(PYTHON=python)
         assert result.returncode == 0, result.stderr
         assert "gpu-check: no GPU on this machine" in result.stdout
-        assert not (ROOT / ".gpu-venv").exists()  # nothing installed
+        assert not (ROOT / ".gpu-site").exists()  # nothing installed
 
 
 @pytest.fixture
@@ -77,15 +77,15 @@ def test_fetch_refuses_more_than_64_mib(fake_python, tmp_path):
     assert result.returncode == 1 and "more than 64 MiB of wheels" in result.stderr
 
 
-def requirements(array: str = "REQUIREMENTS") -> list[str]:
-    """The requirements of one of the script's arrays (``REQUIREMENTS``: what ``--fetch`` gets, ``EXTRA``)."""
+def requirements() -> list[str]:
+    """The script's ``REQUIREMENTS``: what ``--fetch`` gets."""
     text = SCRIPT.read_text()
-    start = f"\n{array}=("
+    start = "\nREQUIREMENTS=("
     return text[text.index(start) + len(start):].split(")", 1)[0].split()
 
 
 def test_the_pinned_wheels_are_the_versions_the_suite_runs_here():
-    pinned = dict(r.removeprefix("pure:").split("==") for r in requirements() + requirements("EXTRA") if "==" in r)
-    for name in ("mmengine", "mmpretrain", "mmcv-lite", "classy-vision", "imix", "mmdet", "mmsegmentation", "matplotlib",
-                 "fonttools", "omegaconf", "rich", "pytest", "pydantic"):
+    pinned = dict(r.removeprefix("pure:").split("==") for r in requirements() if "==" in r)
+    for name in ("mmengine", "mmpretrain", "mmcv-lite", "classy-vision", "imix", "mmdet", "mmsegmentation", "omegaconf",
+                 "hydra-core", "jsonargparse", "pydantic", "pydantic-core", "fvcore", "visdom", "shapely"):
         assert pinned[name] == importlib.metadata.version(name), name
