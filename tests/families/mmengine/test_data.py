@@ -46,3 +46,11 @@ def test_an_epoch_based_pass_runs_the_loader_to_its_end_and_refuses_batches_beyo
     loader.batch_sampler.__class__ = Longer
     with pytest.raises(RuntimeError, match="gave 1 batches beyond its len"):
         list(loader)
+
+
+def test_a_users_own_train_loader_is_iterated_through_a_copy_and_left_as_it_came():
+    """``Runner.build_dataloader`` gets a deep copy of the configured loader, so the class change is the copy's."""
+    users = torch.utils.data.DataLoader(TensorDataset(torch.arange(4.0)), batch_size=2)
+    loader = MMEngineData(train_dataloader=users, seed=0).train_dataloader()
+    assert type(users) is torch.utils.data.DataLoader and loader is not users
+    assert [b[0].tolist() for b in loader] == [[0.0, 1.0], [2.0, 3.0]]
