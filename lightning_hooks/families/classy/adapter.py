@@ -20,11 +20,12 @@ from lightning_hooks.core.triggers import ON, Patch, Trigger
 from lightning_hooks.families.classy import vissl as vissl_host
 from lightning_hooks.families.classy.config import build_hook
 from lightning_hooks.families.classy.events import EVENTS, FORWARD, OPTIMIZER_STEP, STEPS
+from lightning_hooks.families.classy.loop import ClassyLoop
 from lightning_hooks.families.classy.optimizer import param_options
 from lightning_hooks.families.classy.resume import LOAD_CHECKPOINT, LegacyStart
 from lightning_hooks.families.classy.schedule import VisslSchedule
 from lightning_hooks.families.classy.task import LastBatch, Task
-from lightning_hooks.families.classy.timing import StepClock, count_batch, record_step
+from lightning_hooks.families.classy.timing import StepClock, record_step
 from lightning_hooks.families.classy.vissl_task import VisslTask
 
 
@@ -119,13 +120,15 @@ class ClassyAdapter(LegacyHookAdapter):
         self.task = self.host = task_class(
             meters=meters, config=config, checkpoint_folder=checkpoint_folder, loss=loss, model=model
         )
-        self.task.hooks, self.task._caller = self.hooks, self.hook_caller
         self._clock = StepClock(functools.partial(getattr, self.task, "perf_stats"))  # picklable (ddp_spawn)
         self._schedule = VisslSchedule(config if vissl is not None else None)
+        #: Classy's phase loop: the counters the task shows, moved and fired from the events below
+        self.loop = ClassyLoop(self.hook_caller, self.task, self._clock, self._at_phase_start)
+        self.task.hooks, self.task._caller, self.task._loop = self.hooks, self.hook_caller, self.loop
         self._build_plan((self.task,))
         self._in_step = False
         self._forwarded = False
-        self.legacy_start = LegacyStart(self)
+        self.legacy_start = LegacyStart(self.task, self.hooks, self.family, saved=self)
 
     @classmethod
     def base_classes(cls) -> tuple[type, ...]:
@@ -221,33 +224,13 @@ class ClassyAdapter(LegacyHookAdapter):
             self._schedule.before_step(optimizer, self.task.where)
         self.task.used_options[optimizer] = param_options(optimizer)
 
-    def _start_phase(self, event: Trigger, train: bool, resumed: bool = False) -> None:
-        """Classy's phase start; with VISSL, a train phase first gets VISSL's ``optimizer.on_epoch(where)`` (its epoch
-        param schedulers, also when a resumed phase reopens), which the ``on_phase_start`` hooks see."""
-        self.task.start_phase(train, resumed)
+    def _at_phase_start(self, train: bool) -> None:
+        """With VISSL, a train phase first gets VISSL's ``optimizer.on_epoch(where)`` (its epoch param schedulers, also
+        when a resumed phase reopens), which the ``on_phase_start`` hooks see (the loop calls it before them)."""
         if train and self._schedule.classy and not self.task.test_only:
             self._schedule.at_phase_start(self.task.where)
             for optimizer in self._schedule.classy:
                 self.task.used_options[optimizer] = param_options(optimizer)
-        self.fire(event)
-        self.task.phase_start_time_train = self._clock.start_phase()
-
-    def _end_phase(self, event: Trigger) -> None:
-        """Classy's ``on_phase_end``: the phase's speed into ``perf_log``, ``synchronize_losses`` (mean over ranks),
-        meters' sync, the hooks, then a fresh ``perf_log`` holding the phase's total speed. ``last_batch`` is None from
-        here to the next step, as in Classy, whose loop ends on a step that finds no batch."""
-        task = self.task
-        task.phase_ended = True
-        task.log_phase_end(task.phase_type)
-        task.last_batch = None
-        if task.train:
-            task.options_at_phase_end()
-        task.synchronize_losses()
-        for meter in task.meters:
-            meter.sync_state()
-        self.fire(event)
-        task.perf_log = []
-        task.log_phase_end(f"{task.phase_type}_total")
 
     # ---------------------------------------------------------------------------------------- lightning events
     @override
@@ -255,8 +238,9 @@ class ClassyAdapter(LegacyHookAdapter):
         self.task.trainer = trainer
         self.task.find_model(pl_module)  # before the patches: the forward trigger hooks task.base_model
         super().setup(trainer, pl_module, stage)
-        if stage == "fit":
-            self.task.new_run()  # Lightning restores a checkpoint's counters after setup
+        if stage == "fit":  # Lightning restores a checkpoint's counters after setup
+            self.loop.new_run()
+            self.task.new_run()
         if self.vissl and self.task.has_loss() and not isinstance(self.task._loss, str):
             vissl_host.check_loss_device(self.task.loss, trainer.strategy.root_device)  # after RUNTIME set the device
         self.legacy_start.position = None
@@ -297,8 +281,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self.legacy_start.apply(trainer)
         _warn_if_no_final_test_phase(trainer)
         self._schedule.attach(trainer, vissl=self.vissl)
-        self._clock.start_run()
-        self.fire(ON["on_train_start"])
+        self.loop.start_run()
         self.legacy_start.run_pending_test_phase(trainer)
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
@@ -308,28 +291,32 @@ class ClassyAdapter(LegacyHookAdapter):
         over what they put in the model there (Classy's EMA hook swaps in the weights saved at the previous phase end).
         """
         weights = {k: v.clone() for k, v in pl_module.state_dict().items()} if mid_epoch else None
-        self._start_phase(ON["on_train_epoch_start"], train=True, resumed=mid_epoch)
+        self.loop.start_epoch(mid_epoch)
         if weights is not None:
             with torch.no_grad():
                 for key, value in pl_module.state_dict().items():
                     value.copy_(weights[key])
 
+    def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        self.loop.start_iter(batch, batch_idx)
+
     def end_train_batch(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        self.task.iteration += 1
-        self.task.num_updates += self.task.get_global_batchsize()  # VISSL and Classy: after the update, before on_step
-        count_batch(self.task, self._clock)
-        self.fire(ON["on_train_batch_end"])
+        self.loop.end_iter(outputs, batch, batch_idx)
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         self.legacy_start.end_train_epoch()
-        self._end_phase(trigger)
+        self.loop.end_epoch(trigger)
+
+    @override
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.loop.end_run()
 
     @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.standalone_validation():
-            self.task.train = False  # Classy's test-only task is in test mode from on_start
+            self.loop.test_mode()
         self.fire(ON["on_validation_start"])
 
     @override
@@ -347,7 +334,7 @@ class ClassyAdapter(LegacyHookAdapter):
             # should_stop (max_time, EarlyStopping, a callback) inside the epoch: Lightning validates before it stops.
             # The train phase ends here, cut short, so its on_phase_end hooks (CheckpointHook) see the steps trained.
             self._end_train_epoch(trainer, ON["on_train_epoch_end"])
-        self._start_phase(ON["on_validation_epoch_start"], train=False)
+        self.loop.start_phase(ON["on_validation_epoch_start"], train=False)
 
     @override
     def on_validation_batch_end(
@@ -355,34 +342,32 @@ class ClassyAdapter(LegacyHookAdapter):
         dataloader_idx: int = 0,
     ) -> None:  # fmt: skip
         if not trainer.sanity_checking:
-            count_batch(self.task, self._clock)
-            self.fire(ON["on_validation_batch_end"])
+            self.loop.end_eval_iter(ON["on_validation_batch_end"])
 
     @override
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
-            self._end_phase(ON["on_validation_epoch_end"])
+            self.loop.end_phase(ON["on_validation_epoch_end"])
 
     @override
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.task.train = False
+        self.loop.test_mode()
         self.fire(ON["on_test_start"])
 
     @override
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._start_phase(ON["on_test_epoch_start"], train=False)
+        self.loop.start_phase(ON["on_test_epoch_start"], train=False)
 
     @override
     def on_test_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:  # fmt: skip
-        count_batch(self.task, self._clock)
-        self.fire(ON["on_test_batch_end"])
+        self.loop.end_eval_iter(ON["on_test_batch_end"])
 
     @override
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._end_phase(ON["on_test_epoch_end"])
+        self.loop.end_phase(ON["on_test_epoch_end"])
 
 
 def _warn_if_no_final_test_phase(trainer: pl.Trainer) -> None:

@@ -8,8 +8,9 @@ import math
 import os
 import pickle
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.introspect import keywords
@@ -77,14 +78,26 @@ class Position:
     test_phase_pending: bool = False  # the legacy run would run a test phase first: run_pending_test_phase runs it
 
 
+class SavedState(Protocol):
+    """What :class:`LegacyStart` reads of the adapter's own checkpoint state: its key among the callbacks' states, and
+    its entry in a Lightning checkpoint (``AdapterState.checkpoint_state``)."""
+
+    state_key: str
+
+    def checkpoint_state(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> dict[str, Any] | None: ...
+
+
 class LegacyStart:
     """A ``ClassyAdapter``'s start from a Classy / VISSL checkpoint: :meth:`convert` makes the Lightning checkpoint
     (at load time), :meth:`apply` sets ``global_step`` and the schedulers (at ``on_train_start``, once the train loader
     is known), :meth:`run_pending_test_phase` runs the test phase the legacy run would run first (after the
-    ``on_start`` hooks). :meth:`prepare` handles a Lightning checkpoint whose loss module holds state only hooks build."""
+    ``on_start`` hooks). :meth:`prepare` handles a Lightning checkpoint whose loss module holds state only hooks build.
 
-    def __init__(self, adapter: Any) -> None:
-        self.adapter = adapter
+    It is given the ``task`` facade (its Trainer, model and loss), the hooks, the family's name and the adapter's
+    checkpoint state (:class:`SavedState`), not the adapter."""
+
+    def __init__(self, task: Any, hooks: list[Any], family: str, saved: SavedState) -> None:
+        self.task, self.hooks, self.family, self.saved = task, hooks, family, saved
         #: where the checkpoint ``fit`` started from left off, until ``on_train_start`` applies it
         self.position: Position | None = None
         #: the sampler of the train phase a VISSL mid-phase checkpoint resumed, until that phase ends
@@ -108,8 +121,8 @@ class LegacyStart:
         end of a train phase is followed by that epoch's test phase first, as in Classy (and VISSL when it tests).
         Outside ``fit``, only the weights, as Classy's test-only task loads them.
         """
-        adapter = self.adapter
-        trainer, pl_module = adapter._trainer, adapter._trainer.lightning_module
+        trainer = self.task._lightning_trainer()
+        pl_module = trainer.lightning_module
         vissl = state.is_vissl_checkpoint(legacy)
         if vissl:
             state.check_vissl_checkpoint(legacy, source)
@@ -117,9 +130,9 @@ class LegacyStart:
         if trainer.state.fn == "fit":
             state.check_task_state(task, source)
         if vissl:
-            state.load_vissl_model_state(adapter.task.base_model, task["base_model"], source)
+            state.load_vissl_model_state(self.task.base_model, task["base_model"], source)
         else:
-            state.load_model_state(adapter.task.base_model, task["base_model"], source)
+            state.load_model_state(self.task.base_model, task["base_model"], source)
         if trainer.state.fn != "fit":
             return {"pytorch-lightning_version": pl.__version__,
                     "state_dict": {k: v.detach().clone() for k, v in pl_module.state_dict().items()}}
@@ -128,15 +141,15 @@ class LegacyStart:
         runs = pending and bool(trainer.enable_validation)
         self.position = Position(source, epochs, task["num_updates"], legacy["iteration"] if vissl else None, runs)
         mine = self._adapter_state(legacy, vissl, source, skipped=pending and not runs)
-        return state.lightning_checkpoint(task, trainer, pl_module, epochs, (adapter.state_key, mine), source)
+        return state.lightning_checkpoint(task, trainer, pl_module, epochs, (self.saved.state_key, mine), source)
 
     def prepare(self, lightning: dict[str, Any]) -> dict[str, Any]:
         """A Lightning checkpoint whose loss module holds state the live one lacks yet (MoCo's key encoder, which
         MoCoHook builds at ``on_start``, after Lightning loads the weights): those entries leave ``state_dict``, and
         the loss's whole state is restored with the adapter's, by the loss's own ``load_state_dict``, as VISSL's
         trainer restores it (MoCo keeps it for its hook)."""
-        adapter = self.adapter
-        loss, pl_module = adapter.task._loss_object(), adapter._trainer.lightning_module
+        trainer = self.task._lightning_trainer()
+        loss, pl_module = self.task._loss_object(), trainer.lightning_module
         prefix = next((f"{name}." for name, module in pl_module.named_modules() if module is loss), None)
         if prefix is None or "state_dict" not in lightning:
             return lightning
@@ -145,7 +158,7 @@ class LegacyStart:
         later = set(loss_state) - set(loss.state_dict())
         if not later:
             return lightning
-        mine = adapter.checkpoint_state(adapter._trainer, lightning)
+        mine = self.saved.checkpoint_state(trainer, lightning)
         if mine is None:
             raise ValueError(
                 f"ClassyAdapter: the checkpoint holds the loss module's state ({prefix}{sorted(later)[0]}, ...) that "
@@ -163,7 +176,7 @@ class LegacyStart:
 
         ``skipped``: the test phase the legacy run would run next cannot run (the fit does not validate); it is
         counted as done, with a warning."""
-        hooks, task = self.adapter.hooks, legacy["classy_state_dict"]
+        hooks, task = self.hooks, legacy["classy_state_dict"]
         if skipped:
             warnings.warn(
                 f"ClassyAdapter: {source} was written at the end of train phase {task['train_phase_idx']}, and "
@@ -185,7 +198,7 @@ class LegacyStart:
             "meters": list(task["meters"]),
         }
         loss = legacy.get("loss") if vissl else task.get("loss")
-        if loss and self.adapter.task.has_loss():
+        if loss and self.task.has_loss():
             host["loss"] = loss
         elif loss:
             keys = ", ".join(sorted(loss)[:4]) + ", ..." * (len(loss) > 4)
@@ -194,7 +207,7 @@ class LegacyStart:
                 "is not restored. Pass ClassyAdapter(..., loss='<LightningModule attribute>')."
             )
         names = {hook.name() for hook in hooks}
-        return {"family": self.adapter.family, "hooks": {n: s for n, s in task["hooks"].items() if n in names},
+        return {"family": self.family, "hooks": {n: s for n, s in task["hooks"].items() if n in names},
                 "host": host}  # fmt: skip
 
     def _test_phase_pending(self, task: dict[str, Any], vissl: bool) -> bool:
@@ -206,7 +219,7 @@ class LegacyStart:
         if not vissl:
             return True
         tests_done = task["phase_idx"] - task["train_phase_idx"]
-        return bool(self.adapter._trainer.enable_validation) and tests_done <= task["train_phase_idx"]
+        return bool(self.task._lightning_trainer().enable_validation) and tests_done <= task["train_phase_idx"]
 
     def apply(self, trainer: pl.Trainer) -> None:
         """At ``on_train_start`` after a start from a legacy checkpoint: ``global_step`` from VISSL's ``iteration``
@@ -217,7 +230,7 @@ class LegacyStart:
             return
         batches = trainer.num_training_batches
         if position.iteration is None:
-            steps = position.num_updates // max(self.adapter.task.get_global_batchsize(), 1)
+            steps = position.num_updates // max(self.task.get_global_batchsize(), 1)
         else:
             steps = position.iteration
             if math.isfinite(batches) and steps != position.epochs * int(batches):

@@ -126,14 +126,13 @@ class ClassyTaskState:
         trainer = self._lightning_trainer()
         load_model_state(self.base_model, state["base_model"], "set_classy_state")
         if self.test_only:
-            self.train = False
+            self._loop.test_mode()
             return
-        self.train = state["train"]
         if state.get("optimizer") and trainer.optimizers:
             trainer.optimizers[0].load_state_dict(state["optimizer"]["optim"])
         for meter, meter_state in zip(self.meters, state["meters"]):
             meter.set_classy_state(meter_state)
-        self.load_counters(state)
+        self._loop.load_counters(state)
         self.losses = list(state["losses"])
         if state.get("loss") and callable(getattr(self._loss_object(), "set_classy_state", None)):
             self.loss.set_classy_state(state["loss"])
@@ -157,39 +156,19 @@ class ClassyTaskState:
         loss = self._loss_object()
         return loss.get_classy_state() if callable(getattr(loss, "get_classy_state", None)) else {}
 
-    def counters(self) -> dict[str, int]:
-        return {
-            "phase_idx": self.phase_idx,
-            "train_phase_idx": self.train_phase_idx,
-            "num_updates": self.num_updates,
-            "iteration": self.iteration,
-        }
-
     def phase_state(self) -> dict[str, Any]:
-        """What a mid-phase checkpoint needs to reopen the phase: counters, losses, batches and meter states."""
+        """What a mid-phase checkpoint needs to reopen the phase: the loop's counters, losses and meter states."""
         return {
-            **self.counters(),
-            "local_iteration_num": self.local_iteration_num,
-            "batches": self.batches,
-            "phase_batches": self.phase_batches,
+            **self._loop.state_dict(),
             "losses": list(self.losses),
             "meters": [meter.get_classy_state() for meter in self.meters],
         }
 
     def load_phase_state(self, state: Mapping[str, Any]) -> None:
-        self.load_counters(state)
-        self.local_iteration_num = state.get("local_iteration_num", -1)
-        self.batches = state.get("batches", 0)
-        self.phase_batches = state.get("phase_batches", 0)
+        self._loop.load_phase_state(state)
         self.losses = list(state.get("losses", []))
         for meter, meter_state in zip(self.meters, state.get("meters", [])):
             meter.set_classy_state(meter_state)
-
-    def load_counters(self, state: Mapping[str, Any]) -> None:
-        self.phase_idx = state.get("phase_idx", -1)
-        self.train_phase_idx = state.get("train_phase_idx", -1)
-        self.num_updates = state.get("num_updates", 0)
-        self.iteration = state.get("iteration", 0)
 
 
 class VisslTaskState(ClassyTaskState):
@@ -218,13 +197,12 @@ class VisslTaskState(ClassyTaskState):
     def set_classy_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`get_classy_state` (as VISSL's ``_set_classy_state`` does, and the hooks' states)."""
         trainer = self._lightning_trainer()
-        self.train = state["train"]
         load_vissl_model_state(self.base_model, state["base_model"], "task.set_classy_state")
         for meter, meter_state in zip(self.meters, state.get("meters", [])):
             meter.set_classy_state(meter_state)
         if state.get("optimizer") and trainer.optimizers:
             trainer.optimizers[0].load_state_dict(state["optimizer"]["optim"])
-        self.load_counters(state)
+        self._loop.load_counters(state)
         self.losses = list(state.get("losses", []))
         for hook in self.hooks:
             if hook.name() in state.get("hooks", {}):

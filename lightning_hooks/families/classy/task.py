@@ -15,6 +15,7 @@ from lightning_hooks.core import models
 from lightning_hooks.core.dispatch import HookCaller
 from lightning_hooks.core.facade import Facade
 from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.families.classy.loop import ClassyLoop
 from lightning_hooks.families.classy.meters import MetricMeter, classy_meters
 from lightning_hooks.families.classy.optimizer import Optimizer, param_options
 from lightning_hooks.families.classy.state import ClassyTaskState, has_classy_state
@@ -61,6 +62,23 @@ class SizedIterator:
         return next(self._it)
 
 
+class LoopCounter:
+    """A counter the task shows from its :class:`~lightning_hooks.families.classy.loop.ClassyLoop`, which moves it. A
+    hook may write it, as Classy's task attributes are plain (VISSL's ``SetDataSamplerEpochHook`` resets
+    ``task.batches``): the write goes to the loop."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, task: Any, owner: type | None = None) -> Any:
+        if task is None:
+            return self
+        return getattr(task._loop, self.name)
+
+    def __set__(self, task: Any, value: Any) -> None:
+        setattr(task._loop, self.name, value)
+
+
 class Task(ClassyTaskState, Facade):
     """Classy's ``ClassificationTask`` as its hooks see it.
 
@@ -98,6 +116,7 @@ class Task(ClassyTaskState, Facade):
         self.model_path: str | None = None
         self.hooks: list[Any] = []
         self._caller: HookCaller  # set by the adapter, with the hooks
+        self._loop: ClassyLoop  # set by the adapter: the counters the task shows
         self.meters = classy_meters(meters)
         if config is not None:
             self.config = config
@@ -114,25 +133,30 @@ class Task(ClassyTaskState, Facade):
         self.new_run()
 
     def new_run(self) -> None:
-        """The counters, losses, meters and timings of a task that has not run yet (each ``fit`` is a new run)."""
-        self.train = True
-        self.phase_idx = -1
-        self.train_phase_idx = -1
-        self.num_updates = 0
-        self.iteration = 0
-        self.local_iteration_num = -1
-        self.phase_batches = 0  # batches of the current phase (num_batches_per_phase of a loader without a length)
-        self.phase_ended = False
-        self.batches = -1
-        self.batch_time: list[float] = []
+        """The losses, meters and timings of a task that has not run yet (each ``fit`` is a new run); its loop's
+        counters start over with :meth:`ClassyLoop.new_run`."""
         self.perf_stats: Any = None
         self.losses: list[float] = []
         self.last_batch: LastBatch | None = None
-        self.phase_start_time = self.phase_start_time_train = time.perf_counter()
+        self.phase_start_time = time.perf_counter()
         self.perf_log: list[dict[str, Any]] = []
         self.used_options.clear()
+        self._batchsize: int | None = None  # the open phase's loader batch size x world size (None: read it)
         for meter in self.meters:
             meter.reset()
+
+    # --------------------------------------------------------------------------------------- loop's counters
+    phase_idx = LoopCounter()
+    train_phase_idx = LoopCounter()
+    num_updates = LoopCounter()
+    iteration = LoopCounter()
+    local_iteration_num = LoopCounter()
+    batches = LoopCounter()
+    phase_batches = LoopCounter()
+    batch_time = LoopCounter()
+    train = LoopCounter()
+    phase_ended = LoopCounter()
+    phase_start_time_train = LoopCounter()
 
     # ------------------------------------------------------------------------------------------------- models
     def find_model(self, pl_module: pl.LightningModule) -> None:
@@ -280,30 +304,51 @@ class Task(ClassyTaskState, Facade):
                 optimizer = config.scheduler.optimizer
                 self.used_options[optimizer] = param_options(optimizer)
 
-    def start_phase(self, train: bool, resumed: bool = False) -> None:
-        """Classy's ``advance_phase``: counters, losses and meters reset.
-
-        ``resumed``: reopen the phase a mid-phase checkpoint was written in; its counters, losses and meter states
-        come from the checkpoint.
-        """
-        self.train = train
+    # --------------------------------------------------------------------------- phase records (PhaseRecords)
+    def open_phase(self, resumed: bool) -> None:
+        """Classy's ``advance_phase`` beside the counters: ``last_batch`` cleared, the phase's start time, the phase
+        loader's global batch size kept for its steps; unless ``resumed`` (a mid-phase checkpoint's phase reopened:
+        its losses and meter states come from the checkpoint), losses and meters reset."""
         self.last_batch = None
         self.phase_start_time = time.perf_counter()
-        self.phase_ended = False
+        self._batchsize = None
         if resumed:
             return
-        self.phase_batches = 0
-        self.phase_idx += 1
-        self.train_phase_idx += int(train)
         self.losses = []
-        self.local_iteration_num += 1
         for meter in self.meters:
             meter.reset()
 
+    def close_phase(self) -> None:
+        """Classy's ``on_phase_end`` before the hooks: the phase's speed into ``perf_log``, ``last_batch`` None (from
+        here to the next step, as in Classy, whose loop ends on a step that finds no batch), the options of a train
+        phase's end, ``synchronize_losses`` (mean over ranks) and the meters' sync."""
+        self.log_phase_end(self.phase_type)
+        self.last_batch = None
+        if self.train:
+            self.options_at_phase_end()
+        self.synchronize_losses()
+        for meter in self.meters:
+            meter.sync_state()
+
+    def after_phase_end(self) -> None:
+        """After the ``on_phase_end`` hooks: a fresh ``perf_log`` holding the phase's total speed."""
+        self.perf_log = []
+        self.log_phase_end(f"{self.phase_type}_total")
+        self._batchsize = None
+
+    def global_batchsize(self) -> int:
+        return self.get_global_batchsize()
+
     # ----------------------------------------------------------------------------------------------------- data
     def get_global_batchsize(self) -> int:
-        """Classy's: the phase loader's ``batch_size`` (the last sample's size without one) times the world size."""
+        """Classy's: the phase loader's ``batch_size`` (the last sample's size without one) times the world size
+        (kept from the phase's start while it is open)."""
+        if self._batchsize is not None:
+            return self._batchsize
         size = getattr(self._current_loader(), "batch_size", None)
+        if size is not None and self._loop.phase_open:
+            self._batchsize = size * self._lightning_trainer().world_size
+            return self._batchsize
         if size is None:
             size = batch_size(self.last_batch.sample) if self.last_batch is not None else 0
         return size * self._lightning_trainer().world_size

@@ -1,7 +1,8 @@
 """Step timing: the time points of each step, the sections VISSL's train step records into ``task.perf_stats``
 (``read_sample``, ``forward``, ``loss_compute``, ``loss_all_reduce``, ``meters_update``, ``backward``,
 ``optimizer_step``, ``train_step_total``), the per-batch times VISSL's trainer keeps (``task.batch_time``), and the
-step's result recorded into the task between those sections (:func:`record_step`, :func:`count_batch`)."""
+step's result recorded into the task between those sections (:func:`record_step`). The loop
+(:class:`~lightning_hooks.families.classy.loop.ClassyLoop`) takes each batch's time with :meth:`StepClock.end_batch`."""
 
 from __future__ import annotations
 
@@ -108,11 +109,3 @@ def record_step(task: Any, clock: StepClock, result: Any, owner: str) -> None:
     if last.output is not None and target is not None and task.meters and task.meters_on():
         task.update_meters(last.output, target)
         clock.section("meters_update", "loss_compute.end" if loss is None else "loss_all_reduce.end")
-
-
-def count_batch(task: Any, clock: StepClock) -> None:
-    """VISSL's bookkeeping after a step: counters, and the batch's time since the previous one ended."""
-    task.local_iteration_num += 1
-    task.batches += 1
-    task.phase_batches += 1
-    task.batch_time.append(clock.end_batch())
