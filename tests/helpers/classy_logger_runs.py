@@ -1,10 +1,18 @@
 """``lightning-hooks train TASK.json`` with and without ``--logger csv --logger tensorboard`` and ``--trainer.KEY``
 on Classy's shrunk ResNet-50 config (subprocess side, with the real torchvision; classy_train_runs.py's config and
 recorder). Saves, per run, the points each logger stored, the checkpoint folder's files and final weights, the
-Trainer options the fit ran with, and the errors of options the config decides."""
+Trainer options the fit ran with, and the errors of options the config decides. The logged run keeps
+classy_train.py's TensorboardPlotHook; its event files and those of ``classy_train.py`` itself (the reference, run in
+its own working directory) are read back too. VISSL's SimCLR config likewise, the logged run and VISSL's launcher with
+``SSLTensorboardHook`` (and its activation statistics) on."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import json
+import os
+import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -15,7 +23,8 @@ import torch
 HERE = Path(__file__).resolve().parent
 
 
-def _run(root: Path, name: str, flags: list[str]) -> dict[str, Any]:
+def _run(root: Path, name: str, flags: list[str], tensorboard: bool = False) -> dict[str, Any]:
+    """``lightning-hooks train`` in ``root/name`` (its working directory: classy_train.py's ``output_<time>/``)."""
     from classy_train_runs import resnet_config
     from tracker_stores import csv_points, tensorboard_points
 
@@ -36,8 +45,9 @@ def _run(root: Path, name: str, flags: list[str]) -> dict[str, Any]:
 
     pl.Trainer.fit = record
     try:
-        main([str(config), "--checkpoint_folder", str(out / "ckpt"), "--skip_tensorboard", "--log_freq", "2",
-              "--accelerator", "cpu", *flags])  # fmt: skip
+        with _cwd(out):
+            main([str(config), "--checkpoint_folder", str(out / "ckpt"), "--log_freq", "2", "--accelerator", "cpu",
+                  *([] if tensorboard else ["--skip_tensorboard"]), *flags])  # fmt: skip
     finally:
         pl.Trainer.fit = fit
     ckpt = out / "ckpt"
@@ -46,8 +56,45 @@ def _run(root: Path, name: str, flags: list[str]) -> dict[str, Any]:
         csv=[csv_points(p) for p in sorted(ckpt.glob("lightning_logs/version_*/metrics.csv"))],
         tensorboard=[tensorboard_points(p) for p in sorted(ckpt.glob("tensorboard/version_*"))],
         files=sorted(p.name for p in ckpt.iterdir()),
-        weights=state["base_model"], losses=state["losses"], trainer=seen,
+        weights=state["base_model"], losses=state["losses"], trainer=seen, hook=_hook_points(out),
     )
+
+
+def _classy_reference(root: Path) -> dict[str, Any]:
+    """``classy_train.py`` itself (its ``main``, its parser) on the same config and flags, TensorboardPlotHook on:
+    its event files' points."""
+    from classy_train_runs import CLASSY_TRAIN, resnet_config
+    from classy_vision.generic.opts import check_generic_args, get_parser
+
+    out = root / "classy"
+    config = resnet_config(out)
+    script = shutil.copy(CLASSY_TRAIN, out / "classy_train.py")  # its output_<time>/ is next to it, as in a project
+    spec = importlib.util.spec_from_file_location("classy_train", script)
+    classy_train = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(classy_train)
+    args = check_generic_args(get_parser().parse_args(["--config_file", str(config), "--checkpoint_folder",
+                                                       str(out / "ckpt"), "--log_freq", "2"]))  # fmt: skip
+    classy_train.main(args, json.loads(config.read_text()))
+    return {"hook": _hook_points(out)}
+
+
+def _hook_points(out: Path) -> list[Any]:
+    """The points of the event files TensorboardPlotHook wrote under ``out/output_<time>/tensorboard`` (none with
+    --skip_tensorboard)."""
+    from tracker_stores import tensorboard_points
+
+    return [tensorboard_points(p) for p in sorted(out.glob("output_*/tensorboard"))]
+
+
+@contextlib.contextmanager
+def _cwd(folder: Path) -> Any:
+    folder.mkdir(parents=True, exist_ok=True)
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
 
 def child_main(out: str) -> None:
@@ -63,10 +110,13 @@ def child_main(out: str) -> None:
     register()
     root = Path(out)
     results: dict[str, Any] = {}
-    for name, flags in (("plain", []), ("logged", ["--logger", "csv", "--logger", "tensorboard",
-                                                   "--trainer.max_time", "00:01:00:00", "--trainer.callbacks+=LambdaCallback"])):  # fmt: skip
+    logged = ["--logger", "csv", "--logger", "tensorboard", "--trainer.max_time", "00:01:00:00",
+              "--trainer.callbacks+=LambdaCallback"]  # fmt: skip
+    for name, run in (("plain", lambda: _run(root, "plain", [])),
+                      ("logged", lambda: _run(root, "logged", logged, tensorboard=True)),
+                      ("classy", lambda: _classy_reference(root))):  # fmt: skip
         try:
-            results[name] = _run(root, name, flags)
+            results[name] = run()
         except Exception:  # noqa: BLE001  (reported by the scenario's test)
             results[name] = {"failed": traceback.format_exc()}
     errors = {}
@@ -83,18 +133,28 @@ def child_main(out: str) -> None:
     torch.save(results, root / "results.pt")
 
 
+#: SSLTensorboardHook on (VISSL's default_hook_generator adds it), with its activation statistics every 2 iterations
+VISSL_TENSORBOARD = ["config.HOOKS.TENSORBOARD_SETUP.USE_TENSORBOARD=true", "config.MONITORING.MONITOR_ACTIVATION_STATISTICS=2"]
+
+
 def _vissl(root: Path) -> dict[str, Any]:
     """VISSL's SimCLR integration-test config (vissl_train_runs.py's small one) without and with the loggers: what
-    each run wrote (stdout.json, metrics.json, checkpoints, the default CSV) and what the loggers stored."""
+    each run wrote (stdout.json, metrics.json, checkpoints, the default CSV) and what the loggers stored; the logged
+    run and VISSL's launcher (the reference) with SSLTensorboardHook on, its event files' points (``tb_logs``)."""
     from tracker_stores import csv_points, tensorboard_points
-    from vissl_train_runs import run_lightning, track_log_hooks
+    from vissl_train_runs import run_lightning, run_vissl, track_log_hooks
 
     track_log_hooks()
     results: dict[str, Any] = {}
-    for name, flags in (("vissl_plain", []), ("vissl_logged", ["--logger", "csv", "--logger", "tensorboard"])):
+    runs = (("vissl_plain", lambda out: run_lightning("simclr", out)),
+            ("vissl_logged", lambda out: run_lightning("simclr", out, ["--logger", "csv", "--logger", "tensorboard"],
+                                                       VISSL_TENSORBOARD)),
+            ("vissl_reference", lambda out: run_vissl("simclr", out, VISSL_TENSORBOARD)))  # fmt: skip
+    for name, train in runs:
         out = root / name
         try:
-            run = run_lightning("simclr", out, flags)
+            run = train(out)
+            run["hook"] = [tensorboard_points(p) for p in sorted(out.glob("tb_logs"))]
             run["points"] = {kind: [csv_points(p) for p in sorted(out.glob("lightning_logs/version_*/metrics.csv"))]
                              if kind == "csv" else [tensorboard_points(p) for p in sorted(out.glob("tensorboard/version_*"))]
                              for kind in ("csv", "tensorboard")}  # fmt: skip

@@ -84,6 +84,10 @@ class ClassyTaskModule(pl.LightningModule):
         trainer.fit(module, datamodule=module.datamodule())
     """
 
+    #: whether :meth:`_log_phase` logs the phase values; ``tracker.HookScalars`` turns it off while a
+    #: TensorboardPlotHook sends them to the loggers at its own steps
+    log_phase_values = True
+
     def __init__(self, config: Mapping[str, Any] | str | os.PathLike[str]) -> None:
         super().__init__()
         self.config = load_task_config(config)
@@ -278,6 +282,8 @@ class ClassyTaskModule(pl.LightningModule):
     def _log_phase(self, phase: str) -> None:
         """What Classy's TensorboardPlotHook plots at a phase end, under its tags: the phase's mean loss
         (``Losses/{phase}``) and each meter's values (``Meters/{phase}/{meter}/{value}``)."""
+        if not self.log_phase_values:
+            return
         task = self._host_task()
         values = {f"Losses/{phase}": sum(task.losses) / len(task.losses)} if task is not None and task.losses else {}
         for meter in self.task.meters:

@@ -10,7 +10,8 @@
 
 Both then train with ``lightning.Trainer`` + ``ClassyAdapter``; Lightning's ``--devices``, ``--num-nodes``,
 ``--strategy``, ``--precision`` and ``--accelerator`` pick the hardware, and a ``CSVLogger`` in the checkpoint folder
-receives the losses, learning rates and meters.
+(or the ``--logger`` ones) receives the losses, learning rates and meters, and every scalar of a TensorBoard hook at
+the hook's own step (:mod:`lightning_hooks.families.classy.tracker`).
 """
 
 from __future__ import annotations
@@ -76,9 +77,13 @@ def _trainer(
     request: Any = None, name: str = "classy", clip: float | None = None, **defaults: Any
 ) -> Any:
     """A ``lightning.Trainer`` with the config's options, the flags over the defaults, and a CSVLogger in ``folder``
-    (``request``: the ``--logger`` loggers instead, and ``--trainer.KEY`` options, checked against the config's)."""
+    (``request``: the ``--logger`` loggers instead, and ``--trainer.KEY`` options, checked against the config's);
+    the scalars of the hooks' TensorBoard writers reach the loggers at the hooks' steps (``tracker.HookScalars``)."""
     from lightning_hooks.core.lightning_api import pl, submodule
     from lightning_hooks.core.trainer_options import ANY, Owned
+    from lightning_hooks.families.classy.tracker import HookScalars
+
+    callbacks = [*callbacks, HookScalars()]
 
     owned = _owned(options, defaults, folder)
     if clip is not None:  # ClassyTaskModule.configure_gradient_clipping clips with it, whatever Lightning's setting

@@ -1,8 +1,10 @@
 """``lightning-hooks train TASK.json --logger csv --logger tensorboard --trainer.KEY ...`` on Classy's shrunk
-ResNet-50 config (issue #34): the values the module logs under Classy's names (``train/loss``, ``train/lr``, and
-TensorboardPlotHook's ``Losses/{phase}``, ``Meters/{phase}/...``) reach both loggers as they reach the default
-CSVLogger; CheckpointHook's files and the weights are as without the flags; ``--trainer.KEY`` reaches the Trainer and
-an option the config decides is refused naming both sides. One subprocess (the real torchvision)."""
+ResNet-50 config (issue #34): the per-step values the module logs (``train/loss``, ``train/lr``) reach both loggers as
+they reach the default CSVLogger; with classy_train.py's TensorboardPlotHook on, the hook's event files equal those of
+``classy_train.py`` itself (tags, steps, values) and the loggers get every scalar it writes at its own steps;
+CheckpointHook's files and the weights are as without the flags; ``--trainer.KEY`` reaches the Trainer and an option
+the config decides is refused naming both sides. VISSL's SimCLR config likewise, with SSLTensorboardHook against
+VISSL's launcher. One subprocess (the real torchvision)."""
 
 from __future__ import annotations
 
@@ -17,8 +19,33 @@ pytestmark = pytest.mark.skipif(not real_torchvision.available(), reason="run `b
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     results = real_torchvision.run_child("classy_logger_runs", tmp_path_factory.mktemp("classy_loggers"), timeout=900)
-    names = ("plain", "logged", "vissl_plain", "vissl_logged")
+    names = ("plain", "logged", "classy", "vissl_plain", "vissl_logged", "vissl_reference")
     return {name: real_torchvision.scenario_result(results, name) for name in names}, results["errors"]
+
+
+#: what the modules log at Lightning's steps (every --log_freq / LOG_FREQUENCY steps), besides the hooks' scalars
+PER_STEP = ("train/loss", "train/lr")
+
+
+def _per_step(points):
+    return [point for point in points if point[1] in PER_STEP]
+
+
+def _hook_tags(points):
+    """The points that are not the module's (nor the ``epoch`` Lightning adds to what the module logs)."""
+    return [point for point in points if point[1] not in (*PER_STEP, "epoch")]
+
+
+def _float32(points):
+    return sorted((step, name, float(np.float32(value))) for step, name, value in points)
+
+
+def _same_plot(ours, theirs, timed=("Speed/",)):
+    """The same tags at the same steps; the values within float tolerance, except the timings (``timed`` tags)."""
+    assert [(s, n) for s, n, _ in ours] == [(s, n) for s, n, _ in theirs]
+    for (step, name, mine), (_, _, ref) in zip(ours, theirs, strict=True):
+        if not name.startswith(timed):
+            assert mine == pytest.approx(ref, rel=1e-5, abs=1e-6), (name, step)
 
 
 def test_the_loggers_get_classys_values_and_the_legacy_files_stay(runs):
@@ -26,12 +53,32 @@ def test_the_loggers_get_classys_values_and_the_legacy_files_stay(runs):
     [expected] = plain["csv"]
     assert {"train/loss", "train/lr", "Losses/train", "Losses/test", "Meters/test/accuracy/top_1"} <= {
         name for _, name, _ in expected}
-    assert logged["csv"] == [expected]
-    [tensorboard] = logged["tensorboard"]
-    assert tensorboard == sorted((s, n, float(np.float32(v))) for s, n, v in expected)
+    [csv], [tensorboard] = logged["csv"], logged["tensorboard"]
+    assert _per_step(csv) == _per_step(expected) and _per_step(expected)
+    assert _per_step(tensorboard) == _float32(_per_step(expected))
     assert logged["files"] == sorted([*plain["files"], "tensorboard"])
     assert logged["losses"] == plain["losses"]
     assert same(logged["weights"], plain["weights"])
+
+
+def test_tensorboard_plot_hook_writes_as_under_classy_train(runs):
+    """classy_train.py's TensorboardPlotHook under lightning-hooks train writes what it writes under classy_train.py:
+    the same tags at the same steps (LR and sample-fetch times at the train step count, losses, meters and speed at
+    the phase index), the same values but the timings."""
+    [ours], [theirs] = runs[0]["logged"]["hook"], runs[0]["classy"]["hook"]
+    tags = {name for _, name, _ in theirs}
+    assert {"Learning Rate/train", "Losses/train", "Losses/test", "Meters/test/accuracy/top_2", "Speed/train/im_per_sec",
+            "Speed/train/cumulative_sample_fetch_time"} <= tags  # fmt: skip
+    _same_plot(ours, theirs)
+
+
+def test_the_loggers_get_the_tensorboard_hook_s_scalars_at_its_steps(runs):
+    """Every scalar the hook wrote reaches the Lightning loggers under its tag, at its step, with its value (the
+    module's own phase values, at Lightning's steps, are not logged beside them)."""
+    logged = runs[0]["logged"]
+    [hook], [csv], [tensorboard] = logged["hook"], logged["csv"], logged["tensorboard"]
+    assert _hook_tags(tensorboard) == hook
+    _same_plot(_float32(_hook_tags(csv)), hook, timed=())
 
 
 def test_trainer_options_reach_the_trainer(runs):
@@ -57,15 +104,30 @@ def test_an_option_the_config_decides_is_refused_naming_both_sides(runs, flags, 
 def test_vissl_s_values_reach_the_loggers_and_its_files_stay(runs):
     """VISSL's SimCLR integration-test config: ``train/loss`` and ``train/lr`` every ``LOG_FREQUENCY`` step in CSV
     and TensorBoard as in the default CSVLogger; VISSL's stdout.json and metrics.json, its checkpoints and the
-    weights as without the flags."""
-    plain, logged = runs[0]["vissl_plain"], runs[0]["vissl_logged"]
+    weights as VISSL's launcher writes them with the same hooks (its checkpoints hold SSLTensorboardHook's state)."""
+    plain, logged, reference = runs[0]["vissl_plain"], runs[0]["vissl_logged"], runs[0]["vissl_reference"]
     [expected] = plain["points"]["csv"]
     assert {"train/loss", "train/lr"} <= {name for _, name, _ in expected}
-    assert logged["points"]["csv"] == [expected]
-    assert logged["points"]["tensorboard"] == [sorted((s, n, float(np.float32(v))) for s, n, v in expected)]
-    untimed = [[{k: v for k, v in row.items() if "time" not in k and k != "eta"} for row in run["stdout"]]
-               for run in (plain, logged)]  # fmt: skip
-    assert untimed[0] == untimed[1] and untimed[0]
+    assert _per_step(logged["points"]["csv"][0]) == _per_step(expected) and _per_step(expected)
+    assert _per_step(logged["points"]["tensorboard"][0]) == _float32(_per_step(expected))
+    untimed = [[{k: v for k, v in row.items() if "time" not in k and "eta" not in k} for row in run["stdout"]]
+               for run in (plain, logged, reference)]  # fmt: skip
+    assert untimed[0] == untimed[1] == untimed[2] and untimed[0]
     for key in ("metrics", "files", "final", "checkpoints"):
-        assert logged[key] == plain[key], key
-    assert logged["all_files"] == sorted([*plain["all_files"], "tensorboard"])
+        assert logged[key] == reference[key], key
+    assert logged["all_files"] == sorted([*plain["all_files"], "tb_logs", "tensorboard"])
+
+
+def test_ssl_tensorboard_hook_writes_as_under_vissl_and_the_loggers_get_it(runs):
+    """VISSL's SSLTensorboardHook (USE_TENSORBOARD, activation statistics every 2 iterations) under lightning-hooks
+    train writes what it writes under VISSL's launcher (tags, ``task.iteration`` steps, values but the timings), and
+    every scalar of it reaches the Lightning loggers at its step."""
+    logged, reference = runs[0]["vissl_logged"], runs[0]["vissl_reference"]
+    [ours], [theirs] = logged["hook"], reference["hook"]
+    tags = {name for _, name, _ in theirs}
+    assert {"Training/Loss", "Training/Learning_rate", "Speed/ETA_hours"} <= tags
+    assert any(name.startswith("activations/") for name in tags)
+    _same_plot(ours, theirs)
+    [csv], [tensorboard] = logged["points"]["csv"], logged["points"]["tensorboard"]
+    assert _hook_tags(tensorboard) == ours
+    _same_plot(_float32(_hook_tags(csv)), ours, timed=())
