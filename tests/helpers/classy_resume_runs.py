@@ -12,14 +12,13 @@ at train phase ends only) and the same command reruns on the same folder with ``
 Each side resumes from each side's checkpoint, as a folder and as a file. A checkpoint path that does not exist
 starts the run from scratch with Classy's warning, on both sides.
 
-What a run recorded is kept as :func:`digest` s (each tensor's SHA-1, dtype and shape: equal exactly when the
-tensors are bitwise equal), and its checkpoint files are deleted once read (run A's once every run B loaded them): a
-ResNet-50 state is ~100 MB, and full states of every phase and checkpoint of the 11 runs came to 18 GB on disk.
+What a run recorded is kept as ``classy_train_runs.digest`` s (each tensor's SHA-1, dtype and shape: equal exactly
+when the tensors are bitwise equal), and its checkpoint files are deleted once read (run A's once every run B loaded
+them): a ResNet-50 state is ~100 MB, and full states of every phase and checkpoint of the 13 runs came to 18 GB.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import traceback
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from classy_train_runs import delete_states, digest
 
 HERE = Path(__file__).resolve().parent
 
@@ -70,48 +70,14 @@ def register_preempt() -> None:
                 raise Preempted(f"preempted inside phase {task.phase_idx}, after step 2")
 
 
-def digest(value: Any) -> Any:
-    """``value`` with each tensor replaced by ``("tensor", dtype, shape, SHA-1 of its bytes)``: dicts, lists and tuples
-    item by item, anything else as it is."""
-    if isinstance(value, torch.Tensor):
-        flat = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
-        return "tensor", str(value.dtype), tuple(value.shape), hashlib.sha1(flat.numpy().tobytes()).hexdigest()
-    if isinstance(value, dict):
-        return {key: digest(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(digest(item) for item in value)
-    return value
-
-
-def register_digest_recorder() -> None:
-    """``digest_recorder``: classy_train_runs' ``run_recorder`` keeping digests of the states it records."""
-    from classy_vision.generic.distributed_util import get_rank
-    from classy_vision.hooks import HOOK_REGISTRY, register_hook
-
-    @register_hook("digest_recorder")
-    class DigestRecorder(HOOK_REGISTRY["run_recorder"]):  # type: ignore[misc,valid-type]
-        """Digests each phase's record (weights of test phases, buffers of train phases) and the final state."""
-
-        def on_phase_end(self, task: Any) -> None:
-            super().on_phase_end(task)
-            self.phases[-1] = digest(self.phases[-1])
-
-        def on_end(self, task: Any) -> None:
-            torch.save({"phases": self.phases, "final": digest(task.base_model.state_dict())},
-                       self.out.format(rank=get_rank()))  # fmt: skip
-
-
 def _config(out: Path, preempt: str = "") -> Path:
     import classy_train_runs
 
     path = classy_train_runs.resnet_config(out)
-    config = json.loads(path.read_text())
-    for hook in config["hooks"]:
-        if hook["name"] == "run_recorder":
-            hook["name"] = "digest_recorder"
     if preempt:
+        config = json.loads(path.read_text())
         config["hooks"].append({"name": preempt})
-    path.write_text(json.dumps(config, indent=2))
+        path.write_text(json.dumps(config, indent=2))
     return path
 
 
@@ -126,13 +92,7 @@ def _run(side: str, config: Path, out: Path, flags: list[str], keep: bool = Fals
         return digest(classy_train_runs.run_classy(config, out, args))
     finally:
         if not keep:
-            _delete_states(out)
-
-
-def _delete_states(out: Path) -> None:
-    """The run's checkpoint files and recording (its config, logs and file names stay)."""
-    for path in [*(out / "ckpt").glob("*.torch"), out / "recorded.pt"]:
-        path.unlink(missing_ok=True)
+            delete_states(out)
 
 
 def preempted_run(root: Path, side: str) -> Path:
@@ -156,7 +116,6 @@ def child_main(out: str) -> None:
 
     classy_dataset.DEFAULT_NUM_WORKERS = 0
     classy_train_runs.register()
-    register_digest_recorder()
     register_preempt()
     root = Path(out)
     results: dict[str, Any] = {}
@@ -175,7 +134,7 @@ def child_main(out: str) -> None:
         except Exception:  # noqa: BLE001  (reported by the scenario's test)
             results[name] = {"failed": traceback.format_exc()}
     for folder in folders.values():
-        _delete_states(folder.parent)
+        delete_states(folder.parent)
     for side in ("classy", "lightning"):
         name = f"{side}_missing"
         try:

@@ -7,7 +7,8 @@ template, each side imports the project itself: ``lightning-hooks train --projec
 ``classy_train.py`` what its ``__main__`` does before ``main``; the Lightning side runs first, so that its own import
 is the one that registers the names in this process. The config's
 ``hooks`` add a :class:`RunRecorder` (registered as ``run_recorder``) that saves, at every phase end, what Classy's
-logging hooks print (losses, LR, meter values) and the weights each test phase ran with.
+logging hooks print (losses, LR, meter values) and the weights each test phase ran with, as :func:`digest` s (a
+ResNet-50 state is ~100 MB); the runs' checkpoint files are read as digests too, then deleted.
 
 The reference is ``classy_train.py``'s ``main(args, config)`` itself (the script ``scripts/setup.sh`` puts in
 ``<venv>/classy_vision/``), with its own argument parser; the Lightning side is ``lightning-hooks train`` with the same
@@ -16,6 +17,7 @@ flags. Both load data in the process (Classy's ``DEFAULT_NUM_WORKERS`` set to 0:
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import logging
@@ -65,7 +67,7 @@ def resnet_config(out: Path) -> Path:
 
 
 def _write(config: dict[str, Any], path: Path, out: Path) -> Path:
-    config.setdefault("hooks", []).append({"name": "run_recorder", "out": str(out / "recorded.pt")})
+    config.setdefault("hooks", []).append({"name": "run_recorder", "out": str(out / "recorded.pt"), "digest": True})
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config, indent=2))
     return path
@@ -97,13 +99,13 @@ def register() -> None:
         """Saves, per phase end: counters, losses, LR and buffers (train), meter values, and the weights of test
         phases; and
         each step's loss as ``on_step`` sees it (this rank's, before Classy averages them over ranks at the phase
-        end). ``out`` may name ``{rank}``."""
+        end). ``out`` may name ``{rank}``; with ``digest``, states are kept as :func:`digest` s."""
 
         on_start = ClassyHook._noop
 
-        def __init__(self, out: str) -> None:
+        def __init__(self, out: str, digest: bool = False) -> None:
             super().__init__()
-            self.out, self.phases, self.steps = out, [], []
+            self.out, self.digest, self.phases, self.steps = out, digest, [], []
 
         def on_phase_start(self, task: Any) -> None:
             self.steps = []
@@ -113,7 +115,7 @@ def register() -> None:
 
         @classmethod
         def from_config(cls, config: dict[str, Any]) -> RunRecorder:
-            return cls(config["out"])
+            return cls(config["out"], config.get("digest", False))
 
         def on_phase_end(self, task: Any) -> None:
             record = {"type": task.phase_type, "phase_idx": task.phase_idx, "train_phase_idx": task.train_phase_idx,
@@ -124,11 +126,12 @@ def register() -> None:
                 record["buffers"] = {k: v.detach().clone() for k, v in task.base_model.named_buffers()}
             else:
                 record["weights"] = {k: v.detach().clone() for k, v in task.base_model.state_dict().items()}
-            self.phases.append(record)
+            self.phases.append(digest(record) if self.digest else record)
 
         def on_end(self, task: Any) -> None:
             state = {k: v.detach().clone() for k, v in task.base_model.state_dict().items()}
-            torch.save({"phases": self.phases, "final": state}, self.out.format(rank=get_rank()))
+            recorded = {"phases": self.phases, "final": digest(state) if self.digest else state}
+            torch.save(recorded, self.out.format(rank=get_rank()))
 
 
 def run_classy(config: Path, out: Path, flags: list[str], project: Path | None = None) -> dict[str, Any]:
@@ -185,9 +188,10 @@ def both(root: Path, name: str, make: Any, flags: list[str], project: Path | Non
         args = ["--checkpoint_folder", str(out / "ckpt"), "--skip_tensorboard", *flags]
         if side == "lightning":
             args += ["--accelerator", "cpu", *(["--project_folder", str(project)] if project else [])]
-            runs[side] = run_lightning(config, out, args)
+            runs[side] = digest(run_lightning(config, out, args))
         else:
-            runs[side] = run_classy(config, out, args, project)
+            runs[side] = digest(run_classy(config, out, args, project))
+        delete_states(out)
     return runs
 
 
@@ -211,6 +215,25 @@ def child_main(out: str) -> None:
         except Exception:  # noqa: BLE001  (reported by the scenario's test)
             results[name] = {"failed": traceback.format_exc()}
     torch.save(results, root / "results.pt")
+
+
+def digest(value: Any) -> Any:
+    """``value`` with each tensor replaced by ``("tensor", dtype, shape, SHA-1 of its bytes)``, equal exactly when the
+    tensors are bitwise equal: dicts, lists and tuples item by item, anything else as it is."""
+    if isinstance(value, torch.Tensor):
+        flat = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+        return "tensor", str(value.dtype), tuple(value.shape), hashlib.sha1(flat.numpy().tobytes()).hexdigest()
+    if isinstance(value, dict):
+        return {key: digest(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(digest(item) for item in value)
+    return value
+
+
+def delete_states(out: Path) -> None:
+    """A run's checkpoint files and recording, once read (its config, logs and file names stay)."""
+    for path in [*(out / "ckpt").glob("*.torch"), out / "recorded.pt"]:
+        path.unlink(missing_ok=True)
 
 
 def same(a: Any, b: Any) -> bool:
