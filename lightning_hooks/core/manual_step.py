@@ -23,6 +23,7 @@ import torch
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.events import Mount
+from lightning_hooks.core.host_loop import HostLoop
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.triggers import ON, ModuleStep, Patch, Remove, StrategyTrainingStep, Trigger
 
@@ -81,11 +82,13 @@ def step_conditions(owners: str) -> dict[str, str]:
 class ManualStepAdapter(LegacyHookAdapter):
     """A family adapter whose optimizer hooks may own backward and the optimizer step (:attr:`steppers`).
 
-    The family sets ``self.steppers`` (the hooks that own the step; empty when Lightning optimises), implements
-    :meth:`step_loss` (the loss the step returned, which the hook backwards) and :meth:`end_iter` (what the host does
-    after every ``after_train_iter``), calls :meth:`check_step_owner` with its Trainer checks; its table uses
-    :func:`step_rows`. A fit with a step-owning hook runs the module in manual optimisation
-    (:class:`ManualOptimization`, one of :meth:`run_patches`), switched back at teardown.
+    The family sets ``self.steppers`` (the hooks that own the step; empty when Lightning optimises) and ``self.loop``
+    (its :class:`~lightning_hooks.core.host_loop.HostLoop`, whose ``end_iter`` fires ``after_train_iter``: at
+    :data:`AFTER_STEP` when a hook steps, else at ``on_train_batch_end``), implements :meth:`step_loss` (the loss the
+    step returned, which the hook backwards), calls :meth:`check_step_owner` with its Trainer checks; its table uses
+    :func:`step_rows`. The adapter starts each iteration in the loop at ``on_train_batch_start`` and ends it once the
+    step returned (a hook steps) or at ``on_train_batch_end``. A fit with a step-owning hook runs the module in manual
+    optimisation (:class:`ManualOptimization`, one of :meth:`run_patches`), switched back at teardown.
 
     Example::
 
@@ -95,6 +98,7 @@ class ManualStepAdapter(LegacyHookAdapter):
     """
 
     steppers: list[Any]
+    loop: HostLoop
 
     # ------------------------------------------------------------------------------------------ conditions
     def hooks_step(self) -> bool:
@@ -107,9 +111,6 @@ class ManualStepAdapter(LegacyHookAdapter):
     def step_loss(self) -> torch.Tensor:
         """The loss the wrapped ``training_step`` returned (the hook's ``loss.backward()``)."""
         raise NotImplementedError
-
-    def end_iter(self) -> None:
-        """What the host does after every ``after_train_iter`` (its counters, its log buffer)."""
 
     # ------------------------------------------------------------------------------------------ the step
     def run_patches(self, stage: str) -> tuple[Patch, ...]:
@@ -127,17 +128,21 @@ class ManualStepAdapter(LegacyHookAdapter):
                 assert trainer is not None, "the strategy's training_step runs inside a fit, after setup()"
                 lightning_api.call_before_backward(trainer, loss)
                 trainer.strategy.pre_backward(loss)
-                self.fire(AFTER_STEP)
-                self.end_iter()
+                self.loop.end_iter(None, *self._open_batch)  # the step's outputs: the loop's facade holds them
         else:
             super().trigger(trigger, **context)
+
+    def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        """Start the iteration in the loop (``before_train_iter`` fires there when Lightning steps)."""
+        self._open_batch = (batch, batch_idx)
+        self.loop.start_iter(batch, batch_idx)
 
     def end_train_batch(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        """End the iteration in the loop when Lightning steps (else it ended once the step returned)."""
         if not self.steppers:
-            self.fire(ON["on_train_batch_end"])
-            self.end_iter()
+            self.loop.end_iter(outputs, batch, batch_idx)
 
     def check_step_owner(self, trainer: pl.Trainer, accumulate_instead: str) -> None:
         """Refuse Lightning's accumulation and clipping when a hook owns the step (``accumulate_instead``: the

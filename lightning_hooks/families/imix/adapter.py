@@ -20,10 +20,11 @@ from lightning_hooks.compat import imix as compat
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.checks import Periods, check_argument, check_periods
 from lightning_hooks.core.lightning_api import pl
-from lightning_hooks.core.manual_step import BEFORE_STEP, ManualStepAdapter
+from lightning_hooks.core.manual_step import ManualStepAdapter
 from lightning_hooks.core.triggers import ON, Patch, Remove, Trigger
 from lightning_hooks.families.imix.engine import Engine
 from lightning_hooks.families.imix.events import EVENTS
+from lightning_hooks.families.imix.loop import IMIXLoop
 
 
 #: iMIX's hooks with a period option: (attribute, the mount point that divides by it, None accepted)
@@ -111,8 +112,13 @@ class IMIXAdapter(ManualStepAdapter):
         is_lr_accumulation = _setting("is_lr_accumulation", is_lr_accumulation, lr_accumulation, True)
         if not isinstance(gradient_accumulation_steps, int) or gradient_accumulation_steps < 1:
             raise ValueError(f"IMIXAdapter: gradient_accumulation_steps must be an int >= 1, got {gradient_accumulation_steps!r}")
+        real = _loaded_imix()
+        self.steppers = [h for h in self.hooks if real is not None and isinstance(h, real.OptimizerHook)]
+        #: iMIX's engine loop: counters and log buffer; fires the train rows (the engine facade reads it)
+        self.loop = IMIXLoop(self, by_epoch=by_epoch, hooks_step=bool(self.steppers))
         self.engine = self.host = Engine(
             self.hooks,
+            self.loop,
             by_epoch=by_epoch,
             gradient_accumulation_steps=gradient_accumulation_steps,
             is_lr_accumulation=is_lr_accumulation,
@@ -123,8 +129,6 @@ class IMIXAdapter(ManualStepAdapter):
             _check_unowned(hook)
         for hook in self.hooks:
             hook.trainer = weakref.proxy(self.engine)
-        real = _loaded_imix()
-        self.steppers = [h for h in self.hooks if real is not None and isinstance(h, real.OptimizerHook)]
         self.scalers = [h for h in self.steppers if isinstance(h, real.Fp16OptimizerHook)]
         self.schedulers = [h for h in self.hooks if real is not None and isinstance(h, real.LRSchedulerHook)]
         self._module: pl.LightningModule | None = None
@@ -220,40 +224,37 @@ class IMIXAdapter(ManualStepAdapter):
         if stage != "fit":
             return
         self._check_trainer(trainer)
-        self.engine._epoch = self.engine._inner_iter = None
+        self.loop.start_run()
 
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._check_schedulers(trainer)
         self._check_epochs(trainer)
-        self.engine.start_iter = self.engine.iter = lightning_api.train_batches_fetched(trainer)
+        start_iter = lightning_api.train_batches_fetched(trainer)
         real = compat.real_hooks()
+        buffer = None
         if real is not None:
             if self.engine.by_epoch:
-                buffer = real.LogBufferStorage(self.engine.start_iter, int(trainer.num_training_batches), trainer.current_epoch)
+                buffer = real.LogBufferStorage(start_iter, int(trainer.num_training_batches), trainer.current_epoch)
             else:
-                buffer = real.LogBufferStorage(self.engine.start_iter, by_epoch=False)
-            self.engine._log_buffer = buffer.__enter__()
+                buffer = real.LogBufferStorage(start_iter, by_epoch=False)
+            buffer = buffer.__enter__()
             self._write_metrics = real.periods.write_metrics
         self._train_running = True
-        self.fire(ON["on_train_start"])
+        self.loop.start_train(start_iter, trainer.current_epoch, buffer)
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
-        self.engine._epoch = trainer.current_epoch
-        self.fire(ON["on_train_epoch_start"])
+        self.loop.start_epoch(mid_epoch)
         self._data_start = time.perf_counter()
 
     def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         self._data_time = time.perf_counter() - self._data_start
-        self.engine.iter = lightning_api.train_batch_index(trainer)
-        if self.engine.by_epoch:
-            self.engine.inner_iter = batch_idx
-        self.fire(ON["on_train_batch_start"])
+        super().start_train_batch(trainer, pl_module, batch, batch_idx)
 
     def run_step(self, method: str, step: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """One iMIX iteration inside ``training_step``: [before_train_iter], forward, metrics; ``after_train_iter``
         follows from the strategy (:meth:`trigger`) or ``on_train_batch_end``."""
-        self.fire(BEFORE_STEP)
+        self.loop.before_step()
         with self._autocast():
             result = step(*args, **kwargs)
         output = _loss_dict(result)
@@ -272,9 +273,7 @@ class IMIXAdapter(ManualStepAdapter):
         self._data_start = time.perf_counter()
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
-        self.fire(trigger)
-        if self.engine.by_epoch and self.engine._log_buffer is not None:
-            self.engine.log_buffer.epoch_step()
+        self.loop.end_epoch(trigger)
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -297,16 +296,6 @@ class IMIXAdapter(ManualStepAdapter):
         self._close_buffer()
 
     # ---------------------------------------------------------------------------------------------- helpers
-    def end_iter(self) -> None:
-        """What iMIX's engine does after every ``after_train_iter``."""
-        trainer = self.engine
-        if trainer._log_buffer is not None:
-            trainer._log_buffer.step()
-            if trainer.by_epoch:
-                trainer._log_buffer.epoch_iter(trainer.inner_iter)
-        if trainer.by_epoch:
-            trainer.iter += 1
-
     def _autocast(self) -> contextlib.AbstractContextManager:
         if self.scalers and self.engine.lightning.strategy.root_device.type == "cuda":
             return torch.autocast("cuda", dtype=torch.float16)
@@ -367,10 +356,8 @@ class IMIXAdapter(ManualStepAdapter):
             )
 
     def _close_buffer(self) -> None:
-        buffer, self.engine._log_buffer = self.engine._log_buffer, None
         self._write_metrics = None
-        if buffer is not None:
-            buffer.__exit__(None, None, None)
+        self.loop.close_log_buffer()
 
 
 def _check_unowned(hook: Any) -> None:

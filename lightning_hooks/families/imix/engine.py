@@ -12,6 +12,7 @@ import torch
 from lightning_hooks.core.loaders import Loader
 from lightning_hooks.core.facade import Facade, WorkDir
 from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.families.imix.loop import IMIXLoop
 
 
 class Config(dict):
@@ -28,10 +29,12 @@ class Config(dict):
 class Engine(Facade):
     """iMIX's engine (``imixEngine``) as its hooks see it as ``self.trainer``, backed by a Lightning trainer.
 
-    ``iter`` is the 0-based index of the current iteration across epochs and ``inner_iter`` the index inside the
-    epoch; in by-epoch mode ``iter`` advances after ``after_train_iter`` as in iMIX's engine. ``optimizer`` is
-    Lightning's optimizer wrapper (its ``step()`` counts toward ``global_step``), ``log_buffer`` iMIX's
-    ``LogBufferStorage`` for the current fit, ``output`` the step's loss dict with a graph-attached ``loss``.
+    The counters and the log buffer are the host loop's (:class:`~lightning_hooks.families.imix.loop.IMIXLoop`),
+    read here: ``iter`` is the 0-based index of the current iteration across epochs and ``inner_iter`` the index
+    inside the epoch; in by-epoch mode ``iter`` advances after ``after_train_iter`` as in iMIX's engine (a hook may set
+    ``iter`` and ``inner_iter``, as iMIX's plain attributes). ``optimizer`` is Lightning's optimizer wrapper (its
+    ``step()`` counts toward ``global_step``), ``log_buffer`` iMIX's ``LogBufferStorage`` for the current fit,
+    ``output`` the step's loss dict with a graph-attached ``loss``.
 
     Example::
 
@@ -45,6 +48,7 @@ class Engine(Facade):
     def __init__(
         self,
         hooks: list[Any],
+        loop: IMIXLoop,
         by_epoch: bool = True,
         gradient_accumulation_steps: int = 1,
         is_lr_accumulation: bool = True,
@@ -53,17 +57,13 @@ class Engine(Facade):
     ) -> None:
         self.lightning: pl.Trainer | None = None
         self._hooks = hooks
+        self._loop = loop
         self.by_epoch = by_epoch
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.is_lr_accumulation = is_lr_accumulation
         self._work_dir = WorkDir(work_dir, "IMIXAdapter", family="imix")
         self._cfg = Config(cfg) if isinstance(cfg, Mapping) else cfg
-        self.iter = 0
-        self.start_iter = 0
-        self._inner_iter: int | None = None
-        self._epoch: int | None = None
         self.output: dict[str, Any] = {}
-        self._log_buffer: Any = None
 
     def _need(self, name: str, value: Any, why: str) -> Any:
         if value is None:
@@ -78,7 +78,7 @@ class Engine(Facade):
     @property
     def log_buffer(self) -> Any:
         """iMIX's ``LogBufferStorage``, entered as the current (global) log buffer from ``before_train`` on."""
-        return self._need("log_buffer", self._log_buffer, "before training starts, nor without imix installed")
+        return self._need("log_buffer", self._loop.log_buffer, "before training starts, nor without imix installed")
 
     @property
     def work_dir(self) -> str:
@@ -96,19 +96,35 @@ class Engine(Facade):
         return optimizers[0] if isinstance(optimizers, list) else optimizers
 
     @property
+    def iter(self) -> int:
+        """The current iteration's index over the run (by epoch: advanced after ``after_train_iter``)."""
+        return self._loop.iter
+
+    @iter.setter
+    def iter(self, value: int) -> None:
+        self._loop.iter = value
+
+    @property
+    def start_iter(self) -> int:
+        """The iteration training started at (a resumed fit's restored count)."""
+        return self._loop.first_iter
+
+    @property
     def epoch(self) -> int:
         """The epoch of the current iteration; in ``after_train`` the last epoch run, as iMIX's loop variable (which
         its engine sets from the first ``before_train_epoch`` on, and never by iteration)."""
-        return self._counter("epoch", self._epoch, "before the first epoch starts")
+        loop = self._loop
+        return self._counter("epoch", loop.epoch if loop.epoch_set else None, "before the first epoch starts")
 
     @property
     def inner_iter(self) -> int:
         """The iteration's index inside its epoch, set by iMIX's epoch loop from the first iteration on."""
-        return self._counter("inner_iter", self._inner_iter, "before the first iteration")
+        loop = self._loop
+        return self._counter("inner_iter", loop.inner_iter if loop.inner_iter_set else None, "before the first iteration")
 
     @inner_iter.setter
     def inner_iter(self, value: int) -> None:
-        self._inner_iter = value
+        self._loop.inner_iter, self._loop.inner_iter_set = value, True
 
     def _counter(self, name: str, value: int | None, when: str) -> int:
         """An epoch-loop counter where iMIX's engine has set it; elsewhere the AttributeError iMIX raises, so that a

@@ -19,9 +19,10 @@ from lightning_hooks.core.checks import check_argument, is_int
 from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.core.family import adapter_options
 from lightning_hooks.core.lightning_api import pl
-from lightning_hooks.core.manual_step import BEFORE_STEP, ManualStepAdapter
+from lightning_hooks.core.manual_step import ManualStepAdapter
 from lightning_hooks.core.triggers import ON, ModuleLoadCheckpoint, Patch, Remove, Trigger
 from lightning_hooks.families.mmcv.events import EVENTS
+from lightning_hooks.families.mmcv.loop import MMCVLoop, run_limits
 
 # mmcv 1.x is not a dependency of lightning-hooks (and mmcv 2.x has no mmcv.runner): its modules are imported where
 # an mmcv hook or config is already in hand.
@@ -122,9 +123,12 @@ class MMCVAdapter(ManualStepAdapter):
                 raise ValueError(f"MMCVAdapter(runner={runner!r}): {unknown}")
         self._runner_cfg = runner_cfg
         super().__init__(hooks)
-        self.runner = self.host = Runner(self.hooks, self.hook_caller, runner_type, work_dir, meta, logger, model)
         real = _runner_module()
         self.steppers = [h for h in self.hooks if isinstance(h, real.OptimizerHook)]
+        #: mmcv's runner loop: counters, lengths, mode; fires the train and val rows (the runner facade reads it)
+        self.loop = MMCVLoop(self, runner_type == "IterBasedRunner", hooks_step=bool(self.steppers))
+        self.runner = self.host = Runner(self.hooks, self.hook_caller, self.loop, runner_type, work_dir, meta, logger,
+                                         model)  # fmt: skip  # Runner's arguments, continued
         self._build_plan((self.runner,))
         self._resumed_at: tuple[int, int] | None = None
 
@@ -221,7 +225,7 @@ class MMCVAdapter(ManualStepAdapter):
 
     # ------------------------------------------------------------------------------------------ conditions
     def iter_based(self) -> bool:
-        return self.runner._runner_type == "IterBasedRunner"
+        return self.loop.iter_based
 
     def epoch_based(self) -> bool:
         return not self.iter_based()
@@ -252,9 +256,10 @@ class MMCVAdapter(ManualStepAdapter):
         self.runner._attach(trainer)
         if stage != "fit":
             return
-        self.runner._reset()  # a new run; a resumed one restores the counters after setup (load_host_state)
-        if self._resumed_at is not None:  # from an mmcv checkpoint (start_after)
-            self.runner._epoch, self.runner._iter = self._resumed_at
+        # a new run, or one going on from an mmcv checkpoint (start_after); a resumed fit restores the counters
+        # after setup (load_host_state)
+        self.loop.start_run(*(self._resumed_at or (0, 0)))
+        self.runner.outputs = {}
         self._held_back: dict[str, torch.Tensor] = {}
         self._sampler_epoch: int | None = None
         self._check_trainer(trainer)
@@ -273,6 +278,7 @@ class MMCVAdapter(ManualStepAdapter):
                                            "also validates after the last epoch")  # fmt: skip
         # mmcv's runners know max_iters before before_run (CyclicLrUpdaterHook reads it there): size the loader now
         lightning_api.setup_train_data(trainer)
+        self._set_limits(trainer)
         self._sampler_epoch = getattr(_epoch_sampler(trainer.train_dataloader), "epoch", None)
         if self._resumed_at is not None:
             epoch, iteration = self._resumed_at
@@ -285,32 +291,27 @@ class MMCVAdapter(ManualStepAdapter):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # the loader was built at on_fit_start, before Lightning restored its mid-epoch position: apply it now
         lightning_api.load_combined_loader_states(trainer)
-        if self.iter_based():
-            self.runner._epoch = trainer.current_epoch
-        self.fire(ON["on_train_start"])
+        self.loop.start_train(passes=trainer.current_epoch)
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         # mmcv's runner.train() puts the model in train mode first: an EvalHook's test left it in eval mode
         self.runner.model.train()
-        self.runner._start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
+        self._set_limits(trainer)  # the loader may have been reloaded
+        self.loop.start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
         self._hand_back_sampler_epoch(trainer)
-        self.fire(ON["on_train_epoch_start"])
+        self.loop.start_epoch(mid_epoch)
 
     def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        if self.runner.mode != "train":
-            self.runner._start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
-        if self.iter_based():
+        if self.loop.mode != "train":
+            self.loop.start_mode("train", trainer.train_dataloader, _batches(trainer.num_training_batches))
+        if self.loop.iter_based:
             self.runner.model.train()  # IterBasedRunner.train() does, each iteration
-            # IterBasedRunner reads its IterLoader's epoch before drawing the batch: the first batch of a new pass
-            # still sees the previous pass's epoch
-            self.runner._epoch = trainer.current_epoch - (batch_idx == 0 and trainer.current_epoch > 0)
-        self.runner._start_iter(0 if self.iter_based() else batch_idx, batch)
-        self.fire(ON["on_train_batch_start"])
+        super().start_train_batch(trainer, pl_module, batch, batch_idx)
 
     def run_step(self, method: str, step: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """One mmcv iteration inside ``training_step``: [before_train_iter], the step, ``runner.outputs`` and the log
         buffer update of mmcv's ``run_iter``; ``after_train_iter`` follows from the strategy or the batch end."""
-        self.fire(BEFORE_STEP)
+        self.loop.before_step()
         result = step(*args, **kwargs)
         self._take_outputs(result, "training_step")
         return result
@@ -326,14 +327,12 @@ class MMCVAdapter(ManualStepAdapter):
     def step_loss(self) -> torch.Tensor:
         return self.runner.outputs["loss"]
 
-    def end_iter(self) -> None:
-        self.runner._end_iter(train=True)
-
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
-        self.fire(trigger)
+        self.loop.end_epoch(trigger)
         self._sampler_epoch = getattr(_epoch_sampler(trainer.train_dataloader), "epoch", None)
-        if self.epoch_based():
-            self.runner._epoch += 1
+
+    def _set_limits(self, trainer: pl.Trainer) -> None:
+        self.loop.set_limits(*run_limits(trainer, self.loop.iter_based, self.runner._iters_per_step()))
 
     def _release_work_dir(self) -> None:
         """Also close the log file :func:`~lightning_hooks.families.mmcv.logging.configure_logging` opened in a
@@ -356,16 +355,15 @@ class MMCVAdapter(ManualStepAdapter):
         if self.real_validation():
             loaders = trainer.val_dataloaders
             loader = loaders[0] if isinstance(loaders, (list, tuple)) else loaders
-            self.runner._start_mode("val", loader, _batches(sum(trainer.num_val_batches)))
+            self.loop.start_mode("val", loader, _batches(sum(trainer.num_val_batches)))
 
     @override
     def on_validation_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0
     ) -> None:
-        if self.runner.mode != "val":  # a validation that started without an epoch start
+        if self.loop.mode != "val":  # a validation that started without an epoch start
             self._start_validation(trainer)
-        self.runner._start_iter(batch_idx, batch)
-        self.fire(ON["on_validation_batch_start"])
+        self.loop.start_val_iter(batch, batch_idx)
 
     @override
     def on_validation_batch_end(
@@ -374,16 +372,14 @@ class MMCVAdapter(ManualStepAdapter):
     ) -> None:  # fmt: skip
         if self.real_validation() and outputs is not None:
             self._take_outputs(outputs, "validation_step")
-        self.fire(ON["on_validation_batch_end"])
-        self.runner._end_iter(train=False)
+        self.loop.end_val_iter()
 
     # ------------------------------------------------------------------------------------------ checkpoint state
     def host_state(self) -> dict[str, Any]:
-        return {"epoch": self.runner._epoch, "iter": self.runner._iter, "meta": self.runner.meta}
+        return {**self.loop.state_dict(), "meta": self.runner.meta}
 
     def load_host_state(self, state: dict[str, Any]) -> None:
-        self.runner._epoch = state.get("epoch", 0)
-        self.runner._iter = state.get("iter", 0)
+        self.loop.load_state_dict({"epoch": state.get("epoch", 0), "iter": state.get("iter", 0)})
         if state.get("meta") is not None:
             self.runner.meta = state["meta"]
 

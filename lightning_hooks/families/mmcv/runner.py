@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import os
 from typing import Any
 
@@ -14,6 +13,7 @@ from lightning_hooks.core.dispatch import HookCaller
 from lightning_hooks.core.loaders import Loader
 from lightning_hooks.core.facade import Facade, WorkDir
 from lightning_hooks.core.lightning_api import LIGHTNING_MODULES, pl, rank_zero_warn
+from lightning_hooks.families.mmcv.loop import MMCVLoop
 
 #: mmcv's two runners; the adapter replays the one named by ``MMCVAdapter(runner=...)``.
 RUNNERS = ("EpochBasedRunner", "IterBasedRunner")
@@ -22,9 +22,11 @@ RUNNERS = ("EpochBasedRunner", "IterBasedRunner")
 class Runner(Facade):
     """mmcv 1.x's runner as its hooks see it.
 
-    Counters follow mmcv: ``epoch`` is the number of finished train epochs (it advances after ``after_train_epoch``),
-    ``iter`` the number of finished train iterations (it advances after ``after_train_iter``), ``inner_iter`` the
-    batch index inside the epoch (``IterBasedRunner`` with ``workflow=[('train', 1)]``: 0 during an iteration).
+    The counters, lengths, ``mode``, ``data_loader`` and ``data_batch`` are the host loop's
+    (:class:`~lightning_hooks.families.mmcv.loop.MMCVLoop`), read here: ``epoch`` is the number of finished train
+    epochs (it advances after ``after_train_epoch``), ``iter`` the number of finished train iterations (it advances
+    after ``after_train_iter``), ``inner_iter`` the batch index inside the epoch (``IterBasedRunner`` with
+    ``workflow=[('train', 1)]``: 0 during an iteration).
     ``model`` is the mmcv model the LightningModule holds (a module with ``train_step``, or the one
     ``MMCVAdapter(model=...)`` names; else the LightningModule), ``optimizer`` Lightning's wrapper of the first
     optimizer (an instance of its class; its ``step()`` counts toward ``trainer.global_step``), ``outputs`` the
@@ -44,6 +46,7 @@ class Runner(Facade):
         self,
         hooks: list[Any],
         caller: HookCaller,
+        loop: MMCVLoop,
         runner_type: str,
         work_dir: str | os.PathLike | None,
         meta: dict[str, Any] | None,
@@ -56,6 +59,7 @@ class Runner(Facade):
         self.lightning: pl.Trainer | None = None
         self._hooks = hooks
         self._caller = caller
+        self._loop = loop
         self._runner_type = runner_type
         self._work_dir = WorkDir(work_dir, "MMCVAdapter", family="mmcv")
         self.meta = meta
@@ -65,56 +69,52 @@ class Runner(Facade):
         self._model: torch.nn.Module | None = None
         self.timestamp = get_time_str()
         self.log_buffer = LogBuffer()
-        self._reset()
-
-    def _reset(self) -> None:
-        """The state of a new mmcv runner: no mode, no loader, counters at 0."""
-        self.mode: str | None = None
         self.outputs: dict[str, Any] = {}
-        self._epoch = 0
-        self._iter = 0
-        self._inner_iter = 0
-        self._data_loader: Any = None
 
     # ---------------------------------------------------------------------------------------------- counters
     @property
     def epoch(self) -> int:
         """Finished train epochs (``IterBasedRunner``: the train loader's epoch)."""
-        return self._epoch
+        return self._loop.epoch
 
     @property
     def iter(self) -> int:
         """Finished train iterations."""
-        return self._iter
+        return self._loop.iter
 
     @property
     def inner_iter(self) -> int:
         """The batch index in the current epoch (``IterBasedRunner``: 0 during an iteration and 1 after it, as with
         its ``workflow=[('train', 1)]``)."""
-        return self._inner_iter
+        return self._loop.inner_iter
+
+    @property
+    def mode(self) -> str | None:
+        """``"train"`` or ``"val"``: the workflow phase running (None before the first)."""
+        return self._loop.mode
 
     @property
     def max_epochs(self) -> int:
         """``Trainer(max_epochs)``; for ``IterBasedRunner`` the epochs ``max_iters`` spans, as mmcv leaves it unset."""
-        trainer = self._lightning("max_epochs")
-        if self._runner_type == "IterBasedRunner":
-            return math.ceil(self.max_iters / trainer.num_training_batches)
-        return trainer.max_epochs
+        self._lightning("max_epochs")
+        return self._bounded("max_epochs", self._loop.max_epochs)
 
     @property
     def max_iters(self) -> int:
         """Train iterations of the run: ``max_epochs`` times the batches per epoch, or ``Trainer(max_steps)``
-        iterations (times the accumulation of a ``GradientCumulativeOptimizerHook``) when that ends the run sooner."""
-        trainer = self._lightning("max_iters")
-        iters = math.inf if trainer.max_epochs in (None, -1) else trainer.max_epochs * trainer.num_training_batches
-        if trainer.max_steps > 0:
-            iters = min(iters, trainer.max_steps * self._iters_per_step())
-        if math.isinf(iters):
+        iterations (times the accumulation of a ``GradientCumulativeOptimizerHook``) when that ends the run sooner
+        (:func:`~lightning_hooks.families.mmcv.loop.run_limits`, as the fit starts)."""
+        self._lightning("max_iters")
+        return self._bounded("max_iters", self._loop.max_iters)
+
+    def _bounded(self, name: str, value: int | None) -> int:
+        if value is None:
             raise AttributeError(
-                "lightning-hooks' mmcv runner facade: 'max_iters' is unbounded (Trainer without max_epochs and "
-                "max_steps, or a train loader without a length). Give the Trainer max_steps or max_epochs."
+                f"lightning-hooks' mmcv runner facade: {name!r} is unbounded (Trainer without max_epochs and "
+                "max_steps, or a train loader without a length), or read outside a fit. Give the Trainer max_steps "
+                "or max_epochs."
             )
-        return int(iters)
+        return value
 
     # mmcv's Hook.is_last_epoch / is_last_iter read the private fields
     _max_epochs = max_epochs
@@ -156,11 +156,11 @@ class Runner(Facade):
     @property
     def data_loader(self) -> Loader:
         """The loader of the current mode; ``len()`` is the batches Lightning runs per epoch."""
-        return self._need("data_loader", self._data_loader, "before the first train or validation epoch")
+        return self._need("data_loader", self._loop.data_loader, "before the first train or validation epoch")
 
     @property
     def data_batch(self) -> Any:
-        return self._need("data_batch", vars(self).get("_data_batch"), "outside an iteration")
+        return self._need("data_batch", self._loop.data_batch, "outside an iteration")
 
     @property
     def work_dir(self) -> str:
@@ -255,21 +255,6 @@ class Runner(Facade):
         if path is None:
             path = find_model(root, _is_mmcv_model, adapter="MMCVAdapter", what="mmcv models (modules with train_step)")
         self._model = submodule(root, path or "", adapter="MMCVAdapter")
-
-    def _start_mode(self, mode: str, loader: Any, batches: int) -> None:
-        self.mode = mode
-        self._data_loader = Loader(loader, batches)
-
-    def _start_iter(self, inner_iter: int, batch: Any) -> None:
-        self._inner_iter = inner_iter
-        self._data_batch = batch
-
-    def _end_iter(self, train: bool) -> None:
-        vars(self).pop("_data_batch", None)
-        if train:
-            self._iter += 1
-        if self._runner_type == "IterBasedRunner":
-            self._inner_iter += 1  # reset to 0 by the next iteration's start, as each workflow cycle does
 
     def _need(self, name: str, value: Any, why: str) -> Any:
         if value is None:

@@ -1,0 +1,138 @@
+"""``IMIXLoop``: iMIX's engine loop (``CommonEngine.train_by_epoch`` / ``train_by_iter`` / ``run_train_epoch`` and
+``EngineBase``'s mount points) run by Lightning's events, a :class:`~lightning_hooks.core.host_loop.HostLoop`.
+
+It owns what iMIX's ``imixEngine`` counts: ``iter`` (across epochs), ``epoch`` and ``inner_iter`` (set by the epoch
+loop only: by iteration iMIX never sets them), ``start_iter``, and the ``LogBufferStorage`` the engine steps after
+every ``after_train_iter`` and ``after_train_epoch``. The
+:class:`~lightning_hooks.families.imix.engine.Engine` facade reads them here. The loop fires the train rows through the
+:class:`~lightning_hooks.core.dispatch.HookCaller` it is given, in the engine's order. The adapter calls it:
+
+=============================================  ===================================================================
+Lightning event (adapter)                      loop call: rows fired, counters moved
+=============================================  ===================================================================
+``setup`` (fit)                                :meth:`start_run`: ``epoch`` / ``inner_iter`` unset
+``on_train_start``                             :meth:`start_train`: ``start_iter``, ``iter``, the log buffer;
+                                               ``before_train``
+``on_train_epoch_start`` (or the 1st batch)    :meth:`start_epoch`: ``epoch``; ``before_train_epoch``
+``on_train_batch_start``                       :meth:`start_iter`: ``iter``, ``inner_iter``; ``before_train_iter``
+                                               when Lightning steps
+wrapped ``training_step``                      :meth:`before_step`: ``before_train_iter`` when a hook steps
+after the step / ``on_train_batch_end``        :meth:`end_iter`: ``after_train_iter``, the log buffer's step, then
+                                               ``iter += 1`` (by epoch)
+``on_train_epoch_end``                         :meth:`end_epoch`: ``after_train_epoch``, the log buffer's epoch step
+``on_train_end`` / ``teardown``                :meth:`close_log_buffer`
+=============================================  ===================================================================
+
+Lightning's counts are read where the loop cannot count them: when training starts (a resumed fit's restored
+iteration and epoch, as iMIX's ``resume_or_load`` reads them from its checkpoint).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightning_hooks.core.dispatch import HookCaller
+from lightning_hooks.core.manual_step import AFTER_STEP, BEFORE_STEP
+from lightning_hooks.core.triggers import ON, Trigger
+
+_BEFORE_ITER = ON["on_train_batch_start"]
+
+
+class IMIXLoop:
+    """iMIX's engine loop as Lightning's events drive it: counters, the log buffer, the train rows.
+
+    ``by_epoch``: ``train_by_epoch`` (else ``train_by_iter``); ``hooks_step``: an ``OptimizerHook`` owns the step, so
+    ``before_train_iter`` / ``after_train_iter`` fire around the wrapped step (:data:`BEFORE_STEP`,
+    :data:`AFTER_STEP`) rather than from the batch callbacks. ``iter`` is the current iteration's index over the run
+    (by epoch it advances after ``after_train_iter``, as ``run_train_epoch``'s ``self.iter += 1``), ``epoch`` the
+    current epoch's index (it stays at the last one after training, as iMIX's loop variable), ``inner_iter`` the
+    iteration's index in its epoch; ``epoch_set`` / ``inner_iter_set`` say whether iMIX has set them yet.
+
+    Example (one epoch of two batches, Lightning stepping)::
+
+        loop = IMIXLoop(adapter, by_epoch=True, hooks_step=False)
+        loop.start_run(); loop.start_train(start_iter=0, epoch=0); loop.start_epoch(False)
+        loop.start_iter(batch, 0); loop.end_iter(outputs, batch, 0)  # before/after_train_iter; loop.iter == 1
+        loop.start_iter(batch, 1); loop.end_iter(outputs, batch, 1)
+        loop.end_epoch(ON["on_train_epoch_end"])  # after_train_epoch; loop.epoch == 0, as iMIX's
+    """
+
+    def __init__(self, caller: HookCaller, by_epoch: bool, hooks_step: bool) -> None:
+        self.caller = caller
+        self.by_epoch = by_epoch
+        self.hooks_step = hooks_step
+        self._after_iter: Trigger = AFTER_STEP if hooks_step else ON["on_train_batch_end"]
+        #: iMIX's ``LogBufferStorage`` of the open training (None: not training, or imix not installed)
+        self.log_buffer: Any = None
+        self.iter = self.first_iter = 0
+        self.start_run()
+
+    # ------------------------------------------------------------------------------------------------ the run
+    def start_run(self) -> None:
+        """A fit starts (``setup``): iMIX's epoch loop has not set ``epoch`` / ``inner_iter`` yet."""
+        self.epoch = self.inner_iter = 0
+        self.epoch_set = self.inner_iter_set = False
+        self._next_epoch = 0
+        self._next_iter = self.iter
+
+    def start_train(self, start_iter: int, epoch: int, log_buffer: Any = None) -> None:
+        """Training starts at iteration ``start_iter`` and epoch ``epoch`` (Lightning's, restored when the fit
+        resumed), ``log_buffer`` entered as iMIX's ``with LogBufferStorage(...)``: ``before_train``."""
+        self.first_iter = self.iter = self._next_iter = start_iter
+        self._next_epoch = epoch
+        self.log_buffer = log_buffer
+        self.caller.fire(ON["on_train_start"])
+
+    def close_log_buffer(self) -> None:
+        """Leave the log buffer's ``with`` (training ended or failed); idempotent."""
+        buffer, self.log_buffer = self.log_buffer, None
+        if buffer is not None:
+            buffer.__exit__(None, None, None)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The counters (iMIX's checkpoints keep the iteration and epoch; a Lightning fit resumes from its own)."""
+        return {"epoch": self.epoch, "iter": self.iter, "inner_iter": self.inner_iter}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.epoch, self.iter, self.inner_iter = state["epoch"], state["iter"], state["inner_iter"]
+        self._next_iter = self.iter
+
+    # ------------------------------------------------------------------------------------------------ train
+    def start_epoch(self, mid_epoch: bool) -> None:
+        """``for self.epoch in range(...)``: the epoch's index, then ``before_train_epoch`` (by epoch only)."""
+        self.epoch, self.epoch_set = self._next_epoch, True
+        self.caller.fire(ON["on_train_epoch_start"])
+
+    def start_iter(self, batch: Any, batch_idx: int) -> None:
+        """An iteration's batch is drawn: ``iter`` (the run's index), ``inner_iter`` (by epoch), then
+        ``before_train_iter`` when Lightning steps (else :meth:`before_step` fires it)."""
+        self.iter = self._next_iter
+        self._next_iter += 1
+        if self.by_epoch:
+            self.inner_iter, self.inner_iter_set = batch_idx, True
+        if not self.hooks_step:
+            self.caller.fire(_BEFORE_ITER)
+
+    def before_step(self) -> None:
+        """Right before the forward, when a hook owns the step: ``before_train_iter``."""
+        self.caller.fire(BEFORE_STEP)
+
+    def end_iter(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """The step ran: ``after_train_iter`` (a step-owning hook's backward and step), the log buffer's step (by
+        epoch also its ``epoch_iter``), then by epoch ``iter += 1``."""
+        self.caller.fire(self._after_iter)
+        buffer = self.log_buffer
+        if buffer is not None:
+            buffer.step()
+            if self.by_epoch:
+                buffer.epoch_iter(self.inner_iter)
+        if self.by_epoch:
+            self.iter += 1
+
+    def end_epoch(self, trigger: Trigger) -> None:
+        """The epoch ends: ``trigger``'s rows (``after_train_epoch``), then the log buffer's ``epoch_step`` (by
+        epoch); the next epoch is the following index."""
+        self.caller.fire(trigger)
+        if self.by_epoch and self.log_buffer is not None:
+            self.log_buffer.epoch_step()
+        self._next_epoch = self.epoch + 1

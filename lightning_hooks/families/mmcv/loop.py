@@ -1,0 +1,178 @@
+"""``MMCVLoop``: mmcv 1.x's runner loop (``EpochBasedRunner.train`` / ``val``, ``IterBasedRunner.train`` / ``val``)
+run by Lightning's events, a :class:`~lightning_hooks.core.host_loop.HostLoop`.
+
+It owns what mmcv's runner loop owns: the counters (``epoch``, ``iter``, ``inner_iter``; IterBasedRunner's epoch is
+its ``IterLoader``'s pass), the stop rule's lengths (``max_epochs`` / ``max_iters``, mmcv's ``_max_epochs`` /
+``_max_iters``), the workflow's ``mode`` with its loader, and the open iteration's ``data_batch``. The
+:class:`~lightning_hooks.families.mmcv.runner.Runner` facade reads them here and writes none. The loop fires the
+train and validation rows through the :class:`~lightning_hooks.core.dispatch.HookCaller` it is given, in the
+runners' order. The adapter calls it at Lightning's events:
+
+=============================================  ===================================================================
+Lightning event (adapter)                      loop call: rows fired, counters moved
+=============================================  ===================================================================
+``setup`` (fit)                                :meth:`start_run`: counters at 0, or where an mmcv checkpoint left
+                                               them (``MMCVAdapter.start_after``); a resumed fit then loads its own
+``on_fit_start`` / each train epoch's start    :meth:`set_limits`: ``max_epochs`` / ``max_iters`` of the Trainer
+``on_train_start``                             :meth:`start_train`: IterBasedRunner's ``before_epoch``
+``on_train_epoch_start`` (or the 1st batch)    :meth:`start_mode` ``"train"``, :meth:`start_epoch`:
+                                               ``before_train_epoch``
+``on_train_batch_start``                       :meth:`start_iter`: ``inner_iter``, ``data_batch``;
+                                               ``before_train_iter`` when Lightning steps
+wrapped ``training_step``                      :meth:`before_step`: ``before_train_iter`` when a hook steps
+after the step / ``on_train_batch_end``        :meth:`end_iter`: ``after_train_iter``, then ``iter += 1``
+                                               (IterBasedRunner: ``inner_iter += 1``)
+last batch / ``on_train_epoch_end``            :meth:`end_epoch`: ``after_train_epoch``, then ``epoch += 1``
+                                               (IterBasedRunner: the loader's pass ends)
+``on_validation_epoch_start``                  :meth:`start_mode` ``"val"``
+``on_validation_batch_start`` / ``_end``       :meth:`start_val_iter` / :meth:`end_val_iter`
+=============================================  ===================================================================
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from lightning_hooks.core.dispatch import HookCaller
+from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.loaders import Loader
+from lightning_hooks.core.manual_step import AFTER_STEP, BEFORE_STEP
+from lightning_hooks.core.triggers import ON, Trigger
+
+_BEFORE_ITER = ON["on_train_batch_start"]
+_AFTER_ITER = ON["on_train_batch_end"]
+_BEFORE_VAL_ITER = ON["on_validation_batch_start"]
+_AFTER_VAL_ITER = ON["on_validation_batch_end"]
+
+
+class MMCVLoop:
+    """mmcv 1.x's runner loop as Lightning's events drive it: counters, lengths, mode, the train and val rows.
+
+    ``iter_based``: ``IterBasedRunner`` (else ``EpochBasedRunner``); ``hooks_step``: an ``OptimizerHook`` owns the
+    step, so ``before_train_iter`` / ``after_train_iter`` fire around the wrapped step (:data:`BEFORE_STEP`,
+    :data:`AFTER_STEP`) rather than from the batch callbacks. ``epoch`` counts finished train epochs (the train
+    loader's finished passes before the current batch was drawn, for IterBasedRunner), ``iter`` finished train
+    iterations, ``inner_iter`` the batch index in the epoch (IterBasedRunner: 0 during an iteration, 1 after it, as
+    its ``workflow=[('train', 1)]`` cycle).
+
+    Example (one epoch of two batches, Lightning stepping)::
+
+        loop = MMCVLoop(adapter, iter_based=False, hooks_step=False)
+        loop.start_run(); loop.start_train(passes=0); loop.start_mode("train", loader, 2); loop.start_epoch(False)
+        loop.start_iter(batch, 0); loop.end_iter(outputs, batch, 0)  # before/after_train_iter; loop.iter == 1
+        loop.start_iter(batch, 1); loop.end_iter(outputs, batch, 1)
+        loop.end_epoch(LAST_TRAIN_BATCH)  # after_train_epoch; loop.epoch == 1
+    """
+
+    def __init__(self, caller: HookCaller, iter_based: bool, hooks_step: bool) -> None:
+        self.caller = caller
+        self.iter_based = iter_based
+        self._after_iter: Trigger = AFTER_STEP if hooks_step else _AFTER_ITER
+        self.hooks_step = hooks_step
+        #: mmcv's ``_max_epochs`` / ``_max_iters`` (None: unbounded, or not known before the fit starts)
+        self.max_epochs: int | None = None
+        self.max_iters: int | None = None
+        self.start_run()
+
+    # ------------------------------------------------------------------------------------------------ the run
+    def start_run(self, epoch: int = 0, iteration: int = 0) -> None:
+        """A new runner's state (``setup`` of a fit): no mode, no loader, the counters at ``epoch`` / ``iteration``
+        (an mmcv checkpoint's ``meta``, as after ``runner.resume``; 0 for a new run)."""
+        self.epoch, self.iter, self.inner_iter = epoch, iteration, 0
+        self.passes = 0  # IterBasedRunner: the train loader's finished passes (its IterLoader's epoch)
+        self.mode: str | None = None
+        self.data_loader: Loader | None = None
+        self.data_batch: Any = None
+
+    def set_limits(self, max_epochs: int | None, max_iters: int | None) -> None:
+        """The run's lengths as mmcv's runner knows them from ``before_run`` on (None: unbounded)."""
+        self.max_epochs, self.max_iters = max_epochs, max_iters
+
+    def start_train(self, passes: int) -> None:
+        """Training starts (``on_train_start``; a resumed fit's Lightning loop is restored): IterBasedRunner's
+        ``before_epoch``, its epoch the loader's ``passes`` (Lightning's epoch)."""
+        if self.iter_based:
+            self.passes = self.epoch = passes
+        self.caller.fire(ON["on_train_start"])
+
+    def start_mode(self, mode: str, loader: Any, batches: int) -> None:
+        """A workflow phase starts: ``mode`` (``"train"`` / ``"val"``) and its loader of ``batches`` batches."""
+        self.mode = mode
+        self.data_loader = Loader(loader, batches)
+
+    def state_dict(self) -> dict[str, Any]:
+        """``epoch`` and ``iter``: what mmcv's checkpoints keep in ``meta`` (``inner_iter`` starts over)."""
+        return {"epoch": self.epoch, "iter": self.iter}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.epoch, self.iter = state["epoch"], state["iter"]
+
+    # ------------------------------------------------------------------------------------------------ train
+    def start_epoch(self, mid_epoch: bool) -> None:
+        """``EpochBasedRunner.train``'s start: ``before_train_epoch`` (the table fires it for that runner only)."""
+        self.caller.fire(ON["on_train_epoch_start"])
+
+    def start_iter(self, batch: Any, batch_idx: int) -> None:
+        """An iteration's batch is drawn: ``inner_iter`` and ``data_batch`` as the runner sets them, then
+        ``before_train_iter`` when Lightning steps (else :meth:`before_step` fires it). IterBasedRunner reads its
+        loader's epoch before drawing the batch: the first batch of a new pass still sees the previous pass."""
+        if self.iter_based:
+            self.epoch = self.passes - (batch_idx == 0 and self.passes > 0)
+            self.inner_iter = 0
+        else:
+            self.inner_iter = batch_idx
+        self.data_batch = batch
+        if not self.hooks_step:
+            self.caller.fire(_BEFORE_ITER)
+
+    def before_step(self) -> None:
+        """Right before the model's step, when a hook owns it: ``before_train_iter``."""
+        self.caller.fire(BEFORE_STEP)
+
+    def end_iter(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """The step ran: ``after_train_iter`` (a step-owning hook's backward and step), then the runner's counters
+        move (``outputs``: the step's, which the runner facade already holds)."""
+        self.caller.fire(self._after_iter)
+        self.data_batch = None
+        self.iter += 1
+        if self.iter_based:
+            self.inner_iter += 1  # reset to 0 by the next iteration's start, as each workflow cycle does
+
+    def end_epoch(self, trigger: Trigger) -> None:
+        """The train epoch ends: ``trigger``'s rows (``after_train_epoch``), then ``epoch += 1``; IterBasedRunner
+        fires nothing here and counts the loader's pass."""
+        self.caller.fire(trigger)
+        if self.iter_based:
+            self.passes += 1
+        else:
+            self.epoch += 1
+
+    # ------------------------------------------------------------------------------------------------ val
+    def start_val_iter(self, batch: Any, batch_idx: int) -> None:
+        """``val``'s iteration: ``inner_iter`` (the batch index), ``data_batch``, ``before_val_iter``."""
+        self.inner_iter = batch_idx
+        self.data_batch = batch
+        self.caller.fire(_BEFORE_VAL_ITER)
+
+    def end_val_iter(self) -> None:
+        """``after_val_iter``; IterBasedRunner's ``inner_iter`` then moves."""
+        self.caller.fire(_AFTER_VAL_ITER)
+        self.data_batch = None
+        if self.iter_based:
+            self.inner_iter += 1
+
+
+def run_limits(trainer: pl.Trainer, iter_based: bool, iters_per_step: int) -> tuple[int | None, int | None]:
+    """mmcv's ``_max_epochs`` / ``_max_iters`` for a Lightning fit (None: unbounded). ``max_iters``: ``max_epochs``
+    times the batches per epoch, or ``Trainer(max_steps)`` times ``iters_per_step`` (a
+    ``GradientCumulativeOptimizerHook``'s accumulation) when that ends the run sooner. ``max_epochs``: the Trainer's;
+    for IterBasedRunner, which leaves it unset, the epochs ``max_iters`` spans."""
+    batches = trainer.num_training_batches
+    iters = math.inf if trainer.max_epochs in (None, -1) else trainer.max_epochs * batches
+    if trainer.max_steps > 0:
+        iters = min(iters, trainer.max_steps * iters_per_step)
+    max_iters = None if math.isinf(iters) else int(iters)
+    if not iter_based:
+        return trainer.max_epochs, max_iters
+    return (None if max_iters is None or not batches else math.ceil(max_iters / batches)), max_iters
