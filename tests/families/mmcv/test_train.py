@@ -5,18 +5,16 @@ Same losses per iteration, json log, text log's training lines, checkpoint files
 
 from __future__ import annotations
 
-import copy
-import json
 import os
-import re
-import shutil
-import sys
-import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from mmcv_testkit import RunStopped, fresh_root_logger, import_with_stubbed_ops, stub_collect_env  # skips outside .venv-mmcv1
+from mmcv_testkit import RunStopped, stub_collect_env  # skips outside .venv-mmcv1
+from mmcv_train_kit import (assert_auto_resumes_alike, assert_final_weights, assert_resumed_alike,
+                            assert_same_checkpoint, json_log, listing, ours_then_reference, reference_logger,
+                            shipped_cifar_resnet, text_log, tiny_resnet_cifar)  # fmt: skip  # names aligned under the import
 
 mmcls = pytest.importorskip("mmcls", reason="mmcls 0.x lives in .venv-mmcv1")
 
@@ -24,65 +22,29 @@ from mmcv import Config  # noqa: E402
 
 from lightning_hooks import train as dispatcher  # noqa: E402
 from lightning_hooks.core.config_kind import MMENGINE, OPENMMLAB_1X, config_kind  # noqa: E402
-from lightning_hooks.families.mmcv import train as mmcv_train  # noqa: E402
 
-CONFIGS = Path(mmcls.__file__).parent / ".mim" / "configs"
-SHIPPED = CONFIGS / "resnet" / "resnet18_8xb16_cifar10.py"
-
-TINY_DATASET = '''
-import numpy as np
-from mmcls.datasets import DATASETS, BaseDataset
-
-
-@DATASETS.register_module(force=True)
-class TinyCIFAR(BaseDataset):
-    """8 (train) or 4 (test) generated 32x32 images of the 10 CIFAR classes."""
-
-    CLASSES = [str(i) for i in range(10)]
-
-    def load_annotations(self):
-        rng = np.random.RandomState(1 if self.test_mode else 0)
-        n = 4 if self.test_mode else 8
-        return [dict(img=rng.randint(0, 255, (32, 32, 3)).astype(np.uint8), gt_label=np.array(i % 10, dtype=np.int64))
-                for i in range(n)]
-'''
+SHIPPED = shipped_cifar_resnet()
 
 
 @pytest.fixture
 def config(tmp_path, monkeypatch):
     """A derived config of the shipped CIFAR ResNet: narrow (8 base channels), tiny data, 2 epochs, step LR."""
     stub_collect_env(monkeypatch)  # mmcv.ops may be imported, with stubbed ops, by other tests
-    (tmp_path / "tiny_cifar_data.py").write_text(TINY_DATASET)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    path = tmp_path / "tiny_resnet_cifar.py"
-    path.write_text(textwrap.dedent(f"""
-        _base_ = [{str(SHIPPED)!r}]
-        custom_imports = dict(imports=['tiny_cifar_data'])
-        model = dict(backbone=dict(base_channels=8, stem_channels=8), head=dict(in_channels=64))
-        data = dict(samples_per_gpu=4, workers_per_gpu=0, persistent_workers=False, train=dict(type='TinyCIFAR'),
-                    val=dict(type='TinyCIFAR'), test=dict(type='TinyCIFAR'))
-        runner = dict(max_epochs=2)
-        log_config = dict(interval=1)
-        lr_config = dict(policy='step', step=[1])
-        evaluation = dict(interval=1, metric='accuracy')
-    """))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the small convolutions are slower on more threads of a shared machine
-    yield path
+    yield tiny_resnet_cifar(tmp_path / "tiny_resnet_cifar.py")
     torch.set_num_threads(threads)
-    sys.modules.pop("tiny_cifar_data", None)
-
 
 
 def reference(path: Path, work_dir: Path, timestamp: str, max_epochs: int | None = None,
-              resume_from: Path | None = None) -> torch.nn.Module:  # fmt: skip
+              resume_from: Path | None = None) -> torch.nn.Module:  # fmt: skip  # arguments aligned under the call
     """mmcls 0.25's ``tools/train.py`` main for ``--seed 0`` on CPU, in-process: the real ``train_model`` and runner
     (``--cfg-options runner.max_epochs=...``, ``--resume-from ...``)."""
     from mmcls import __version__
     from mmcls.apis import set_random_seed, train_model
     from mmcls.datasets import build_dataset
     from mmcls.models import build_classifier
-    from mmcls.utils import collect_env, get_root_logger
+    from mmcls.utils import collect_env
 
     cfg = Config.fromfile(str(path))
     if max_epochs is not None:
@@ -93,7 +55,7 @@ def reference(path: Path, work_dir: Path, timestamp: str, max_epochs: int | None
     cfg.gpu_ids = [0]
     os.makedirs(work_dir, exist_ok=True)
     cfg.dump(str(work_dir / path.name))
-    logger = get_root_logger(log_file=str(work_dir / f"{timestamp}.log"), log_level=cfg.log_level)
+    logger = reference_logger("mmcls", work_dir / f"{timestamp}.log", cfg.log_level)  # get_root_logger in a fresh process
     env_info = "\n".join(f"{k}: {v}" for k, v in collect_env().items())
     dash_line = "-" * 60 + "\n"
     logger.info("Environment info:\n" + dash_line + env_info + "\n" + dash_line)
@@ -111,55 +73,30 @@ def reference(path: Path, work_dir: Path, timestamp: str, max_epochs: int | None
     return model
 
 
-def _json_log(path: Path) -> list[dict]:
-    """The json log's records without the wall-clock fields."""
-    lines = [json.loads(line) for line in path.read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k not in ("time", "data_time", "eta", "memory")} for r in lines]
-
-
-def _text_log(path: Path) -> list[str]:
-    """The text log's training, evaluation and checkpoint lines, without their time stamps and wall-clock fields."""
-    lines = [line.split(" - ", 3)[-1] for line in path.read_text().splitlines() if " - mmcls - " in line]
-    keep = [line for line in lines if line.startswith(("Epoch", "Saving checkpoint", "Set random seed"))]
-    return [re.sub(r"(eta|time|data_time): [^,]+, ", "", line) for line in keep]
+def ours(config: Path, *flags: str) -> Callable[[Path], None]:
+    """``lightning-hooks train CONFIG --seed 0 --accelerator cpu FLAGS --work-dir WORK_DIR`` as a function of the
+    work dir."""
+    return lambda work_dir: dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0",
+                                             "--accelerator", "cpu", *flags])  # fmt: skip  # arguments aligned under the call
 
 
 def test_lightning_hooks_train_runs_an_mmcls_config_as_tools_train_py(config, tmp_path):
-    fresh_root_logger("mmcls")
     torch.manual_seed(123)  # the seed comes from --seed, whatever the state before
-    work_dir, ours, ref = tmp_path / "work", tmp_path / "ours", tmp_path / "ref"  # both run in work/ (the config
-    # they log and save names it), which is then renamed
-    dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu"])
-    work_dir.rename(ours)
-    (log_json,) = ours.glob("*.log.json")
-    timestamp = log_json.name[: -len(".log.json")]
-    fresh_root_logger("mmcls")
-    model = reference(config, work_dir, timestamp)
-    work_dir.rename(ref)
-    names = sorted(p.name for p in ref.iterdir())
-    assert sorted(p.name for p in ours.iterdir()) == names
-    assert names == sorted([f"{timestamp}.log", f"{timestamp}.log.json", config.name, "epoch_1.pth", "epoch_2.pth",
-                            "latest.pth"])  # fmt: skip
-    assert os.readlink(ours / "latest.pth") == "epoch_2.pth"
-    records = _json_log(ours / log_json.name)
-    assert records == _json_log(ref / log_json.name)
+    sides = ours_then_reference(tmp_path, ours(config), lambda work_dir, timestamp: reference(config, work_dir, timestamp))
+    names = listing(sides.ref)
+    assert listing(sides.ours) == names
+    assert names == sorted([f"{sides.timestamp}.log", f"{sides.timestamp}.log.json", config.name, "epoch_1.pth",
+                            "epoch_2.pth", "latest.pth"])  # fmt: skip  # the list under its call
+    assert os.readlink(sides.ours / "latest.pth") == "epoch_2.pth"
+    records = json_log(sides.ours)
+    assert records == json_log(sides.ref)
     assert [r["mode"] for r in records[1:]] == ["train", "train", "val", "train", "train", "val"]
-    assert _text_log(ours / f"{timestamp}.log") == _text_log(ref / f"{timestamp}.log")
-    assert (ours / config.name).read_text() == (ref / config.name).read_text()
+    assert text_log(sides.ours, "mmcls") == text_log(sides.ref, "mmcls")
+    assert (sides.ours / config.name).read_text() == (sides.ref / config.name).read_text()
     for name in ("epoch_1.pth", "epoch_2.pth"):
-        mine, theirs = (torch.load(d / name, map_location="cpu", weights_only=False) for d in (ours, ref))
-        assert sorted(mine) == sorted(theirs) == ["meta", "optimizer", "state_dict"]
-        mine_meta, their_meta = (copy.deepcopy(c["meta"]) for c in (mine, theirs))
-        for meta in (mine_meta, their_meta):
-            meta.pop("time")
-        assert mine_meta == their_meta
-        assert mine["state_dict"].keys() == theirs["state_dict"].keys()
-        for key, value in theirs["state_dict"].items():
-            assert torch.equal(mine["state_dict"][key], value), (name, key)
-        assert str(mine["optimizer"]) == str(theirs["optimizer"])
-    final = torch.load(ours / "epoch_2.pth", map_location="cpu", weights_only=False)["state_dict"]
-    for key, value in model.state_dict().items():
-        assert torch.equal(final[key], value), key
+        assert sorted(torch.load(sides.ref / name, weights_only=False)) == ["meta", "optimizer", "state_dict"]
+        assert_same_checkpoint(sides.ours / name, sides.ref / name)
+    assert_final_weights(sides.ours / "epoch_2.pth", sides.model)
 
 
 def test_the_dispatcher_tells_a_1x_config_from_an_mmengine_config(config, tmp_path):
@@ -177,60 +114,30 @@ def test_the_dispatcher_tells_a_1x_config_from_an_mmengine_config(config, tmp_pa
     assert "OpenMMLab 1.x tools/train.py" in dispatcher.usage()
 
 
-def _same_checkpoints(mine: Path, theirs: Path) -> None:
-    """Same keys, ``meta`` (but its time and the work dir in its config), weights (bitwise) and optimizer state."""
-    ours, ref = (torch.load(p, map_location="cpu", weights_only=False) for p in (mine, theirs))
-    assert sorted(ours) == sorted(ref) == ["meta", "optimizer", "state_dict"]
-    for meta in (ours["meta"], ref["meta"]):
-        meta["time"] = None
-        meta["config"] = re.sub(r"(?m)^work_dir = .*$", "", meta["config"])
-        if "last_ckpt" in meta.get("hook_msgs", {}):  # in each run's work dir
-            meta["hook_msgs"]["last_ckpt"] = os.path.basename(meta["hook_msgs"]["last_ckpt"])
-    assert ours["meta"] == ref["meta"]
-    assert ours["state_dict"].keys() == ref["state_dict"].keys()
-    for key, value in ref["state_dict"].items():
-        assert torch.equal(ours["state_dict"][key], value), (mine.name, key)
-    assert str(ours["optimizer"]) == str(ref["optimizer"])
-
-
 def test_resume_from_goes_on_as_train_model_resumed(config, tmp_path):
     """mmcls's runner trains epoch 1; its own train_model resumed from epoch_1.pth (--resume-from) and ours go on
     alike: log records (the resumed meta first), epoch_2.pth, final weights. --auto-resume from a checkpoint our
     command wrote (latest.pth in its work dir) gives the same epoch 2."""
-    first, work_dir, ours, ref = (tmp_path / name for name in ("first", "work", "ours", "ref"))
-    timestamp = "20260101_000000"
-    fresh_root_logger("mmcls")
-    reference(config, first, timestamp, max_epochs=1)
+    first = tmp_path / "first"
+    reference(config, first, "20260101_000000", max_epochs=1)
     torch.manual_seed(123)
-    fresh_root_logger("mmcls")
-    dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu",
-                     "--resume-from", str(first / "epoch_1.pth")])  # fmt: skip
-    work_dir.rename(ours)
-    (log_json,) = ours.glob("*.log.json")
-    timestamp = log_json.name[: -len(".log.json")]
-    fresh_root_logger("mmcls")
-    model = reference(config, work_dir, timestamp, resume_from=first / "epoch_1.pth")
-    work_dir.rename(ref)
-    assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in ref.iterdir())
-    assert not (ours / "epoch_1.pth").exists() and os.readlink(ours / "latest.pth") == "epoch_2.pth"
-    records = _json_log(ours / log_json.name)
-    assert records == _json_log(ref / log_json.name)
+    sides = ours_then_reference(tmp_path, ours(config, "--resume-from", str(first / "epoch_1.pth")),
+                                lambda work_dir, timestamp: reference(config, work_dir, timestamp,
+                                                                      resume_from=first / "epoch_1.pth"))  # fmt: skip  # arguments aligned under the call
+    assert listing(sides.ours) == listing(sides.ref)
+    assert not (sides.ours / "epoch_1.pth").exists() and os.readlink(sides.ours / "latest.pth") == "epoch_2.pth"
+    records = json_log(sides.ours)
+    assert records == json_log(sides.ref)
     assert [(r["mode"], r["epoch"]) for r in records[1:]] == [("train", 2), ("train", 2), ("val", 2)]
-    assert _text_log(ours / f"{timestamp}.log") == _text_log(ref / f"{timestamp}.log")
-    _same_checkpoints(ours / "epoch_2.pth", ref / "epoch_2.pth")
-    final = torch.load(ours / "epoch_2.pth", map_location="cpu", weights_only=False)["state_dict"]
-    for key, value in model.state_dict().items():
-        assert torch.equal(final[key], value), key
+    assert text_log(sides.ours, "mmcls") == text_log(sides.ref, "mmcls")
+    assert_same_checkpoint(sides.ours / "epoch_2.pth", sides.ref / "epoch_2.pth")
+    assert_final_weights(sides.ours / "epoch_2.pth", sides.model)
     # our command's epoch 1, then --auto-resume in its work dir
-    fresh_root_logger("mmcls")
     mine = tmp_path / "mine"
-    dispatcher.main([str(config), "--work-dir", str(mine), "--seed", "0", "--accelerator", "cpu",
-                     "--cfg-options", "runner.max_epochs=1"])  # fmt: skip
-    _same_checkpoints(mine / "epoch_1.pth", first / "epoch_1.pth")
-    fresh_root_logger("mmcls")
-    dispatcher.main([str(config), "--work-dir", str(mine), "--seed", "0", "--accelerator", "cpu", "--auto-resume"])
-    _same_checkpoints(mine / "epoch_2.pth", ref / "epoch_2.pth")
-    assert mmcv_train.latest_checkpoint(str(tmp_path / "nothing")) is None
+    ours(config, "--cfg-options", "runner.max_epochs=1")(mine)
+    assert_same_checkpoint(mine / "epoch_1.pth", first / "epoch_1.pth")
+    ours(config, "--auto-resume")(mine)
+    assert_same_checkpoint(mine / "epoch_2.pth", sides.ref / "epoch_2.pth")
 
 
 def test_several_processes_need_lightnings_ddp_before_anything_starts(config, tmp_path):
@@ -242,20 +149,6 @@ def test_several_processes_need_lightnings_ddp_before_anything_starts(config, tm
     assert not (tmp_path / "w").exists()
 
 
-@pytest.mark.parametrize("library", mmcv_train.LIBRARIES, ids=lambda lib: lib.package)
-def test_the_library_train_module_is_as_before_after_a_run_and_after_a_failure(library):
-    """``lightning_runner`` replaces the training API module's ``build_runner`` for one run only."""
-    pytest.importorskip(library.package)
-    [module] = import_with_stubbed_ops(library.train.partition(":")[0])  # mmdet's and mmseg's reach mmcv's ops
-    original = module.build_runner
-    with mmcv_train.lightning_runner(library, {}):
-        assert module.build_runner is not original
-    assert module.build_runner is original
-    with pytest.raises(RuntimeError, match="boom"), mmcv_train.lightning_runner(library, {}):
-        raise RuntimeError("boom")
-    assert module.build_runner is original
-
-
 def test_resume_from_a_mid_epoch_checkpoint_goes_on_as_train_model_resumed(config, tmp_path):
     """A checkpoint written inside epoch 1 (checkpoint_config by_epoch=False: the 3rd of its 4 iterations, the run
     stopped there by a hook; mmcv's
@@ -265,44 +158,22 @@ def test_resume_from_a_mid_epoch_checkpoint_goes_on_as_train_model_resumed(confi
     optimizer state, meta), final weights. --auto-resume from that work dir (latest.pth) goes on the same way."""
     mid = tmp_path / "tiny_resnet_cifar_mid.py"
     mid.write_text(f"_base_ = [{str(config)!r}]\ndata = dict(samples_per_gpu=2)\n"
-                   "checkpoint_config = dict(interval=3, by_epoch=False)\n")  # fmt: skip
+                   "checkpoint_config = dict(interval=3, by_epoch=False)\n")  # fmt: skip  # the string under its call
     stopped = tmp_path / "stopped.py"  # the run stopped after that checkpoint, as if killed
     stopped.write_text(f"_base_ = [{str(mid)!r}]\n"
-                       "custom_hooks = [dict(type='StopAfterIters', iters=3, priority='LOWEST')]\n")  # fmt: skip
-    first, work_dir, ours, ref = (tmp_path / name for name in ("first", "work", "ours", "ref"))
-    fresh_root_logger("mmcls")
+                       "custom_hooks = [dict(type='StopAfterIters', iters=3, priority='LOWEST')]\n")  # fmt: skip  # the string under its call
+    first = tmp_path / "first"
     with pytest.raises(RunStopped):
         reference(stopped, first, "20260101_000000")
     assert torch.load(first / "epoch_1.pth", weights_only=False)["meta"]["iter"] == 2  # written mid-epoch
-    fresh_root_logger("mmcls")
-    dispatcher.main([str(mid), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu",
-                     "--resume-from", str(first / "epoch_1.pth")])  # fmt: skip
-    work_dir.rename(ours)
-    (log_json,) = ours.glob("*.log.json")
-    timestamp = log_json.name[: -len(".log.json")]
-    fresh_root_logger("mmcls")
-    model = reference(mid, work_dir, timestamp, resume_from=first / "epoch_1.pth")
-    work_dir.rename(ref)
-    assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in ref.iterdir())
-    mine, theirs = _json_log(ours / log_json.name), _json_log(ref / log_json.name)
-    for i, (a, b) in enumerate(zip(mine, theirs)):
-        assert a == b, f"{mid.name} resumed from a mid-epoch checkpoint: json log record {i}: {a} != {b}"
-    assert len(mine) == len(theirs)
-    assert [(r["mode"], r["epoch"], r.get("iter")) for r in mine[1:]] == [("train", 2, i) for i in (1, 2, 3, 4)] + [
-        ("val", 2, 2)]  # fmt: skip
-    lines = [_text_log(d / f"{timestamp}.log") for d in (ours, ref)]
-    assert lines[0] == lines[1]
-    resumed = [line for d in (ours, ref) for line in (d / f"{timestamp}.log").read_text().splitlines() if "resumed" in line]
-    assert [line.split(" - ")[-1] for line in resumed] == ["resumed epoch 1, iter 2"] * 2
-    _same_checkpoints(ours / "epoch_2.pth", ref / "epoch_2.pth")
-    final = torch.load(ours / "epoch_2.pth", map_location="cpu", weights_only=False)["state_dict"]
-    for key, value in model.state_dict().items():
-        assert torch.equal(final[key], value), key
-    mine_dir = tmp_path / "mine"
-    shutil.copytree(first, mine_dir, symlinks=True)
-    fresh_root_logger("mmcls")
-    dispatcher.main([str(mid), "--work-dir", str(mine_dir), "--seed", "0", "--accelerator", "cpu", "--auto-resume"])
-    _same_checkpoints(mine_dir / "epoch_2.pth", ref / "epoch_2.pth")
+    sides = ours_then_reference(tmp_path, ours(mid, "--resume-from", str(first / "epoch_1.pth")),
+                                lambda work_dir, timestamp: reference(mid, work_dir, timestamp,
+                                                                      resume_from=first / "epoch_1.pth"))  # fmt: skip  # arguments aligned under the call
+    records = assert_resumed_alike(sides, f"{mid.name} resumed from a mid-epoch checkpoint", "epoch_2.pth",
+                                   "resumed epoch 1, iter 2", library="mmcls")  # fmt: skip  # arguments aligned under the call
+    assert [(r["mode"], r["epoch"], r.get("iter")) for r in records[1:]] == [("train", 2, i) for i in (1, 2, 3, 4)] + [
+        ("val", 2, 2)]  # fmt: skip  # the list's last item under it
+    assert_auto_resumes_alike(first, tmp_path / "mine", ours(mid, "--auto-resume"), sides.ref / "epoch_2.pth", meta=True)
 
 
 @pytest.mark.parametrize("flag", ["--resume-from", "--load-from"])
@@ -311,8 +182,6 @@ def test_a_resume_or_load_from_file_that_is_no_checkpoint_is_one_short_error(con
 
     ckpt = tmp_path / "epoch_1.pth"
     ckpt.write_bytes(bytes(range(7, 250)) * 8)
-    for library in ("mmcls", "mmcv"):  # their handlers would write to an earlier test's captured stderr
-        fresh_root_logger(library)
     with pytest.raises(SystemExit) as exit_:
         cli.main(["train", str(config), "--work-dir", str(tmp_path / "work"), flag, str(ckpt)])
     err = capsys.readouterr().err  # the library's log lines, then the one error
@@ -330,8 +199,6 @@ def test_a_resume_or_load_from_file_that_is_no_checkpoint_is_one_short_error(con
 def test_a_type_no_1x_registry_knows_is_one_short_error(config, tmp_path, capsys, option, expected):
     from lightning_hooks import cli
 
-    for library in ("mmcls", "mmcv"):
-        fresh_root_logger(library)
     with pytest.raises(SystemExit) as exit_:
         cli.main(["train", str(config), "--work-dir", str(tmp_path / "work"), "--cfg-options", option])
     err = capsys.readouterr().err  # the library's log lines, then the one error

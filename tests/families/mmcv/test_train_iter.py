@@ -5,18 +5,19 @@ checkpoint every 2; differential against ``mmseg.apis.train_segmentor`` run in-p
 
 from __future__ import annotations
 
-import copy
 import functools
-import json
 import os
-import shutil
+import re
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from mmcv_testkit import fresh_root_logger, import_with_stubbed_ops, stub_collect_env  # skips outside .venv-mmcv1
+from mmcv_testkit import import_with_stubbed_ops, stub_collect_env  # skips outside .venv-mmcv1
+from mmcv_train_kit import (assert_auto_resumes_alike, assert_final_weights, assert_resumed_alike,
+                            assert_same_checkpoint, json_log, listing, ours_then_reference, reference_logger)  # fmt: skip  # names aligned under the import
 
 mmseg = pytest.importorskip("mmseg", reason="mmseg 0.x lives in .venv-mmcv1")
 import_with_stubbed_ops("mmseg.models", "mmseg.apis", "mmseg.datasets", "mmseg.utils")  # they import mmcv's compiled ops
@@ -75,7 +76,7 @@ def config(tmp_path, monkeypatch):
 
 
 def reference(path: Path, work_dir: Path, timestamp: str, max_iters: int | None = None,
-              resume_from: Path | None = None) -> torch.nn.Module:  # fmt: skip
+              resume_from: Path | None = None) -> torch.nn.Module:  # fmt: skip  # arguments aligned under the call
     """mmseg 0.30's ``tools/train.py`` main for ``--seed 0`` on CPU, in-process: the real ``train_segmentor``
     (``--cfg-options runner.max_iters=...``, ``--resume-from ...``)."""
     from mmcv.cnn.utils import revert_sync_batchnorm
@@ -84,7 +85,7 @@ def reference(path: Path, work_dir: Path, timestamp: str, max_iters: int | None 
     from mmseg.apis import set_random_seed, train_segmentor
     from mmseg.datasets import build_dataset
     from mmseg.models import build_segmentor
-    from mmseg.utils import collect_env, get_root_logger
+    from mmseg.utils import collect_env
 
     cfg = Config.fromfile(str(path))
     if max_iters is not None:
@@ -96,7 +97,7 @@ def reference(path: Path, work_dir: Path, timestamp: str, max_iters: int | None 
     cfg.auto_resume = False  # its tools/train.py sets the flag's value, after gpu_ids
     os.makedirs(work_dir, exist_ok=True)
     cfg.dump(str(work_dir / path.name))
-    logger = get_root_logger(log_file=str(work_dir / f"{timestamp}.log"), log_level=cfg.log_level)
+    logger = reference_logger("mmseg", work_dir / f"{timestamp}.log", cfg.log_level)  # get_root_logger in a fresh process
     env_info = "\n".join(f"{k}: {v}" for k, v in collect_env().items())
     meta = dict(env_info=env_info)
     cfg.device = "cpu"
@@ -116,43 +117,33 @@ def reference(path: Path, work_dir: Path, timestamp: str, max_iters: int | None 
     return model
 
 
-def _json_log(path: Path) -> list[dict]:
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k not in ("time", "data_time", "eta", "memory")} for r in records]
+def ours(config: Path, *flags: str) -> Callable[[Path], None]:
+    """``lightning-hooks train CONFIG --seed 0 --accelerator cpu FLAGS --work-dir WORK_DIR`` as a function of the
+    work dir."""
+    return lambda work_dir: dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0",
+                                             "--accelerator", "cpu", *flags])  # fmt: skip  # arguments aligned under the call
 
 
 def test_lightning_hooks_train_runs_an_iteration_based_mmseg_config_as_tools_train_py(config, tmp_path):
-    work_dir, ours, ref = tmp_path / "work", tmp_path / "ours", tmp_path / "ref"
-    fresh_root_logger("mmseg")
-    dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu"])
-    work_dir.rename(ours)
-    (log_json,) = ours.glob("*.log.json")
-    timestamp = log_json.name[: -len(".log.json")]
-    fresh_root_logger("mmseg")
-    model = reference(config, work_dir, timestamp)
-    work_dir.rename(ref)
-    names = sorted(p.name for p in ref.iterdir())
-    assert sorted(p.name for p in ours.iterdir()) == names
+    sides = ours_then_reference(tmp_path, ours(config), lambda work_dir, timestamp: reference(config, work_dir, timestamp))
+    names = listing(sides.ref)
+    assert listing(sides.ours) == names
     assert {"iter_2.pth", "iter_4.pth", "latest.pth"} <= set(names)
-    records = _json_log(ours / log_json.name)
-    assert records == _json_log(ref / log_json.name)
+    records = json_log(sides.ours)
+    assert records == json_log(sides.ref)
     assert [r["mode"] for r in records[1:]] == ["train", "val"] * 4
-    logs = [(d / f"{timestamp}.log").read_text().splitlines() for d in (ours, ref)]
-    norms = [[line.strip() for line in log if "BatchNorm" in line] for log in logs]  # the model as logged
+    logs = [[re.sub(r"^\d{4}-\d\d-\d\d [\d:,]+ - ", "", line).strip()
+             for line in (d / f"{sides.timestamp}.log").read_text().splitlines()] for d in (sides.ours, sides.ref)]  # fmt: skip  # the loop under its value
+    norms = [[line for line in log if "BatchNorm" in line] for log in logs]  # the model as logged
     assert norms[0] == norms[1] and norms[0] and not any("SyncBatchNorm" in line for line in norms[0])
+    # init_weights writes into the run's log, as in tools/train.py's fresh process
+    initialised = [[line for line in log if line.startswith(("mmseg - INFO - initialize ", "Name of parameter"))]
+                   for log in logs]  # fmt: skip  # the loop under its value
+    assert initialised[0] == initialised[1] and len(initialised[0]) > 2
     assert [r["iter"] for r in records[1:] if r["mode"] == "train"] == [1, 2, 3, 4]
     for name in ("iter_2.pth", "iter_4.pth"):
-        mine, theirs = (torch.load(d / name, map_location="cpu", weights_only=False) for d in (ours, ref))
-        mine_meta, their_meta = (copy.deepcopy(c["meta"]) for c in (mine, theirs))
-        for meta in (mine_meta, their_meta):
-            meta.pop("time")
-        assert mine_meta == their_meta
-        for key, value in theirs["state_dict"].items():
-            assert torch.equal(mine["state_dict"][key], value), (name, key)
-        assert str(mine["optimizer"]) == str(theirs["optimizer"])
-    final = torch.load(ours / "iter_4.pth", map_location="cpu", weights_only=False)["state_dict"]
-    for key, value in model.state_dict().items():
-        assert torch.equal(final[key], value), key
+        assert_same_checkpoint(sides.ours / name, sides.ref / name)
+    assert_final_weights(sides.ours / "iter_4.pth", sides.model)
 
 
 def test_resume_from_goes_on_as_train_segmentor_resumed(config, tmp_path, monkeypatch):
@@ -163,32 +154,21 @@ def test_resume_from_goes_on_as_train_segmentor_resumed(config, tmp_path, monkey
     from mmcv.runner import IterBasedRunner
 
     monkeypatch.setattr(IterBasedRunner, "resume", functools.partialmethod(IterBasedRunner.resume, map_location="cpu"))
-    first, work_dir, ours, ref = (tmp_path / name for name in ("first", "work", "ours", "ref"))
-    fresh_root_logger("mmseg")
+    first = tmp_path / "first"
     reference(config, first, "20260101_000000", max_iters=2)
-    fresh_root_logger("mmseg")
-    dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu",
-                     "--resume-from", str(first / "iter_2.pth")])  # fmt: skip
-    work_dir.rename(ours)
-    (log_json,) = ours.glob("*.log.json")
-    timestamp = log_json.name[: -len(".log.json")]
-    fresh_root_logger("mmseg")
-    model = reference(config, work_dir, timestamp, resume_from=first / "iter_2.pth")
-    work_dir.rename(ref)
-    assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in ref.iterdir())
-    records = _json_log(ours / log_json.name)
-    assert records == _json_log(ref / log_json.name)
+    sides = ours_then_reference(tmp_path, ours(config, "--resume-from", str(first / "iter_2.pth")),
+                                lambda work_dir, timestamp: reference(config, work_dir, timestamp,
+                                                                      resume_from=first / "iter_2.pth"))  # fmt: skip  # arguments aligned under the call
+    assert listing(sides.ours) == listing(sides.ref)
+    records = json_log(sides.ours)
+    assert records == json_log(sides.ref)
     # mmcv's IterBasedRunner records meta['iter'] before counting the iteration it saves after (iter_2.pth holds 1):
     # its resume runs that iteration again, and so does ours
     assert torch.load(first / "iter_2.pth", weights_only=False)["meta"]["iter"] == 1
     assert [r["iter"] for r in records[1:] if r["mode"] == "train"] == [2, 3, 4]
-    mine, theirs = (torch.load(d / "iter_4.pth", map_location="cpu", weights_only=False) for d in (ours, ref))
-    for meta in (mine["meta"], theirs["meta"]):
-        meta.pop("time")
-    assert mine["meta"] == theirs["meta"] and mine["meta"]["iter"] == 3  # (as above)
-    assert str(mine["optimizer"]) == str(theirs["optimizer"])
-    for key, value in model.state_dict().items():
-        assert torch.equal(mine["state_dict"][key], value), key
+    assert_same_checkpoint(sides.ours / "iter_4.pth", sides.ref / "iter_4.pth")
+    assert torch.load(sides.ours / "iter_4.pth", weights_only=False)["meta"]["iter"] == 3  # (as above)
+    assert_final_weights(sides.ours / "iter_4.pth", sides.model)
 
 
 def test_resume_from_a_mid_pass_checkpoint_goes_on_as_train_segmentor_resumed(config, tmp_path, monkeypatch):
@@ -202,42 +182,15 @@ def test_resume_from_a_mid_pass_checkpoint_goes_on_as_train_segmentor_resumed(co
     monkeypatch.chdir(tmp_path)  # the recorded version's git hash is the working directory's: not this busy checkout's
     mid = tmp_path / "tiny_fcn_mid.py"
     mid.write_text(f"_base_ = [{str(config)!r}]\ncheckpoint_config = dict(interval=3)\n")
-    first, work_dir, ours, ref = (tmp_path / name for name in ("first", "work", "ours", "ref"))
-    fresh_root_logger("mmseg")
+    first = tmp_path / "first"
     reference(mid, first, "20260101_000000", max_iters=3)
     assert torch.load(first / "iter_3.pth", weights_only=False)["meta"]["iter"] == 2
-    fresh_root_logger("mmseg")
-    dispatcher.main([str(mid), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu",
-                     "--resume-from", str(first / "iter_3.pth")])  # fmt: skip
-    work_dir.rename(ours)
-    (log_json,) = ours.glob("*.log.json")
-    timestamp = log_json.name[: -len(".log.json")]
-    fresh_root_logger("mmseg")
-    model = reference(mid, work_dir, timestamp, resume_from=first / "iter_3.pth")
-    work_dir.rename(ref)
-    assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in ref.iterdir())
-    mine, theirs = _json_log(ours / log_json.name), _json_log(ref / log_json.name)
-    for i, (a, b) in enumerate(zip(mine, theirs)):
-        assert a == b, f"{mid.name} resumed from a mid-pass checkpoint: json log record {i}: {a} != {b}"
-    assert len(mine) == len(theirs)
-    assert [r["iter"] for r in mine[1:] if r["mode"] == "train"] == [3, 4]
-    resumed = [[line.split(" - ")[-1] for line in (d / f"{timestamp}.log").read_text().splitlines() if "resumed" in line]
-               for d in (ours, ref)]  # fmt: skip
-    assert resumed[0] == resumed[1]
-    assert resumed[1] == ["resumed from epoch: 1, iter 2"]  # the pass it read before drawing the batch that ended it
-    mine_ckpt, theirs_ckpt = (torch.load(d / "iter_4.pth", map_location="cpu", weights_only=False) for d in (ours, ref))
-    for meta in (mine_ckpt["meta"], theirs_ckpt["meta"]):
-        meta.pop("time")
-    assert mine_ckpt["meta"] == theirs_ckpt["meta"]
-    assert str(mine_ckpt["optimizer"]) == str(theirs_ckpt["optimizer"])
-    for key, value in model.state_dict().items():
-        assert torch.equal(mine_ckpt["state_dict"][key], value), key
+    sides = ours_then_reference(tmp_path, ours(mid, "--resume-from", str(first / "iter_3.pth")),
+                                lambda work_dir, timestamp: reference(mid, work_dir, timestamp,
+                                                                      resume_from=first / "iter_3.pth"))  # fmt: skip  # arguments aligned under the call
+    # the pass it read before drawing the batch that ended it
+    records = assert_resumed_alike(sides, f"{mid.name} resumed from a mid-pass checkpoint", "iter_4.pth",
+                                   "resumed from epoch: 1, iter 2")  # fmt: skip  # arguments aligned under the call
+    assert [r["iter"] for r in records[1:] if r["mode"] == "train"] == [3, 4]
     # --auto-resume in a copy of the stopped run's work dir: mmseg's find_latest_checkpoint finds its latest.pth
-    auto_dir = tmp_path / "auto"
-    shutil.copytree(first, auto_dir, symlinks=True)
-    fresh_root_logger("mmseg")
-    dispatcher.main([str(mid), "--work-dir", str(auto_dir), "--seed", "0", "--accelerator", "cpu", "--auto-resume"])
-    auto = torch.load(auto_dir / "iter_4.pth", map_location="cpu", weights_only=False)
-    assert str(auto["optimizer"]) == str(theirs_ckpt["optimizer"])
-    for key, value in model.state_dict().items():
-        assert torch.equal(auto["state_dict"][key], value), key
+    assert_auto_resumes_alike(first, tmp_path / "auto", ours(mid, "--auto-resume"), sides.ref / "iter_4.pth")

@@ -6,17 +6,18 @@ checkpoint files and final weights, bitwise on CPU."""
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
-import shutil
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from mmcv_testkit import RunStopped, fresh_root_logger, import_with_stubbed_ops, stub_collect_env  # skips outside .venv-mmcv1
+from mmcv_testkit import RunStopped, import_with_stubbed_ops, stub_collect_env  # skips outside .venv-mmcv1
+from mmcv_train_kit import (assert_auto_resumes_alike, assert_final_weights, assert_resumed_alike,
+                            assert_same_checkpoint, json_log, listing, ours_then_reference, reference_logger)  # fmt: skip  # names aligned under the import
 
 mmdet = pytest.importorskip("mmdet", reason="mmdet 2.x lives in .venv-mmcv1")
 import_with_stubbed_ops("mmdet.models", "mmdet.apis", "mmdet.datasets", "mmdet.utils")  # they import mmcv's compiled ops
@@ -78,7 +79,7 @@ def reference(path: Path, work_dir: Path, timestamp: str) -> torch.nn.Module:
     from mmdet.apis import set_random_seed, train_detector
     from mmdet.datasets import build_dataset
     from mmdet.models import build_detector
-    from mmdet.utils import collect_env, get_root_logger
+    from mmdet.utils import collect_env
 
     cfg = Config.fromfile(str(path))
     cfg.work_dir = str(work_dir)
@@ -86,7 +87,7 @@ def reference(path: Path, work_dir: Path, timestamp: str) -> torch.nn.Module:
     cfg.gpu_ids = [0]
     os.makedirs(work_dir, exist_ok=True)
     cfg.dump(str(work_dir / path.name))
-    logger = get_root_logger(log_file=str(work_dir / f"{timestamp}.log"), log_level=cfg.log_level)
+    logger = reference_logger("mmdet", work_dir / f"{timestamp}.log", cfg.log_level)  # get_root_logger in a fresh process
     env_info = "\n".join(f"{k}: {v}" for k, v in collect_env().items())
     meta = dict(env_info=env_info, config=cfg.pretty_text)
     logger.info("Distributed training: False")
@@ -103,41 +104,26 @@ def reference(path: Path, work_dir: Path, timestamp: str) -> torch.nn.Module:
     return model
 
 
-def _json_log(path: Path) -> list[dict]:
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k not in ("time", "data_time", "eta", "memory")} for r in records]
+def ours(config: Path, *flags: str) -> Callable[[Path], None]:
+    """``lightning-hooks train CONFIG --seed 0 --accelerator cpu --no-validate FLAGS --work-dir WORK_DIR`` as a
+    function of the work dir."""
+    return lambda work_dir: dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0",
+                                             "--accelerator", "cpu", "--no-validate", *flags])  # fmt: skip  # arguments aligned under the call
 
 
 def test_lightning_hooks_train_runs_an_mmdet_config_as_tools_train_py(config, tmp_path):
-    work_dir, ours, ref = tmp_path / "work", tmp_path / "ours", tmp_path / "ref"
-    fresh_root_logger("mmdet")
-    dispatcher.main([str(config), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu", "--no-validate"])
-    work_dir.rename(ours)
-    (log_json,) = ours.glob("*.log.json")
-    timestamp = log_json.name[: -len(".log.json")]
-    fresh_root_logger("mmdet")
-    model = reference(config, work_dir, timestamp)
-    work_dir.rename(ref)
-    names = sorted(p.name for p in ref.iterdir())
-    assert sorted(p.name for p in ours.iterdir()) == names
+    sides = ours_then_reference(tmp_path, ours(config), lambda work_dir, timestamp: reference(config, work_dir, timestamp))
+    names = listing(sides.ref)
+    assert listing(sides.ours) == names
     assert {"epoch_1.pth", "epoch_2.pth", "latest.pth"} <= set(names)
-    records = _json_log(ours / log_json.name)
-    assert records == _json_log(ref / log_json.name)
+    records = json_log(sides.ours)
+    assert records == json_log(sides.ref)
     train = [r for r in records[1:] if r["mode"] == "train"]
     assert [(r["epoch"], r["iter"]) for r in train] == [(1, 1), (1, 2), (2, 1), (2, 2)]
     assert {"loss_cls", "loss_bbox", "loss"} <= set(train[0])
     for name in ("epoch_1.pth", "epoch_2.pth"):
-        mine, theirs = (torch.load(d / name, map_location="cpu", weights_only=False) for d in (ours, ref))
-        for meta in (mine["meta"], theirs["meta"]):
-            meta.pop("time")
-        assert mine["meta"] == theirs["meta"]
-        assert mine["state_dict"].keys() == theirs["state_dict"].keys()
-        for key, value in theirs["state_dict"].items():
-            assert torch.equal(mine["state_dict"][key], value), (name, key)
-        assert str(mine["optimizer"]) == str(theirs["optimizer"])
-    final = torch.load(ours / "epoch_2.pth", map_location="cpu", weights_only=False)["state_dict"]
-    for key, value in model.state_dict().items():
-        assert torch.equal(final[key], value), key
+        assert_same_checkpoint(sides.ours / name, sides.ref / name)
+    assert_final_weights(sides.ours / "epoch_2.pth", sides.model)
 
 
 def test_resume_from_a_mid_epoch_checkpoint_goes_on_as_train_detector_resumed(config, tmp_path, monkeypatch):
@@ -148,48 +134,19 @@ def test_resume_from_a_mid_epoch_checkpoint_goes_on_as_train_detector_resumed(co
     monkeypatch.chdir(tmp_path)  # the recorded version's git hash is the working directory's: not this busy checkout's
     mid = tmp_path / "tiny_retinanet_mid.py"
     mid.write_text(f"_base_ = [{str(config)!r}]\ndata = dict(samples_per_gpu=1)\n"
-                   "checkpoint_config = dict(interval=3, by_epoch=False)\n")  # fmt: skip
+                   "checkpoint_config = dict(interval=3, by_epoch=False)\n")  # fmt: skip  # the string under its call
     first_cfg, resumed = tmp_path / "first_epoch.py", tmp_path / "tiny_retinanet_resumed.py"
     first_cfg.write_text(f"_base_ = [{str(mid)!r}]\n"  # the run stopped after that checkpoint, as if killed
                          "custom_hooks = [dict(type='StopAfterIters', iters=3, priority='LOWEST')]\n")
-    first, work_dir, ours, ref = (tmp_path / name for name in ("first", "work", "ours", "ref"))
+    first = tmp_path / "first"
     resumed.write_text(f"_base_ = [{str(mid)!r}]\nresume_from = {str(first / 'epoch_1.pth')!r}\n")
-    fresh_root_logger("mmdet")
     with pytest.raises(RunStopped):
         reference(first_cfg, first, "20260101_000000")
     assert torch.load(first / "epoch_1.pth", weights_only=False)["meta"]["iter"] == 2
-    fresh_root_logger("mmdet")
-    dispatcher.main([str(resumed), "--work-dir", str(work_dir), "--seed", "0", "--accelerator", "cpu", "--no-validate"])
-    work_dir.rename(ours)
-    (log_json,) = ours.glob("*.log.json")
-    timestamp = log_json.name[: -len(".log.json")]
-    fresh_root_logger("mmdet")
-    model = reference(resumed, work_dir, timestamp)
-    work_dir.rename(ref)
-    assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in ref.iterdir())
-    mine, theirs = _json_log(ours / log_json.name), _json_log(ref / log_json.name)
-    for i, (a, b) in enumerate(zip(mine, theirs)):
-        assert a == b, f"{resumed.name} (a mid-epoch checkpoint): json log record {i}: {a} != {b}"
-    assert len(mine) == len(theirs)
-    assert [(r["epoch"], r["iter"]) for r in mine[1:]] == [(2, i) for i in (1, 2, 3, 4)]
-    resumed_lines = [[line.split(" - ")[-1] for line in (d / f"{timestamp}.log").read_text().splitlines()
-                      if "resumed" in line] for d in (ours, ref)]  # fmt: skip
-    assert resumed_lines[0] == resumed_lines[1] == ["resumed epoch 1, iter 2"]
-    mine_ckpt, theirs_ckpt = (torch.load(d / "epoch_2.pth", map_location="cpu", weights_only=False) for d in (ours, ref))
-    for meta in (mine_ckpt["meta"], theirs_ckpt["meta"]):
-        meta.pop("time")
-    assert mine_ckpt["meta"] == theirs_ckpt["meta"]
-    assert str(mine_ckpt["optimizer"]) == str(theirs_ckpt["optimizer"])
-    for key, value in model.state_dict().items():
-        assert torch.equal(mine_ckpt["state_dict"][key], value), key
+    sides = ours_then_reference(tmp_path, ours(resumed),
+                                lambda work_dir, timestamp: reference(resumed, work_dir, timestamp))  # fmt: skip  # arguments aligned under the call
+    records = assert_resumed_alike(sides, f"{resumed.name} (a mid-epoch checkpoint)", "epoch_2.pth",
+                                   "resumed epoch 1, iter 2")  # fmt: skip  # arguments aligned under the call
+    assert [(r["epoch"], r["iter"]) for r in records[1:]] == [(2, i) for i in (1, 2, 3, 4)]
     # --auto-resume in a copy of the stopped run's work dir: mmdet's find_latest_checkpoint finds its latest.pth
-    auto_dir = tmp_path / "auto"
-    shutil.copytree(first, auto_dir, symlinks=True)
-    fresh_root_logger("mmdet")
-    dispatcher.main([str(mid), "--work-dir", str(auto_dir), "--seed", "0", "--accelerator", "cpu", "--no-validate",
-                     "--auto-resume"])  # fmt: skip
-    auto = torch.load(auto_dir / "epoch_2.pth", map_location="cpu", weights_only=False)
-    assert (auto["meta"]["epoch"], auto["meta"]["iter"]) == (theirs_ckpt["meta"]["epoch"], theirs_ckpt["meta"]["iter"])
-    assert str(auto["optimizer"]) == str(theirs_ckpt["optimizer"])
-    for key, value in model.state_dict().items():
-        assert torch.equal(auto["state_dict"][key], value), key
+    assert_auto_resumes_alike(first, tmp_path / "auto", ours(mid, "--auto-resume"), sides.ref / "epoch_2.pth")

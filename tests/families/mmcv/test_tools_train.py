@@ -1,0 +1,90 @@
+"""``families/mmcv/tools_train.py``: the run's logger, as each library's ``tools/train.py`` gets it in a fresh process,
+in a process an earlier run already used; ``--auto-resume``'s checkpoint. (The whole run against each library's
+script: tests/families/mmcv/test_train*.py.)"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from mmcv_testkit import fresh_root_logger  # skips outside .venv-mmcv1
+
+pytest.importorskip("mmcls", reason="mmcls 0.x lives in .venv-mmcv1")
+
+from mmcv.runner import BaseModule  # noqa: E402
+from mmcv.utils.logging import get_logger, logger_initialized  # noqa: E402
+
+from lightning_hooks.families.mmcv.library import LIBRARIES  # noqa: E402
+from lightning_hooks.families.mmcv.tools_train import latest_checkpoint, run_logger  # noqa: E402
+
+MMCLS = next(library for library in LIBRARIES if library.package == "mmcls")
+
+
+class Initialised(BaseModule):
+    """A model whose ``init_weights`` logs, as a library's models do."""
+
+    def __init__(self) -> None:
+        super().__init__(init_cfg=dict(type="Constant", layer="Linear", val=1.0))
+        self.fc = torch.nn.Linear(2, 2)
+
+
+@pytest.fixture
+def loggers():
+    """mmcv's initialised loggers and the ``mmcls`` and ``mmcv`` loggers' handlers, as they were before."""
+    before = dict(logger_initialized)
+    handlers = {name: list(logging.getLogger(name).handlers) for name in ("mmcls", "mmcv")}
+    yield
+    for name, kept in handlers.items():
+        logger = logging.getLogger(name)
+        for handler in [h for h in logger.handlers if h not in kept]:
+            logger.removeHandler(handler)
+            handler.close()
+        for handler in [h for h in kept if h not in logger.handlers]:
+            logger.addHandler(handler)
+    logger_initialized.clear()
+    logger_initialized.update(before)
+
+
+def file_handlers(name: str) -> list[logging.FileHandler]:
+    return [h for h in logging.getLogger(name).handlers if isinstance(h, logging.FileHandler)]
+
+
+def test_a_second_run_in_a_process_logs_into_its_own_file(loggers, tmp_path):
+    """An earlier run set mmcls's logger up (its file); mmcv's logger was set up too and its file closed since
+    (a fast_dev_run's, a test's). The run's logger writes this run's file only, init_weights' lines included (it
+    failed on the closed file before), and afterwards the earlier state is back."""
+    fresh_root_logger("mmcls")
+    earlier = get_logger("mmcls", log_file=str(tmp_path / "earlier.log"))
+    mmcv = get_logger("mmcv", log_file=str(tmp_path / "mmcv.log"))
+    for handler in file_handlers("mmcv"):
+        handler.close()
+    initialized, handlers = dict(logger_initialized), list(earlier.handlers)
+    with run_logger(MMCLS, str(tmp_path / "run.log"), "INFO") as logger:
+        assert logger is earlier and next(iter(logger_initialized)) == "mmcls"
+        assert [h.baseFilename for h in file_handlers("mmcls")] == [str(tmp_path / "run.log")]
+        logger.info("this run")
+        Initialised().init_weights()
+    run = (tmp_path / "run.log").read_text()
+    assert "this run" in run and "fc.weight - torch.Size([2, 2])" in run
+    assert "this run" not in (tmp_path / "earlier.log").read_text()
+    assert logger.handlers == handlers and dict(logger_initialized) == initialized
+    assert list(logger_initialized) == list(initialized) and mmcv.handlers  # in their order; mmcv's left as it was
+
+
+def test_the_logger_is_given_back_after_a_failure(loggers, tmp_path):
+    fresh_root_logger("mmcls")
+    initialized = dict(logger_initialized)
+    with pytest.raises(RuntimeError, match="boom"), run_logger(MMCLS, str(tmp_path / "run.log"), "INFO"):
+        assert "mmcls" in logger_initialized
+        raise RuntimeError("boom")
+    assert dict(logger_initialized) == initialized and not logging.getLogger("mmcls").handlers
+
+
+def test_auto_resume_takes_latest_then_the_highest_numbered_checkpoint(tmp_path):
+    assert latest_checkpoint(str(tmp_path / "nothing")) is None
+    for name in ("epoch_2.pth", "epoch_10.pth", "best.pth"):
+        (tmp_path / name).write_bytes(b"")
+    assert latest_checkpoint(str(tmp_path)) == str(tmp_path / "epoch_10.pth")
+    (tmp_path / "latest.pth").write_bytes(b"")
+    assert latest_checkpoint(str(tmp_path)) == str(tmp_path / "latest.pth")
