@@ -3,8 +3,8 @@
 tests/families/mmengine/test_resume_corpus.py.
 
 The run stops from a hook: :class:`StopRunHook` raises :class:`StopRun` in ``after_train_iter`` of iteration ``k``,
-after ``CheckpointHook`` (``priority="LOWEST"``) saved ``iter_k.pth`` there (the derived configs save by iteration).
-Each host stops and resumes in its own work dir, from its own checkpoint: MMEngine's ``MessageHub`` skips the
+after ``CheckpointHook`` (``priority="LOWEST"``) saved ``iter_k.pth`` there (the derived configs save by iteration);
+or, in :func:`killed_then_resumed`, each host's process gets SIGKILL once ``iter_k.pth`` is written. Each host stops and resumes in its own work dir, from its own checkpoint: MMEngine's ``MessageHub`` skips the
 adapter's loadable (tensor) layout of the log buffers, so the Runner resuming from a Lightning-written file would
 start its smoothing windows empty. :func:`first_difference` compares what both wrote, the stopped checkpoint
 included, and names the quantity and the first iteration where they part.
