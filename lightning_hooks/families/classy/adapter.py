@@ -128,6 +128,8 @@ class ClassyAdapter(LegacyHookAdapter):
         self._build_plan((self.task,))
         self._in_step = False
         self._forwarded = False
+        self._sanity_checking = False  # Lightning's sanity check runs (its steps fill nothing)
+        self._module_name = ""  # the LightningModule's class name, for the step's errors
         self.legacy_start = LegacyStart(self.task, self.hooks, self.family, saved=self)
 
     @classmethod
@@ -183,7 +185,7 @@ class ClassyAdapter(LegacyHookAdapter):
     # ----------------------------------------------------------------------------------------- step triggers
     def run_step(self, method: str, step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A step method: ``last_batch`` filled from the batch and the step's result, then ``on_loss_and_meter``."""
-        if self._trainer.sanity_checking:
+        if self._sanity_checking:
             return step(*args, **kwargs)
         fetch_time = self._clock.start_step()
         self.task.last_batch = LastBatch(sample=args[0] if args else kwargs["batch"], step_data={"sample_fetch_time": fetch_time})
@@ -193,12 +195,17 @@ class ClassyAdapter(LegacyHookAdapter):
         finally:
             self._in_step = False
         self._clock.section("loss_compute", "forward.fired" if self._forwarded else "step")
-        record_step(self.task, self._clock, result, type(self._trainer.lightning_module).__name__)
-        self.fire(STEPS[method])
+        record_step(self.task, self._clock, result, self._module_name)
+        self._fire_rows(STEPS[method])
         return result
 
+    def _fire_rows(self, trigger: Trigger) -> None:
+        """``fire``, skipped where no hook of this run has a row at ``trigger`` (the step triggers, every step)."""
+        if self._plan.get(id(trigger)) != ():
+            self.fire(trigger)
+
     def trigger(self, trigger: Trigger, **context: Any) -> None:
-        if trigger == FORWARD:  # the step's first forward of task.base_model: its output is the model output
+        if trigger is FORWARD:  # the step's first forward of task.base_model: its output is the model output
             if not self._in_step or self._forwarded:
                 return
             if context.get("before"):
@@ -207,11 +214,13 @@ class ClassyAdapter(LegacyHookAdapter):
             self._forwarded = True
             self._clock.section("forward", "forward")
             self.task.last_batch.model_output = self.task.model_output(context["output"])
-            self.fire(trigger)
+            self._fire_rows(trigger)
             self._clock.mark("forward.fired")
             return
-        if trigger == OPTIMIZER_STEP:
+        if trigger is OPTIMIZER_STEP:
             self._clock.section("optimizer_step", "optimizer")
+            self._fire_rows(trigger)
+            return
         self.fire(trigger)
 
     @override
@@ -236,6 +245,7 @@ class ClassyAdapter(LegacyHookAdapter):
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self.task.trainer = trainer
+        self._module_name, self._sanity_checking = type(pl_module).__name__, False
         self.task.find_model(pl_module)  # before the patches: the forward trigger hooks task.base_model
         super().setup(trainer, pl_module, stage)
         if stage == "fit":  # Lightning restores a checkpoint's counters after setup
@@ -253,13 +263,21 @@ class ClassyAdapter(LegacyHookAdapter):
         return (*super().run_patches(stage), LOAD_CHECKPOINT, vissl_host.RANK_VARIABLES, *vissl)
 
     @override
+    def on_sanity_check_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._sanity_checking = True
+
+    @override
+    def on_sanity_check_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._sanity_checking = False
+
+    @override
     def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:
         self._clock.mark("backward")
 
     @override
     def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._clock.section("backward", "backward")
-        self.fire(ON["on_after_backward"])
+        self._fire_rows(ON["on_after_backward"])
         self._clock.mark("optimizer")
 
     @classmethod

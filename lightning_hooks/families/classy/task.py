@@ -142,6 +142,7 @@ class Task(ClassyTaskState, Facade):
         self.perf_log: list[dict[str, Any]] = []
         self.used_options.clear()
         self._batchsize: int | None = None  # the open phase's loader batch size x world size (None: read it)
+        self._device: torch.device | None = None  # the open phase's device (None: read it)
         for meter in self.meters:
             meter.reset()
 
@@ -190,7 +191,13 @@ class Task(ClassyTaskState, Facade):
 
     @property
     def device(self) -> torch.device:
-        return self._lightning_trainer().lightning_module.device
+        """The LightningModule's device (kept from its first read in a phase while the phase is open)."""
+        if self._device is not None:
+            return self._device
+        device = self._lightning_trainer().lightning_module.device
+        if self._loop.phase_open:
+            self._device = device
+        return device
 
     def has_loss(self) -> bool:
         return self._loss is not None
@@ -311,7 +318,7 @@ class Task(ClassyTaskState, Facade):
         its losses and meter states come from the checkpoint), losses and meters reset."""
         self.last_batch = None
         self.phase_start_time = time.perf_counter()
-        self._batchsize = None
+        self._batchsize = self._device = None
         if resumed:
             return
         self.losses = []
@@ -334,7 +341,7 @@ class Task(ClassyTaskState, Facade):
         """After the ``on_phase_end`` hooks: a fresh ``perf_log`` holding the phase's total speed."""
         self.perf_log = []
         self.log_phase_end(f"{self.phase_type}_total")
-        self._batchsize = None
+        self._batchsize = self._device = None
 
     def global_batchsize(self) -> int:
         return self.get_global_batchsize()

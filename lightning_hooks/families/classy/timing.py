@@ -41,22 +41,29 @@ class StepClock:
     def __init__(self, stats: Callable[[], Any]) -> None:
         self.stats = stats
         self.points: dict[str, tuple[float, Any]] = {}
+        #: the perf stats of the open step, read at its start as VISSL's train step reads ``task.perf_stats`` (and at
+        #: a phase start): None records nothing, so a run without them takes no time points but the batch times
+        self.active: Any = None
         self.batch_clock = self.step_ended = time.perf_counter()
 
     def mark(self, point: str) -> None:
-        stats = self.stats()
+        stats = self.active
+        if stats is None:
+            return
         event = None
-        if stats is not None and stats.use_cuda_events():
+        if stats.use_cuda_events():
             event = torch.cuda.Event(enable_timing=True)
             event.record()
         self.points[point] = (time.perf_counter(), event)
 
     def section(self, name: str, start: str, end: str | None = None) -> None:
         """Record ``name`` from point ``start`` to point ``end`` (now, when None)."""
+        stats = self.active
+        if stats is None:
+            return
         if end is None:
             self.mark(end := f"{name}.end")
-        stats = self.stats()
-        if stats is not None and start in self.points:
+        if start in self.points:
             stats.update_with_timer(_Section(name, self.points[start], self.points[end]))
 
     def start_run(self) -> None:
@@ -66,12 +73,16 @@ class StepClock:
     def start_phase(self) -> float:
         """A phase starts (its hooks have run): the first sample fetch runs from now. Returns now."""
         self.step_ended = now = time.perf_counter()
+        self.active = self.stats()
+        if self.active is None:
+            self.points.clear()  # no point of an earlier phase closes a section of this one
         self.mark("fetch")
         return now
 
     def start_step(self) -> float:
         """A step method starts: closes ``read_sample``; returns the seconds the sample took to fetch."""
         started = time.perf_counter()
+        self.active = self.stats()
         self.mark("step")
         self.section("read_sample", "fetch", "step")
         return started - self.step_ended
@@ -90,7 +101,7 @@ def record_step(task: Any, clock: StepClock, result: Any, owner: str) -> None:
     loss tensor, or a dict with ``loss`` and optional ``output`` and ``target``; ``owner`` names the module)."""
     last = task.last_batch
     sample = last.sample
-    if isinstance(result, Mapping):
+    if type(result) is dict or isinstance(result, Mapping):
         loss, output, target = result.get("loss"), result.get("output"), result.get("target")
     elif isinstance(result, torch.Tensor) or result is None:
         loss, output, target = result, None, None
