@@ -27,14 +27,13 @@ from lightning_hooks.core.lightning_api import Callback, patch_method
 
 
 def hook_writers(hooks: list[Any]) -> list[tuple[Any, Any]]:
-    """``(hook, writer)`` for each hook holding a torch ``SummaryWriter`` as ``tb_writer`` (TensorboardPlotHook,
-    SSLTensorboardHook and hooks derived from them; secondary ranks hold None), each writer once."""
-    from torch.utils.tensorboard import SummaryWriter
-
+    """``(hook, writer)`` for each hook holding a writer with ``add_scalar`` as ``tb_writer`` (TensorboardPlotHook,
+    SSLTensorboardHook and hooks derived from them, with torch's or tensorboardX's ``SummaryWriter``; secondary
+    ranks may hold None), each writer once."""
     found: dict[int, tuple[Any, Any]] = {}
     for hook in hooks:
         writer = getattr(hook, "tb_writer", None)
-        if isinstance(writer, SummaryWriter):
+        if callable(getattr(writer, "add_scalar", None)):
             found.setdefault(id(writer), (hook, writer))
     return list(found.values())
 

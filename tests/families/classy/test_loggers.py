@@ -18,9 +18,12 @@ pytestmark = pytest.mark.skipif(not real_torchvision.available(), reason="run `b
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    results = real_torchvision.run_child("classy_logger_runs", tmp_path_factory.mktemp("classy_loggers"), timeout=900)
-    names = ("plain", "logged", "classy", "vissl_plain", "vissl_logged", "vissl_reference")
-    return {name: real_torchvision.scenario_result(results, name) for name in names}, results["errors"]
+    return real_torchvision.run_child("classy_logger_runs", tmp_path_factory.mktemp("classy_loggers"), timeout=900)
+
+
+def _runs(results, *names):
+    """The scenarios a test reads (one that failed in the subprocess fails that test only, with its traceback)."""
+    return [real_torchvision.scenario_result(results, name) for name in names]
 
 
 #: what the modules log at Lightning's steps (every --log_freq / LOG_FREQUENCY steps), besides the hooks' scalars
@@ -49,7 +52,7 @@ def _same_plot(ours, theirs, timed=("Speed/",)):
 
 
 def test_the_loggers_get_classys_values_and_the_legacy_files_stay(runs):
-    plain, logged = runs[0]["plain"], runs[0]["logged"]
+    plain, logged = _runs(runs, "plain", "logged")
     [expected] = plain["csv"]
     assert {"train/loss", "train/lr", "Losses/train", "Losses/test", "Meters/test/accuracy/top_1"} <= {
         name for _, name, _ in expected}
@@ -65,7 +68,8 @@ def test_tensorboard_plot_hook_writes_as_under_classy_train(runs):
     """classy_train.py's TensorboardPlotHook under lightning-hooks train writes what it writes under classy_train.py:
     the same tags at the same steps (LR and sample-fetch times at the train step count, losses, meters and speed at
     the phase index), the same values but the timings."""
-    [ours], [theirs] = runs[0]["logged"]["hook"], runs[0]["classy"]["hook"]
+    logged, classy = _runs(runs, "logged", "classy")
+    [ours], [theirs] = logged["hook"], classy["hook"]
     tags = {name for _, name, _ in theirs}
     assert {"Learning Rate/train", "Losses/train", "Losses/test", "Meters/test/accuracy/top_2", "Speed/train/im_per_sec",
             "Speed/train/cumulative_sample_fetch_time"} <= tags  # fmt: skip
@@ -75,14 +79,14 @@ def test_tensorboard_plot_hook_writes_as_under_classy_train(runs):
 def test_the_loggers_get_the_tensorboard_hook_s_scalars_at_its_steps(runs):
     """Every scalar the hook wrote reaches the Lightning loggers under its tag, at its step, with its value (the
     module's own phase values, at Lightning's steps, are not logged beside them)."""
-    logged = runs[0]["logged"]
+    [logged] = _runs(runs, "logged")
     [hook], [csv], [tensorboard] = logged["hook"], logged["csv"], logged["tensorboard"]
     assert _hook_tags(tensorboard) == hook
     _same_plot(_float32(_hook_tags(csv)), hook, timed=())
 
 
 def test_trainer_options_reach_the_trainer(runs):
-    plain, logged = runs[0]["plain"], runs[0]["logged"]
+    plain, logged = _runs(runs, "plain", "logged")
     assert logged["trainer"]["max_time"] == 3600 and plain["trainer"]["max_time"] is None
     assert "LambdaCallback" in logged["trainer"]["callbacks"]
 
@@ -95,7 +99,7 @@ def test_trainer_options_reach_the_trainer(runs):
     ("--trainer.gradient_clip_val 0.5", ["--trainer.gradient_clip_val 0.5", "clip_grad_norm=1.0"]),
 ])  # fmt: skip
 def test_an_option_the_config_decides_is_refused_naming_both_sides(runs, flags, both_sides):
-    error = runs[1][flags]
+    error = runs["errors"][flags]
     assert error is not None and error.startswith("TrainerOptionError")
     for side in both_sides:
         assert side in error
@@ -105,7 +109,7 @@ def test_vissl_s_values_reach_the_loggers_and_its_files_stay(runs):
     """VISSL's SimCLR integration-test config: ``train/loss`` and ``train/lr`` every ``LOG_FREQUENCY`` step in CSV
     and TensorBoard as in the default CSVLogger; VISSL's stdout.json and metrics.json, its checkpoints and the
     weights as VISSL's launcher writes them with the same hooks (its checkpoints hold SSLTensorboardHook's state)."""
-    plain, logged, reference = runs[0]["vissl_plain"], runs[0]["vissl_logged"], runs[0]["vissl_reference"]
+    plain, logged, reference = _runs(runs, "vissl_plain", "vissl_logged", "vissl_reference")
     [expected] = plain["points"]["csv"]
     assert {"train/loss", "train/lr"} <= {name for _, name, _ in expected}
     assert _per_step(logged["points"]["csv"][0]) == _per_step(expected) and _per_step(expected)
@@ -122,7 +126,7 @@ def test_ssl_tensorboard_hook_writes_as_under_vissl_and_the_loggers_get_it(runs)
     """VISSL's SSLTensorboardHook (USE_TENSORBOARD, activation statistics every 2 iterations) under lightning-hooks
     train writes what it writes under VISSL's launcher (tags, ``task.iteration`` steps, values but the timings), and
     every scalar of it reaches the Lightning loggers at its step."""
-    logged, reference = runs[0]["vissl_logged"], runs[0]["vissl_reference"]
+    logged, reference = _runs(runs, "vissl_logged", "vissl_reference")
     [ours], [theirs] = logged["hook"], reference["hook"]
     tags = {name for _, name, _ in theirs}
     assert {"Training/Loss", "Training/Learning_rate", "Speed/ETA_hours"} <= tags
