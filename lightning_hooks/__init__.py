@@ -12,7 +12,12 @@ import importlib
 import importlib.util
 import sys
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the package's own names (_HOMES), as type checkers and IDEs should see them
+    from lightning_hooks.adapt import adapt
+    from lightning_hooks.config import build_callbacks
 
 #: the package's own names, by the module that defines them; the families' adapters come from the registry
 _HOMES = {

@@ -23,7 +23,7 @@ import importlib
 import inspect
 import os
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from hydra.utils import instantiate
@@ -79,12 +79,12 @@ def build_callbacks(
 def _load(cfg: DictConfig | Mapping[str, Any] | str | os.PathLike) -> dict[str, Any]:
     source = os.fspath(cfg) if isinstance(cfg, (str, os.PathLike)) else "the config"
     try:
-        node = OmegaConf.load(cfg) if isinstance(cfg, (str, os.PathLike)) else cfg
+        node = OmegaConf.load(source) if isinstance(cfg, (str, os.PathLike)) else cfg
         node = node if isinstance(node, DictConfig) else OmegaConf.create(dict(node))
     except (yaml.YAMLError, OmegaConfBaseException) as err:
         raise ConfigError(f"{source} does not parse: {err}") from err
     try:
-        return OmegaConf.to_container(node, resolve=True)
+        return cast("dict[str, Any]", OmegaConf.to_container(node, resolve=True))  # a DictConfig's container
     except OmegaConfBaseException as err:
         raise ConfigError(
             f"{source}: an interpolation cannot be resolved: {err}\nDefine the key it names in this file, or give a "

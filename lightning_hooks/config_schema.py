@@ -12,6 +12,7 @@ import dataclasses
 import inspect
 import re
 import typing
+from collections.abc import Callable
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -32,7 +33,12 @@ def _field_type(hint: Any) -> Any:
     return Any
 
 
-def schema(cls: type) -> type:
+def _copies(default: list[Any] | dict[str, Any]) -> Callable[[], Any]:
+    """A ``default_factory``: a fresh copy of a list or dict default for each instance."""
+    return lambda: type(default)(default)
+
+
+def schema(cls: type[Any]) -> type:
     """A dataclass with ``_target_`` and one field per ``__init__`` argument of ``cls``, defaults included."""
     hints = typing.get_type_hints(cls.__init__)
     fields: list[Any] = [("_target_", str, dataclasses.field(default=f"{cls.__module__}.{cls.__qualname__}"))]
@@ -40,7 +46,7 @@ def schema(cls: type) -> type:
         if name == "self" or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
         default = MISSING if param.default is param.empty else param.default
-        spec = dataclasses.field(default_factory=lambda d=default: type(d)(d)) if isinstance(default, (list, dict)) else dataclasses.field(default=default)
+        spec = dataclasses.field(default_factory=_copies(default)) if isinstance(default, (list, dict)) else dataclasses.field(default=default)
         fields.append((name, _field_type(hints.get(name, Any)), spec))
     return dataclasses.make_dataclass(f"{cls.__name__}Conf", fields)
 

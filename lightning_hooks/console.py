@@ -44,7 +44,7 @@ def quiet_upstream_notices() -> None:
     - Lightning's "Tip: ... try installing litlogger / litmodels" advertisements (INFO on every run).
     """
     warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning,
-                            module=r"(lightning\.pytorch|pytorch_lightning)\.utilities\._pytree")  # fmt: skip
+                            module=r"(lightning\.pytorch|pytorch_lightning)\.utilities\._pytree")  # fmt: skip  # arguments aligned under the call
     tips = DropMessages("💡 Tip: For seamless cloud")
     for namespace in NAMESPACES:  # on the logger that emits them, in each installed namespace
         logging.getLogger(f"{namespace.__name__}.utilities.rank_zero").addFilter(tips)
@@ -79,7 +79,7 @@ class _Counts:
         return trainer.num_training_batches
 
     @override
-    def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, Any]:
+    def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, Any]:  # type: ignore[misc]  # a mixin: the method is the bar's it is mixed into
         metrics = super().get_metrics(trainer, pl_module)  # type: ignore[misc]  # a mixin: super() is the Lightning bar it is mixed into
         if "v_num" in metrics:
             metrics["v_num"] = str(metrics["v_num"])

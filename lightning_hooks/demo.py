@@ -13,6 +13,7 @@ import textwrap
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import nn
@@ -24,7 +25,10 @@ from lightning_hooks.console import ProgressBar, configure_logging, quiet_upstre
 from lightning_hooks.core.demo import Probe, Run
 from lightning_hooks.core.lightning_api import pl, submodule
 
-CSVLogger, TensorBoardLogger = submodule("loggers").CSVLogger, submodule("loggers").TensorBoardLogger
+if TYPE_CHECKING:  # the type checker reads `lightning.pytorch`; at run time the namespace lightning_api picked
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+else:
+    CSVLogger, TensorBoardLogger = submodule("loggers").CSVLogger, submodule("loggers").TensorBoardLogger
 
 
 class DemoNet(pl.LightningModule):
@@ -135,8 +139,10 @@ class ValidationCurves(pl.Callback):
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        raw = pl_module.evaluate(trainer.val_dataloaders)
-        metrics = {"epoch": trainer.current_epoch + 1}
+        loader = trainer.val_dataloaders
+        assert loader is not None, "validation has ended: its loader is set"
+        raw = cast(DemoNet, pl_module).evaluate(loader)  # or any model with DemoNet's evaluate
+        metrics: dict[str, float] = {"epoch": trainer.current_epoch + 1}
         for name in ("loss", "acc"):
             metrics[f"val_{name}/ema"] = float(trainer.callback_metrics[f"val_{name}"])
             metrics[f"val_{name}/raw"] = raw[name]
@@ -151,7 +157,8 @@ def plot_curves(history: list[dict[str, float]], path: Path) -> None:
 
     figure = Figure(figsize=(9, 3.4), layout="constrained")
     epochs = [m["epoch"] for m in history]
-    for ax, name, label in zip(figure.subplots(1, 2), ("loss", "acc"), ("validation loss", "validation accuracy")):
+    panels = zip(figure.subplots(1, 2), ("loss", "acc"), ("validation loss", "validation accuracy"), strict=True)
+    for ax, name, label in panels:
         ax.plot(epochs, [m[f"val_{name}/raw"] for m in history], marker="o", label="raw weights")
         ax.plot(epochs, [m[f"val_{name}/ema"] for m in history], marker="o", label="EMA weights (MMEngine EMAHook)")
         ax.set(xlabel="epoch", ylabel=label, xticks=epochs)
@@ -205,7 +212,8 @@ def format_table(header: list[str], rows: list[list[str]], width: int = 60) -> s
     out = [rule]
     for n, row in enumerate(cells):
         for k in range(max(map(len, row))):
-            out.append("| " + " | ".join((c[k] if k < len(c) else "").ljust(w) for c, w in zip(row, widths)) + " |")
+            padded = [(c[k] if k < len(c) else "").ljust(w) for c, w in zip(row, widths, strict=False)]
+            out.append("| " + " | ".join(padded) + " |")
         if n == 0:
             out.append(rule.replace("-", "="))
     return "\n".join([*out, rule])

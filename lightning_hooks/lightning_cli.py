@@ -7,7 +7,7 @@ import inspect
 import re
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from jsonargparse import Namespace
 
@@ -15,8 +15,11 @@ from lightning_hooks.console import ProgressBar, configure_logging
 from lightning_hooks.core.errors import close_names
 from lightning_hooks.core.lightning_api import submodule
 
-LightningArgumentParser = submodule("cli").LightningArgumentParser
-LightningCLI = submodule("cli").LightningCLI
+if TYPE_CHECKING:  # the type checker reads `lightning.pytorch`; at run time the namespace lightning_api picked
+    from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+else:
+    LightningArgumentParser = submodule("cli").LightningArgumentParser
+    LightningCLI = submodule("cli").LightningCLI
 
 DEMO_MODEL, DEMO_DATA = "lightning_hooks.demo.DemoNet", "lightning_hooks.demo.SyntheticData"
 BAR = f"{ProgressBar.__module__}.{ProgressBar.__qualname__}"

@@ -10,12 +10,10 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
-
 from typing_extensions import override
 
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.lightning_api import Callback, isolate_rng, move_data_to_device, pl, rank_zero_warn
-
 from lightning_hooks.core.state_keys import UniqueStateKey
 
 _POLICIES = ("raise", "skip", "save")
@@ -145,7 +143,7 @@ class AnomalyDetector(UniqueStateKey, Callback):
 
     def _save_buffers(self, pl_module: pl.LightningModule) -> None:
         live = list(pl_module.buffers())
-        if len(live) != len(self._buffers) or any(a is not b for a, b in zip(live, self._buffers)):
+        if len(live) != len(self._buffers) or any(a is not b for a, b in zip(live, self._buffers, strict=True)):
             self._buffers, self._saved = live, [b.detach().clone() for b in live]
         elif live:
             with torch.no_grad():

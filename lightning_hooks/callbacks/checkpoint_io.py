@@ -12,7 +12,6 @@ from typing import Any
 import torch
 from fsspec.core import strip_protocol
 from fsspec.implementations.local import LocalFileSystem
-
 from typing_extensions import override
 
 from lightning_hooks.core import lightning_api
@@ -203,10 +202,8 @@ def _keep_alive(path: str) -> str | None:
 
 
 def _unlink(path: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 @contextlib.contextmanager

@@ -6,11 +6,9 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
-
 from typing_extensions import override
 
 from lightning_hooks.core.lightning_api import Callback, pl
-
 from lightning_hooks.core.state_keys import UniqueStateKey
 from lightning_hooks.core.weight_swaps import check_one_weight_swap
 
@@ -18,7 +16,7 @@ from lightning_hooks.core.weight_swaps import check_one_weight_swap
 def _dense(t: Tensor) -> bool:
     """Whether ``t`` covers ``numel`` consecutive elements of its storage (any dimension order, no gaps)."""
     expected = 1
-    for stride, size in sorted((st, sz) for st, sz in zip(t.stride(), t.shape) if sz != 1):
+    for stride, size in sorted((st, sz) for st, sz in zip(t.stride(), t.shape, strict=True) if sz != 1):
         if stride != expected:
             return False
         expected *= size
@@ -183,7 +181,7 @@ class EMA(UniqueStateKey, Callback):
         signature = [(id(t), t.device, t.dtype, t.shape, t.data_ptr()) for _, t in named]
         if signature == self._signature and self._loaded is None:
             return
-        values = self._loaded if self._loaded is not None else dict(zip(self._names, self._ema))
+        values = self._loaded if self._loaded is not None else dict(zip(self._names, self._ema, strict=True))
         if values:
             names = [n for n, _ in named]
             missing, unexpected = set(names) - set(values), set(values) - set(names)
@@ -201,7 +199,7 @@ class EMA(UniqueStateKey, Callback):
             by_group.setdefault((t.device, t.dtype), []).append((name, t))
         ema_of: dict[str, Tensor] = {}
         self._groups = []
-        for (device, dtype), members in by_group.items():
+        for (device, _dtype), members in by_group.items():
             live = [t for _, t in members]
             ema_device = torch.device("cpu") if self.cpu else device
             offload = ema_device != device
@@ -258,7 +256,7 @@ class EMA(UniqueStateKey, Callback):
         with torch.no_grad():
             for g in self._groups:
                 if g.staging is None:
-                    for e, t in zip(g.ema, g.live):
+                    for e, t in zip(g.ema, g.live, strict=True):
                         data = t.data
                         t.data = e.data
                         e.data = data
@@ -273,7 +271,7 @@ class EMA(UniqueStateKey, Callback):
         """EMA values in ``self._names`` order, whether or not they are swapped into the model."""
         if not self._swapped:
             return self._ema
-        return [t if not off else e for t, e, off in zip(self._live, self._ema, self._offloaded)]
+        return [t if not off else e for t, e, off in zip(self._live, self._ema, self._offloaded, strict=True)]
 
     def _swap_in(self, pl_module: pl.LightningModule) -> None:
         if self.num_updates == 0 or self._swapped:
@@ -353,10 +351,7 @@ class EMA(UniqueStateKey, Callback):
     # ------------------------------------------------------------------ state
     @override
     def state_dict(self) -> dict[str, Any]:
-        if self._loaded is not None:
-            ema = self._loaded
-        else:
-            ema = dict(zip(self._names, self._current_ema()))
+        ema = self._loaded if self._loaded is not None else dict(zip(self._names, self._current_ema(), strict=True))
         return {"num_updates": self.num_updates, "ema": ema}
 
     @override
@@ -386,7 +381,7 @@ class EMA(UniqueStateKey, Callback):
             )
         if not self._swapped:
             self._prepare(pl_module)
-        by_id = {id(t): e for t, e in zip(self._live, self._current_ema())}
+        by_id = {id(t): e for t, e in zip(self._live, self._current_ema(), strict=True)}
         return {
             k: by_id[id(v)].detach().clone() if id(v) in by_id else v.detach()
             for k, v in pl_module.state_dict(keep_vars=True).items()

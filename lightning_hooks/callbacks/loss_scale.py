@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
 from typing_extensions import override
 
 from lightning_hooks.core.lightning_api import Callback, pl, rank_zero_warn
-
 from lightning_hooks.core.state_keys import UniqueStateKey
 
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
-
 from typing_extensions import override
 
 from lightning_hooks.core.lightning_api import Callback, isolate_rng, pl, rank_zero_warn
@@ -164,18 +163,18 @@ class PreciseBN(Callback):
                 s1, s2, counts = _all_reduce(s1, s2, counts)
         except BaseException:
             with torch.no_grad():
-                for bn, saved in zip(bns, stats):
+                for bn, saved in zip(bns, stats, strict=True):
                     torch._foreach_copy_(_running_stats(bn), saved)
             raise
         finally:
             for h in handles:
                 h.remove()
-            for bn, momentum in zip(bns, momenta):
+            for bn, momentum in zip(bns, momenta, strict=True):
                 bn.momentum = momentum
             for m, training in modes:
                 m.training = training
         with torch.no_grad():
-            for bn, a, b, n in zip(bns, s1, s2, counts):
+            for bn, a, b, n in zip(bns, s1, s2, counts, strict=True):
                 if n == 0:
                     continue  # layer never ran: keep its statistics
                 mean = a / n
@@ -222,7 +221,7 @@ class PreciseBN(Callback):
             torch._foreach_add_(s2, v64)  # += (n - 1) * v
             torch._foreach_mul_(m64, n)
             torch._foreach_add_(s1, m64)  # += n * m
-            counts = [c + x for c, x in zip(counts, n)]
+            counts = [c + x for c, x in zip(counts, n, strict=True)]
         return s1, s2, counts
 
 

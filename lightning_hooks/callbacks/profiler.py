@@ -7,11 +7,9 @@ from typing import Any
 
 import torch
 from torch.profiler import ProfilerActivity, profile
-
 from typing_extensions import override
 
 from lightning_hooks.core.lightning_api import Callback, pl, rank_zero_warn
-
 from lightning_hooks.core.state_keys import UniqueStateKey
 
 

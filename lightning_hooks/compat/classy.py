@@ -27,10 +27,10 @@ from enum import Enum
 from typing import Any
 
 __all__ = [
+    "HOOK_REGISTRY",
     "ClassyHook",
     "ClassyHookFunctions",
     "ClassyHookState",
-    "HOOK_REGISTRY",
     "build_hook",
     "build_hooks",
     "install_import_alias",
@@ -73,7 +73,7 @@ class ClassyHook(ABC):
     def from_config(cls, config: dict[str, Any]) -> ClassyHook:
         return cls(**config)
 
-    def _noop(self, *args: Any, **kwargs: Any) -> None:
+    def _noop(self, *args: Any, **kwargs: Any) -> None:  # noqa: B027  (concrete on purpose: the do-nothing mount point)
         """Assign to a mount point the hook does not use."""
 
     @classmethod

@@ -158,7 +158,7 @@ def build_hook(cfg: dict[str, Any], default_args: dict[str, Any] | None = None) 
     kind = args.pop("type")
     if isinstance(kind, str):
         real = real_hooks()
-        registries = [HOOKS] if real is None else [HOOKS, real.builder.HOOKS]
+        registries: list[Any] = [HOOKS] if real is None else [HOOKS, real.builder.HOOKS]  # ours, imix's
         registry = next((r for r in registries if kind in r), None)
         if registry is None:
             names = [n for r in registries for n in getattr(r, "module_dict", None) or r._module_dict]
@@ -272,15 +272,15 @@ def install_import_alias() -> bool:
         return False
     for name in _ALIASES:
         sys.modules[name] = _ALIAS if name.startswith("imix.engine.hooks") else _package(name)
-    sys.modules["imix"].engine = sys.modules["imix.engine"]
-    sys.modules["imix.engine"].hooks = _ALIAS
+    vars(sys.modules["imix"])["engine"] = sys.modules["imix.engine"]
+    vars(sys.modules["imix.engine"])["hooks"] = _ALIAS
     return True
 
 
 def _package(name: str) -> types.ModuleType:
     module = types.ModuleType(name, f"lightning-hooks alias package standing in for {name} (imix is not installed)")
     module.__path__ = []
-    module.__lightning_hooks_alias__ = True
+    vars(module)["__lightning_hooks_alias__"] = True
     return module
 
 

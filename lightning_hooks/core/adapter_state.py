@@ -70,7 +70,8 @@ class AdapterState(Callback):
 
     @override
     def state_dict(self) -> dict[str, Any]:
-        hooks = {k: s for k, h in zip(self.hook_keys(), self.hooks) if (s := self.hook_state(h)) is not None}
+        pairs = zip(self.hook_keys(), self.hooks, strict=True)
+        hooks = {k: s for k, h in pairs if (s := self.hook_state(h)) is not None}
         return {"family": self.family, "hook_list": self.hook_keys(), "hooks": hooks, "host": self.host_state()}
 
     @override
@@ -82,12 +83,15 @@ class AdapterState(Callback):
                 f"Resume with the same adapters and hooks the checkpoint was written with."
             )
         saved = state_dict.get("hooks", {})
-        for key, hook in zip(self.hook_keys(), self.hooks):
+        for key, hook in zip(self.hook_keys(), self.hooks, strict=True):
             if key in saved:
                 self.load_hook_state(hook, saved[key])
         unknown = saved.keys() - set(self.hook_keys())
         if unknown:
-            warnings.warn(f"{type(self).__name__}: checkpoint holds state of hooks not in this adapter: {sorted(unknown)}")
+            warnings.warn(
+                f"{type(self).__name__}: checkpoint holds state of hooks not in this adapter: {sorted(unknown)}",
+                stacklevel=1,
+            )
         self.load_host_state(state_dict.get("host", {}))
 
     def migrate_state(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
@@ -103,7 +107,8 @@ class AdapterState(Callback):
         if len(found) > 1:
             warnings.warn(
                 f"{name}: the checkpoint has no state for these hooks and several {prefix} states it cannot tell "
-                f"apart: {sorted(found)}. This adapter starts fresh; resume with the hooks the checkpoint was written with."
+                f"apart: {sorted(found)}. This adapter starts fresh; resume with the hooks the checkpoint was written with.",
+                stacklevel=1,
             )
         elif found:
             [(key, state)] = found.items()
@@ -114,7 +119,8 @@ class AdapterState(Callback):
             note = self.removed_hooks_note(removed) if removed else ""
             warnings.warn(
                 f"{name}: the checkpoint was written with hooks {saved}; loading its state for the shared hooks and "
-                f"the host. Hooks {', '.join(changes) or 'reordered'}." + (f" {note}" if note else "")
+                f"the host. Hooks {', '.join(changes) or 'reordered'}." + (f" {note}" if note else ""),
+                stacklevel=1,
             )
             self.load_state_dict(copy.deepcopy(state))
 

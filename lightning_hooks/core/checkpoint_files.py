@@ -12,7 +12,6 @@ import torch
 
 from lightning_hooks.core.errors import CheckpointFileError, add_note
 
-
 _ZIP, _PICKLE = b"PK", b"\x80"  # torch.save's zip format; the legacy format starts with a pickle protocol byte
 
 

@@ -42,7 +42,7 @@ def add_note(err: BaseException, note: str) -> None:
     if hasattr(err, "add_note"):
         err.add_note(note)
     else:
-        setattr(err, "__notes__", [*getattr(err, "__notes__", []), note])  # the attribute add_note writes
+        setattr(err, "__notes__", [*getattr(err, "__notes__", []), note])  # noqa: B010  (the attribute add_note writes; not declared on 3.10)
 
 
 class ConfigError(ValueError):

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from lightning_hooks.core.adapter import LegacyHookAdapter
-from lightning_hooks.core.demo import DemoHooks
 from lightning_hooks.core.config_kind import config_kind
+from lightning_hooks.core.demo import DemoHooks
 from lightning_hooks.core.errors import ConfigError, InputError, unknown_name
 from lightning_hooks.core.introspect import keywords
 

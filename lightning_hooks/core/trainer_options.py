@@ -31,7 +31,7 @@ LOGGERS = ("tensorboard", "csv", "wandb", "mlflow")
 PREFIX = "--trainer."
 #: the families' own ``Trainer`` flags (``add_lightning_arguments``), by the option each sets
 FLAGS = {"devices": "--devices", "num_nodes": "--num-nodes", "strategy": "--strategy", "accelerator": "--accelerator",
-         "precision": "--precision"}  # fmt: skip
+         "precision": "--precision"}  # fmt: skip  # one flag per option, wrapped at 120
 
 
 class TrainerOptionError(InputError, ValueError):
@@ -64,10 +64,10 @@ def add_arguments(group: Any) -> None:
     group.add_argument("--logger", action="append", choices=LOGGERS, default=None,
                        help="a Lightning logger receiving the legacy hooks' scalars, saved under the work dir "
                             "(repeat for several); wandb runs offline and mlflow writes a local file: store unless "
-                            "WANDB_API_KEY / MLFLOW_TRACKING_URI name a server")  # fmt: skip
+                            "WANDB_API_KEY / MLFLOW_TRACKING_URI name a server")  # fmt: skip  # help text aligned under its first line
     group.add_argument("--trainer-config", metavar="FILE", default=None,
                        help="a YAML file of lightning.Trainer options (as under trainer: in a LightningCLI config); "
-                            "--trainer.KEY VALUE sets any Trainer option, e.g. --trainer.max_time 00:01:00:00")  # fmt: skip
+                            "--trainer.KEY VALUE sets any Trainer option, e.g. --trainer.max_time 00:01:00:00")  # fmt: skip  # help text aligned under its first line
 
 
 def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -126,14 +126,14 @@ class TrainerRequest:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, trainer_argv: Sequence[str] = (),
-                  parser: argparse.ArgumentParser | None = None) -> TrainerRequest:  # fmt: skip
+                  parser: argparse.ArgumentParser | None = None) -> TrainerRequest:  # fmt: skip  # parameters aligned under the signature
         """Read ``--logger``, ``--trainer-config`` and the ``--trainer.KEY VALUE`` items (later ones win), each typed
         by ``Trainer.__init__``'s signature; an unknown key or a value of the wrong type is a :class:`TrainerOptionError`.
         ``parser``: the family's, whose :data:`FLAGS` given other than their defaults are kept in :attr:`flags`."""
         config = getattr(args, "trainer_config", None)
         argv = ([f"--trainer={config}"] if config else []) + list(trainer_argv)
         request = cls(loggers=tuple(dict.fromkeys(getattr(args, "logger", None) or ())),
-                      flags=given_flags(parser, args, FLAGS) if parser is not None else {})  # fmt: skip
+                      flags=given_flags(parser, args, FLAGS) if parser is not None else {})  # fmt: skip  # arguments aligned under the call
         if not argv:
             return request
         reader = _parser()
@@ -150,7 +150,7 @@ class TrainerRequest:
         return request
 
     def resolve(self, defaults: Mapping[str, Any], owned: Mapping[str, Owned], *, save_dir: str, name: str,
-                callbacks: Sequence[Any] = ()) -> dict[str, Any]:  # fmt: skip
+                callbacks: Sequence[Any] = ()) -> dict[str, Any]:  # fmt: skip  # parameters aligned under the signature
         """The ``Trainer`` keywords: ``defaults`` (the family's), the options asked for, ``owned``'s values, the
         loggers (:func:`build_loggers`, under ``save_dir``, run name ``name``) and ``callbacks`` before the asked
         ones. An asked option that ``owned`` decides otherwise raises a :class:`TrainerOptionError` naming both sides; a
@@ -235,7 +235,7 @@ def _mlflow(save_dir: str, name: str) -> Any:
 
 
 _BUILDERS: dict[str, Callable[[str, str], Any]] = {"csv": _csv, "tensorboard": _tensorboard, "wandb": _wandb,
-                                                   "mlflow": _mlflow}  # fmt: skip
+                                                   "mlflow": _mlflow}  # fmt: skip  # one builder per logger, wrapped at 120
 
 
 def given_flags(parser: argparse.ArgumentParser, args: argparse.Namespace, flags: Mapping[str, str]) -> dict[str, Owned]:

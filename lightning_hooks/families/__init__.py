@@ -11,6 +11,7 @@ from typing import Any
 
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.family import Family
+
 #: the family folders, in the order ``adapt`` tries them
 NAMES = ("mmengine", "classy", "imix", "mmcv")
 

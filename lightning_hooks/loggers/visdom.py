@@ -8,7 +8,8 @@ import logging
 import time
 import warnings
 from argparse import Namespace
-from typing import Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import requests
@@ -52,8 +53,10 @@ class _VisdomClient(visdom.Visdom):
       ``connect_error`` holds the error.
     """
 
+    session: requests.Session  # set by visdom.Visdom.__init__; visdom's stubs omit it
+
     def __init__(self, server: str, port: int, env: str) -> None:
-        self.connect_error: Optional[Exception] = None
+        self.connect_error: Exception | None = None
         self.timeout = _HTTP_TIMEOUT_S
         # The constructor logs "Without the incoming socket you cannot receive events..." and
         # "Setting up a new session..." as warnings; both are expected here.
@@ -137,12 +140,12 @@ class VisdomLogger(Logger):
         self._env = env
         self._server = server
         self._port = port
-        self._client: Optional[_VisdomClient] = None
+        self._client: _VisdomClient | None = None
         self._connected = False
         self._warned = False  # a warning was emitted for the current outage
         self._rejected: set[str] = set()  # windows (and envs) whose update the server answered with an HTTP error
         self._last_attempt = 0.0  # time.monotonic() of the last failed request
-        self._hparams_html: Optional[str] = None
+        self._hparams_html: str | None = None
         self._num_log_calls = 0  # x value when Lightning passes no step
 
     def __getstate__(self) -> dict[str, Any]:
@@ -178,7 +181,7 @@ class VisdomLogger(Logger):
 
     @override
     @rank_zero_only
-    def log_hyperparams(self, params: Union[dict[str, Any], Namespace], *args: Any, **kwargs: Any) -> None:
+    def log_hyperparams(self, params: dict[str, Any] | Namespace, *args: Any, **kwargs: Any) -> None:
         params = flat_hyperparams(params)
         rows = "".join(
             f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>" for k, v in params.items()
@@ -189,7 +192,7 @@ class VisdomLogger(Logger):
 
     @override
     @rank_zero_only
-    def log_metrics(self, metrics: dict[str, float], step: Optional[int] = None) -> None:
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         x = np.array([self._num_log_calls if step is None else step], dtype=np.float64)
         self._num_log_calls += 1
         points = []

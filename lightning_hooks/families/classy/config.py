@@ -38,7 +38,7 @@ def build_hook(config: Mapping[str, Any]) -> Any:
     raise KeyError(unknown_name("Classy hook name", str(name), [n for r in registries for n in r.HOOK_REGISTRY]))
 
 
-def accepted_keys(cls: type) -> set[str] | None:
+def accepted_keys(cls: type[Any]) -> set[str] | None:
     """The config keys ``cls.from_config`` uses: those its own ``from_config`` reads, else (``cls(**config)``) the
     ``__init__`` parameters; ``None`` when they cannot be known (``**kwargs``, no source)."""
     own = next((vars(base)["from_config"] for base in cls.__mro__ if "from_config" in vars(base)), None)
@@ -97,12 +97,12 @@ def _keys_read(function: Any) -> set[str] | None:
         if (
             isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name
             and isinstance(node.slice, ast.Constant)
-        ):  # fmt: skip
+        ):  # fmt: skip  # one condition a line
             keys.add(str(node.slice.value))
         elif (
             isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
             and isinstance(node.func.value, ast.Name) and node.func.value.id == name
             and node.args and isinstance(node.args[0], ast.Constant)
-        ):  # fmt: skip
+        ):  # fmt: skip  # one condition a line
             keys.add(str(node.args[0].value))
     return keys

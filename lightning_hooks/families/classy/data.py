@@ -56,7 +56,7 @@ class ClassyTaskData(pl.LightningDataModule):
 
             config = load_task_config(source)
             self.datasets = {phase: build_dataset(config["dataset"][phase])
-                             for phase in ("train", "test") if phase in config.get("dataset", {})}  # fmt: skip
+                             for phase in ("train", "test") if phase in config.get("dataset", {})}  # fmt: skip  # the comprehension's for clause under its value
             self.mp_context = "spawn"  # ClassificationTask's default
 
     def loader(self, phase: str) -> Any:

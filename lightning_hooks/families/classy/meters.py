@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -15,6 +15,7 @@ from torchmetrics import Metric
 
 from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.families.classy.config import check_config
+
 
 class MetricMeter:
     """A torchmetrics ``Metric`` behind Classy's meter interface (``name``, ``value`` dict, ``reset``, ``sync_state``).
@@ -98,7 +99,7 @@ def classy_meters(meters: Mapping[str, Any] | Sequence[Any] | None) -> list[Any]
     if meters is None:
         return []
     if isinstance(meters, (DictConfig, ListConfig)):  # from YAML / LightningCLI / Hydra
-        meters = OmegaConf.to_container(meters, resolve=True)
+        meters = cast("dict[str, Any] | list[Any]", OmegaConf.to_container(meters, resolve=True))
     if isinstance(meters, Mapping):
         return [_meter(value, f"meters[{name!r}]", name) for name, value in meters.items()]
     if isinstance(meters, Sequence) and not isinstance(meters, str):

@@ -20,13 +20,13 @@ CLASSY_REGISTRIES = {"DATASET_REGISTRY": "Classy dataset", "MODEL_REGISTRY": "Cl
                      "TASK_REGISTRY": "Classy task"}  # fmt: skip  # one entry per registry, aligned
 #: VISSL's registries (those its ``get_*`` functions assert a name is in), and Classy's, which VISSL also builds from
 VISSL_REGISTRIES = {"MODEL_TRUNKS_REGISTRY": "VISSL model trunk", "MODEL_HEADS_REGISTRY": "VISSL model head",
-                    "COLLATOR_REGISTRY": "VISSL collator", **CLASSY_REGISTRIES}  # fmt: skip
+                    "COLLATOR_REGISTRY": "VISSL collator", **CLASSY_REGISTRIES}  # fmt: skip  # one entry per registry, aligned
 
 CLASSY_WHERE = ("Registrations come from the packages of the project folder (--project_folder, default: the folder "
                 "lightning-hooks train runs in), imported as classy_train.py imports those of its folder, and from "
-                "Classy Vision itself.")  # fmt: skip
+                "Classy Vision itself.")  # fmt: skip  # one sentence, wrapped at 120
 VISSL_WHERE = ("Registrations come from VISSL itself and from the modules given with --import MODULE, whose VISSL "
-               "register_* decorators run when lightning-hooks train imports them.")  # fmt: skip
+               "register_* decorators run when lightning-hooks train imports them.")  # fmt: skip  # one sentence, wrapped at 120
 
 
 def explain_classy(err: BaseException) -> UnknownNameError | None:
@@ -52,7 +52,7 @@ def missing_vissl_config(err: BaseException) -> ConfigFileError | None:
         spec = importlib.util.find_spec("configs")
         roots += [Path(folder) / "config" for folder in (spec.submodule_search_locations or [])] if spec else []
         known = [str(path.relative_to(root).with_suffix("")) for root in roots if root.is_dir()
-                 for path in root.rglob("*.yaml")]  # fmt: skip
+                 for path in root.rglob("*.yaml")]  # fmt: skip  # the comprehension's second for clause under its first
         close = close_names(name, known)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         return ConfigFileError(

@@ -41,7 +41,7 @@ def import_project(folder: str) -> list[str]:
     folder = os.path.abspath(folder)
     if not os.path.isdir(folder):
         raise ProjectImportError(f"--project_folder {folder}: no such folder (the folder of your Classy project, whose "
-                                 "packages register the config's names; default: the current folder)")  # fmt: skip
+                                 "packages register the config's names; default: the current folder)")  # fmt: skip  # the message continues under its first half
     if not any(os.path.abspath(entry or os.curdir) == folder for entry in sys.path):
         sys.path.insert(0, folder)
     imported = []
@@ -55,7 +55,7 @@ def import_project(folder: str) -> list[str]:
             if err.name == name:  # not a package: a file without a suffix, a folder Python cannot import
                 continue
             raise _failed(folder, name, err) from err
-        except Exception as err:  # noqa: BLE001  (any error of the user's package, re-raised with its cause)
+        except Exception as err:  # any error of the user's package, re-raised with its cause
             raise _failed(folder, name, err) from err
         imported.append(name)
     return imported
@@ -87,7 +87,7 @@ def import_user_modules(names: list[str], flag: str = "--import") -> None:
     for name in names:
         try:
             importlib.import_module(name)
-        except Exception as err:  # noqa: BLE001  (any error of the user's module, re-raised with its cause)
+        except Exception as err:  # any error of the user's module, re-raised with its cause
             raise ProjectImportError(
                 f"{flag} {name}: the module does not import ({type(err).__name__}: {err}). Give a module importable "
                 f"from the current folder ({folder}) or from PYTHONPATH, by its dotted name (my_pkg.my_trunk, no .py)."

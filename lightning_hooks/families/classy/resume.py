@@ -182,11 +182,12 @@ class LegacyStart:
                 f"ClassyAdapter: {source} was written at the end of train phase {task['train_phase_idx']}, and "
                 f"{'VISSL' if vissl else 'Classy'} would run that epoch's test phase first, but this fit does not "
                 "validate (no val_dataloaders, or limit_val_batches=0): it resumes at the next train epoch without "
-                "it. Pass val_dataloaders to fit, or run trainer.validate() first if you need it."
+                "it. Pass val_dataloaders to fit, or run trainer.validate() first if you need it.",
+                stacklevel=1,
             )
         missing = [hook.name() for hook in hooks if hook.name() not in task["hooks"]]
         if missing:
-            warnings.warn(f"ClassyAdapter: {source} holds no state for hooks {missing}; they start fresh")
+            warnings.warn(f"ClassyAdapter: {source} holds no state for hooks {missing}; they start fresh", stacklevel=1)
         host = {
             "phase_idx": task["phase_idx"] + int(skipped),
             "train_phase_idx": task["train_phase_idx"],
@@ -204,11 +205,12 @@ class LegacyStart:
             keys = ", ".join(sorted(loss)[:4]) + ", ..." * (len(loss) > 4)
             warnings.warn(
                 f"ClassyAdapter: {source} holds the loss module's state ({keys}), but the adapter has no loss, so it "
-                "is not restored. Pass ClassyAdapter(..., loss='<LightningModule attribute>')."
+                "is not restored. Pass ClassyAdapter(..., loss='<LightningModule attribute>').",
+                stacklevel=1,
             )
         names = {hook.name() for hook in hooks}
         return {"family": self.family, "hooks": {n: s for n, s in task["hooks"].items() if n in names},
-                "host": host}  # fmt: skip
+                "host": host}  # fmt: skip  # the dict's last key under its first
 
     def _test_phase_pending(self, task: dict[str, Any], vissl: bool) -> bool:
         """Whether the legacy run would run a test phase next. Classy follows every train phase with one. VISSL only
@@ -290,18 +292,21 @@ def _draw_discarded_iterator_seed(trainer: pl.Trainer) -> None:
 def _resume_schedule(trainer: pl.Trainer, steps: int, epochs: int) -> None:
     """``global_step`` set to ``steps`` and every scheduler stepped from its start as far as an uninterrupted
     Lightning run would have (a Classy or VISSL checkpoint holds none)."""
+    from torch.optim.lr_scheduler import ReduceLROnPlateau
+
     lightning_api.set_optimizer_steps(trainer, steps)
     for config in trainer.lr_scheduler_configs:
         scheduler = config.scheduler
-        if not hasattr(scheduler, "base_lrs") or config.reduce_on_plateau:
+        if not hasattr(scheduler, "base_lrs") or config.reduce_on_plateau or isinstance(scheduler, ReduceLROnPlateau):
             warnings.warn(
                 f"ClassyAdapter: {type(scheduler).__name__} cannot be advanced to where the checkpoint left off (it "
-                "depends on monitored values); it starts from its initial state."
+                "depends on monitored values); it starts from its initial state.",
+                stacklevel=1,
             )
             continue
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*lr_scheduler.step.*")
-            for group, lr in zip(scheduler.optimizer.param_groups, scheduler.base_lrs):
+            for group, lr in zip(scheduler.optimizer.param_groups, scheduler.base_lrs, strict=False):
                 group["lr"] = group["initial_lr"] = lr
             scheduler.last_epoch = 0
             for _ in range((steps if config.interval == "step" else epochs) // config.frequency):

@@ -31,10 +31,9 @@ WAY_OUT = (
 
 def scheduled_options(config: Any) -> list[str]:
     """The options of VISSL's ``OPTIMIZER.param_schedulers`` whose schedule is not constant (``["lr", "lr_head"]``)."""
+    import vissl.optimizers.param_scheduler  # noqa: F401  (registers VISSL's own schedulers)
     from classy_vision.optim import build_optimizer_schedulers
     from classy_vision.optim.param_scheduler import ConstantParamScheduler
-
-    import vissl.optimizers.param_scheduler  # noqa: F401  (registers VISSL's own schedulers)
 
     optimizer = config.get("OPTIMIZER", {})
     if not optimizer.get("param_schedulers"):
@@ -122,7 +121,7 @@ def _refuse_classy_schedule(where: str, classy: Any) -> None:
 
     groups = classy._param_group_schedulers or []
     scheduled = sorted({k for group in groups for k, v in group.items()
-                        if k != "params" and not isinstance(v, ConstantParamScheduler)})  # fmt: skip
+                        if k != "params" and not isinstance(v, ConstantParamScheduler)})  # fmt: skip  # the comprehension's condition under its for clause
     if scheduled:
         raise ValueError(
             f"ClassyAdapter: {where} is a ClassyOptimizer with param schedulers for {scheduled}, which the adapter "

@@ -29,7 +29,7 @@ class VisslTask(VisslTaskState, Task):
     def model(self) -> torch.nn.Module:
         """VISSL's ``task.model``: on several processes, the model as VISSL's DDP wrapper shows it (:class:`DDPView`:
         ``.module``, ``module.``-prefixed parameter names); on one, the model itself (VISSL wraps it only then)."""
-        model = Task.model.fget(self)
+        model = super().model
         if self.model_path is None or not (distributed() and torch.distributed.get_world_size() > 1):
             return model
         return DDPView(model)
@@ -50,9 +50,11 @@ class VisslTask(VisslTaskState, Task):
 
     def record_loss(self, loss: torch.Tensor, target: Any) -> None:
         """VISSL's: the loss averaged over ranks, and ``losses`` gets it times the batch size."""
-        self.last_batch.loss = _all_reduce_mean(loss.detach().clone())
-        size = target.size(0) if isinstance(target, torch.Tensor) else batch_size(self.last_batch.sample)
-        self.losses.append(self.last_batch.loss.item() * size)
+        last = self.last_batch
+        assert last is not None, "record_loss runs in a step, once last_batch holds its batch"
+        last.loss = _all_reduce_mean(loss.detach().clone())
+        size = target.size(0) if isinstance(target, torch.Tensor) else batch_size(last.sample)
+        self.losses.append(last.loss.item() * size)
 
     def meters_on(self) -> bool:
         """VISSL updates meters in train phases only with ``METERS.enable_training_meter``."""

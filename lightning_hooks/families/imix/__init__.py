@@ -6,9 +6,9 @@ from typing import Any
 
 from lightning_hooks.core.errors import ConfigError
 from lightning_hooks.core.family import Family, build_adapter, build_each, expect
+from lightning_hooks.families.imix import logging as imix_logging
 from lightning_hooks.families.imix.adapter import IMIXAdapter
 from lightning_hooks.families.imix.demo import demo_hooks
-from lightning_hooks.families.imix import logging as imix_logging
 
 __all__ = ["FAMILY", "IMIXAdapter"]
 
@@ -19,7 +19,7 @@ def build_section(section: Any, path: str) -> IMIXAdapter:
     options = dict(expect(section, dict, path, FAMILY.section_example))
     if "custom_hooks" not in options:
         raise ConfigError(f"{path}.custom_hooks: missing; IMIXAdapter needs at least one hook. Write e.g. "
-                          f"{path}.custom_hooks: [{{type: IterationTimerHook}}]")  # fmt: skip
+                          f"{path}.custom_hooks: [{{type: IterationTimerHook}}]")  # fmt: skip  # the message continues under its first half
     custom = expect(options.pop("custom_hooks"), list, f"{path}.custom_hooks", "[{type: IterationTimerHook}]")
     return build_adapter(IMIXAdapter, build_each(IMIXAdapter, custom, f"{path}.custom_hooks"), options, path)
 

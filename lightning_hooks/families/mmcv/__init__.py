@@ -7,16 +7,16 @@ from typing import Any
 from lightning_hooks.core.config_kind import OPENMMLAB_1X
 from lightning_hooks.core.errors import ConfigError
 from lightning_hooks.core.family import Family, TrainCommand, adapter_options, check_keys, expect, message
-from lightning_hooks.families.mmcv.adapter import MMCVAdapter
 from lightning_hooks.families.mmcv import logging as mmcv_logging
 from lightning_hooks.families.mmcv import names, train
+from lightning_hooks.families.mmcv.adapter import MMCVAdapter
 from lightning_hooks.families.mmcv.demo import available, demo_hooks
 
 __all__ = ["FAMILY", "MMCVAdapter"]
 
 #: the hook keys of an ``mmcv:`` section, as in an mmcv config
 _HOOK_KEYS = ("lr_config", "optimizer_config", "checkpoint_config", "log_config", "momentum_config", "custom_hooks",
-              "fp16", "timer_config", "profiler_config")  # fmt: skip
+              "fp16", "timer_config", "profiler_config")  # fmt: skip  # names wrapped at 120
 
 
 def build_section(section: Any, path: str) -> MMCVAdapter:
@@ -44,4 +44,4 @@ FAMILY = Family("mmcv", MMCVAdapter, build_section, demo_hooks=demo_hooks if ava
                 accepts="mmcv.runner.Hook (mmcv 1.x)",
                 train=(TrainCommand(legacy="OpenMMLab 1.x tools/train.py (mmcls 0.x, mmdet 2.x, mmseg 0.x)",
                                     usage=train.USAGE, kind=OPENMMLAB_1X, main=train.main,
-                                    explain=names.explain),))  # fmt: skip
+                                    explain=names.explain),))  # fmt: skip  # TrainCommand's arguments aligned under the call

@@ -52,7 +52,7 @@ def register_training_hooks(
 
     configs = _copy(dict(lr_config=lr_config, optimizer_config=optimizer_config,
                                  checkpoint_config=checkpoint_config, log_config=log_config,
-                                 momentum_config=momentum_config, custom_hooks=custom_hooks))  # fmt: skip
+                                 momentum_config=momentum_config, custom_hooks=custom_hooks))  # fmt: skip  # one hook config key a pair, aligned under dict(
     for path, entry in _hook_entries(configs):
         check_type(entry, HOOKS, path)
     if fp16 is not None and isinstance(configs["optimizer_config"], Mapping):
@@ -69,7 +69,7 @@ def register_training_hooks(
     registry.register_training_hooks(
         configs["lr_config"], configs["optimizer_config"], configs["checkpoint_config"], configs["log_config"],
         configs["momentum_config"], custom_hooks_config=configs["custom_hooks"], **timer,
-    )  # fmt: skip
+    )  # fmt: skip  # mmcv's positional order, wrapped at 120
     if profiler_config is not None:
         registry.register_profiler_hook(_copy(profiler_config))
     return registry._hooks

@@ -24,7 +24,7 @@ class MMCVModule(pl.LightningModule):
 
     def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
         super().__init__()
-        self.model = model
+        self.model: Any = model  # an mmcv model: train_step / val_step are its own (mmcv: no types)
         self._optimizer = optimizer
 
     @override

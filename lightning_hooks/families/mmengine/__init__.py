@@ -29,7 +29,7 @@ def build_section(section: Any, path: str) -> MMEngineAdapter:
 
     section = dict(expect(section, dict, path, FAMILY.section_example))
     defaults = expect(section.pop("default_hooks", None) or {}, dict, f"{path}.default_hooks",
-                      "{checkpoint: {type: CheckpointHook, interval: 1}}")  # fmt: skip
+                      "{checkpoint: {type: CheckpointHook, interval: 1}}")  # fmt: skip  # arguments aligned under the call
     default_hooks = {
         key: None if entry is None else build_one(MMEngineAdapter, entry, f"{path}.default_hooks.{key}")
         for key, entry in defaults.items()

@@ -68,7 +68,7 @@ def read(filename: str, map_location: Any, weights_only: bool) -> dict[str, Any]
 
     if os.path.isfile(filename) or "://" not in filename:  # a local path (not there: an error naming it)
         return load_checkpoint_file(filename, owner="runner.load_checkpoint", map_location=map_location,
-                                    weights_only=weights_only)  # fmt: skip
+                                    weights_only=weights_only)  # fmt: skip  # arguments aligned under the call
     return _load_checkpoint(filename, map_location=map_location)
 
 
@@ -76,8 +76,7 @@ def load_into_model(model: torch.nn.Module, checkpoint: dict[str, Any], strict: 
     """MMEngine's loading of a checkpoint's weights into ``model`` (unwrapped from DDP)."""
     from mmengine.runner.checkpoint import _load_checkpoint_to_model
 
-    model = model.module if hasattr(model, "module") else model
-    return _load_checkpoint_to_model(model, checkpoint, strict)
+    return _load_checkpoint_to_model(getattr(model, "module", model), checkpoint, strict)
 
 
 def add_mmengine_layout(
@@ -127,10 +126,10 @@ def optimizer_entry(states: list[dict[str, Any]], wrappers: OptimWrapper | Optim
     if len(named) != len(states):  # no wrappers (or not Lightning's optimizers): Lightning's states alone
         named = [(None, None)] * len(states)
     entries = [state if wrapper is None else {**state, **_wrapper_extras(wrapper)} for state, (_, wrapper) in
-               zip(states, named)]  # fmt: skip
+               zip(states, named, strict=True)]  # fmt: skip  # the comprehension's for clause under its first half
     if len(entries) == 1 and not isinstance(wrappers, OptimWrapperDict):
         return entries[0]
-    return {name or f"optimizer{i}": entry for i, ((name, _), entry) in enumerate(zip(named, entries))}
+    return {name or f"optimizer{i}": entry for i, ((name, _), entry) in enumerate(zip(named, entries, strict=True))}
 
 
 def _wrapper_extras(wrapper: OptimWrapper) -> dict[str, Any]:
@@ -144,7 +143,7 @@ def restore_wrappers(entry: Mapping[str, Any], wrappers: OptimWrapper | OptimWra
     scale of an ``AmpOptimWrapper``, ``base_param_settings``, a subclass's own state): called once Lightning restored
     its optimizers, which it loads again from the same states."""
     wrappers.load_state_dict({key: dict(value) if isinstance(wrappers, OptimWrapperDict) else value
-                              for key, value in entry.items()})  # fmt: skip
+                              for key, value in entry.items()})  # fmt: skip  # the comprehension's for clause under its first half
 
 
 def _to_model_keys(checkpoint: dict[str, Any], prefix: str) -> None:
@@ -178,7 +177,7 @@ def hub_state(hub: MessageHub) -> dict[str, Any]:
         key: {"log_history": plain(buf._log_history), "count_history": plain(buf._count_history),
               "max_length": buf.max_length}
         for key, buf in state["log_scalars"].items()
-    }  # fmt: skip
+    }  # fmt: skip  # one HistoryBuffer field group per line
     return {"log_scalars": scalars, "runtime_info": plain(state["runtime_info"]), "resumed_keys": dict(state["resumed_keys"])}
 
 
@@ -188,5 +187,5 @@ def load_hub_state(hub: MessageHub, state: dict[str, Any]) -> None:
         key: HistoryBuffer(buf["log_history"].numpy(), buf["count_history"].numpy(), buf["max_length"])
         if isinstance(buf, dict) else buf
         for key, buf in state["log_scalars"].items()
-    }  # fmt: skip
+    }  # fmt: skip  # value, condition and for clause one per line
     hub.load_state_dict({**state, "log_scalars": scalars})

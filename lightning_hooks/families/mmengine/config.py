@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS, Registry
@@ -14,9 +14,18 @@ from mmengine.runner import Priority, Runner, get_priority
 from lightning_hooks.core.errors import UnknownNameError, close_names
 from lightning_hooks.core.introspect import keywords
 
-#: the adapter class ``adapter_from_config`` builds (``MMEngineAdapter`` or a subclass; not imported: the adapter
-#: imports this module)
-Adapter = TypeVar("Adapter")
+
+class _FromConfig(Protocol):
+    """What :func:`adapter_from_config` needs of ``MMEngineAdapter`` (not imported: the adapter imports this module)."""
+
+    ckpt_path: str | None
+    auto_resume: bool
+
+    def __init__(self, hooks: Any, **options: Any) -> None: ...
+
+
+#: the adapter class ``adapter_from_config`` builds (``MMEngineAdapter`` or a subclass)
+Adapter = TypeVar("Adapter", bound=_FromConfig)
 
 
 class _Registrar:
@@ -33,7 +42,7 @@ class _Registrar:
         """``Runner.register_hook``; a hook that takes the current ``Visualizer`` when none exists yet (the Runner
         builds its visualizer before its hooks) gets an error that says how to build it."""
         try:
-            Runner.register_hook(self, hook, priority)  # type: ignore[arg-type]
+            Runner.register_hook(self, hook, priority)
         except RuntimeError as err:
             if "get_instance(name=xxx) at least once" not in str(err) or not isinstance(hook, dict):
                 raise
@@ -193,11 +202,16 @@ def adapter_from_config(
     """``MMEngineAdapter.from_config``: the adapter ``cls`` of a whole MMEngine config (see :func:`runtime_options`),
     warning once about the keys it ignores; the hooks are built after the runner, as the Runner builds them."""
     accepted = keywords(cls.__init__, skip=("self", "hooks"))
+    if accepted is None:
+        raise TypeError(
+            f"{cls.__name__}.from_config reads the config keys {cls.__name__}.__init__ takes by name, but it takes "
+            "**kwargs: list its options as parameters."
+        )
     config = dict(options, default_hooks=default_hooks, custom_hooks=custom_hooks)
     options, ckpt_path, notes, differences = runtime_options(config, accepted)
     if notes:  # stacklevel: the caller of from_config
         warnings.warn(f"MMEngineAdapter.from_config ignores keys that Lightning objects own: {'; '.join(notes)}.",
-                      stacklevel=3)  # fmt: skip
+                      stacklevel=3)  # fmt: skip  # arguments aligned under the call
     if differences:
         warnings.warn(f"MMEngineAdapter.from_config: {'; '.join(differences)}.", stacklevel=3)
     adapter = cls(HookConfig(default_hooks, custom_hooks), **options)

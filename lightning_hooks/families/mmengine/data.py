@@ -121,7 +121,7 @@ class MMEngineData(pl.LightningDataModule):
 
 
 
-def _runner_iteration(cls: type, *, exhaust: bool, started: list[Any]) -> type:
+def _runner_iteration(cls: type[DataLoader], *, exhaust: bool, started: list[Any]) -> type:
     """A subclass of the loader class ``cls`` that iterates as the Runner's loops do, for what Lightning does not:
 
     - its first ``iter()`` returns the iterator :meth:`MMEngineData.start_train_iterator` started (taken from

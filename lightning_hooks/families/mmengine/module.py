@@ -71,9 +71,10 @@ def build_model(cfg: Mapping[str, Any], init_weights: bool = True) -> BaseModel:
 
 def init_model_weights(model: torch.nn.Module, cfg: Mapping[str, Any]) -> None:
     """``model.init_weights()`` where it has one (its ``init_cfg``), in the config's scope."""
-    if hasattr(model, "init_weights"):
+    init_weights = getattr(model, "init_weights", None)
+    if init_weights is not None:
         with scope(cfg):
-            model.init_weights()
+            init_weights()
 
 
 def build_evaluator(evaluator: Any) -> Evaluator | None:
@@ -141,7 +142,7 @@ class _EvaluationPlan:
                 f"{len(self.evaluators)} evaluators; give one evaluator per dataloader, as the loop requires."
             )
         self.groups = []
-        for evaluator, loader in zip(self.evaluators, loaders):
+        for evaluator, loader in zip(self.evaluators, loaders, strict=True):
             evaluator.prepare_metrics(model, loader)
             groups = []
             pairs = evaluator.prepare_samplers(model, loader) if evaluator.metrics is not None else []
@@ -363,10 +364,10 @@ class MMEngineModule(pl.LightningModule):
         optimizers = self.optimizers()
         optimizers = optimizers if isinstance(optimizers, list) else [optimizers]
         done = self.trainer.global_step  # optimizer steps so far: a run resumes at a step
-        for wrapper, optimizer in zip(self._wrappers(), optimizers):
+        for wrapper, optimizer in zip(self._wrappers(), optimizers, strict=False):
             wrapper.optimizer = optimizer
             wrapper.initialize_count_status(self.model, done * wrapper._accumulative_counts,
-                                            int(self.trainer.estimated_stepping_batches))  # fmt: skip
+                                            int(self.trainer.estimated_stepping_batches))  # fmt: skip  # arguments aligned under the call
             if "backward" not in vars(wrapper):
                 wrapper.backward = _strategy_backward(wrapper.backward, self.trainer.strategy)
 
@@ -448,11 +449,11 @@ class MMEngineModule(pl.LightningModule):
         self._evaluation(stage).start(self.model, _as_list(loaders))
 
     @override
-    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> list:
+    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:  # the data samples
         return self._eval_step("val", self.model.val_step, batch, dataloader_idx)
 
     @override
-    def test_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> list:
+    def test_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:  # the data samples
         return self._eval_step("test", self.model.test_step, batch, dataloader_idx)
 
     def _eval_step(self, stage: str, step: Any, batch: Any, dataloader_idx: int) -> list:

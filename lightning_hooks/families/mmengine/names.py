@@ -8,7 +8,7 @@ from lightning_hooks.core.unknown_names import openmmlab_unknown_name
 
 WHERE = ("Registrations come from the modules in the config's custom_imports (found from the folder lightning-hooks "
          "train runs in: run it from your project's root) and from the library of its default scope ({scope!r}); "
-         "a name of another library takes its scope: type='mmdet.RetinaNet'.")  # fmt: skip
+         "a name of another library takes its scope: type='mmdet.RetinaNet'.")  # fmt: skip  # one sentence, wrapped at 120
 
 
 def explain(err: BaseException) -> UnknownNameError | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import os
 import time
-from typing import Any
+from typing import Any, cast
 
 import torch
 from mmengine.config import Config
@@ -77,7 +77,7 @@ def _forget_instance(config: dict[str, Any]) -> None:
         with VISUALIZERS.switch_scope_and_registry(config.get("_scope_")) as registry:
             kind = registry.get(kind)
     if isinstance(kind, type) and issubclass(kind, Visualizer):
-        kind._instance_dict.pop(config["name"], None)
+        cast(Any, kind)._instance_dict.pop(config["name"], None)  # ManagerMixin's instances (mmengine: no types)
 
 def openmmlab_model(pl_module: torch.nn.Module, path: str | None) -> tuple[torch.nn.Module | None, str]:
     """The model hooks see as ``runner.model`` and its key prefix in ``pl_module.state_dict()``.
@@ -87,7 +87,7 @@ def openmmlab_model(pl_module: torch.nn.Module, path: str | None) -> tuple[torch
     none, the LightningModule (None here). Several outermost ones are ambiguous and raise."""
     if path is None:
         path = find_model(pl_module, lambda m: isinstance(m, BaseModel), adapter="MMEngineAdapter",
-                          what="MMEngine models")  # fmt: skip
+                          what="MMEngine models")  # fmt: skip  # arguments aligned under the call
         if path is None:
             return None, ""
     module = submodule(pl_module, path, adapter="MMEngineAdapter")

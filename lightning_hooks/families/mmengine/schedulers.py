@@ -11,7 +11,7 @@ import torch
 from mmengine.optim import OptimWrapper
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from lightning_hooks.core.errors import unknown_name
+from lightning_hooks.core.errors import add_note, unknown_name
 from lightning_hooks.core.introspect import init_keywords
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.triggers import Patch, Remove
@@ -79,7 +79,7 @@ def build(configs: Any, optim_wrapper: Callable[[], Any], loop: Any) -> list[Any
                     f"Trainer(max_epochs={trainer.max_epochs}, max_steps={trainer.max_steps}): bound the Trainer "
                     "with max_epochs or max_steps, or set 'begin' and 'end' in the config"
                 )
-            err.add_note(note + ".")
+            add_note(err, note + ".")
             raise
     return built
 
@@ -141,5 +141,5 @@ def start_fit(trainer: pl.Trainer, schedulers: list[Any], states: list[dict] | N
             "so its learning rate would be stepped twice. Return only the optimizer from configure_optimizers(), "
             "or drop param_schedulers."
         )
-    for scheduler, state in zip(schedulers, states or ()):
+    for scheduler, state in zip(schedulers, states or (), strict=False):
         scheduler.load_state_dict(state)

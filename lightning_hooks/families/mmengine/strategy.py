@@ -27,10 +27,10 @@ _PLAIN = ("SingleDeviceStrategy", "DDPStrategy")
 _FSDP_WRAPPERS = ("MMFullyShardedDataParallel", "FullyShardedDataParallel")
 #: ``BaseStrategy`` arguments that ``FlexibleRunner`` fills from the config's top-level keys
 _RUNNER_KEYS = {"work_dir": "work_dir", "experiment_name": "experiment_name", "env_kwargs": "env_cfg",
-                "log_kwargs": "log_level", "auto_scale_lr": "auto_scale_lr"}  # fmt: skip
+                "log_kwargs": "log_level", "auto_scale_lr": "auto_scale_lr"}  # fmt: skip  # key pairs wrapped at 120
 #: the DeepSpeed config sections ``DeepSpeedStrategy`` takes as arguments (``mmengine/_strategy/deepspeed.py``)
 _DEEPSPEED_SECTIONS = ("zero_optimization", "gradient_clipping", "fp16", "bf16", "amp", "activation_checkpointing",
-                       "aio")  # fmt: skip
+                       "aio")  # fmt: skip  # names wrapped at 120
 
 
 class StrategyError(InputError, ValueError):
@@ -82,7 +82,7 @@ def from_config(cfg: Mapping[str, Any], chosen: Any = None) -> Any:
     if name in _PLAIN:
         for key in options:
             raise _refuse(key, f"{name}'s {key} is Runner's own DDP set-up: use the config's model_wrapper_cfg "
-                               "(and Lightning's --strategy) instead")  # fmt: skip
+                               "(and Lightning's --strategy) instead")  # fmt: skip  # the message continues under its first half
         return None
     if name in ("FSDPStrategy", "DeepSpeedStrategy") and cfg.get("resume"):
         raise StrategyError(
@@ -111,10 +111,10 @@ def fsdp_options(options: Mapping[str, Any]) -> dict[str, Any]:
         kwargs["activation_checkpointing_policy"] = _checkpointing_policy(dict(checkpointing))
     if options.pop("skip_init_weights", False):
         raise _refuse("skip_init_weights", "MMEngine then builds the model on the meta device and needs load_from to "
-                                           "fill it; drop it, the model is built and initialised as under Runner")  # fmt: skip
+                                           "fill it; drop it, the model is built and initialised as under Runner")  # fmt: skip  # the message continues under its first half
     for key in options:
         raise _refuse(key, "FSDPStrategy takes model_wrapper, activation_checkpointing, state_dict_cfg and "
-                           "skip_init_weights")  # fmt: skip
+                           "skip_init_weights")  # fmt: skip  # the message continues under its first half
     return kwargs
 
 
@@ -132,13 +132,13 @@ def _fsdp_wrapper_kwargs(wrapper: dict[str, Any]) -> dict[str, Any]:
     kind = _type_name(wrapper.pop("type", "MMFullyShardedDataParallel"))
     if kind not in _FSDP_WRAPPERS:
         raise _refuse("model_wrapper.type", f"{kind!r} wraps the model its own way; Lightning's FSDPStrategy wraps "
-                                            "it in torch's FullyShardedDataParallel (MMFullyShardedDataParallel)")  # fmt: skip
+                                            "it in torch's FullyShardedDataParallel (MMFullyShardedDataParallel)")  # fmt: skip  # the message continues under its first half
     for key, why in (("process_group", "Lightning's FSDPStrategy makes the process group"),
                      ("device_id", "Lightning's FSDPStrategy sets it to the process's device"),
                      ("ignored_modules", "MMEngine resolves these names on the model, Lightning wraps the "
                                          "LightningModule around it: freeze those parameters or drop the option"),
                      ("ignored_parameters", "MMEngine resolves these names on the model, Lightning wraps the "
-                                            "LightningModule around it: freeze those parameters or drop the option")):  # fmt: skip
+                                            "LightningModule around it: freeze those parameters or drop the option")):  # fmt: skip  # one (option, reason) pair per line, each reason continued under its first half
         if key in wrapper:
             raise _refuse(f"model_wrapper.{key}", why)
     kwargs: dict[str, Any] = {"use_orig_params": wrapper.pop("use_orig_params", True)}  # MMEngine's default, too
@@ -158,7 +158,8 @@ def _fsdp_wrapper_kwargs(wrapper: dict[str, Any]) -> dict[str, Any]:
     precision = wrapper.pop("mixed_precision", None)
     if isinstance(precision, Mapping):
         dtypes = ("param_dtype", "reduce_dtype", "buffer_dtype")
-        precision = MixedPrecision(**{k: _dtype(v) if k in dtypes else v for k, v in precision.items()})
+        fields: dict[str, Any] = {k: _dtype(v) if k in dtypes else v for k, v in precision.items()}
+        precision = MixedPrecision(**fields)
     if precision is not None:
         kwargs["mixed_precision"] = precision
     return {**wrapper, **kwargs}  # the rest (limit_all_gathers, forward_prefetch, ...) is torch FSDP's own
@@ -177,7 +178,7 @@ def _state_dict_type(state_dict_cfg: Any) -> str:
     raise _refuse("state_dict_cfg", f"{kind!r} saves each rank's shard in FSDP's own layout, which Lightning's "
                                     "FSDPStrategy does not write (its sharded checkpoints are torch.distributed."
                                     "checkpoint folders that CheckpointHook and load_from do not read): use "
-                                    "state_dict_cfg='full'")  # fmt: skip
+                                    "state_dict_cfg='full'")  # fmt: skip  # the message continues under its first half
 
 
 def _checkpointing_policy(checkpointing: dict[str, Any]) -> Callable:
@@ -190,7 +191,7 @@ def _checkpointing_policy(checkpointing: dict[str, Any]) -> Callable:
     check_fn = _function("activation_checkpointing.check_fn", checkpointing.pop("check_fn"))
     for key in checkpointing:
         raise _refuse(f"activation_checkpointing.{key}", "Lightning's FSDPStrategy checkpoints the submodules that "
-                                                         "check_fn picks, with torch's default checkpoint wrapper")  # fmt: skip
+                                                         "check_fn picks, with torch's default checkpoint wrapper")  # fmt: skip  # the message continues under its first half
     return functools.partial(lambda_auto_wrap_policy, lambda_fn=check_fn)
 
 
@@ -208,7 +209,7 @@ def _function(option: str, spec: Any) -> Callable:
             found = FUNCTIONS.get(spec)
         if found is None:
             raise _refuse(option, f"no function {spec!r} is registered in MMEngine's FUNCTIONS or importable by that "
-                                  "dotted path")  # fmt: skip
+                                  "dotted path")  # fmt: skip  # the message continues under its first half
         spec = found
     if not callable(spec):
         raise _refuse(option, f"{spec!r} is not a function, a function's name or dict(type=NAME, ...)")
@@ -269,7 +270,7 @@ def deepspeed_config(options: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict
     if accumulation != 1:
         raise _refuse("gradient_accumulation_steps", "Lightning sets DeepSpeed's from its accumulate_grad_batches, "
                                                      "which the module's OptimWrapper (one step per batch) does not "
-                                                     "use: leave it at 1")  # fmt: skip
+                                                     "use: leave it at 1")  # fmt: skip  # the message continues under its first half
     loader = cfg.get("train_dataloader") or {}
     config["train_micro_batch_size_per_gpu"] = loader.get("batch_size", 1) if isinstance(loader, Mapping) else 1
     config["steps_per_print"] = options.pop("steps_per_print", 10_000_000_000_000)
@@ -279,7 +280,7 @@ def deepspeed_config(options: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict
         raise _refuse("exclude_frozen_parameters", "Lightning's DeepSpeedStrategy saves every parameter; drop it")
     for key in options:
         raise _refuse(key, "DeepSpeedStrategy takes config, inputs_to_half, train_micro_batch_size_per_gpu, "
-                           f"gradient_accumulation_steps, steps_per_print and {', '.join(_DEEPSPEED_SECTIONS)}")  # fmt: skip
+                           f"gradient_accumulation_steps, steps_per_print and {', '.join(_DEEPSPEED_SECTIONS)}")  # fmt: skip  # the message continues under its first half
     return config
 
 
@@ -311,7 +312,7 @@ def _check_deepspeed_optim_wrapper(wrapper: Mapping[str, Any]) -> None:
             "strategy's fp16 / bf16 sections."
         )
     for key, way_out in (("clip_grad", "strategy.gradient_clipping"),
-                         ("accumulative_counts", "one optimizer step per batch")):  # fmt: skip
+                         ("accumulative_counts", "one optimizer step per batch")):  # fmt: skip  # one (option, way out) pair per line
         if wrapper.get(key) not in (None, 1):
             raise StrategyError(
                 f"optim_wrapper.{key} under strategy=dict(type='DeepSpeedStrategy'): "
@@ -383,7 +384,7 @@ def _deepspeed_class() -> type:
     """Lightning's ``DeepSpeedStrategy`` that installs :class:`InputsToHalf` and :class:`DeepSpeedBackward` once the
     DeepSpeed engine and the module's optimizer exist, and removes them at teardown."""
 
-    class MMEngineDeepSpeedStrategy(pl.strategies.DeepSpeedStrategy):  # type: ignore[name-defined,misc]
+    class MMEngineDeepSpeedStrategy(pl.strategies.DeepSpeedStrategy):
         def __init__(self, *, inputs_to_half: list | None = None, **kwargs: Any) -> None:
             super().__init__(**kwargs)
             self.inputs_to_half = tuple(inputs_to_half) if inputs_to_half else None

@@ -16,24 +16,24 @@ import copy
 import os
 import warnings
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 USAGE = ("CONFIG.py [--work-dir DIR] [--cfg-options KEY=VALUE ...] [--resume [CKPT]] [--amp] [--auto-scale-lr] "
-         "[--devices N] [--num-nodes N] [--strategy S] [--precision P]")  # fmt: skip
+         "[--devices N] [--num-nodes N] [--strategy S] [--precision P]")  # fmt: skip  # the usage line continued under its first half
 
 #: the config keys :meth:`MMEngineAdapter.from_config` takes: the hooks, loop, schedulers, visualizer, log processor,
 #: scope, work dir and checkpoint to load or resume. The model, data, optimizer and evaluator keys are built into the
 #: LightningModule and LightningDataModule; the config's own variables (``train_pipeline``, ...) are read by the keys
 #: that name them and are not given to the adapter.
 ADAPTER_KEYS = ("default_hooks", "custom_hooks", "param_scheduler", "train_cfg", "visualizer", "default_scope",
-                "log_processor", "log_level", "work_dir", "load_from", "resume")  # fmt: skip
+                "log_processor", "log_level", "work_dir", "load_from", "resume")  # fmt: skip  # names wrapped at 120
 
 
 def parser() -> argparse.ArgumentParser:
     """``tools/train.py``'s arguments, with Lightning's instead of ``--launcher``."""
-    from lightning_hooks.core.family import add_lightning_arguments
-
     from mmengine.config import DictAction
+
+    from lightning_hooks.core.family import add_lightning_arguments
 
     p = argparse.ArgumentParser(
         prog="lightning-hooks train", description="Train an OpenMMLab config under Lightning, as tools/train.py does."
@@ -43,9 +43,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--amp", action="store_true", help="enable automatic-mixed-precision training (AmpOptimWrapper)")
     p.add_argument("--auto-scale-lr", action="store_true", help="scale the learning rate by the actual batch size")
     p.add_argument("--resume", nargs="?", type=str, const="auto",
-                   help="resume from this checkpoint, or without one from the latest in the work dir")  # fmt: skip
+                   help="resume from this checkpoint, or without one from the latest in the work dir")  # fmt: skip  # arguments aligned under the call
     p.add_argument("--cfg-options", nargs="+", action=DictAction,
-                   help="override config settings, KEY=VALUE pairs merged into the config")  # fmt: skip
+                   help="override config settings, KEY=VALUE pairs merged into the config")  # fmt: skip  # arguments aligned under the call
     add_lightning_arguments(p)
     return p
 
@@ -92,7 +92,12 @@ def build(cfg: Any, request: Any = None, **trainer_options: Any) -> tuple[Any, A
     from lightning_hooks.families.mmengine.adapter import MMEngineAdapter
     from lightning_hooks.families.mmengine.data import MMEngineData
     from lightning_hooks.families.mmengine.iter_based import IterLoopConfig, parse_train_cfg
-    from lightning_hooks.families.mmengine.module import MMEngineModule, build_model, init_model_weights, seed_from_config
+    from lightning_hooks.families.mmengine.module import (
+        MMEngineModule,
+        build_model,
+        init_model_weights,
+        seed_from_config,
+    )
 
     loop_cfg = parse_train_cfg(cfg.train_cfg)  # a loop Lightning cannot run is refused before anything is built
     randomness = dict(cfg.get("randomness") or {})
@@ -174,7 +179,9 @@ def _launch_rank() -> int:
 
 #: Lightning's DDP strategies by name, and the start method each launches processes with ("auto": Lightning picks
 #: "ddp" for several processes outside a notebook)
-_DDP_STRATEGIES = {"auto": "popen", "ddp": "popen", "ddp_spawn": "spawn", "ddp_fork": "fork", "ddp_notebook": "fork"}
+_DDP_STRATEGIES: dict[str, Literal["popen", "spawn", "fork", "forkserver"]] = {
+    "auto": "popen", "ddp": "popen", "ddp_spawn": "spawn", "ddp_fork": "fork", "ddp_notebook": "fork"
+}  # fmt: skip  # the five entries on one line
 #: the ``model_wrapper_cfg`` types that are one ``DistributedDataParallel`` around the whole model, as Lightning's
 #: ``DDPStrategy`` wraps the LightningModule: their options are ``DistributedDataParallel``'s
 _ONE_DDP = ("MMDistributedDataParallel", "DistributedDataParallel")
@@ -209,12 +216,12 @@ def wrapper_strategy(cfg: Any, strategy: Any, world_size: int) -> Any:
     start_method = _DDP_STRATEGIES[strategy]
     if wrapper is None:  # Runner.wrap_model's MMDistributedDataParallel
         return pl.strategies.DDPStrategy(start_method=start_method, broadcast_buffers=False,
-                                         find_unused_parameters=bool(cfg.get("find_unused_parameters", False)))  # fmt: skip
+                                         find_unused_parameters=bool(cfg.get("find_unused_parameters", False)))  # fmt: skip  # arguments aligned under the call
     kwargs = dict(wrapper)
     kind = kwargs.pop("type", "MMDistributedDataParallel")
     name = (kind if isinstance(kind, str) else getattr(kind, "__name__", repr(kind))).rpartition(".")[2]
     way_out = ("train on one device, or wrap the whole model in one DistributedDataParallel as Lightning's "
-               "DDPStrategy does: --cfg-options model_wrapper_cfg.type=MMDistributedDataParallel")  # fmt: skip
+               "DDPStrategy does: --cfg-options model_wrapper_cfg.type=MMDistributedDataParallel")  # fmt: skip  # one sentence continued under its first half
     if name not in _ONE_DDP:
         raise ValueError(
             f"lightning-hooks train: model_wrapper_cfg=dict(type={name!r}) has no Lightning counterpart in a run of "
@@ -253,21 +260,21 @@ def owned_options(cfg: Any, loop_cfg: Any) -> dict[str, Any]:
 
     loop = f"train_cfg={dict(cfg.train_cfg)!r} (the config's loop, which Lightning runs as Trainer("
     owned = {key: Owned(value, f"{loop}{key}={value!r}))", "change the loop with --cfg-options train_cfg.KEY=VALUE")
-             for key, value in loop_cfg.trainer_kwargs().items()}  # fmt: skip
+             for key, value in loop_cfg.trainer_kwargs().items()}  # fmt: skip  # the comprehension's for clause under its first half
     wrapper = dict(cfg.get("optim_wrapper") or {})
     step = (f"optim_wrapper={wrapper!r} (MMEngine's OptimWrapper steps the optimizer itself, under Lightning's "
-            "manual optimization)")  # fmt: skip
+            "manual optimization)")  # fmt: skip  # one sentence continued under its first half
     owned.update(
         default_root_dir=Owned(cfg.work_dir, f"the work dir {cfg.work_dir!r}", "set it with --work-dir"),
         enable_checkpointing=Owned(False, "the config's CheckpointHook (default_hooks.checkpoint), which writes the "
                                    "checkpoints", "for Lightning's own, add --trainer.callbacks+=lightning.pytorch."
-                                   "callbacks.ModelCheckpoint"),  # fmt: skip
+                                   "callbacks.ModelCheckpoint"),
         use_distributed_sampler=Owned(False, "the config's samplers (DefaultSampler / InfiniteSampler shard by "
-                                      "rank themselves)"),  # fmt: skip
+                                      "rank themselves)"),
         accumulate_grad_batches=Owned(1, step, "accumulate with --cfg-options optim_wrapper.accumulative_counts=N"),
         gradient_clip_val=Owned(None, step, "clip with --cfg-options optim_wrapper.clip_grad.max_norm=V"),
         gradient_clip_algorithm=Owned(None, step, "clip with --cfg-options optim_wrapper.clip_grad.max_norm=V"),
-    )
+    )  # fmt: skip  # each message continued under its first half
     if wrapper.get("type") == "AmpOptimWrapper":
         owned["precision"] = Owned(ANY, f"{step}: AmpOptimWrapper does the mixed precision (--amp)",
                                    "drop --amp (and the AmpOptimWrapper) for Lightning's precision, or the option")
@@ -297,4 +304,4 @@ def main(argv: list[str]) -> None:
     cfg = load_config(args)
     devices = int(args.devices) if str(args.devices).isdigit() else args.devices
     train(cfg, request, devices=devices, num_nodes=args.num_nodes, strategy=args.strategy,
-          accelerator=args.accelerator, precision=args.precision)  # fmt: skip
+          accelerator=args.accelerator, precision=args.precision)  # fmt: skip  # arguments aligned under the call

@@ -23,7 +23,7 @@ def check_trainer(trainer: pl.Trainer, loop_cfg: IterLoopConfig | EpochLoopConfi
     if isinstance(loop_cfg, IterLoopConfig):
         expected.update(accumulate_grad_batches=1, limit_train_batches=1.0)
         actual.update(accumulate_grad_batches=trainer.accumulate_grad_batches,
-                      limit_train_batches=trainer.limit_train_batches)  # fmt: skip
+                      limit_train_batches=trainer.limit_train_batches)  # fmt: skip  # arguments aligned under the call
     wrong = {k: v for k, v in actual.items() if v != expected[k]}
     if wrong:
         raise ValueError(
@@ -39,7 +39,8 @@ def warn_loop_differences(trainer: pl.Trainer, max_iters: int) -> None:
     """Warn where Lightning's loop will not run the hooks as the epoch-based MMEngine loop the settings suggest
     would (``max_iters``: the run's train iterations, ``runner.max_iters``)."""
     iters, batches, every = max_iters, trainer.num_training_batches, trainer.check_val_every_n_epoch
-    if trainer.max_steps >= 0 and (trainer.max_epochs < 0 or iters < trainer.max_epochs * batches):
+    max_epochs = -1 if trainer.max_epochs is None else trainer.max_epochs  # None: unbounded, as Lightning's -1
+    if trainer.max_steps >= 0 and (max_epochs < 0 or iters < max_epochs * batches):
         if batches == float("inf"):
             where = "from a train loader without a length"
         else:
