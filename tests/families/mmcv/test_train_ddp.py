@@ -14,39 +14,22 @@ import re
 import socket
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
 from mmcv_testkit import mmcv_runner  # noqa: F401  (skips outside .venv-mmcv1)
+from mmcv_train_kit import assert_same_weights, checkpoint, json_log, text_log, tiny_resnet_cifar
 
-mmcls = pytest.importorskip("mmcls", reason="mmcls 0.x lives in .venv-mmcv1")
+pytest.importorskip("mmcls", reason="mmcls 0.x lives in .venv-mmcv1")
 
-SHIPPED = Path(mmcls.__file__).parent / ".mim" / "configs" / "resnet" / "resnet18_8xb16_cifar10.py"
-
-PROJECT = '''
+RANK_RECORD = '''
 import json
 
-import numpy as np
 import torch
 from mmcv.parallel import MMDistributedDataParallel, is_module_wrapper
 from mmcv.runner import HOOKS, Hook
-from mmcls.datasets import DATASETS, BaseDataset
-
-
-@DATASETS.register_module(force=True)
-class TinyCIFAR(BaseDataset):
-    """8 (train) or 4 (test) generated 32x32 images of the 10 CIFAR classes."""
-
-    CLASSES = [str(i) for i in range(10)]
-
-    def load_annotations(self):
-        rng = np.random.RandomState(1 if self.test_mode else 0)
-        n = 4 if self.test_mode else 8
-        return [dict(img=rng.randint(0, 255, (32, 32, 3)).astype(np.uint8), gt_label=np.array(i % 10, dtype=np.int64))
-                for i in range(n)]
 
 
 @HOOKS.register_module(force=True)
@@ -77,22 +60,12 @@ class RankRecord(Hook):
 
 @pytest.fixture
 def config(tmp_path):
-    (tmp_path / "tiny_cifar_data.py").write_text(PROJECT)
-    path = tmp_path / "tiny_resnet_cifar_dist.py"
-    path.write_text(textwrap.dedent(f"""
-        _base_ = [{str(SHIPPED)!r}]
-        custom_imports = dict(imports=['tiny_cifar_data'])
-        model = dict(backbone=dict(base_channels=8, stem_channels=8), head=dict(in_channels=64))
-        data = dict(samples_per_gpu=2, workers_per_gpu=0, persistent_workers=False, train=dict(type='TinyCIFAR'),
-                    val=dict(type='TinyCIFAR'), test=dict(type='TinyCIFAR'))
-        runner = dict(max_epochs=2)
-        log_config = dict(interval=1)
-        lr_config = dict(policy='step', step=[1])
-        evaluation = dict(interval=1, metric='accuracy')
+    (tmp_path / "rank_record.py").write_text(RANK_RECORD)
+    return tiny_resnet_cifar(tmp_path / "tiny_resnet_cifar_dist.py", samples_per_gpu=2, imports=("rank_record",),
+                             lines="""
         custom_hooks = [dict(type='RankRecord')]
         dist_params = dict(backend='gloo')
-    """))
-    return path
+    """)  # fmt: skip  # the config's lines under the call
 
 
 def _port() -> str:
@@ -109,38 +82,6 @@ def _run(command: list[str], cwd: Path, paths: tuple[Path, ...] = ()) -> None:
 
 def _without_work_dir(config: str) -> str:
     return re.sub(r"(?m)^work_dir = .*$", "", config)
-
-
-def _json_log(work_dir: Path) -> list[dict]:
-    """The json log's records without the wall-clock fields; the first one's config without the work dir."""
-    (path,) = work_dir.glob("*.log.json")
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    records[0]["config"] = _without_work_dir(records[0]["config"])
-    return [{k: v for k, v in r.items() if k not in ("time", "data_time", "eta", "memory")} for r in records]
-
-
-def _text_log(work_dir: Path) -> list[str]:
-    """The text log's lines after the config, without time stamps and wall-clock fields."""
-    (path,) = work_dir.glob("*.log")
-    lines = [line.split(" - ", 3)[-1] for line in path.read_text().splitlines() if " - mmcls - " in line]
-    keep = [line for line in lines if line.startswith(("Epoch", "Saving checkpoint", "Set random seed", "Distributed"))]
-    return [re.sub(r"(eta|time|data_time): [^,]+, ", "", line) for line in keep]
-
-
-def _checkpoint(path: Path) -> dict:
-    checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-    checkpoint["meta"]["time"] = None
-    checkpoint["meta"]["config"] = _without_work_dir(checkpoint["meta"]["config"])
-    messages = checkpoint["meta"].get("hook_msgs", {})
-    if "last_ckpt" in messages:  # the path of the previous checkpoint, in each host's work dir
-        messages["last_ckpt"] = os.path.basename(messages["last_ckpt"])
-    return checkpoint
-
-
-def _same_weights(mine: dict, theirs: dict, what: str) -> None:
-    assert mine.keys() == theirs.keys(), what
-    for key, value in theirs.items():
-        assert torch.equal(mine[key], value), (what, key)
 
 
 def test_two_processes_train_as_dist_train_sh_rank_by_rank(config, tmp_path):
@@ -163,19 +104,22 @@ def test_two_processes_train_as_dist_train_sh_rank_by_rank(config, tmp_path):
         assert mine == theirs, f"rank {rank}"
         assert theirs["rank"] == rank and theirs["world_size"] == 2
         assert theirs["wrapper"] and theirs["mmddp"] and theirs["inner"] == "ImageClassifier"
-        _same_weights(*(torch.load(d / f"weights_rank{rank}.pth", weights_only=False) for d in (ours, ref)), f"rank {rank}")
+        assert_same_weights(*(torch.load(d / f"weights_rank{rank}.pth", weights_only=False) for d in (ours, ref)),
+                            f"rank {rank}")  # fmt: skip  # arguments aligned under the call
     # runner.iter before it counts the iteration; the sampler's epoch before DistSamplerSeedHook (NORMAL, registered
     # after the custom hooks) sets it: the previous epoch's
     assert [r[1] for r in records[1][0]["iters"]] == [0, 1, 2, 3] and records[1][0]["sampler_epochs"] == [0, 0]
     assert records[1][0]["iters"][0][4] != records[1][1]["iters"][0][4]  # each rank trains its own shard
     assert records[1][0]["iters"][1][6] != records[1][1]["iters"][1][6]  # and keeps its own BN statistics
-    assert _json_log(ours) == _json_log(ref)
-    assert [r["mode"] for r in _json_log(ref)[1:]] == ["train", "train", "val"] * 2
-    assert _text_log(ours) == _text_log(ref) and "Distributed training: True" in _text_log(ref)
+    assert json_log(ours) == json_log(ref)
+    assert [r["mode"] for r in json_log(ref)[1:]] == ["train", "train", "val"] * 2
+    starts = ("Epoch", "Saving checkpoint", "Set random seed", "Distributed")
+    assert text_log(ours, "mmcls", starts) == text_log(ref, "mmcls", starts)
+    assert "Distributed training: True" in text_log(ref, "mmcls", starts)
     assert _without_work_dir((ours / config.name).read_text()) == _without_work_dir((ref / config.name).read_text())
     for name in ("epoch_1.pth", "epoch_2.pth"):
-        mine, theirs = _checkpoint(ours / name), _checkpoint(ref / name)
+        mine, theirs = checkpoint(ours / name), checkpoint(ref / name)
         assert mine["meta"] == theirs["meta"], name
-        _same_weights(mine["state_dict"], theirs["state_dict"], name)
+        assert_same_weights(mine["state_dict"], theirs["state_dict"], name)
         assert str(mine["optimizer"]) == str(theirs["optimizer"]), name
     assert os.readlink(ours / "latest.pth") == "epoch_2.pth"
