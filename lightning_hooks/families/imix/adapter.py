@@ -219,7 +219,7 @@ class IMIXAdapter(ManualStepAdapter):
                 "engine per fit (one training step, one log buffer). Put all iMIX hooks in one IMIXAdapter, or pass "
                 "them together to adapt()."
             )
-        self.engine.lightning = trainer
+        self.engine._attach(trainer)
         self._main_only(trainer.global_rank)
         if stage != "fit":
             return

@@ -58,6 +58,7 @@ class Engine(Facade):
         self.lightning: pl.Trainer | None = None
         self._hooks = hooks
         self._loop = loop
+        self._optimizer: Any = None
         self.by_epoch = by_epoch
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.is_lr_accumulation = is_lr_accumulation
@@ -91,9 +92,18 @@ class Engine(Facade):
 
     @property
     def optimizer(self) -> Any:
-        """The first optimizer, as Lightning's ``LightningOptimizer`` wrapper."""
-        optimizers = self._lightning("optimizer").lightning_module.optimizers()
-        return optimizers[0] if isinstance(optimizers, list) else optimizers
+        """The first optimizer, as Lightning's ``LightningOptimizer`` wrapper; the fit's wrapper is kept once it
+        exists (hooks read it several times an iteration)."""
+        optimizer = self._optimizer
+        if optimizer is None:
+            optimizers = self._lightning("optimizer").lightning_module.optimizers()
+            optimizer = self._optimizer = optimizers[0] if isinstance(optimizers, list) else optimizers
+        return optimizer
+
+    def _attach(self, trainer: pl.Trainer) -> None:
+        """Bind the trainer of a new run (its optimizers are read again)."""
+        self.lightning = trainer
+        self._optimizer = None
 
     @property
     def iter(self) -> int:

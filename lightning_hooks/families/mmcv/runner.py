@@ -67,6 +67,7 @@ class Runner(Facade):
         self.logger = logger if logger is not None else logging.getLogger("mmcv")
         self._model_path = model
         self._model: torch.nn.Module | None = None
+        self._optimizer: Any = None
         self.timestamp = get_time_str()
         self.log_buffer = LogBuffer()
         self.outputs: dict[str, Any] = {}
@@ -148,10 +149,13 @@ class Runner(Facade):
 
     @property
     def optimizer(self) -> Any:
-        """The first optimizer, as Lightning's wrapper (an instance of the optimizer's class)."""
-        trainer = self._lightning("optimizer")
-        optimizers = trainer.lightning_module.optimizers()
-        return optimizers[0] if isinstance(optimizers, list) else optimizers
+        """The first optimizer, as Lightning's wrapper (an instance of the optimizer's class); the fit's wrapper is
+        kept once it exists (hooks read it several times an iteration)."""
+        optimizer = self._optimizer
+        if optimizer is None:
+            optimizers = self._lightning("optimizer").lightning_module.optimizers()
+            optimizer = self._optimizer = optimizers[0] if isinstance(optimizers, list) else optimizers
+        return optimizer
 
     @property
     def data_loader(self) -> Loader:
@@ -246,6 +250,7 @@ class Runner(Facade):
         from lightning_hooks.core.models import find_model, submodule
 
         self.lightning = trainer
+        self._optimizer = None  # this trainer's, once it has set them up
         if self._given_logger is None:  # once the process group exists: mmcv's logger prints on rank 0 only
             from mmcv.utils import get_logger
 
