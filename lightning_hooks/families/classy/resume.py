@@ -49,7 +49,7 @@ class LoadCheckpoint(Patch):
                 checkpoint = load(file, *args, **kwargs)
             return adapter.legacy_start.loaded(checkpoint, str(file))
 
-        load_checkpoint._classy_loader = True  # type: ignore[attr-defined]
+        load_checkpoint._classy_loader = True  # type: ignore[attr-defined]  # a mark on the function, read above
         io.load_checkpoint = load_checkpoint
 
         def remove() -> None:
