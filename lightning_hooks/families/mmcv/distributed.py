@@ -21,7 +21,7 @@ def distributed_view_class() -> type:
     if _VIEW is None:
         from mmcv.parallel import MMDistributedDataParallel, scatter_kwargs
 
-        class DistributedView(MMDistributedDataParallel):  # type: ignore[misc,valid-type]
+        class DistributedView(MMDistributedDataParallel):
             """What ``runner.model`` is under ``dist_train.sh``, for the hooks: an ``MMDistributedDataParallel``
             (``is_module_wrapper`` is true, ``.module`` is the model, checkpoints drop the ``module.`` prefix), whose
             ``train_step`` / ``val_step`` / forward scatter the batch to the model's device as mmcv's wrappers do and
@@ -30,7 +30,8 @@ def distributed_view_class() -> type:
 
             def __init__(self, module: torch.nn.Module, **ddp_kwargs: Any) -> None:
                 torch.nn.Module.__init__(self)
-                self.module = module
+                #: the legacy model (``train_step`` / ``val_step`` are mmcv's API, not ``torch.nn.Module``'s)
+                self.module: Any = module
                 #: the arguments the training API wrapped the model with (Lightning's ``DDPStrategy`` gets them)
                 self.ddp_kwargs = ddp_kwargs
 
@@ -66,7 +67,7 @@ def wrap_distributed(model: torch.nn.Module, device: str = "cuda", *args: Any, *
     kwargs.pop("device_ids", None)
     if args:
         raise TypeError(f"lightning-hooks train: the training API wrapped the model with positional arguments {args!r}, "
-                        "which lightning-hooks does not know; open an issue naming the library and its version.")  # fmt: skip
+                        "which lightning-hooks does not know; open an issue naming the library and its version.")  # fmt: skip  # the message's lines aligned under the call
     return distributed_view_class()(model, **kwargs)
 
 

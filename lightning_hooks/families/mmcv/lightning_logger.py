@@ -25,7 +25,7 @@ class LightningLoggerHook(LoggerHook):
     """
 
     def __init__(self, interval: int = 10, ignore_last: bool = True, reset_flag: bool = False,
-                 by_epoch: bool = True) -> None:  # fmt: skip
+                 by_epoch: bool = True) -> None:  # fmt: skip  # mmcv's LoggerHook signature, arguments aligned
         super().__init__(interval, ignore_last, reset_flag, by_epoch)
         #: the trainer whose loggers receive the scalars
         self.trainer: Any = None
