@@ -57,6 +57,7 @@ def _run(root: Path, name: str, flags: list[str], tensorboard: bool = False) -> 
         tensorboard=[tensorboard_points(p) for p in sorted(ckpt.glob("tensorboard/version_*"))],
         files=sorted(p.name for p in ckpt.iterdir()),
         weights=state["base_model"], losses=state["losses"], trainer=seen, hook=_hook_points(out),
+        hook_rest=[_hook_rest(p) for p in sorted(out.glob("output_*/tensorboard"))],
     )
 
 
@@ -75,7 +76,7 @@ def _classy_reference(root: Path) -> dict[str, Any]:
     args = check_generic_args(get_parser().parse_args(["--config_file", str(config), "--checkpoint_folder",
                                                        str(out / "ckpt"), "--log_freq", "2"]))  # fmt: skip
     classy_train.main(args, json.loads(config.read_text()))
-    return {"hook": _hook_points(out)}
+    return {"hook": _hook_points(out), "hook_rest": [_hook_rest(p) for p in sorted(out.glob("output_*/tensorboard"))]}
 
 
 def _hook_points(out: Path) -> list[Any]:
@@ -84,6 +85,18 @@ def _hook_points(out: Path) -> list[Any]:
     from tracker_stores import tensorboard_points
 
     return [tensorboard_points(p) for p in sorted(out.glob("output_*/tensorboard"))]
+
+
+def _hook_rest(folder: Path) -> dict[str, Any]:
+    """What else a hook's event files hold: each histogram as ``(step, tag, count, sum)``, and the text tags."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(folder), size_guidance={"histograms": 0, "tensors": 0})
+    events.Reload()
+    tags = events.Tags()
+    histograms = sorted((e.step, tag, e.histogram_value.num, e.histogram_value.sum) for tag in tags["histograms"]
+                        for e in events.Histograms(tag))  # fmt: skip
+    return {"histograms": histograms, "text": sorted(tags["tensors"])}
 
 
 @contextlib.contextmanager
@@ -155,6 +168,7 @@ def _vissl(root: Path) -> dict[str, Any]:
         try:
             run = train(out)
             run["hook"] = [tensorboard_points(p) for p in sorted(out.glob("tb_logs"))]
+            run["hook_rest"] = [_hook_rest(p) for p in sorted(out.glob("tb_logs"))]
             run["points"] = {kind: [csv_points(p) for p in sorted(out.glob("lightning_logs/version_*/metrics.csv"))]
                              if kind == "csv" else [tensorboard_points(p) for p in sorted(out.glob("tensorboard/version_*"))]
                              for kind in ("csv", "tensorboard")}  # fmt: skip

@@ -51,6 +51,14 @@ def _same_plot(ours, theirs, timed=("Speed/",)):
             assert mine == pytest.approx(ref, rel=1e-5, abs=1e-6), (name, step)
 
 
+def _same_rest(ours, theirs):
+    """The same text tags, and histograms of the same tags at the same steps with the same counts and sums."""
+    assert ours["text"] == theirs["text"]
+    assert [h[:3] for h in ours["histograms"]] == [h[:3] for h in theirs["histograms"]] and theirs["histograms"]
+    for (step, tag, _, mine), (*_, ref) in zip(ours["histograms"], theirs["histograms"], strict=True):
+        assert mine == pytest.approx(ref, rel=1e-5, abs=1e-5), (tag, step)
+
+
 def test_the_loggers_get_classys_values_and_the_legacy_files_stay(runs):
     plain, logged = _runs(runs, "plain", "logged")
     [expected] = plain["csv"]
@@ -67,13 +75,14 @@ def test_the_loggers_get_classys_values_and_the_legacy_files_stay(runs):
 def test_tensorboard_plot_hook_writes_as_under_classy_train(runs):
     """classy_train.py's TensorboardPlotHook under lightning-hooks train writes what it writes under classy_train.py:
     the same tags at the same steps (LR and sample-fetch times at the train step count, losses, meters and speed at
-    the phase index), the same values but the timings."""
+    the phase index), the same values but the timings; the same parameter histograms and text tags."""
     logged, classy = _runs(runs, "logged", "classy")
     [ours], [theirs] = logged["hook"], classy["hook"]
     tags = {name for _, name, _ in theirs}
     assert {"Learning Rate/train", "Losses/train", "Losses/test", "Meters/test/accuracy/top_2", "Speed/train/im_per_sec",
             "Speed/train/cumulative_sample_fetch_time"} <= tags  # fmt: skip
     _same_plot(ours, theirs)
+    _same_rest(logged["hook_rest"][0], classy["hook_rest"][0])
 
 
 def test_the_loggers_get_the_tensorboard_hook_s_scalars_at_its_steps(runs):
@@ -124,14 +133,15 @@ def test_vissl_s_values_reach_the_loggers_and_its_files_stay(runs):
 
 def test_ssl_tensorboard_hook_writes_as_under_vissl_and_the_loggers_get_it(runs):
     """VISSL's SSLTensorboardHook (USE_TENSORBOARD, activation statistics every 2 iterations) under lightning-hooks
-    train writes what it writes under VISSL's launcher (tags, ``task.iteration`` steps, values but the timings), and
-    every scalar of it reaches the Lightning loggers at its step."""
+    train writes what it writes under VISSL's launcher (tags, ``task.iteration`` steps, values but the timings; the
+    parameter and gradient histograms), and every scalar of it reaches the Lightning loggers at its step."""
     logged, reference = _runs(runs, "vissl_logged", "vissl_reference")
     [ours], [theirs] = logged["hook"], reference["hook"]
     tags = {name for _, name, _ in theirs}
     assert {"Training/Loss", "Training/Learning_rate", "Speed/ETA_hours"} <= tags
     assert any(name.startswith("activations/") for name in tags)
     _same_plot(ours, theirs)
+    _same_rest(logged["hook_rest"][0], reference["hook_rest"][0])
     [csv], [tensorboard] = logged["points"]["csv"], logged["points"]["tensorboard"]
     assert _hook_tags(tensorboard) == ours
     _same_plot(_float32(_hook_tags(csv)), ours, timed=())
