@@ -14,8 +14,8 @@ from typing_extensions import override
 
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.adapter_state import AdapterState
-from lightning_hooks.core.checks import check_hook
 from lightning_hooks.core.checkpoint_files import note_unreadable_checkpoint
+from lightning_hooks.core.checks import check_hook
 from lightning_hooks.core.dispatch import HookCaller, HookDispatch
 from lightning_hooks.core.facade import Facade
 from lightning_hooks.core.lightning_api import Callback, pl, rank_zero_warn

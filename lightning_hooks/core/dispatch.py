@@ -112,7 +112,7 @@ class HookDispatch:
 
     def _mute(self, hooks: list[Any]) -> None:
         """Fire nothing for ``hooks`` (and again everything for the others) from now on; rebuilds the plan."""
-        if len(hooks) != len(self._muted) or any(a is not b for a, b in zip(hooks, self._muted)):
+        if len(hooks) != len(self._muted) or any(a is not b for a, b in zip(hooks, self._muted, strict=True)):
             self._muted = list(hooks)
             self._build_plan(self._host_args)
 
@@ -190,7 +190,7 @@ class HookDispatch:
     @property
     def fired_rows(self) -> Counter[Mount]:
         """How often each table row has fired so far."""
-        return Counter({row: n for row, n in zip(self.events.rows, self._fired) if n})
+        return Counter({row: n for row, n in zip(self.events.rows, self._fired, strict=True) if n})
 
     @property
     def fired(self) -> Counter[str]:
