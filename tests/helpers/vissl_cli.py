@@ -5,14 +5,17 @@ multi-process scenario (vissl_train_runs.py runs them).
 VISSL with ``torch.multiprocessing.spawn`` (whose children import this file again as ``__mp_main__``), Lightning's
 DDP by running this file again with ``LOCAL_RANK`` set; so the real torchvision and VISSL are activated on import,
 in every process. Each process also records, per train iteration, what it trained on (:class:`RankRecorder`, added
-to VISSL's ``default_hook_generator``, which both sides call) in ``OUT/rank<R>.jsonl``.
+to VISSL's ``default_hook_generator``, which both sides call) in ``OUT/rank<R>.jsonl``; with :data:`HOLD_ENV` set,
+each holds after that train iteration until it is killed (:class:`Hold`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +61,32 @@ class RankRecorder(ClassyHook):
             file.write(json.dumps(row) + "\n")
 
 
+#: the train iteration after which every process holds until killed (vissl_resume_runs.py kills the run there)
+HOLD_ENV = "VISSL_CLI_HOLD_AFTER"
+
+
+class Hold(ClassyHook):
+    """Blocks after train iteration :data:`HOLD_ENV` (its ``on_step``, after the checkpoint hook's) until the process
+    is killed: a kill sent once an earlier checkpoint is written lands before the next one."""
+
+    on_start = on_phase_start = on_forward = on_loss_and_meter = on_backward = ClassyHook._noop
+    on_update = on_phase_end = on_end = ClassyHook._noop
+
+    def on_step(self, task: Any) -> None:
+        if task.train and task.iteration == int(os.environ.get(HOLD_ENV) or 0):
+            threading.Event().wait()
+
+
+def _extra_hooks(config: Any) -> list[Any]:
+    return [RankRecorder(config.CHECKPOINT.DIR), *([Hold()] if os.environ.get(HOLD_ENV) else [])]
+
+
 def hook_generator(config: Any) -> list[Any]:
-    """VISSL's ``default_hook_generator`` and a :class:`RankRecorder` writing into the checkpoint folder."""
+    """VISSL's ``default_hook_generator``, a :class:`RankRecorder` writing into the checkpoint folder, and
+    :class:`Hold` where :data:`HOLD_ENV` is set."""
     from vissl.hooks import default_hook_generator
 
-    return [*default_hook_generator(config), RankRecorder(config.CHECKPOINT.DIR)]
+    return [*default_hook_generator(config), *_extra_hooks(config)]
 
 
 def _record_on_both_sides() -> None:
@@ -75,7 +99,7 @@ def _record_on_both_sides() -> None:
         return
 
     def generator(config: Any) -> list[Any]:
-        return [*original(config), RankRecorder(config.CHECKPOINT.DIR)]
+        return [*original(config), *_extra_hooks(config)]
 
     generator._recording = True  # type: ignore[attr-defined]
     vissl.hooks.default_hook_generator = generator

@@ -9,12 +9,21 @@ phase 1, once ``model_iteration4.torch`` was written: the job dies as a killed o
 far flushed, as a process exit flushes them). Run B is the same command on the same folder without the hook: VISSL
 resumes at iteration 4, skipping the batch of phase 1 already trained (its sampler's ``start_iter``), and so must
 ``lightning-hooks train``. Each side reruns on its own folder.
+
+In two processes (:func:`killed_then_rerun_two_processes`), each side runs as the command a user runs (vissl_cli.py:
+VISSL's launcher with ``NUM_PROC_PER_NODE=2``, ``lightning-hooks train --devices 2``), and run A's process group gets
+SIGKILL once ``checkpoint.torch`` links ``model_iteration4.torch`` (every process holds after iteration 5 until then).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import signal
+import subprocess
 import sys
+import time
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,7 +86,54 @@ def interrupted_then_rerun(root: Path, name: str) -> dict[str, Any]:
         interrupted_files = sorted(p.name for p in out.glob("*.torch"))
         vissl_train_runs.collect(out)  # flushes run A's stdout.json, as its process's exit would
         runs[side] = {**run(name, out, extra=EXTRA), "interrupted_files": interrupted_files}
+        vissl_train_runs.drop_checkpoints(out)  # read (digests) by run B's collect
     return runs
+
+
+#: the config run in two processes, 8 samples an iteration (3 iterations a phase, as in one process)
+TWO_PROCESSES_NAME, TWO_PROCESSES = "dino", ["config.DATA.TRAIN.DATA_LIMIT=24"]
+
+
+def killed_then_rerun_two_processes(root: Path, name: str = TWO_PROCESSES_NAME) -> dict[str, Any]:
+    """Each side in two processes, killed (SIGKILL to its process group) once ``model_iteration4.torch`` is written
+    and linked, before iteration 6; then the same command on the same folder. Per side: what :func:`collect` reads,
+    each rank's rows (vissl_cli.RankRecorder) and the files the killed run left."""
+    import vissl_cli
+    import vissl_train_runs
+
+    runs = {}
+    for side, world in (("vissl", ["config.DISTRIBUTED.NUM_PROC_PER_NODE=2"]), ("lightning", ["--devices", "2"])):
+        out = root / f"{name}_two_processes" / side
+        out.mkdir(parents=True)
+        command = [sys.executable, str(HERE / "vissl_cli.py"), side,
+                   *vissl_train_runs.overrides(name, out, [*EXTRA, *TWO_PROCESSES]), *world]  # fmt: skip
+        env = {**vissl_train_runs.fresh_shell(), "OMP_NUM_THREADS": "1"}
+        log = out.parent / f"{side}_killed.stderr"
+        with log.open("w") as stderr:
+            proc = subprocess.Popen(command, env={**env, vissl_cli.HOLD_ENV: str(INTERRUPT_AFTER)}, stderr=stderr,
+                                    stdout=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        try:
+            _wait_for_link(out / "checkpoint.torch", f"model_iteration{2 * ITER_FREQUENCY}.torch", proc, log)
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        killed_files = sorted(p.name for p in out.glob("*.torch"))
+        rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
+        if rerun.returncode:
+            raise RuntimeError(f"{side}: the rerun exited with {rerun.returncode}:\n{rerun.stderr[-6000:]}")
+        ranks = {r: [json.loads(line) for line in (out / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)}
+        runs[side] = {**vissl_train_runs.collect(out), "ranks": ranks, "interrupted_files": killed_files}
+        vissl_train_runs.drop_checkpoints(out)
+    return runs
+
+
+def _wait_for_link(link: Path, target: str, proc: subprocess.Popen, log: Path, timeout: float = 600) -> None:
+    """Polls until ``link`` points to ``target``; fails when ``proc`` ends first (with its stderr)."""
+    deadline = time.monotonic() + timeout
+    while not (link.is_symlink() and os.readlink(link).endswith(target)):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"{link.parent}: no {target} (exit code {proc.poll()}):\n{log.read_text()[-6000:]}")
+        time.sleep(0.1)
 
 
 def child_main(out: str) -> None:
@@ -96,4 +152,8 @@ def child_main(out: str) -> None:
             results[name] = interrupted_then_rerun(root, name)
         except Exception:  # noqa: BLE001  (reported by the scenario's test)
             results[name] = {"failed": traceback.format_exc()}
+    try:
+        results["two_processes"] = killed_then_rerun_two_processes(root)
+    except Exception:  # noqa: BLE001
+        results["two_processes"] = {"failed": traceback.format_exc()}
     torch.save(results, root / "results.pt")

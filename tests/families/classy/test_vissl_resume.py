@@ -7,7 +7,8 @@ iterations, and resumes from ``model_iteration4.torch``: the batch of phase 1 tr
 (VISSL's ``StatefulDistributedSampler``), so the resumed phase trains 2 batches (phase 2 all 3 again) and the schedules (SwAV's frozen
 prototypes and queue, DINO's teacher temperature and momentum) go on from iteration 4. Compared: ``stdout.json``
 (losses and LRs per iteration, run A's rows then run B's), ``metrics.json``, the checkpoint files and their contents
-(weights, optimizer state, the loss's state), run by run.
+(weights, optimizer state, the loss's state), run by run. DINO in two processes (gloo) is killed with SIGKILL instead,
+as the commands a user runs, and compared the same way rank by rank.
 """
 
 from __future__ import annotations
@@ -72,3 +73,34 @@ def test_vissl_resume_mid_phase_checkpoint_files_and_contents(runs, name):
         for key in ("train", "phase_idx", "train_phase_idx", "num_updates", "losses", "base_model"):
             assert task[key] == ref_task[key], (name, file, key)
         assert task["optimizer"]["optim"]["state"] == ref_task["optimizer"]["optim"]["state"], (name, file)
+
+
+def test_vissl_killed_in_two_processes_and_rerun_matches_vissl(runs):
+    """DINO in two processes (gloo): each side's process group killed with SIGKILL once ``model_iteration4.torch`` was
+    written (mid phase 1; the kill lands in iteration 5 or before), then the same command again: the rerun's
+    ``stdout.json`` rows and each rank's inputs and losses (iterations 5 to 9), ``metrics.json``, and every checkpoint
+    file's contents, as VISSL's launcher."""
+    theirs, ours = _run(runs, "two_processes")
+    assert theirs["interrupted_files"] == ours["interrupted_files"] == [
+        "checkpoint.torch", "model_iteration2.torch", "model_iteration4.torch", "model_phase0.torch"]  # fmt: skip
+    for rank in (0, 1):  # the killed run's rows end where the kill landed: the rerun's are the last 5
+        rows = [run["ranks"][rank][-5:] for run in (theirs, ours)]
+        assert [row["iteration"] for row in rows[0]] == [5, 6, 7, 8, 9], theirs["ranks"][rank]
+        at = _first_parting(*rows)
+        assert at is None, (rank, rows[0][at], rows[1][at])
+    assert theirs["ranks"][0][-1]["input"] != theirs["ranks"][1][-1]["input"]  # each rank its shard
+    rows = [[{k: v for k, v in row.items() if not k.startswith(TIMES)} for row in run["stdout"][-5:]]
+            for run in (theirs, ours)]  # fmt: skip
+    assert [row["iter"] for row in rows[0]] == [row["iter"] for row in rows[1]] and len(rows[0]) == 5
+    at = _first_parting(*rows)
+    assert at is None, (rows[0][at], rows[1][at])
+    assert ours["metrics"] == theirs["metrics"] and [row["iteration"] for row in theirs["metrics"]] == [3, 6, 9]
+    assert ours["files"] == theirs["files"] and sorted(ours["checkpoints"]) == sorted(theirs["checkpoints"])
+    for file, ref in theirs["checkpoints"].items():
+        mine = ours["checkpoints"][file]
+        for key in ("iteration", "iteration_num", "phase_idx", "train_phase_idx", "type", "loss"):
+            assert mine[key] == ref[key], (file, key)
+        task, ref_task = mine["classy_state_dict"], ref["classy_state_dict"]
+        for key in ("train", "phase_idx", "train_phase_idx", "num_updates", "losses", "base_model"):
+            assert task[key] == ref_task[key], (file, key)
+        assert task["optimizer"]["optim"]["state"] == ref_task["optimizer"]["optim"]["state"], file
