@@ -24,6 +24,22 @@ CheckPointHook (every epoch), CommonMetricLoggerHook, JSONLoggerHook and Tensorb
 IMIXAdapter holding OptimizerHook (manual optimisation, as with all the hooks). A custom hook, moved first at level HIGHEST, times
 ``before_train`` to ``after_train`` in process CPU time. The report's last line is the hooks' cost under Lightning +
 adapter over their cost under the engine (target: at most 1.05); see benchmarks/_common.py's ``hook_cost_report``.
+
+Where the adapter's per-step microseconds go (round 4, cProfile in process time of ``run_lightning`` on ``tiny`` with
+the hooks, microseconds per iteration as profiled, so several times the real cost): per iteration the adapter fires
+two triggers (``before_train_iter`` inside the wrapped step, ``after_train_iter`` once the strategy returned,
+through ``IMIXLoop``), hands the loss dict to ``write_metrics`` (as iMIX's ``run_train_iter``) and steps the log
+buffer; the rest is the hooks' own work. Bookkeeping removed this round: ``trainer.optimizer`` (OptimizerHook,
+LRSchedulerHook) went through ``trainer.lightning_module.optimizers()`` each read: 92 -> 4 once the facade keeps the
+fit's wrapper; each batch start read Lightning's batch index (44 -> 26 for the batch start: ``IMIXLoop`` counts);
+the adapter fired ``on_train_batch_start``'s rows although none applies with OptimizerHook: 3 -> 2 fires per
+iteration.
+
+Figures (``--repeats 7``, process CPU time, the shared 2-core machine; before = c7e5052, after = 6a70f6b, the same
+``.venv``): hooks under the imixEngine / under Lightning + IMIXAdapter, us/it, tiny, cnn, tiny-iter: before 19 / 174,
+426 / 334, 26 / 153 (ratios 9.19, 0.79, 5.98); after 131 / 16, 541 / 286, 105 / 119 (ratios 0.12, 0.53, 1.13). The
+spread between repeats on this machine (about +-100 us/it on the tiny cases, more on the CNN) is larger than what the
+ratio measures, so neither run says whether the 1.05 target is met: run it on a quiet machine.
 """
 
 from __future__ import annotations

@@ -19,6 +19,24 @@ adapter then steps in manual optimisation, which costs ~100 us/step less than Li
 without the adapter: against that, the hooks' cost under Lightning reads negative). A HIGHEST-priority hook times
 ``before_run`` to ``after_run`` in process CPU time. The report's last line is the hooks' cost under Lightning + adapter over their
 cost under the Runner (target: at most 1.05); see benchmarks/_common.py's ``hook_cost_report``.
+
+Where the adapter's per-step microseconds go (round 4, cProfile in process time of ``run_lightning`` on
+``tiny-iter`` with the hooks, microseconds per iteration as profiled, so several times the real cost): per iteration
+the adapter fires two triggers (``before_train_iter`` inside the wrapped step, ``after_train_iter`` once the
+strategy returned, through ``MMCVLoop``), takes the step's outputs into ``runner.outputs`` and the log buffer (as
+mmcv's ``run_iter``) and moves the loop's counters; the rest is the hooks' own work. Bookkeeping removed this round:
+``runner.optimizer`` (read 5 times an iteration by LrUpdaterHook and OptimizerHook) went through
+``trainer.lightning_module.optimizers()`` each time: 210 -> 9 once the facade keeps the fit's wrapper;
+``runner.max_iters`` (CheckpointHook's ``is_last_iter`` every iteration by iteration) was recomputed from the
+Trainer: 100 -> 13 once ``MMCVLoop`` holds it from the fit's start; with a step-owning hook the adapter fired
+``on_train_batch_start``'s rows although none applies: 3 -> 2 fires per iteration.
+
+Figures (``--repeats 7``, process CPU time, the shared 2-core machine; before = c7e5052, after = 6a70f6b, the same
+``.venv-mmcv1``): hooks under the Runner / under Lightning + MMCVAdapter, us/it, tiny, cnn, tiny-iter, cnn-iter:
+before 6 / 105, -82 / 84, 32 / 138, -32 / 914 (ratios 17.2, -1.0, 4.3, -28.6); after 50 / 15, -622 / 484,
+17 / 235, 436 / 89 (ratios 0.29, -0.78, 13.5, 0.20). On this machine the spread between repeats (about +-100 us/it
+on the tiny cases, +-600 on the CNN, where the hooks themselves cost 10-50 us) is larger than what the ratio
+measures, so neither run says whether the 1.05 target is met: run it on a quiet machine.
 """
 
 from __future__ import annotations
