@@ -45,8 +45,6 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
     family_title: ClassVar[str] = ""
     host_args: ClassVar[tuple[str, ...]] = ()
     upstream: ClassVar[tuple[str, ...]] = ()
-    #: whether the host ends a train epoch at its last batch, before validating (MMEngine, Classy; not iMIX).
-    ends_train_epoch_at_last_batch: ClassVar[bool] = True
     #: names of the family's hook classes that write checkpoint files (a hook deriving from one, too): they do not
     #: run under ``Trainer(fast_dev_run=...)``, which suppresses checkpointing (see :meth:`_mute_checkpoint_hooks`).
     checkpoint_hooks: ClassVar[frozenset[str]] = frozenset()
@@ -159,6 +157,12 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         """End the open train epoch in the host, firing ``trigger``'s rows: :data:`LAST_TRAIN_BATCH`, or
         ``on_train_epoch_end`` (an epoch cut short, or a host that does not end epochs at their last batch)."""
         self.fire(trigger)
+
+    @property
+    def ends_train_epoch_at_last_batch(self) -> bool:
+        """Whether the host ends a train epoch at its last batch, before validating (MMEngine, Classy; not iMIX). A
+        family overrides it with a property (a host whose loop decides) or a class attribute."""
+        return True
 
     # ------------------------------------------------------------------------------------------- conditions
     def real_validation(self) -> bool:

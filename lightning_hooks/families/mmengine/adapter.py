@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 from typing_extensions import override
 
@@ -57,7 +57,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     events = EVENTS
     family_title, host_args, upstream = "MMEngine", ("runner",), ("mmengine.",)
     checkpoint_hooks = frozenset({"CheckpointHook"})
-    delegates = {
+    delegates: ClassVar[dict[str, tuple[str, ...]]] = {
         **{f"{w}_{m}_epoch": (f"_{w}_epoch",) for w in ("before", "after") for m in ("train", "val", "test")},
         **{f"{w}_{m}_iter": (f"_{w}_iter",) for w in ("before", "after") for m in ("train", "val", "test")},
     }
@@ -82,8 +82,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         options = {name: value for name, value in locals().items() if name not in ("self", "hooks", "__class__")}
         from mmengine.dist import get_world_size
 
-        from lightning_hooks.families.mmengine.config import HookConfig
         from lightning_hooks.families.mmengine import vis_backend  # noqa: F401  registers LightningLoggerVisBackend
+        from lightning_hooks.families.mmengine.config import HookConfig
         from lightning_hooks.families.mmengine.runner import Runner
 
         #: the ``train_cfg`` loop settings; an ``IterLoopConfig`` runs ``IterBasedTrainLoop``'s semantics
@@ -188,7 +188,9 @@ class MMEngineAdapter(LegacyHookAdapter):
 
     # ------------------------------------------------------------------------------------------ conditions
     def writes_checkpoint(self) -> bool:
-        return self._trainer.is_global_zero
+        trainer = self._trainer
+        assert trainer is not None, "conditions are read once setup() has run"
+        return trainer.is_global_zero
 
     @property
     def ends_train_epoch_at_last_batch(self) -> bool:
@@ -232,7 +234,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         try:
             self.fire(ON["teardown"])
         finally:
-            if trainer.fast_dev_run:  # its log file is in the temporary work dir the base class removes
+            # under fast_dev_run its log file is in the temporary work dir the base class removes
+            if trainer.fast_dev_run:  # type: ignore[attr-defined]  # Lightning's connectors set it; Trainer does not declare it
                 self.runner.close_log_file()
             super().teardown(trainer, pl_module, stage)
 
@@ -265,12 +268,14 @@ class MMEngineAdapter(LegacyHookAdapter):
             return
         from lightning_hooks.families.mmengine.checkpoint import to_lightning_keys
 
-        self.runner._resume = self._trainer.state.fn == "fit"  # a checkpoint loaded by fit() is a resume
+        trainer = self._trainer
+        assert trainer is not None, "Lightning loads checkpoints once setup() has run"
+        self.runner._resume = trainer.state.fn == "fit"  # a checkpoint loaded by fit() is a resume
         if self.runner._resume:  # into runner.optim_wrapper once Lightning restored its optimizers (on_train_start)
             self.runner._resumed_optimizer = context["checkpoint"].get("optimizer")
         self.fire(trigger, **context)  # hooks see MMEngine's layout; Lightning then loads the LightningModule's keys
         if self.runner._resume:
-            self.runner.logger.info(f"Load checkpoint from {self._trainer.ckpt_path}")  # as Runner.load_checkpoint
+            self.runner.logger.info(f"Load checkpoint from {trainer.ckpt_path}")  # as Runner.load_checkpoint
             self.host_loop.resumed(context["checkpoint"], self.runner.logger)
         to_lightning_keys(context["checkpoint"])
 

@@ -107,7 +107,7 @@ class EvalValLoop(_EvalLoop, ValLoop):
     @property
     def dataloader(self) -> Any:
         """Lightning's (first) val loader, loaded as the fit loop's start would if a hook asks first (before_run)."""
-        trainer = self.trainer
+        trainer = self.attached
         if trainer.val_dataloaders is None and trainer.state.fn == "fit" and trainer.enable_validation:
             stage = trainer.state.stage
             trainer.validating = True
@@ -130,8 +130,9 @@ def _first(loaders: Any) -> Any:
     return loaders[0] if isinstance(loaders, (list, tuple)) else loaders
 
 
-def epoch_metrics(trainer: pl.Trainer) -> dict[str, float]:
-    """Metrics logged during the evaluation epoch that just ended (MMEngine names them, e.g. ``toy/mse``).
+def epoch_metrics(trainer: pl.Trainer) -> dict[str, Any]:
+    """Metrics logged during the evaluation epoch that just ended (MMEngine names them, e.g. ``toy/mse``): one-element
+    tensors as Python numbers, other values as logged.
 
     Under DDP the float metrics are averaged over the ranks, so every rank's hooks see the same values, as MMEngine's
     evaluator gives them (for per-rank means over equal-size shards, their mean is the mean over the whole set).
@@ -142,5 +143,5 @@ def epoch_metrics(trainer: pl.Trainer) -> dict[str, float]:
     if trainer.world_size > 1:
         names = sorted(k for k, v in out.items() if isinstance(v, float))
         values = torch.tensor([out[k] for k in names], dtype=torch.float64, device=trainer.strategy.root_device)
-        out.update(zip(names, trainer.strategy.reduce(values, reduce_op="mean").tolist()))
+        out.update(zip(names, trainer.strategy.reduce(values, reduce_op="mean").tolist(), strict=True))
     return out

@@ -85,13 +85,20 @@ class MMEngineLoop:
         self.epoch_values = None
         self._follow_lightning_epoch()
 
+    @property
+    def attached(self) -> pl.Trainer:
+        """The trainer of the run :meth:`start_run` started; an ``AttributeError`` before it."""
+        if self.trainer is None:
+            raise AttributeError("MMEngineLoop: no Lightning trainer is running yet")
+        return self.trainer
+
     def start_train(self) -> None:
         """Training starts (``on_train_start``), Lightning's loop restored if the fit resumed: fire ``before_train``.
         ``IterBasedTrainLoop`` validates only after an iteration of its own, and ends at once if its iterations are
         done (:func:`~lightning_hooks.families.mmengine.iter_based.plan_start`)."""
         self._follow_lightning_epoch()
         if isinstance(self.cfg, IterLoopConfig):
-            iter_based.plan_start(self.trainer, self.cfg, self.iter, self.stop_requested)
+            iter_based.plan_start(self.attached, self.cfg, self.iter, self.stop_requested)
         self.caller.fire(ON["on_train_start"])
 
     def start_epoch(self, mid_epoch: bool) -> None:
@@ -122,7 +129,7 @@ class MMEngineLoop:
         self.inner_iter += 1
         self.stepped = False
         if isinstance(self.cfg, IterLoopConfig):
-            iter_based.plan_iteration(self.trainer, self.cfg, self.iter, self.stop_requested)
+            iter_based.plan_iteration(self.attached, self.cfg, self.iter, self.stop_requested)
 
     def end_epoch(self, trigger: Trigger) -> None:
         """End the open train epoch: fire ``trigger``'s rows (``after_train_epoch``), then count the epoch
@@ -136,12 +143,12 @@ class MMEngineLoop:
         self.epoch_values = None
         self._apply_stop()
         if isinstance(self.cfg, EpochLoopConfig) and self.cfg.scheduled:
-            iter_based.plan_epoch(self.trainer, self.cfg, self.epoch)
+            iter_based.plan_epoch(self.attached, self.cfg, self.epoch)
 
     def end_validation(self) -> None:
         """A validation ended (its rows fired): a stop a hook requested on one rank stops every rank, and an
         ``IterBasedTrainLoop`` fit ends there if it is done (after the check, as MMEngine's ``while`` reads it)."""
-        trainer = self.trainer
+        trainer = self.attached
         self._agree_on_stop()  # EarlyStoppingHook may have stopped this rank only
         if isinstance(self.cfg, IterLoopConfig) and trainer.state.fn == "fit" and not trainer.sanity_checking:
             iter_based.end_if_done(trainer, self.cfg, self.iter, self.stop_requested)
@@ -160,7 +167,7 @@ class MMEngineLoop:
 
     def _agree_on_stop(self) -> None:
         """Under DDP, stop every rank when any rank's hooks set ``stop_training`` (as Lightning's EarlyStopping)."""
-        trainer = self.trainer
+        trainer = self.attached
         if trainer.world_size > 1 and trainer.strategy.reduce_boolean_decision(self.stop_requested, all=False):
             self.request_stop(True)
 

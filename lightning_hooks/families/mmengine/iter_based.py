@@ -69,7 +69,7 @@ class IterLoopConfig(_ValSchedule):
     def trainer_kwargs(self) -> dict[str, Any]:
         """``Trainer`` arguments of this loop: one endless epoch bounded by ``max_steps``, validation by iteration."""
         return dict(max_steps=self.max_iters, max_epochs=1, val_check_interval=self.val_interval,
-                    check_val_every_n_epoch=None)  # fmt: skip
+                    check_val_every_n_epoch=None)  # fmt: skip  # arguments aligned under the call
 
 
 @dataclass(frozen=True)
@@ -209,7 +209,7 @@ class Endless:
 
 
 def _set_epoch(loader: Any, epoch: int) -> None:
-    sampler = getattr(loader, "sampler", None)
+    sampler: Any = getattr(loader, "sampler", None)
     if hasattr(sampler, "set_epoch"):
         sampler.set_epoch(epoch)
     elif hasattr(getattr(getattr(loader, "batch_sampler", None), "sampler", None), "set_epoch"):

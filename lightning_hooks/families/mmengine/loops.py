@@ -41,6 +41,13 @@ class LoopFacade:
         """Serve ``trainer``'s run (``setup`` of fit, validate or test)."""
         self.trainer = trainer
 
+    @property
+    def attached(self) -> pl.Trainer:
+        """The trainer :meth:`attach` gave; an ``AttributeError`` before it (a read before any run)."""
+        if self.trainer is None:
+            raise AttributeError(f"{type(self).__name__}: no Lightning trainer is running yet")
+        return self.trainer
+
 
 class _TrainLoop(LoopFacade):
     """What MMEngine's train loops give hooks: dataloader (assignable), limits, counters, validation schedule and
@@ -90,12 +97,13 @@ class _TrainLoop(LoopFacade):
         if trainer is None:
             return 0
         batches = self._train_batches()
+        max_epochs = _max_epochs(trainer)
         if trainer.max_steps < 0:
-            return int(trainer.max_epochs * batches)
+            return int(max_epochs * batches)
         by_steps = trainer.max_steps * trainer.accumulate_grad_batches
-        if trainer.max_epochs < 0 or batches == float("inf"):
+        if max_epochs < 0 or batches == float("inf"):
             return by_steps
-        return min(by_steps, trainer.max_epochs * batches)
+        return int(min(by_steps, max_epochs * batches))  # batches is finite here: an int
 
     @property
     def max_epochs(self) -> int:
@@ -104,15 +112,16 @@ class _TrainLoop(LoopFacade):
         trainer = self.trainer
         if trainer is None:
             return 0
+        max_epochs = _max_epochs(trainer)
         if trainer.max_steps < 0:
-            return trainer.max_epochs
+            return max_epochs
         batches = self._train_batches()
         if batches in (0, float("inf")):
-            return trainer.max_epochs if trainer.max_epochs > 0 else 1
+            return max_epochs if max_epochs > 0 else 1
         return math.ceil(self.max_iters / batches)
 
     def _train_batches(self) -> int | float:
-        trainer = self.trainer
+        trainer = self.attached
         if trainer.num_training_batches == float("inf") and trainer.state.fn == "fit":
             # hooks read the limits in before_run, before Lightning sized the loader
             lightning_api.setup_train_data(trainer)
@@ -129,19 +138,6 @@ class _TrainLoop(LoopFacade):
     def dataloader(self) -> Any:
         """The loader Lightning trains on (iteration-based: the loader, not the endless view Lightning iterates)."""
         return self.per_epoch("dataloader", self._dataloader)
-
-    def _dataloader(self) -> Any:
-        trainer = self.trainer
-        source = lightning_api.train_data_source(trainer)
-        if isinstance(source, EndlessSource):  # iteration-based: the loader, not the endless view Lightning iterates
-            return source.loader
-        pending = lightning_api.pending_train_loader(trainer)
-        if pending is not None:  # a hook assigned it for the next epoch: what the Runner's train_loop.dataloader is
-            return pending
-        if trainer.train_dataloader is None and trainer.state.fn == "fit":
-            # asked for before Lightning sized the loader (before_run, on_fit_start)
-            lightning_api.setup_train_data(trainer)
-        return trainer.train_dataloader
 
     @dataloader.setter
     def dataloader(self, loader: Any) -> None:
@@ -162,6 +158,19 @@ class _TrainLoop(LoopFacade):
         if self._loop.epoch_values is not None:
             self._loop.epoch_values.clear()  # the new loader's length
         lightning_api.replace_train_loader(trainer, loader, now=lightning_api.train_epoch_pending(trainer))
+
+    def _dataloader(self) -> Any:
+        trainer = self.attached
+        source = lightning_api.train_data_source(trainer)
+        if isinstance(source, EndlessSource):  # iteration-based: the loader, not the endless view Lightning iterates
+            return source.loader
+        pending = lightning_api.pending_train_loader(trainer)
+        if pending is not None:  # a hook assigned it for the next epoch: what the Runner's train_loop.dataloader is
+            return pending
+        if trainer.train_dataloader is None and trainer.state.fn == "fit":
+            # asked for before Lightning sized the loader (before_run, on_fit_start)
+            lightning_api.setup_train_data(trainer)
+        return trainer.train_dataloader
 
     # ---------------------------------------------------------------------------------------------------- stop
     @property
@@ -235,7 +244,12 @@ class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
         """The interval in force now (``dynamic_intervals``), as ``IterBasedTrainLoop`` updates it."""
         return self.cfg.interval_at(self.iter)
 
-    @_TrainLoop.dataloader.setter
+    @property
+    def dataloader(self) -> Any:
+        """The loader a hook assigned last, else the one Lightning trains on (see :class:`_TrainLoop`)."""
+        return super().dataloader
+
+    @dataloader.setter
     def dataloader(self, loader: Any) -> None:
         """``runner.train_loop.dataloader = loader``: what hooks read from now on (``runner.train_dataloader``). As
         under MMEngine, whose ``IterBasedTrainLoop`` draws batches from an iterator it built once, the batches change
@@ -262,7 +276,7 @@ class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
     def dataloader_iterator(self, iterator: Any) -> None:
         """``runner.train_loop.dataloader_iterator = iterator``: the next iteration's batch, and every later one, is
         ``next(iterator)``, as ``IterBasedTrainLoop`` draws it (Lightning's batch fetched ahead is fetched again)."""
-        self._source("dataloader_iterator").redirect(self.trainer, iterator)
+        self._source("dataloader_iterator").redirect(self.attached, iterator)
 
     def _source(self, attribute: str) -> EndlessSource:
         trainer = self.trainer
@@ -273,6 +287,13 @@ class IterTrainLoop(_TrainLoop, IterBasedTrainLoop):
                 "outside fit, pass the loader to trainer.fit(...)"
             )
         return source
+
+
+def _max_epochs(trainer: pl.Trainer) -> int:
+    """``trainer.max_epochs``, an int once the Trainer is built (it resolves None to 1000, or -1 with ``max_steps``)."""
+    max_epochs = trainer.max_epochs
+    assert max_epochs is not None, "the Trainer resolves max_epochs=None when it is built"
+    return max_epochs
 
 
 def train_loop(runner: Any, loop: MMEngineLoop) -> EpochTrainLoop | IterTrainLoop:

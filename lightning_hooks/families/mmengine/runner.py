@@ -114,7 +114,7 @@ class Runner(Facade):
         #: None: the LightningModule itself is the model
         self._model: torch.nn.Module | None = None
         self._model_prefix = ""
-        self._work_dir = WorkDir(options["work_dir"], "MMEngineAdapter", family="mmengine")
+        self._work_dir: WorkDir = WorkDir(options["work_dir"], "MMEngineAdapter", family="mmengine")
         self.timestamp = time.strftime("%Y%m%d_%H%M%S", time.localtime())
         self._experiment_name = options["experiment_name"]
         self._config_file: str | None = getattr(options["cfg"], "filename", None)  # a whole config's file
@@ -175,6 +175,12 @@ class Runner(Facade):
         self._logger = self._logger or self.logger
         self._hand_metainfo(trainer)
 
+    def _running(self, what: str) -> pl.Trainer:
+        """The running Lightning trainer, for ``runner.{what}``; an ``AttributeError`` before any run."""
+        if self.trainer is None:
+            raise AttributeError(f"runner.{what}: no Lightning trainer is running yet")
+        return self.trainer
+
     # ------------------------------------------------------------------------------------------------ places
     @property
     def work_dir(self) -> str:
@@ -231,7 +237,8 @@ class Runner(Facade):
         was built (before a Trainer gave the work dir its root, or rank 0 its timestamp), write under this run's
         ``log_dir``; backends create their folder when they first write. A given ``work_dir`` (outside
         ``fast_dev_run``'s temporary one) was known then."""
-        if self._work_dir.given is not None and not (self.trainer is not None and self.trainer.fast_dev_run):
+        fast_dev_run = self.trainer is not None and self.trainer.fast_dev_run  # type: ignore[attr-defined]  # set by Lightning, undeclared
+        if self._work_dir.given is not None and not fast_dev_run:
             return
         old, new = os.path.join(self._vis_log_dir, "vis_data"), os.path.join(self.log_dir, "vis_data")
         for backend in getattr(self._visualizer, "_vis_backends", {}).values():
@@ -243,7 +250,8 @@ class Runner(Facade):
         """Give the visualizer each dataset's ``metainfo``, in the order MMEngine builds the run's loops, and the
         val/test evaluator (the LightningModule's, see ``val_evaluator``) its dataset's, as ``ValLoop`` and
         ``TestLoop`` do when they are built."""
-        stages = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",)}.get(trainer.state.fn, ())
+        fn = trainer.state.fn
+        stages = {"fit": ("train", "val"), "validate": ("val",), "test": ("test",)}.get(fn, ()) if fn is not None else ()
         for stage in stages:
             loader = getattr(self, f"{stage}_dataloader")
             metainfo = getattr(getattr(loader, "dataset", None), "metainfo", None)
@@ -300,22 +308,25 @@ class Runner(Facade):
         """The LightningModule's ``optim_wrapper`` when it is an ``OptimWrapper`` (``OptimWrapperDict``) whose
         optimizers are Lightning's, in order (``MMEngineModule`` hands Lightning its wrappers' optimizers); else
         None."""
-        module = self.trainer.lightning_module if self.trainer is not None else None
+        trainer = self.trainer
+        module = trainer.lightning_module if trainer is not None else None
         wrappers = getattr(module, "optim_wrapper", None)
-        if not isinstance(wrappers, (OptimWrapper, OptimWrapperDict)):
+        if trainer is None or not isinstance(wrappers, (OptimWrapper, OptimWrapperDict)):
             return None
         steps = list(wrappers.values()) if isinstance(wrappers, OptimWrapperDict) else [wrappers]
         lightning_optimizer = pl.core.optimizer.LightningOptimizer  # MMEngineModule steps through it
         inner = [w.optimizer.optimizer if isinstance(w.optimizer, lightning_optimizer) else w.optimizer for w in steps]
-        optimizers = self.trainer.optimizers
-        same = len(inner) == len(optimizers) and all(a is torch_optimizer(b) for a, b in zip(inner, optimizers))
+        optimizers = trainer.optimizers
+        same = len(inner) == len(optimizers) and all(
+            a is torch_optimizer(b) for a, b in zip(inner, optimizers, strict=True)
+        )
         return wrappers if same else None
 
     def restore_optim_wrappers(self) -> None:
         """After Lightning restored its optimizers in a resumed fit: ``runner.optim_wrapper`` loads the checkpoint's
         ``optimizer``, as ``Runner.resume`` does (``AmpOptimWrapper``'s loss scale, ``base_param_settings``)."""
         entry, self._resumed_optimizer = self._resumed_optimizer, None
-        if entry is not None and self.trainer.optimizers:
+        if entry is not None and self._running("restore_optim_wrappers()").optimizers:
             checkpoint.restore_wrappers(entry, self._optim_wrapper())
 
     def build_param_schedulers(self) -> None:
@@ -377,17 +388,18 @@ class Runner(Facade):
         The file holds Lightning's checkpoint plus MMEngine's layout (``meta``, ``message_hub``, ``optimizer``,
         ``param_schedulers``) and whatever ``before_save_checkpoint`` hooks add, so both hosts can resume from it.
         """
-        if self.trainer is not None and self.trainer.fast_dev_run:
+        fast_dev_run = self.trainer is not None and self.trainer.fast_dev_run  # type: ignore[attr-defined]  # set by Lightning, undeclared
+        if fast_dev_run:
             rank_zero_warn(
                 f"runner.save_checkpoint({out_dir!r}, {filename!r}) writes nothing under "
-                f"Trainer(fast_dev_run={self.trainer.fast_dev_run}), which suppresses checkpointing (a hook called it). "
+                f"Trainer(fast_dev_run={fast_dev_run}), which suppresses checkpointing (a hook called it). "
                 "Run without fast_dev_run to save checkpoints."
             )
             return
         meta = checkpoint.save_meta(meta, by_epoch, self.epoch, self.iter)
         self._pending_save = checkpoint.PendingSave(meta, save_optimizer, save_param_scheduler, model_keys=True)
         try:
-            checkpoint.write(self.trainer, os.path.join(out_dir, filename))
+            checkpoint.write(self._running("save_checkpoint()"), os.path.join(out_dir, filename))
         finally:
             self._pending_save = None
 
@@ -420,4 +432,4 @@ class Runner(Facade):
             lightning, pending, run_meta=run_meta, hub=self.message_hub, model_prefix=self._model_prefix,
             schedulers=schedulers.stateful(self.param_schedulers), saved=saved,
             wrappers=self._optim_wrapper() if self.trainer is not None and self.trainer.optimizers else None,
-        )  # fmt: skip
+        )  # fmt: skip  # the keywords grouped by what they hand over, a few to a line
