@@ -97,25 +97,24 @@ class Runner(Facade):
     @property
     def max_epochs(self) -> int:
         """``Trainer(max_epochs)``; for ``IterBasedRunner`` the epochs ``max_iters`` spans, as mmcv leaves it unset."""
-        self._lightning("max_epochs")
-        return self._bounded("max_epochs", self._loop.max_epochs)
+        value = self._loop.max_epochs
+        return value if value is not None else self._unbounded("max_epochs")
 
     @property
     def max_iters(self) -> int:
         """Train iterations of the run: ``max_epochs`` times the batches per epoch, or ``Trainer(max_steps)``
         iterations (times the accumulation of a ``GradientCumulativeOptimizerHook``) when that ends the run sooner
         (:func:`~lightning_hooks.families.mmcv.loop.run_limits`, as the fit starts)."""
-        self._lightning("max_iters")
-        return self._bounded("max_iters", self._loop.max_iters)
+        value = self._loop.max_iters  # read every iteration (Hook.is_last_iter): the loop holds it
+        return value if value is not None else self._unbounded("max_iters")
 
-    def _bounded(self, name: str, value: int | None) -> int:
-        if value is None:
-            raise AttributeError(
-                f"lightning-hooks' mmcv runner facade: {name!r} is unbounded (Trainer without max_epochs and "
-                "max_steps, or a train loader without a length), or read outside a fit. Give the Trainer max_steps "
-                "or max_epochs."
-            )
-        return value
+    def _unbounded(self, name: str) -> int:
+        """The error for a length the loop does not know: no trainer yet, or a run without bounds."""
+        self._lightning(name)
+        raise AttributeError(
+            f"lightning-hooks' mmcv runner facade: {name!r} is unbounded (Trainer without max_epochs and max_steps, "
+            "or a train loader without a length), or read outside a fit. Give the Trainer max_steps or max_epochs."
+        )
 
     # mmcv's Hook.is_last_epoch / is_last_iter read the private fields
     _max_epochs = max_epochs

@@ -58,3 +58,14 @@ def test_call_hook_error_names_the_hook_and_the_mount_point(tmp_path):
     with pytest.raises(ValueError, match="custom failed") as info:
         _fit([Caller(), Custom(fail=True)], tmp_path)
     assert "raised by mmcv hook Custom in mount point 'custom' (called by name" in "\n".join(info.value.__notes__)
+
+
+def test_max_iters_is_the_loops_from_the_fit_start_and_an_error_naming_the_way_out_otherwise(tmp_path):
+    fresh = MMCVAdapter([R.OptimizerHook()], runner=dict(type="EpochBasedRunner", max_epochs=2))
+    with pytest.raises(AttributeError, match="'max_iters' is not available before the Lightning trainer"):
+        fresh.runner.max_iters
+    adapter = _fit([R.OptimizerHook()], tmp_path)  # 2 epochs of 5 batches
+    assert (adapter.runner.max_iters, adapter.runner._max_iters, adapter.runner.max_epochs) == (10, 10, 2)
+    adapter.loop.set_limits(None, None)  # what the loop holds for a Trainer without bounds
+    with pytest.raises(AttributeError, match="'max_epochs' is unbounded .* Give the Trainer max_steps or max_epochs"):
+        adapter.runner.max_epochs
