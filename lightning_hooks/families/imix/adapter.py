@@ -199,8 +199,9 @@ class IMIXAdapter(ManualStepAdapter):
     # ------------------------------------------------------------------------------------------ lightning glue
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Unpickled (``ddp_spawn``'s ranks): pickling a hook's ``weakref.proxy`` copied the engine into each hook, so
-        point every hook at this adapter's engine again."""
+        point every hook at this adapter's engine again, and the loop at this adapter (it travels without it)."""
         self.__dict__.update(state)
+        self.loop.caller = self
         for hook in self.hooks:
             hook.trainer = weakref.proxy(self.engine)
 

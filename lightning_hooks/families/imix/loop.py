@@ -67,6 +67,11 @@ class IMIXLoop:
         self.iter = self.first_iter = 0
         self.start_run()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its caller (``ddp_spawn`` pickles each hook alone first, and an iMIX hook's ``trainer``
+        proxy copies the engine and so this loop: the adapter must not follow); the adapter sets it again."""
+        return {k: v for k, v in self.__dict__.items() if k != "caller"}
+
     # ------------------------------------------------------------------------------------------------ the run
     def start_run(self) -> None:
         """A fit starts (``setup``): iMIX's epoch loop has not set ``epoch`` / ``inner_iter`` yet."""

@@ -4,6 +4,7 @@ iMIX's ``imixEngine`` (imix_reference.train) running a hook that notes the same.
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pytest
@@ -99,3 +100,15 @@ def test_resumed_training_starts_at_lightnings_count_and_keeps_the_counters_in_i
     assert (fresh.epoch, fresh.iter, fresh.inner_iter) == (1, 10, 3)
     with pytest.raises(KeyError, match="inner_iter"):
         fresh.load_state_dict({"epoch": 1, "iter": 10})
+
+
+def test_the_adapter_travels_pickled_and_its_loop_fires_through_the_copy():
+    """strategy='ddp_spawn' pickles each hook alone, then the adapter: a hook's trainer proxy copies the engine and its
+    loop, which must not drag the adapter (and its pickling check) in again."""
+    from imix.engine.hooks import IterationTimerHook
+
+    from lightning_hooks import IMIXAdapter
+
+    adapter = IMIXAdapter([IterationTimerHook()])
+    copy = pickle.loads(pickle.dumps(adapter))
+    assert copy.loop.caller is copy and copy.engine._loop is copy.loop and copy.hooks[0].trainer._loop is copy.loop
