@@ -28,7 +28,6 @@ from lightning_hooks.families.classy.task import LastBatch, Task
 from lightning_hooks.families.classy.timing import StepClock, record_step
 from lightning_hooks.families.classy.vissl_task import VisslTask
 
-
 #: Classy's hooks with a period option: (attribute, the mount point that divides by it, None accepted)
 _PERIODS: Periods = {
     "LossLrMeterLoggingHook": (("log_freq", "on_step", True),),

@@ -130,7 +130,7 @@ class ClassyTaskState:
             return
         if state.get("optimizer") and trainer.optimizers:
             trainer.optimizers[0].load_state_dict(state["optimizer"]["optim"])
-        for meter, meter_state in zip(self.meters, state["meters"]):
+        for meter, meter_state in zip(self.meters, state["meters"], strict=False):
             meter.set_classy_state(meter_state)
         self._loop.load_counters(state)
         self.losses = list(state["losses"])
@@ -140,7 +140,7 @@ class ClassyTaskState:
             if hook.name() in state["hooks"]:
                 hook.set_classy_state(state["hooks"][hook.name()])
             else:
-                warnings.warn(f"task.set_classy_state: no state found for hook {hook.name()!r}; it starts fresh")
+                warnings.warn(f"task.set_classy_state: no state found for hook {hook.name()!r}; it starts fresh", stacklevel=1)
 
     def _optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
         """The optimizer's ``state_dict`` with the options Classy's optimizer holds (``used_options``: the last step's,
@@ -148,7 +148,7 @@ class ClassyTaskState:
         state = optimizer.state_dict()
         used = self.used_options.get(optimizer)
         if used is not None:
-            state["param_groups"] = [{**group, **options} for group, options in zip(state["param_groups"], used)]
+            state["param_groups"] = [{**group, **options} for group, options in zip(state["param_groups"], used, strict=False)]
         return state
 
     def _loss_state(self) -> dict[str, Any]:
@@ -167,7 +167,7 @@ class ClassyTaskState:
     def load_phase_state(self, state: Mapping[str, Any]) -> None:
         self._loop.load_phase_state(state)
         self.losses = list(state.get("losses", []))
-        for meter, meter_state in zip(self.meters, state.get("meters", [])):
+        for meter, meter_state in zip(self.meters, state.get("meters", []), strict=False):
             meter.set_classy_state(meter_state)
 
 
@@ -198,7 +198,7 @@ class VisslTaskState(ClassyTaskState):
         """Restore :meth:`get_classy_state` (as VISSL's ``_set_classy_state`` does, and the hooks' states)."""
         trainer = self._lightning_trainer()
         load_vissl_model_state(self.base_model, state["base_model"], "task.set_classy_state")
-        for meter, meter_state in zip(self.meters, state.get("meters", [])):
+        for meter, meter_state in zip(self.meters, state.get("meters", []), strict=False):
             meter.set_classy_state(meter_state)
         if state.get("optimizer") and trainer.optimizers:
             trainer.optimizers[0].load_state_dict(state["optimizer"]["optim"])
@@ -286,7 +286,7 @@ def lightning_checkpoint(
         progress.update(ready=epochs, started=epochs, processed=epochs, completed=epochs)
     optimizer = task.get("optimizer") or {}
     if task.get("amp"):
-        warnings.warn(f"{source}: the checkpoint's AMP grad-scaler state is not restored; the scaler starts afresh")
+        warnings.warn(f"{source}: the checkpoint's AMP grad-scaler state is not restored; the scaler starts afresh", stacklevel=1)
     key, state = callback
     return {
         "pytorch-lightning_version": lightning_api.namespace_of(trainer).__version__,
