@@ -22,7 +22,9 @@ benchmarks/_common.py's ``hook_cost_report``.
 Round 3 (9 repeats each, the 2-core VM under a load average of 10-18 from other test runs, so each ratio moves by
 tens of percent between runs; the "hooks under the ClassificationTask" line read 89 then 141 us on ``tiny``):
 before 3.56 tiny, 1.49 CNN; after cutting the adapter's per-step bookkeeping 2.24 tiny, 0.89 CNN (hooks under the
-adapter 318 -> 316 us/step on ``tiny``: within the noise). The deterministic measure is cProfile's call count per
+adapter 318 -> 316 us/step on ``tiny``). On the quiet VM, before and after run side by side, twice: tiny 3.84 / 2.36
+before, 1.23 / 1.94 after (hooks under the adapter 246 / 140 us before, 145 / 152 after; under the task 64 / 59 and
+117 / 78): the change is within this VM's noise, and CNN reads anything from -3 to 1.6. The deterministic measure is cProfile's call count per
 train step over bare Lightning on ``tiny`` (Python calls the adapter and the hooks add): 195 before, 156 after, against
 55 the same hooks add to the bare ClassificationTask. Of the 156: the hooks' own 67 (the task's 55 plus ~12 for the
 facade's properties: ``task.train`` / ``use_gpu`` read through the loop and the Trainer), and ~90 of the adapter's
