@@ -40,16 +40,22 @@ from lightning_hooks.core.triggers import Trigger
 
 @runtime_checkable
 class HostLoop(Protocol):
-    """What a family's host loop provides: the counters, the four train steps of the host's own loop, and its
-    state. A family's loop may have more steps (evaluation, a phase of Classy's), called by its own adapter."""
+    """What a family's host loop provides: the counters (read-only here: a loop may derive them, as Classy's does from
+    its phases), the four train steps of the host's own loop, and its state. A family's loop may have more steps (the
+    run's start and end, evaluation, a phase of Classy's), called by its own adapter."""
 
-    #: epochs the host has finished (MMEngine's ``runner.epoch``, mmcv's ``runner.epoch``, Classy's ``train_phase_idx``
-    #: counted as the host counts it)
-    epoch: int
-    #: train iterations the host has finished in the run (``runner.iter``)
-    iter: int
-    #: train iterations finished in the open epoch (``runner.inner_iter``)
-    inner_iter: int
+    @property
+    def epoch(self) -> int:
+        """Epochs the host has finished, as it counts them (MMEngine's and mmcv's ``runner.epoch``; Classy's finished
+        train phases). A host that sets it only once its epoch loop runs (iMIX) says so in its own loop."""
+
+    @property
+    def iter(self) -> int:
+        """Train iterations the host has finished in the run (``runner.iter``)."""
+
+    @property
+    def inner_iter(self) -> int:
+        """Train iterations finished in the open epoch (``runner.inner_iter``)."""
 
     def start_epoch(self, mid_epoch: bool) -> None:
         """Start a train epoch; ``mid_epoch`` when a fit resumed inside it (its counters come from the checkpoint)."""
@@ -58,7 +64,9 @@ class HostLoop(Protocol):
         """Start a train iteration (the host's ``before_train_iter``)."""
 
     def end_iter(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """End a train iteration: fire its rows and move the iteration counters, in the host's order."""
+        """End a train iteration: fire its rows and move the iteration counters, in the host's order. ``outputs`` is
+        None where a hook owns the optimizer step (mmcv, iMIX): the iteration ends when the strategy's step returns,
+        before Lightning has the step's outputs."""
 
     def end_epoch(self, trigger: Trigger) -> None:
         """End the open train epoch, firing ``trigger``'s rows, and move the epoch counter as the host does."""
