@@ -138,7 +138,7 @@ class ClassyAdapter(LegacyHookAdapter):
         return (compat.ClassyHook,) if real is compat.ClassyHook else (real, compat.ClassyHook)
 
     @property
-    def noops(self) -> tuple[Any, ...]:  # type: ignore[override]
+    def noops(self) -> tuple[Any, ...]:  # type: ignore[override]  # a property where the base adapter has a class attribute: Classy's no-ops depend on the installed hook class
         return tuple(base._noop for base in self.base_classes())
 
     @classmethod
@@ -357,7 +357,7 @@ class ClassyAdapter(LegacyHookAdapter):
     def on_validation_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:  # fmt: skip  # Lightning's signature, dataloader_idx on its own line
         if not trainer.sanity_checking:
             self.loop.end_eval_iter(ON["on_validation_batch_end"])
 
@@ -379,7 +379,7 @@ class ClassyAdapter(LegacyHookAdapter):
     def on_test_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:  # fmt: skip  # Lightning's signature, dataloader_idx on its own line
         self.loop.end_eval_iter(ON["on_test_batch_end"])
 
     @override

@@ -144,7 +144,7 @@ class ClassyTaskModule(pl.LightningModule):
         ``find_unused_parameters``, ``bucket_cap_mb``."""
         task = self.task
         return {"broadcast_buffers": task.broadcast_buffers_mode.name == "FORWARD_PASS",
-                "find_unused_parameters": task.find_unused_parameters, "bucket_cap_mb": task.ddp_bucket_cap_mb}  # fmt: skip
+                "find_unused_parameters": task.find_unused_parameters, "bucket_cap_mb": task.ddp_bucket_cap_mb}  # fmt: skip  # the three DDP options on two lines
 
     @override
     def setup(self, stage: str) -> None:
@@ -246,7 +246,7 @@ class ClassyTaskModule(pl.LightningModule):
     def configure_gradient_clipping(
         self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:  # fmt: skip  # Lightning's signature, parameters a few to a line
         """Classy's ``clip_grad_norm`` (the norm over the optimizer's parameters), else Lightning's own setting."""
         if self.task.clip_grad_norm is not None:
             self.clip_gradients(optimizer, gradient_clip_val=self.task.clip_grad_norm, gradient_clip_algorithm="norm")
@@ -259,9 +259,9 @@ class ClassyTaskModule(pl.LightningModule):
         """On Lightning's logging steps (``log_every_n_steps``), the step's loss (this rank's, as Classy's ``on_step``
         hooks see it) and LR as ``train/loss`` and ``train/lr``; after a train phase's last batch (its phase end has
         run), the phase's values."""
-        if self.trainer.global_step % self.trainer.log_every_n_steps == 0:
+        if self.trainer.global_step % self.trainer.log_every_n_steps == 0:  # type: ignore[attr-defined]  # Lightning's logger connector sets it; Trainer does not declare it
             self.log_dict({"train/loss": self._step_loss, "train/lr": self._step_lr}, on_step=True, on_epoch=False,
-                          batch_size=1)  # fmt: skip
+                          batch_size=1)  # fmt: skip  # arguments aligned under the call
         if batch_idx + 1 == self.trainer.num_training_batches:
             self._log_phase("train")
 
@@ -276,7 +276,7 @@ class ClassyTaskModule(pl.LightningModule):
 
     def _host_task(self) -> Any:
         """The task facade of the ClassyAdapter training this module (None without one)."""
-        adapter = next((cb for cb in self.trainer.callbacks if isinstance(cb, ClassyAdapter)), None)
+        adapter = next((cb for cb in self.trainer.callbacks if isinstance(cb, ClassyAdapter)), None)  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
         return None if adapter is None else adapter.task
 
     def _log_phase(self, phase: str) -> None:

@@ -23,8 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lightning_hooks.core.config_kind import CLASSY, VISSL
 from lightning_hooks.core import trainer_options
+from lightning_hooks.core.config_kind import CLASSY, VISSL
 from lightning_hooks.core.family import TrainCommand
 from lightning_hooks.families.classy import names
 
@@ -54,7 +54,7 @@ _SOURCES = {"max_epochs": "num_epochs (VISSL: OPTIMIZER.num_epochs)", "check_val
             "use_distributed_sampler": "the datasets' own samplers", "limit_val_batches": "VISSL's train-only loop",
             "num_sanity_val_steps": "no validation before training, as in Classy / VISSL",
             "devices": "the world size (VISSL: config.DISTRIBUTED.NUM_PROC_PER_NODE, or --devices)",
-            "num_nodes": "the world size (VISSL: config.DISTRIBUTED.NUM_NODES, or --num-nodes)"}  # fmt: skip
+            "num_nodes": "the world size (VISSL: config.DISTRIBUTED.NUM_NODES, or --num-nodes)"}  # fmt: skip  # one entry per Trainer option, a few to a line
 
 
 def _owned(options: dict[str, Any], defaults: dict[str, Any], folder: str) -> dict[str, Any]:
@@ -63,12 +63,12 @@ def _owned(options: dict[str, Any], defaults: dict[str, Any], folder: str) -> di
     from lightning_hooks.core.trainer_options import ANY, Owned
 
     owned = {key: Owned(value, f"Trainer({key}={value!r}), which the config decides ({_SOURCES.get(key, 'the task')})")
-             for key, value in options.items()}  # fmt: skip
+             for key, value in options.items()}  # fmt: skip  # the comprehension's for clause under its first half
     owned.update({key: Owned(ANY, f"{_SOURCES[key]}", "use the flag") for key in ("devices", "num_nodes")
-                  if defaults.get(key) is not None})  # fmt: skip
+                  if defaults.get(key) is not None})  # fmt: skip  # the comprehension's condition under its first half
     owned["default_root_dir"] = Owned(folder, f"the checkpoint folder {folder!r}", "set the checkpoint folder")
     owned["enable_checkpointing"] = Owned(False, "the task's CheckpointHook, which writes the checkpoints", "for "
-                                          "Lightning's own, add --trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint")  # fmt: skip
+                                          "Lightning's own, add --trainer.callbacks+=lightning.pytorch.callbacks.ModelCheckpoint")  # fmt: skip  # the message continues under its first half
     return owned
 
 
@@ -91,7 +91,7 @@ def _trainer(
             owned[key] = Owned(None, f"clip_grad_norm={clip} in the task config (Classy's clipping)", "drop one")
 
     hardware = {"accelerator": args.accelerator, "devices": _devices(args.devices), "num_nodes": args.num_nodes,
-                "strategy": args.strategy, "precision": args.precision}  # fmt: skip
+                "strategy": args.strategy, "precision": args.precision}  # fmt: skip  # the five hardware flags on two lines
     for key, value in hardware.items():
         if value is not None:
             options[key] = value
@@ -99,7 +99,7 @@ def _trainer(
             options.setdefault(key, defaults[key])
     owned = {key: own for key, own in owned.items() if options.get(key, own.value) in (own.value,) or own.value is ANY}
     base = dict(logger=submodule("loggers").CSVLogger(folder, name="lightning_logs"), default_root_dir=folder,
-                enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, **options)  # fmt: skip
+                enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, **options)  # fmt: skip  # arguments aligned under the call
     if request is None:
         return pl.Trainer(callbacks=callbacks, **base)
     if request.has_loggers:
@@ -127,10 +127,10 @@ def classy_parser() -> argparse.ArgumentParser:
     )
     add_generic_args(parser)
     parser.add_argument("--device", choices=("cpu", "gpu"), default=None,
-                        help="older classy_train.py's device flag: Lightning's accelerator")  # fmt: skip
+                        help="older classy_train.py's device flag: Lightning's accelerator")  # fmt: skip  # help text aligned under its first line
     parser.add_argument("--project_folder", default=".",
                         help="the Classy project (classy-project's layout) whose packages register the config's names, "
-                        "imported as classy_train.py imports those of its own folder (default: the current folder)")  # fmt: skip
+                        "imported as classy_train.py imports those of its own folder (default: the current folder)")  # fmt: skip  # help text aligned under its first line
     return lightning_arguments(parser)
 
 
@@ -138,9 +138,14 @@ def classy_hooks(args: argparse.Namespace, config: dict[str, Any]) -> list[Any]:
     """The hooks ``classy_train.py``'s ``configure_hooks`` adds from its flags, in its order; creates the folders it
     creates (``output_<time>/`` in the working directory: checkpoints unless ``--checkpoint_folder``, TensorBoard)."""
     from classy_vision.hooks import (
-        CheckpointHook, LossLrMeterLoggingHook, ModelComplexityHook, ProfilerHook, ProgressBarHook, TensorboardPlotHook,
+        CheckpointHook,
+        LossLrMeterLoggingHook,
+        ModelComplexityHook,
+        ProfilerHook,
+        ProgressBarHook,
+        TensorboardPlotHook,
         VisdomHook,
-    )  # fmt: skip
+    )
 
     hooks: list[Any] = [LossLrMeterLoggingHook(args.log_freq), ModelComplexityHook()]
     base_folder = Path.cwd() / f"output_{datetime.now().isoformat()}"
@@ -200,7 +205,7 @@ def classy_main(argv: list[str]) -> None:
         accelerator = "gpu" if config["use_gpu"] else "cpu"
     trainer = _trainer(args, options, [module.adapter(hooks)], args.checkpoint_folder, request=request,
                        name=Path(args.config_file).stem, clip=module.task.clip_grad_norm, accelerator=accelerator,
-                       **_classy_distributed(args))  # fmt: skip
+                       **_classy_distributed(args))  # fmt: skip  # arguments aligned under the call
     if trainer.world_size > 1:
         args.distributed_backend = "ddp"  # as CheckpointHook stores the flags of a distributed classy_train.py run
     logging.info(f"Starting training on rank {trainer.global_rank} worker. World size is {trainer.world_size}")
@@ -262,10 +267,10 @@ def vissl_parser() -> argparse.ArgumentParser:
     group.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                        help="a module to import before the config is composed, by its dotted name, from the current "
                        "folder or PYTHONPATH: its register_model_trunk / register_model_head / register_loss / ... "
-                       "decorators register the names your config uses (repeatable)")  # fmt: skip
+                       "decorators register the names your config uses (repeatable)")  # fmt: skip  # help text aligned under its first line
     group.add_argument("--hook-generator", "--hook_generator", dest="hook_generator", metavar="MODULE:FUNCTION",
                        help="the function that builds the run's hooks from the config, in place of VISSL's "
-                       "default_hook_generator: the hook_generator your script gives VISSL's launch_distributed")  # fmt: skip
+                       "default_hook_generator: the hook_generator your script gives VISSL's launch_distributed")  # fmt: skip  # help text aligned under its first line
     return lightning_arguments(parser)
 
 
@@ -279,7 +284,7 @@ def vissl_world_overrides(args: argparse.Namespace, parser: argparse.ArgumentPar
         devices = _devices(args.devices)
         if not isinstance(devices, int) or devices < 1:
             parser.error(f"--devices {args.devices}: a VISSL config needs a number of processes per node (its "
-                         "config.DISTRIBUTED.NUM_PROC_PER_NODE), e.g. --devices 2")  # fmt: skip
+                         "config.DISTRIBUTED.NUM_PROC_PER_NODE), e.g. --devices 2")  # fmt: skip  # the message continues under its first half
         world.append(f"config.DISTRIBUTED.NUM_PROC_PER_NODE={devices}")
     if args.num_nodes is not None:
         world.append(f"config.DISTRIBUTED.NUM_NODES={args.num_nodes}")
@@ -329,7 +334,7 @@ def vissl_main(argv: list[str]) -> None:
             "vissl",
             accelerator="gpu" if config.MACHINE.DEVICE == "gpu" else "cpu",
             devices=distributed.NUM_PROC_PER_NODE, num_nodes=distributed.NUM_NODES,
-        )  # fmt: skip
+        )  # fmt: skip  # the keywords grouped by what they hand over, a few to a line
         trainer.fit(module, datamodule=module.datamodule(), ckpt_path=checkpoint)
         logging.getLogger().info("All Done!")
     finally:

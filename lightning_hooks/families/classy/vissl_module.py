@@ -26,7 +26,7 @@ def vissl_ddp_options(config: Any) -> dict[str, Any]:
     ``bucket_cap_mb`` from ``DATA.DDP_BUCKET_CAP_MB``, and Classy's ``find_unused_parameters`` default, which VISSL
     never changes."""
     return {"broadcast_buffers": bool(config.DISTRIBUTED.BROADCAST_BUFFERS), "find_unused_parameters": False,
-            "bucket_cap_mb": config.DATA.DDP_BUCKET_CAP_MB}  # fmt: skip
+            "bucket_cap_mb": config.DATA.DDP_BUCKET_CAP_MB}  # fmt: skip  # the three DDP options on two lines
 
 
 class VisslConfigModule(pl.LightningModule):
@@ -135,7 +135,7 @@ class VisslConfigModule(pl.LightningModule):
         """Keep the step's loss as VISSL's ``last_batch.loss`` holds it (averaged over ranks by the adapter; this
         rank's loss without one): after a phase's last batch the adapter's phase end has cleared ``last_batch``
         before :meth:`on_train_batch_end` logs it."""
-        adapter = next((cb for cb in self.trainer.callbacks if isinstance(cb, ClassyAdapter)), None)
+        adapter = next((cb for cb in self.trainer.callbacks if isinstance(cb, ClassyAdapter)), None)  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
         last = None if adapter is None else adapter.task.last_batch
         self._step_loss = loss.detach() if last is None or last.loss is None else last.loss
 
@@ -143,7 +143,7 @@ class VisslConfigModule(pl.LightningModule):
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         """On Lightning's logging steps (``log_every_n_steps``), what LogLossLrEtaHook prints: the step's loss
         (averaged over ranks, as VISSL's ``last_batch.loss``) and the LR it used, as ``train/loss`` and ``train/lr``."""
-        if self.trainer.global_step % self.trainer.log_every_n_steps:
+        if self.trainer.global_step % self.trainer.log_every_n_steps:  # type: ignore[attr-defined]  # Lightning's logger connector sets it; Trainer does not declare it
             return
         loss = outputs["loss"] if self._step_loss is None else self._step_loss
         lr = self.classy_optimizer.optimizer.param_groups[0]["lr"]
@@ -180,7 +180,7 @@ def check_fsdp(config: Any) -> None:
     heads = config.MODEL.HEAD.PARAMS or []
     names = {"TRAINER.TASK_NAME": config.TRAINER.TASK_NAME, "MODEL.TRUNK.NAME": config.MODEL.TRUNK.NAME,
              "OPTIMIZER.name": config.OPTIMIZER.name,
-             **{f"MODEL.HEAD.PARAMS[{i}]": head[0] for i, head in enumerate(heads) if head}}  # fmt: skip
+             **{f"MODEL.HEAD.PARAMS[{i}]": head[0] for i, head in enumerate(heads) if head}}  # fmt: skip  # the dict's last key under its first
     for option, name in names.items():
         if "fsdp" in str(name):
             raise ConfigError(

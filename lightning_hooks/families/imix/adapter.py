@@ -26,7 +26,6 @@ from lightning_hooks.families.imix.engine import Engine
 from lightning_hooks.families.imix.events import EVENTS
 from lightning_hooks.families.imix.loop import IMIXLoop
 
-
 #: iMIX's hooks with a period option: (attribute, the mount point that divides by it, None accepted)
 _PERIODS: Periods = {
     "CheckPointHook": (("iter_period", "after_train_iter", True), ("epoch_period", "after_train_epoch", False)),
@@ -157,7 +156,7 @@ class IMIXAdapter(ManualStepAdapter):
             lambda v: v is None or (isinstance(v, Mapping) and "max_norm" in v and set(v) <= clip_args),
             f"None or a dict of clip_grad_norm_ arguments ({', '.join(sorted(clip_args))}), e.g. "
             "grad_clip=dict(max_norm=1.0)",
-        )  # fmt: skip
+        )  # fmt: skip  # the call's arguments grouped: hook and attribute, check, message
         check_periods(type(self).__name__, hook, _PERIODS)
 
     def order(self, hooks: list[Any]) -> list[Any]:
@@ -213,7 +212,7 @@ class IMIXAdapter(ManualStepAdapter):
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
-        others = [type(c).__name__ for c in trainer.callbacks if isinstance(c, IMIXAdapter) and c is not self]
+        others = [type(c).__name__ for c in trainer.callbacks if isinstance(c, IMIXAdapter) and c is not self]  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
         if others:
             raise ValueError(
                 f"IMIXAdapter ({', '.join(self.hook_keys())}): this Trainer has another IMIXAdapter, but iMIX runs one "

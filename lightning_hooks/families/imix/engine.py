@@ -9,9 +9,9 @@ from typing import Any
 
 import torch
 
-from lightning_hooks.core.loaders import Loader
 from lightning_hooks.core.facade import Facade, WorkDir
 from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.loaders import Loader
 from lightning_hooks.families.imix.loop import IMIXLoop
 
 
@@ -62,7 +62,7 @@ class Engine(Facade):
         self.by_epoch = by_epoch
         self.gradient_accumulation_steps = gradient_accumulation_steps
         self.is_lr_accumulation = is_lr_accumulation
-        self._work_dir = WorkDir(work_dir, "IMIXAdapter", family="imix")
+        self._work_dir: WorkDir = WorkDir(work_dir, "IMIXAdapter", family="imix")
         self._cfg = Config(cfg) if isinstance(cfg, Mapping) else cfg
         self.output: dict[str, Any] = {}
 
@@ -86,8 +86,8 @@ class Engine(Facade):
         return self._work_dir.resolve(self.lightning)
 
     @property
-    def model(self) -> torch.nn.Module:
-        """The LightningModule, or its DDP wrapper (hooks probe ``.module``)."""
+    def model(self) -> torch.nn.Module | None:
+        """The LightningModule, or its DDP wrapper (hooks probe ``.module``); None before the strategy has it."""
         return self._lightning("model").strategy.model
 
     @property

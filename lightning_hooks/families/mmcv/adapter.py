@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from typing_extensions import override
@@ -96,7 +96,7 @@ class MMCVAdapter(ManualStepAdapter):
     events = EVENTS
     family_title, host_args, upstream = "mmcv", ("runner",), ("mmcv.", "mmdet.", "mmcls.", "mmseg.")
     checkpoint_hooks = frozenset({"CheckpointHook"})
-    delegates = {
+    delegates: ClassVar[dict[str, tuple[str, ...]]] = {
         **{f"{w}_{stage}_epoch": (f"{w}_epoch",) for w in ("before", "after") for stage in _STAGES},
         **{f"{w}_{stage}_iter": (f"{w}_iter",) for w in ("before", "after") for stage in _STAGES},
     }
@@ -161,7 +161,7 @@ class MMCVAdapter(ManualStepAdapter):
     @classmethod
     def from_config(cls, lr_config: Any = None, optimizer_config: Any = None, checkpoint_config: Any = None,
                     log_config: Any = None, momentum_config: Any = None, custom_hooks: Any = None,
-                    **options: Any) -> MMCVAdapter:  # fmt: skip
+                    **options: Any) -> MMCVAdapter:  # fmt: skip  # parameters aligned under the signature
         """The hooks mmcv's ``runner.register_training_hooks`` registers for these configs (plus ``custom_hooks``,
         ``timer_config`` and ``profiler_config`` where mmdet/mmcls/mmseg's train scripts pass them), in its order and
         with its priorities; ``IterBasedRunner`` defaults ``by_epoch=False`` as that runner does. ``options`` are
@@ -177,7 +177,7 @@ class MMCVAdapter(ManualStepAdapter):
             runner_type, lr_config=lr_config, optimizer_config=optimizer_config,
             checkpoint_config=checkpoint_config, log_config=log_config, momentum_config=momentum_config,
             custom_hooks=custom_hooks, **hook_options,
-        )  # fmt: skip
+        )  # fmt: skip  # the keywords grouped by what they hand over, a few to a line
         return cls(hooks, **options)
 
     @classmethod
@@ -246,7 +246,7 @@ class MMCVAdapter(ManualStepAdapter):
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
-        others = [c for c in trainer.callbacks if isinstance(c, MMCVAdapter) and c is not self]
+        others = [c for c in trainer.callbacks if isinstance(c, MMCVAdapter) and c is not self]  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
         if others:
             raise ValueError(
                 f"MMCVAdapter ({', '.join(self.hook_keys())}): this Trainer has another MMCVAdapter, but mmcv runs one "
@@ -275,7 +275,7 @@ class MMCVAdapter(ManualStepAdapter):
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.epoch_based():
             warn_if_last_epoch_unvalidated(trainer, "MMCVAdapter", "while mmcv's workflow [('train', 1), ('val', 1)] "
-                                           "also validates after the last epoch")  # fmt: skip
+                                           "also validates after the last epoch")  # fmt: skip  # the message continues under its first half
         # mmcv's runners know max_iters before before_run (CyclicLrUpdaterHook reads it there): size the loader now
         lightning_api.setup_train_data(trainer)
         self._set_limits(trainer)
@@ -369,7 +369,7 @@ class MMCVAdapter(ManualStepAdapter):
     def on_validation_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
-    ) -> None:  # fmt: skip
+    ) -> None:  # fmt: skip  # Lightning's signature, dataloader_idx on its own line
         if self.real_validation() and outputs is not None:
             self._take_outputs(outputs, "validation_step")
         self.loop.end_val_iter()
@@ -428,7 +428,7 @@ class MMCVAdapter(ManualStepAdapter):
 
     def _check_trainer(self, trainer: pl.Trainer) -> None:
         # Trainer(fast_dev_run=n) runs n batches of one epoch whatever the runner's length
-        expected = {} if trainer.fast_dev_run else self.trainer_kwargs()  # type: ignore[attr-defined]
+        expected = {} if trainer.fast_dev_run else self.trainer_kwargs()  # type: ignore[attr-defined]  # Lightning's connectors set it; Trainer does not declare it
         wrong = {k: getattr(trainer, k) for k, v in expected.items() if getattr(trainer, k) != v}
         if wrong:
             raise ValueError(

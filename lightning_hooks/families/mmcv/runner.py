@@ -10,9 +10,9 @@ from typing import Any
 import torch
 
 from lightning_hooks.core.dispatch import HookCaller
-from lightning_hooks.core.loaders import Loader
 from lightning_hooks.core.facade import Facade, WorkDir
 from lightning_hooks.core.lightning_api import LIGHTNING_MODULES, pl, rank_zero_warn
+from lightning_hooks.core.loaders import Loader
 from lightning_hooks.families.mmcv.loop import MMCVLoop
 
 #: mmcv's two runners; the adapter replays the one named by ``MMCVAdapter(runner=...)``.
@@ -61,7 +61,7 @@ class Runner(Facade):
         self._caller = caller
         self._loop = loop
         self._runner_type = runner_type
-        self._work_dir = WorkDir(work_dir, "MMCVAdapter", family="mmcv")
+        self._work_dir: WorkDir = WorkDir(work_dir, "MMCVAdapter", family="mmcv")
         self.meta = meta
         self._given_logger = logger
         self.logger = logger if logger is not None else logging.getLogger("mmcv")
@@ -132,8 +132,8 @@ class Runner(Facade):
         return self._hooks
 
     @property
-    def model(self) -> torch.nn.Module:
-        """The mmcv model inside the LightningModule (see :class:`Runner`)."""
+    def model(self) -> torch.nn.Module | None:
+        """The mmcv model inside the LightningModule (see :class:`Runner`); None until the adapter's setup finds it."""
         if self._model is None:
             self._lightning("model")
         return self._model
@@ -200,16 +200,18 @@ class Runner(Facade):
         import mmcv
         from mmcv.runner.checkpoint import save_checkpoint
 
-        if self.lightning is not None and self.lightning.fast_dev_run:
+        fast_dev_run = self.lightning is not None and self.lightning.fast_dev_run  # type: ignore[attr-defined]  # Lightning's connectors set it; Trainer does not declare it
+        if fast_dev_run:
             rank_zero_warn(
                 f"runner.save_checkpoint({out_dir!r}, ...) writes nothing under Trainer(fast_dev_run="
-                f"{self.lightning.fast_dev_run}), which suppresses checkpointing (a hook called it). Run without "
+                f"{fast_dev_run}), which suppresses checkpointing (a hook called it). Run without "
                 "fast_dev_run to save checkpoints."
             )
             return
         iter_based = self._runner_type == "IterBasedRunner"
         names = ("meta", "save_optimizer", "create_symlink") if iter_based else ("save_optimizer", "meta", "create_symlink")
-        options = {"save_optimizer": True, "meta": None, "create_symlink": True, **dict(zip(names, args)), **kwargs}
+        # strict=False: a caller passes the leading positional arguments only, the rest keep their defaults
+        options = {"save_optimizer": True, "meta": None, "create_symlink": True, **dict(zip(names, args, strict=False)), **kwargs}
         meta = options["meta"]
         if meta is None:
             meta = {}
@@ -227,12 +229,12 @@ class Runner(Facade):
             mmcv.symlink(filename, os.path.join(out_dir, "latest.pth"))
 
     def load_checkpoint(self, filename: str, map_location: Any = "cpu", strict: bool = False,
-                        revise_keys: list | None = None) -> dict[str, Any]:  # fmt: skip
+                        revise_keys: list | None = None) -> dict[str, Any]:  # fmt: skip  # parameters aligned under the signature
         """mmcv's ``load_checkpoint`` into :attr:`model`."""
         from mmcv.runner import load_checkpoint
 
         return load_checkpoint(self.model, filename, map_location, strict, self.logger,
-                               revise_keys=revise_keys if revise_keys is not None else [(r"^module.", "")])  # fmt: skip
+                               revise_keys=revise_keys if revise_keys is not None else [(r"^module.", "")])  # fmt: skip  # arguments aligned under the call
 
     def resume(self, checkpoint: str, resume_optimizer: bool = True, map_location: Any = "cpu") -> None:
         """Not available: Lightning owns the training state. ``EMAHook(resume_from=...)`` and ``resume_from`` resume
