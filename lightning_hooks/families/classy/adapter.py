@@ -132,7 +132,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self.legacy_start = LegacyStart(self.task, self.hooks, self.family, saved=self)
 
     @classmethod
-    def base_classes(cls) -> tuple[type, ...]:
+    def base_classes(cls) -> tuple[type[Any], ...]:
         hooks = sys.modules.get("classy_vision.hooks")
         real = getattr(hooks, "ClassyHook", compat.ClassyHook)
         return (compat.ClassyHook,) if real is compat.ClassyHook else (real, compat.ClassyHook)
@@ -179,7 +179,7 @@ class ClassyAdapter(LegacyHookAdapter):
         return bool(self._trainer is not None and self._trainer.training)
 
     def standalone_validation(self) -> bool:
-        return self._trainer.state.fn == "validate"
+        return self._trainer is not None and self._trainer.state.fn == "validate"
 
     # ----------------------------------------------------------------------------------------- step triggers
     def run_step(self, method: str, step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -212,7 +212,9 @@ class ClassyAdapter(LegacyHookAdapter):
                 return
             self._forwarded = True
             self._clock.section("forward", "forward")
-            self.task.last_batch.model_output = self.task.model_output(context["output"])
+            last_batch = self.task.last_batch
+            assert last_batch is not None, "the step method fills last_batch before its forward"
+            last_batch.model_output = self.task.model_output(context["output"])
             self._fire_rows(trigger)
             self._clock.mark("forward.fired")
             return
@@ -280,7 +282,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self._clock.mark("optimizer")
 
     @classmethod
-    def weight_swap_classes(cls) -> tuple[type, ...]:
+    def weight_swap_classes(cls) -> tuple[type[Any], ...]:
         ema = getattr(sys.modules.get("classy_vision.hooks"), "ExponentialMovingAverageModelHook", None)
         return (ema,) if ema is not None else ()  # none without classy_vision (the compat alias serves VISSL)
 

@@ -66,6 +66,15 @@ class ClassyLoop:
     ``optimizer.on_epoch(where)`` at a train phase start), with whether it is a train phase.
     """
 
+    # the counters (COUNTERS), set by new_run() from _START
+    phase_idx: int
+    train_phase_idx: int
+    num_updates: int
+    iteration: int
+    local_iteration_num: int
+    batches: int
+    phase_batches: int
+
     def __init__(
         self, caller: HookCaller, records: PhaseRecords, clock: StepClock,
         phase_start: Callable[[bool], None] | None = None,

@@ -183,7 +183,10 @@ class Task(ClassyTaskState, Facade):
         """The LightningModule or its DDP wrapper when distributed; a model kept in an attribute, unwrapped."""
         if self.model_path is not None:
             return self.base_model
-        return self._lightning_trainer().strategy.model
+        model = self._lightning_trainer().strategy.model
+        if model is None:
+            raise RuntimeError("task.model: Lightning's strategy holds no model yet (the fit has not connected it)")
+        return model
 
     @property
     def distributed_model(self) -> torch.nn.Module:
@@ -407,8 +410,10 @@ class Task(ClassyTaskState, Facade):
 
     def record_loss(self, loss: torch.Tensor, target: Any) -> None:
         """``last_batch.loss`` (detached) and its entry in ``losses``, as Classy's train and eval steps keep them."""
-        self.last_batch.loss = loss.detach()
-        self.losses.append(self.last_batch.loss.item())
+        last_batch = self.last_batch
+        assert last_batch is not None, "the step fills last_batch before its loss"
+        last_batch.loss = loss.detach()
+        self.losses.append(last_batch.loss.item())
 
     def meters_on(self) -> bool:
         """Whether this step updates the meters (Classy: every step)."""
