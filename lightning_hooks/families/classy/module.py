@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from typing_extensions import override
@@ -23,6 +23,9 @@ from lightning_hooks.core.errors import ConfigError
 from lightning_hooks.core.lightning_api import ddp_kwargs, pl
 from lightning_hooks.families.classy.adapter import ClassyAdapter
 from lightning_hooks.families.classy.data import load_task_config
+
+if TYPE_CHECKING:  # configure_optimizers' return type only (Lightning's namespace is chosen at run time)
+    from lightning.pytorch.utilities.types import OptimizerLRSchedulerConfig
 
 #: Classy task names this module builds (``ClassificationTask``; fine-tuning needs a pretrained checkpoint flow).
 CLASSY_TASKS = ("classification_task",)
@@ -205,7 +208,7 @@ class ClassyTaskModule(pl.LightningModule):
 
     # ---------------------------------------------------------------------------------- optimizer, schedule
     @override
-    def configure_optimizers(self) -> dict[str, Any]:
+    def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
         """Classy's ``prepare_optimizer``: non-BatchNorm then BatchNorm parameter groups (loss's included), the
         latter without weight decay unless ``bn_weight_decay``; the ClassyOptimizer's torch optimizer, with
         :class:`ClassyPhaseSchedule` (Classy's ``optimizer.on_epoch(where)`` at each train phase end)."""
@@ -260,8 +263,9 @@ class ClassyTaskModule(pl.LightningModule):
         hooks see it) and LR as ``train/loss`` and ``train/lr``; after a train phase's last batch (its phase end has
         run), the phase's values."""
         if self.trainer.global_step % self.trainer.log_every_n_steps == 0:  # type: ignore[attr-defined]  # Lightning's logger connector sets it; Trainer does not declare it
-            self.log_dict({"train/loss": self._step_loss, "train/lr": self._step_lr}, on_step=True, on_epoch=False,
-                          batch_size=1)  # fmt: skip  # arguments aligned under the call
+            loss, lr = self._step_loss, self._step_lr
+            assert loss is not None and lr is not None, "each train step sets its loss and LR before this hook"
+            self.log_dict({"train/loss": loss, "train/lr": lr}, on_step=True, on_epoch=False, batch_size=1)
         if batch_idx + 1 == self.trainer.num_training_batches:
             self._log_phase("train")
 
