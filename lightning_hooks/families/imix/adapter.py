@@ -89,6 +89,7 @@ class IMIXAdapter(ManualStepAdapter):
 
     family = "imix"
     events = EVENTS
+    loop: IMIXLoop
     family_title, host_args, upstream = "iMIX", (), ("imix.", "lightning_hooks.compat.")
     checkpoint_hooks = frozenset({"CheckPointHook"})
     ends_train_epoch_at_last_batch = False  # iMIX has no validation: its epochs end at on_train_epoch_end
@@ -297,7 +298,7 @@ class IMIXAdapter(ManualStepAdapter):
 
     # ---------------------------------------------------------------------------------------------- helpers
     def _autocast(self) -> contextlib.AbstractContextManager:
-        if self.scalers and self.engine.lightning.strategy.root_device.type == "cuda":
+        if self.scalers and self.engine._lightning("strategy").strategy.root_device.type == "cuda":
             return torch.autocast("cuda", dtype=torch.float16)
         return contextlib.nullcontext()
 

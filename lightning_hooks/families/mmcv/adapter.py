@@ -94,6 +94,7 @@ class MMCVAdapter(ManualStepAdapter):
 
     family = "mmcv"
     events = EVENTS
+    loop: MMCVLoop
     family_title, host_args, upstream = "mmcv", ("runner",), ("mmcv.", "mmdet.", "mmcls.", "mmseg.")
     checkpoint_hooks = frozenset({"CheckpointHook"})
     delegates: ClassVar[dict[str, tuple[str, ...]]] = {
@@ -112,7 +113,7 @@ class MMCVAdapter(ManualStepAdapter):
     ) -> None:
         from lightning_hooks.families.mmcv.runner import RUNNERS, Runner
 
-        runner_cfg = dict(runner) if isinstance(runner, Mapping) else {"type": runner}
+        runner_cfg: dict[str, Any] = dict(runner) if isinstance(runner, Mapping) else {"type": runner}
         runner_type = runner_cfg.pop("type", "EpochBasedRunner")
         if runner_type not in RUNNERS:
             unknown = unknown_name("runner type", str(runner_type), RUNNERS, listed="Accepted")
@@ -396,6 +397,7 @@ class MMCVAdapter(ManualStepAdapter):
     def _hold_back(self, checkpoint: dict[str, Any]) -> None:
         """Take the checkpoint's weights that the LightningModule has no entry for out of its ``state_dict``."""
         state = checkpoint.get("state_dict", {})
+        assert self._trainer is not None, "Lightning saves and loads checkpoints with the adapter set up"
         known = self._trainer.lightning_module.state_dict().keys()
         self._held_back = {key: state.pop(key) for key in [k for k in state if k not in known]}
 
@@ -460,7 +462,7 @@ def _epoch_sampler(loader: Any) -> Any:
 
 
 def _batches(count: float) -> int:
-    return count if math.isinf(count) else int(count)
+    return count if math.isinf(count) else int(count)  # type: ignore[return-value]  # math.inf stands for an unsized loader (len() of it raises, as for the loader itself)
 
 
 def _kwargs(values: dict[str, Any]) -> str:

@@ -132,11 +132,11 @@ class Runner(Facade):
         return self._hooks
 
     @property
-    def model(self) -> torch.nn.Module | None:
-        """The mmcv model inside the LightningModule (see :class:`Runner`); None until the adapter's setup finds it."""
+    def model(self) -> torch.nn.Module:
+        """The mmcv model inside the LightningModule (see :class:`Runner`)."""
         if self._model is None:
             self._lightning("model")
-        return self._model
+        return self._need("model", self._model, "before the adapter's setup has found the mmcv model")
 
     @property
     def _model_name(self) -> str:
