@@ -15,13 +15,16 @@ import copy
 import os
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.families.classy.vissl import is_vissl_model
+
+if TYPE_CHECKING:  # the Task facade's loop, for the declarations below (loop.py imports nothing of this module's)
+    from lightning_hooks.families.classy.loop import ClassyLoop
 
 #: The file Classy's ``CheckpointHook`` writes in its folder (``classy_vision.generic.util.CHECKPOINT_FILE``).
 CHECKPOINT_FILE = "checkpoint.torch"
@@ -35,14 +38,14 @@ def has_classy_state(module: Any) -> bool:
     return callable(getattr(module, "get_classy_state", None)) and callable(getattr(module, "set_classy_state", None))
 
 
-def model_state(model: torch.nn.Module) -> dict[str, Any]:
+def model_state(model: Any) -> dict[str, Any]:
     """Classy's model state: ``model.get_classy_state()`` for a ``ClassyModel``, else its ``state_dict`` as the trunk."""
     if has_classy_state(model):
         return model.get_classy_state()
     return {"model": {"trunk": model.state_dict(), "heads": {}}}
 
 
-def load_model_state(model: torch.nn.Module, state: Any, source: str) -> None:
+def load_model_state(model: Any, state: Any, source: str) -> None:
     """Load :func:`model_state`'s layout into ``model`` (strictly); ``source`` names the file in errors."""
     if not (isinstance(state, Mapping) and isinstance(state.get("model"), Mapping) and "trunk" in state["model"]):
         found = sorted(state) if isinstance(state, Mapping) else type(state).__name__
@@ -62,7 +65,7 @@ def load_model_state(model: torch.nn.Module, state: Any, source: str) -> None:
     model.load_state_dict(state["model"]["trunk"])
 
 
-def vissl_model_state(model: torch.nn.Module) -> dict[str, Any]:
+def vissl_model_state(model: Any) -> dict[str, Any]:
     """VISSL's ``base_model`` entry: ``{model: {trunk, heads}, meta: {trunk}}``. A model without ``trunk``/``heads``
     is saved whole as the trunk (VISSL's models load ``trunk`` and ``heads`` separately)."""
     if has_classy_state(model):
@@ -74,7 +77,7 @@ def vissl_model_state(model: torch.nn.Module) -> dict[str, Any]:
     return {"model": parts, "meta": {"trunk": {}}}
 
 
-def load_vissl_model_state(model: torch.nn.Module, state: Mapping[str, Any], source: str) -> None:
+def load_vissl_model_state(model: Any, state: Mapping[str, Any], source: str) -> None:
     """Load :func:`vissl_model_state`'s layout into ``model`` (strictly); ``source`` names the file in errors."""
     if "model" not in state or not {"trunk", "heads"} <= set(state["model"]):
         raise KeyError(
@@ -94,6 +97,27 @@ def load_vissl_model_state(model: torch.nn.Module, state: Mapping[str, Any], sou
 class ClassyTaskState:
     """``get_classy_state`` / ``set_classy_state`` of ``ClassificationTask`` and the phase state of a mid-phase
     Lightning checkpoint, for the ``task`` facade (:class:`~lightning_hooks.families.classy.task.Task`)."""
+
+    if TYPE_CHECKING:  # what the Task facade, which this mixin belongs to, provides
+        train: Any
+        phase_idx: Any
+        train_phase_idx: Any
+        num_updates: Any
+        iteration: Any
+        meters: Any
+        hooks: list[Any]
+        losses: list[float]
+        used_options: dict[torch.optim.Optimizer, list[dict[str, Any]]]
+        _loop: ClassyLoop
+
+        @property
+        def base_model(self) -> torch.nn.Module: ...
+        @property
+        def test_only(self) -> bool: ...
+        @property
+        def loss(self) -> Any: ...
+        def _lightning_trainer(self) -> pl.Trainer: ...
+        def _loss_object(self) -> Any: ...
 
     def get_classy_state(self, deep_copy: bool = False) -> dict[str, Any]:
         """Classy's task state in ``ClassificationTask``'s layout, so that a ``checkpoint.torch`` written from it loads
@@ -178,7 +202,7 @@ class VisslTaskState(ClassyTaskState):
         """``task.get_classy_state()`` as VISSL's ``SelfSupervisionTask`` returns it."""
         trainer = self._lightning_trainer()
         loss = self._loss_object()
-        dataset = getattr(trainer.train_dataloader, "dataset", None)
+        dataset: Any = getattr(trainer.train_dataloader, "dataset", None)
         state = {
             "train": self.train,
             "base_model": vissl_model_state(self.base_model),
