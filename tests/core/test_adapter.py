@@ -1,0 +1,102 @@
+"""``core/adapter.py``: ``LegacyHookAdapter``'s shared lifecycle, on the toy family (tests/helpers/toy_family): a train
+epoch ends at its last batch, or at ``on_train_epoch_end`` when cut short; the epoch a fit resumes into is started
+(mid-epoch); the hook list is checked; the facade is handed a caller, never the adapter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from toy_family import Counter, ToyAdapter, ToyHook
+
+from lightning_hooks.core.adapter import AdapterCaller
+from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.triggers import ON
+
+ModelCheckpoint = pl.callbacks.ModelCheckpoint
+
+
+class Net(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return self.layer(batch[0]).pow(2).mean()
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        pass
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class Starts(ToyAdapter):
+    """Records each train epoch the adapter starts, and whether mid-epoch."""
+
+    def __init__(self, hooks: Any) -> None:
+        super().__init__(hooks)
+        self.starts: list[tuple[int, bool]] = []
+
+    def start_train_epoch(self, trainer: Any, pl_module: Any, mid_epoch: bool) -> None:
+        self.starts.append((trainer.current_epoch, mid_epoch))
+        super().start_train_epoch(trainer, pl_module, mid_epoch)
+
+
+class ValidationMark(pl.Callback):
+    """Appends ("validation", batches so far) to a counter's record when Lightning validates."""
+
+    def __init__(self, counter: Counter, adapter: ToyAdapter) -> None:
+        self.counter, self.adapter = counter, adapter
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.counter.seen.append(("validation", self.adapter.host.batches))
+
+
+def _fit(tmp_path, adapter: ToyAdapter, ckpt_path: str | None = None, **kwargs: Any) -> pl.Trainer:
+    data = DataLoader(TensorDataset(torch.ones(3, 2)), batch_size=1)  # 3 batches an epoch
+    callbacks = [adapter, *kwargs.pop("callbacks", [])]
+    trainer = pl.Trainer(callbacks=callbacks, default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, accelerator="cpu", **kwargs)  # fmt: skip  # Trainer kwargs
+    trainer.fit(Net(), data, data, ckpt_path=ckpt_path)
+    return trainer
+
+
+def test_a_train_epoch_ends_at_its_last_batch_or_when_cut_short_at_its_end(tmp_path):
+    whole, cut = Counter(), Counter()
+    adapter = ToyAdapter([whole])
+    _fit(tmp_path, adapter, max_epochs=2, num_sanity_val_steps=0, callbacks=[ValidationMark(whole, adapter)])
+    assert whole.seen == [("batch", 1), ("batch", 2), ("batch", 3), ("epoch_done", 3), ("validation", 3),
+                          ("batch", 4), ("batch", 5), ("batch", 6), ("epoch_done", 6), ("validation", 6)]  # fmt: skip  # two epochs
+    _fit(tmp_path / "cut", ToyAdapter([cut]), max_steps=2, limit_val_batches=0)
+    assert cut.seen == [("batch", 1), ("batch", 2), ("epoch_done", 2)]  # ended once, at on_train_epoch_end
+
+
+def test_the_epoch_a_fit_resumes_into_is_started_mid_epoch(tmp_path):
+    every_2 = ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=2, save_top_k=-1, save_on_train_epoch_end=False)
+    _fit(tmp_path, ToyAdapter([Counter()]), max_epochs=1, callbacks=[every_2])
+    [checkpoint] = tmp_path.glob("*step=2.ckpt")  # written after batch 2 of epoch 0's 3
+    resumed = Starts([Counter()])
+    _fit(tmp_path / "resumed", resumed, ckpt_path=str(checkpoint), max_epochs=2)
+    assert resumed.starts == [(0, True), (1, False)]
+
+
+def test_the_hook_list_is_checked():
+    with pytest.raises(ValueError, match="ToyAdapter needs at least one toy hook"):
+        ToyAdapter([])
+    with pytest.raises(TypeError, match="ToyHook"):
+        ToyAdapter([object()])
+
+
+def test_the_facade_is_handed_a_caller_that_goes_through_the_adapter():
+    class Recording(ToyAdapter):
+        def trigger(self, trigger: Any, **context: Any) -> None:
+            self.triggered = str(trigger)
+
+    adapter = Recording([ToyHook()])
+    caller = adapter.hook_caller
+    assert isinstance(caller, AdapterCaller) and caller is not adapter
+    caller.fire(ON["on_train_end"])
+    assert adapter.triggered == "on_train_end"
