@@ -124,6 +124,8 @@ class AnomalyDetector(UniqueStateKey, Callback):
         first = self.report is None
         if first or self.policy != "skip":
             self.report = self._build_report(trainer, pl_module, window, loss_ok, check_grads)
+        report = self.report
+        assert report is not None  # built above at the first anomaly
         if self._buffers:  # "skip" and "save": undo what the step's forwards wrote into the buffers
             with torch.no_grad():
                 torch._foreach_copy_(self._buffers, self._saved)
@@ -131,14 +133,14 @@ class AnomalyDetector(UniqueStateKey, Callback):
             optimizer.zero_grad(set_to_none=True)
             self.skipped_steps += 1
             rank_zero_warn(
-                self.report + "\nAnomalyDetector(policy='skip'): this optimizer step is skipped."
+                report + "\nAnomalyDetector(policy='skip'): this optimizer step is skipped."
                 if first
                 else f"AnomalyDetector: non-finite loss/gradients at global step {trainer.global_step}; step skipped "
                 f"({self.skipped_steps} skipped so far)."
             )
             return
         if self.policy == "save":
-            self.report += "\n" + self._save(trainer, window)
+            self.report = report + "\n" + self._save(trainer, window)
         raise FloatingPointError(self.report)
 
     def _save_buffers(self, pl_module: pl.LightningModule) -> None:
@@ -286,7 +288,8 @@ def _replay(
 
 def _forward_site(messages: list[str]) -> str | None:
     """Innermost frame outside torch/lightning of the forward traceback that anomaly mode attaches to its warning."""
-    library = tuple(os.path.dirname(m.__file__) for m in (torch, *lightning_api.NAMESPACES, *lightning_api.FABRICS))
+    library = tuple(os.path.dirname(file) for m in (torch, *lightning_api.NAMESPACES, *lightning_api.FABRICS)
+                    if (file := m.__file__) is not None)  # fmt: skip  # the filter reads with the tuple
     for msg in messages:
         if "Traceback of forward call" not in msg:
             continue

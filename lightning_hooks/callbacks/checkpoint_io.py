@@ -7,7 +7,7 @@ import os
 import threading
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import IO, Any, cast
 
 import torch
 from fsspec.core import strip_protocol
@@ -74,8 +74,8 @@ class AtomicCheckpointIO(TorchCheckpointIO, Callback):
         if not isinstance(get_filesystem(path), LocalFileSystem):
             super().save_checkpoint(checkpoint, path)
             return
-        path = os.path.abspath(strip_protocol(path))  # a `file://` URL names a local path
-        directory, name = os.path.split(path)
+        local = os.path.abspath(strip_protocol(os.fspath(path)))  # a `file://` URL names a local path
+        directory, name = os.path.split(local)
         tmp = os.path.join(directory, f".{name}.tmp-{uuid.uuid4().hex[:12]}")
         try:
             os.makedirs(directory, exist_ok=True)
@@ -93,8 +93,8 @@ class AtomicCheckpointIO(TorchCheckpointIO, Callback):
                 _save(checkpoint, f)
                 f.flush()
                 os.fsync(f.fileno())
-            old = _keep_alive(path)
-            os.replace(tmp, path)
+            old = _keep_alive(local)
+            os.replace(tmp, local)
         except BaseException as err:
             for leftover in (tmp, old):
                 if leftover is not None:
@@ -102,7 +102,7 @@ class AtomicCheckpointIO(TorchCheckpointIO, Callback):
             if isinstance(err, OSError) and err.errno is not None:
                 raise OSError(
                     err.errno,
-                    f"AtomicCheckpointIO: could not write {path!r}: {(err.strerror or str(err)).lower()}. The "
+                    f"AtomicCheckpointIO: could not write {local!r}: {(err.strerror or str(err)).lower()}. The "
                     f"temporary file was removed and any previous {name!r} is unchanged; free space on the device "
                     "or choose another dirpath.",
                 ) from err
@@ -175,7 +175,7 @@ def _save(checkpoint: dict[str, Any], file: Any) -> None:
     """``torch.save(checkpoint, file)``, raising the ``OSError`` of a failed write rather than torch's stream error."""
     writer = _KeepWriteError(file)
     try:
-        torch.save(checkpoint, writer)
+        torch.save(checkpoint, cast(IO[bytes], writer))  # a file-like object: torch.save only writes and flushes
     except RuntimeError as err:
         if writer.error is not None:
             raise writer.error from err

@@ -147,7 +147,7 @@ class EMA(UniqueStateKey, Callback):
 
     # ------------------------------------------------------------------ tensor bookkeeping
     def _collect(self, pl_module: pl.LightningModule) -> list[tuple[str, Tensor]]:
-        named = list(pl_module.named_parameters())
+        named: list[tuple[str, Tensor]] = list(pl_module.named_parameters())
         if self.include_buffers:
             named += [(n, b) for n, b in pl_module.named_buffers() if b.is_floating_point()]
         return named
@@ -233,11 +233,12 @@ class EMA(UniqueStateKey, Callback):
         d = min(self.decay, (1 + n) / (10 + n)) if self.warmup else self.decay
         with torch.no_grad():
             for g in self._groups:
-                if g.flat_ema is not None and list(map(Tensor.data_ptr, g.live)) == g.ptrs:
+                flat_ema, flat_live = g.flat_ema, g.flat_live  # both set, or both None (offloaded)
+                if flat_ema is not None and flat_live is not None and list(map(Tensor.data_ptr, g.live)) == g.ptrs:
                     if n == 0:
-                        g.flat_ema.copy_(g.flat_live)
+                        flat_ema.copy_(flat_live)
                     else:
-                        g.flat_ema.lerp_(g.flat_live, 1.0 - d)
+                        flat_ema.lerp_(flat_live, 1.0 - d)
                     continue
                 src = g.live
                 if g.staging is not None:

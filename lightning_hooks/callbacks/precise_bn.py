@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from contextlib import contextmanager
 from typing import Any
 
@@ -101,10 +101,12 @@ class PreciseBN(Callback):
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         loader = _train_loader(trainer)
+        if not isinstance(loader, Sized):
+            return  # no length: checked while recomputing
         try:
             available = len(loader)
         except TypeError:
-            return  # no length: checked while recomputing
+            return  # a length that raises (an iterable dataset's): checked while recomputing
         if available < self.num_batches:
             raise ValueError(
                 f"PreciseBN: the train dataloader has only {available} batches but `num_batches={self.num_batches}`. "
@@ -178,8 +180,9 @@ class PreciseBN(Callback):
                 if n == 0:
                     continue  # layer never ran: keep its statistics
                 mean = a / n
-                bn.running_mean.copy_(mean)
-                bn.running_var.copy_(b / n - mean * mean)
+                running_mean, running_var = _mean_and_var(bn)
+                running_mean.copy_(mean)
+                running_var.copy_(b / n - mean * mean)
 
     @torch.no_grad()
     def _accumulate(
@@ -191,8 +194,8 @@ class PreciseBN(Callback):
         forward_context: Callable[[], Any] | None,
         source: str,
     ) -> tuple[list[Tensor], list[Tensor], list[float]]:
-        means = [bn.running_mean for bn in bns]
-        variances = [bn.running_var for bn in bns]
+        stats = [_mean_and_var(bn) for bn in bns]
+        means, variances = [mean for mean, _ in stats], [var for _, var in stats]
         s1 = [torch.zeros_like(m, dtype=torch.float64) for m in means]
         s2 = [torch.zeros_like(m, dtype=torch.float64) for m in means]
         m64 = [torch.empty_like(m, dtype=torch.float64) for m in means]
@@ -248,6 +251,12 @@ def _keep_generator_states(loader: Iterable[Any]) -> Iterator[None]:
     finally:
         for g, state in states:
             g.set_state(state)
+
+
+def _mean_and_var(bn: _BatchNorm) -> tuple[Tensor, Tensor]:
+    """A layer's running mean and variance: PreciseBN keeps only layers that track them."""
+    assert bn.running_mean is not None and bn.running_var is not None, "a BatchNorm layer without running statistics"
+    return bn.running_mean, bn.running_var
 
 
 def _running_stats(bn: _BatchNorm) -> list[Tensor]:
