@@ -155,12 +155,14 @@ def killed_then_resumed(config: Path, root: Path, checkpoint: int, hold: int) ->
     process is in (:class:`HoldHook` stops it before ``hold``); then each host resumes its work dir in this process
     (``--resume``). ``config`` imports this module (``custom_imports``). Returns the Runner's and Lightning's work
     dirs."""
-    from lh_testing import HELPERS, subprocess_env
+    from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
 
     sides = root / "runner", root / "lightning"
     commands = ([sys.executable, str(HELPERS / "runner_train.py"), str(config), str(sides[0])],
                 [sys.executable, "-m", "lightning_hooks", "train", str(config), "--work-dir", str(sides[1])])
-    env = subprocess_env(HELPERS, drop=("LIGHTNING_HOOKS_MMENGINE_SEED",), OMP_NUM_THREADS="1", **{HOLD_ENV: str(hold)})
+    # a launcher's variables left in this process by an earlier test would make runner_train.py a torchrun rank
+    env = subprocess_env(HELPERS, drop=("LIGHTNING_HOOKS_MMENGINE_SEED", *DDP_LAUNCH_VARIABLES), OMP_NUM_THREADS="1",
+                         **{HOLD_ENV: str(hold)})  # fmt: skip  # keywords aligned under the call
     root.mkdir(parents=True, exist_ok=True)
     logs = [root / f"{side.name}.stderr" for side in sides]
     procs = []

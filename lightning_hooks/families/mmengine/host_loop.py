@@ -33,8 +33,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from mmengine.logging import print_log
-
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.dispatch import HookCaller
 from lightning_hooks.core.lightning_api import pl
@@ -110,6 +108,8 @@ class MMEngineLoop:
             self.inner_iter = 0
         self.caller.fire(ON["on_train_epoch_start"])
         if not self.by_epoch and self.iter > 0:
+            from mmengine.logging import print_log  # mmengine is not a dependency: imported where a run has it
+
             print_log(f"Advance dataloader {self.iter} steps to skip data that has already been trained",
                       logger="current", level=logging.WARNING)  # fmt: skip  # MMEngine's own line, kept whole
 
