@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import torch
-from torch.utils.data import DataLoader, TensorDataset
+from lh_testing import TinyModule, tiny_loader
 from toy_family import Counter, ToyAdapter, ToyHook
 
 from lightning_hooks.core.adapter import AdapterCaller
@@ -16,21 +15,6 @@ from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.triggers import ON
 
 ModelCheckpoint = pl.callbacks.ModelCheckpoint
-
-
-class Net(pl.LightningModule):
-    def __init__(self) -> None:
-        super().__init__()
-        self.layer = torch.nn.Linear(2, 1)
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        return self.layer(batch[0]).pow(2).mean()
-
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
-        pass
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
 class Starts(ToyAdapter):
@@ -56,11 +40,11 @@ class ValidationMark(pl.Callback):
 
 
 def _fit(tmp_path, adapter: ToyAdapter, ckpt_path: str | None = None, **kwargs: Any) -> pl.Trainer:
-    data = DataLoader(TensorDataset(torch.ones(3, 2)), batch_size=1)  # 3 batches an epoch
+    data = tiny_loader(n=3, batch_size=1)  # 3 batches an epoch
     callbacks = [adapter, *kwargs.pop("callbacks", [])]
     trainer = pl.Trainer(callbacks=callbacks, default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
                          enable_model_summary=False, accelerator="cpu", **kwargs)  # fmt: skip  # Trainer kwargs
-    trainer.fit(Net(), data, data, ckpt_path=ckpt_path)
+    trainer.fit(TinyModule(), data, data, ckpt_path=ckpt_path)
     return trainer
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from lh_testing import TinyModule, tiny_loader
 
 from lightning_hooks.core.lightning_api import Callback, pl
 from lightning_hooks.core.triggers import (
@@ -24,19 +24,10 @@ PATCHES = (ModuleStep("training_step", "before"), ModuleForward(), StrategyTrain
            ModuleLoadCheckpoint(), ModuleStep("validation_step"))  # fmt: skip  # one patch a line would hide the set
 
 
-class Net(pl.LightningModule):
-    def __init__(self) -> None:
-        super().__init__()
-        self.layer = torch.nn.Linear(2, 1)
+class TrainOnly(TinyModule):
+    """TinyModule without a validation step of its own: ``ModuleStep("validation_step")`` must leave it alone."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layer(x)
-
-    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
-        return self(batch[0]).pow(2).mean()
-
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=0.1)
+    validation_step = pl.LightningModule.validation_step
 
 
 class Installer(Callback):
@@ -62,10 +53,9 @@ class Installer(Callback):
 
 
 def _fit(tmp_path, installer: Installer, ckpt_path: str | None = None, max_steps: int = 1) -> pl.Trainer:
-    data = DataLoader(TensorDataset(torch.ones(2, 2)), batch_size=1)
     trainer = pl.Trainer(max_steps=max_steps, callbacks=[installer], default_root_dir=tmp_path, logger=False,
                          enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")  # fmt: skip  # kwargs
-    trainer.fit(Net(), data, ckpt_path=ckpt_path)
+    trainer.fit(TrainOnly(), tiny_loader(), ckpt_path=ckpt_path)
     return trainer
 
 
@@ -88,15 +78,17 @@ def test_the_load_checkpoint_patch_fires_on_a_resume_and_every_undo_restores_the
     assert "training_step" not in vars(trainer.strategy)
     fired = len(installer.fired)
     trainer.optimizers[0].step()  # the optimizer post-hook is gone
-    module(torch.ones(1, 2))  # and the forward hook
+    module(torch.ones(1, 4))  # and the forward hook
     assert len(installer.fired) == fired
 
 
-def test_a_step_method_the_module_does_not_override_is_left_alone(tmp_path):
-    installer = Installer()
-    trainer = _fit(tmp_path, installer)
-    assert "validation_step" not in vars(trainer.lightning_module)
-    assert not [name for name in installer.fired if "validation_step" in name]
+def test_a_step_method_the_module_does_not_override_is_left_alone():
+    module = TrainOnly()
+    removes = [ModuleStep(method).install(Installer(), None, module) for method in ("validation_step", "training_step")]
+    assert "validation_step" not in vars(module) and "training_step" in vars(module)  # only the overridden one wrapped
+    for remove in removes:
+        remove()
+    assert "training_step" not in vars(module)
 
 
 @pytest.mark.parametrize(
