@@ -88,9 +88,8 @@ def from_config(cfg: Mapping[str, Any], chosen: Any = None) -> Any:
         raise StrategyError(
             f"--resume (resume=True) under strategy=dict(type={name!r}) is not supported yet: "
             f"Lightning's {name} loads a checkpoint's weights itself, before the LightningModule turns the layout "
-            "CheckpointHook writes (the model's own keys, as MMEngine's) back into its own. Start from the weights "
-            "with load_from=<checkpoint> instead (the optimizer and schedules start anew), or resume with another "
-            "strategy."
+            "CheckpointHook writes (the model's own keys, as MMEngine's) back into its own. Drop --resume (resume=True) and start from the checkpoint's weights with "
+            "--cfg-options load_from=<checkpoint> (the optimizer, schedules and counters start anew)."
         )
     if name == "FSDPStrategy":
         return fsdp_strategy(options)

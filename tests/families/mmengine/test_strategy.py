@@ -199,7 +199,8 @@ def test_resume_under_a_sharded_strategy_is_refused_saying_what_to_do(name):
     cfg = Config.fromfile(str(CONFIGS / name))
     cfg.resume = True  # what --resume sets, as tools/train.py
     with pytest.raises(StrategyError, match=r"--resume \(resume=True\) under strategy=dict\(type='(FSDP|DeepSpeed)Strategy'\) "
-                                            r"is not supported yet: .+ load_from=<checkpoint>"):
+                                            r"is not supported yet: .+ Drop --resume \(resume=True\) .+ "
+                                            r"--cfg-options load_from=<checkpoint>"):
         strategy.from_config(cfg)
 
 
