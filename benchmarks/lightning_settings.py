@@ -1,0 +1,129 @@
+"""Lightning's own per-step cost under ``lightning-hooks train``'s Trainer settings, next to a bare Lightning loop.
+
+Every family's train command builds its ``lightning.Trainer`` with ``logger=False``, ``enable_checkpointing=False``,
+``enable_progress_bar=False``, ``enable_model_summary=False`` and ``num_sanity_val_steps=0`` (the legacy hooks log,
+checkpoint and report; ``families/mmengine/train.py``, ``families/mmcv/lightning_runner.py``,
+``families/classy/train.py``). This script trains the same tiny module (``Linear(32, 32)``, batch 8, MSE, SGD, 400
+steps, single-threaded torch, no loader workers) round-robin in one process under:
+
+* ``plain loop``: the same steps without Lightning (the floor);
+* ``barebones``: ``Trainer(barebones=True)``, Lightning's least per-step work (it also refuses ``self.log``, which
+  the commands' hooks need, so the commands cannot use it);
+* ``lightning-hooks train``: the commands' settings above (MMEngine's: plus ``inference_mode=False``,
+  ``use_distributed_sampler=False``);
+* ``... + log_every_n_steps=0``: the one per-step setting barebones adds that the commands leave at its default;
+* ``Lightning defaults``: ``Trainer()`` as a bare Lightning script has it (progress bar, CSV/TensorBoard logger,
+  checkpointing, model summary); and each of these turned back on alone over the commands' settings.
+
+Per-step time is process CPU time between ``training_step`` calls 50 and 400 (start-up and the first steps excluded),
+median over rounds, with each variant's difference from ``barebones`` in the same round.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/lightning_settings.py [--rounds 7] [--steps 400]
+
+Measured on the shared 2-core machine (torch 2.13 CPU, Lightning 2.6.6, loaded by other test runs), see the
+README's benchmark table for the figures of the last run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import logging
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import lightning.pytorch as pl  # noqa: E402
+import torch  # noqa: E402
+from _common import median, round_robin  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+WARMUP = 50
+#: the Trainer options every family's ``lightning-hooks train`` sets (MMEngine's: all of them)
+COMMAND = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+               num_sanity_val_steps=0, inference_mode=False, use_distributed_sampler=False)  # fmt: skip
+#: variant -> Trainer options (``None``: the plain loop)
+VARIANTS: dict[str, dict[str, Any] | None] = {
+    "plain loop": None,
+    "barebones": dict(barebones=True),
+    "lightning-hooks train": COMMAND,
+    "  + log_every_n_steps=0": {**COMMAND, "log_every_n_steps": 0},
+    "  + progress bar": {**COMMAND, "enable_progress_bar": True},
+    "  + logger (default)": {**COMMAND, "logger": True},
+    "  + checkpointing": {**COMMAND, "enable_checkpointing": True},
+    "  + model summary": {**COMMAND, "enable_model_summary": True},
+    "Lightning defaults": dict(num_sanity_val_steps=0),
+}
+
+
+class Tiny(pl.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layer = torch.nn.Linear(32, 32)
+        self.stamps: list[float] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.stamps.append(time.process_time())
+        return torch.nn.functional.mse_loss(self.layer(batch[0]), batch[1])
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def step_time(stamps: list[float]) -> float:
+    return (stamps[-1] - stamps[WARMUP]) / (len(stamps) - 1 - WARMUP)
+
+
+def run(options: dict[str, Any] | None, data: DataLoader, steps: int, root: str) -> float:
+    """Seconds of CPU time per steady-state step under ``options`` (``None``: the plain loop)."""
+    model = Tiny()
+    if options is None:
+        opt = model.configure_optimizers()
+        for _, batch in zip(range(steps), data):
+            loss = model.training_step(batch, 0)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return step_time(model.stamps)
+    trainer = pl.Trainer(max_steps=steps, max_epochs=-1, accelerator="cpu", devices=1, limit_val_batches=0,
+                         default_root_dir=tempfile.mkdtemp(dir=root), **options)  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        trainer.fit(model, data)
+    return step_time(model.stamps)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=400)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+    os.environ.setdefault("TQDM_MININTERVAL", "0.1")
+    data = DataLoader(TensorDataset(torch.randn(800, 32), torch.randn(800, 32)), batch_size=8)
+    with tempfile.TemporaryDirectory() as root:
+        for options in VARIANTS.values():  # warm-up: imports, first-call caches
+            run(options, data, WARMUP + 20, root)
+        samples = round_robin({name: (lambda o=o: run(o, data, args.steps, root)) for name, o in VARIANTS.items()},
+                              args.rounds)  # fmt: skip
+    base = samples["barebones"]
+    print(f"Linear(32, 32), batch 8, {args.steps} steps ({WARMUP} not timed), {args.rounds} rounds, torch threads 1; "
+          "us/step (median [min-max]), and over barebones in the same round")  # fmt: skip
+    for name, xs in samples.items():
+        over = [1e6 * (x - b) for x, b in zip(xs, base)]
+        us = [1e6 * x for x in xs]
+        print(f"  {name:26s} {median(us):7.1f} [{min(us):6.1f}-{max(us):6.1f}]   {median(over):+7.1f} "
+              f"[{min(over):+6.1f}..{max(over):+6.1f}]")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""Per-iteration time and peak memory of ``lightning-hooks train`` vs the library's own ``tools/train.py``, on shipped
+detector and segmentor configs, MMEngine's (mmdet 3.x / mmseg 1.x, ``.venv``) and OpenMMLab 1.x's (mmdet 2.x /
+mmseg 0.x, ``.venv-mmcv1``).
+
+Each case is a config the library ships, as the ``_base_`` of a small derived config: narrower layers, no pretrained
+weights, 64x64 generated images (benchmarks/_tiny_data.py), one epoch (or ``--iters`` iterations) of training without
+validation, with ``IterClock`` in ``custom_hooks`` (benchmarks/_train_child.py). Every run is a process of its own
+(benchmarks/_train_child.py: the library's ``tools/train.py`` as ``__main__``, or ``lightning_hooks.cli.main(["train",
+...])``), round-robin between the two commands, single-threaded (``OMP_NUM_THREADS=1``, set for the children).
+Reported: seconds of process CPU time per iteration after the first ``WARMUP`` iterations (start-up, model and data
+building excluded), each command's peak RSS (``os.wait4``: the whole process, imports included) and how much of it
+came after the first iteration (the peak at the end over the RSS then), and the median over rounds of each round's
+lightning/tools ratios with their range (target: at most 1.02).
+
+Cases (``--case``):
+
+* ``vissl-swav``: VISSL's ``test/integration_test/quick_swav`` (ResNet-50, SwAV loss with its queue from iteration 2,
+  multi-crop), made small for a CPU as the tests make it (32 px synthetic images, 2 x 32 + 2 x 16 px crops, batch 4, a
+  small head, no LARC or SyncBN), one epoch; VISSL's launcher (``tools/run_distributed_engines.py``'s
+  ``launch_distributed``) vs ``lightning-hooks train config=...`` (``.venv`` with VISSL on the path);
+* ``mmdet-retinanet``: mmdet 3.x ``retinanet/retinanet_r18_fpn_1x_coco.py`` (epoch-based, LinearLR warm-up + MultiStepLR),
+  ResNet-18 at 16 base channels, batch 2 (``.venv``);
+* ``mmseg-segformer``: mmseg 1.x ``segformer/segformer_mit-b0_8xb2-160k_ade20k-512x512.py`` (iteration-based, AdamW,
+  LinearLR + PolyLR), decode head 32 channels, batch 2 (``.venv``);
+* ``mmdet2-retinanet``: mmdet 2.x ``retinanet/retinanet_r18_fpn_1x_coco.py`` (``EpochBasedRunner``, step LR with
+  warm-up), ResNet-18 at 8 base channels, batch 2, mmdet's ``CustomDataset`` on generated files (``.venv-mmcv1``);
+* ``mmseg0-fcn``: mmseg 0.x ``fcn/fcn_r18-d8_512x1024_80k_cityscapes.py`` (``IterBasedRunner``, poly LR), ResNet-18-D8
+  at 16 base channels, BN instead of SyncBN, batch 2, mmseg's ``CustomDataset`` on generated files (``.venv-mmcv1``).
+
+Commands (the figures of the last runs are in README.md's benchmark table)::
+
+    OMP_NUM_THREADS=1 PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/train_commands.py --case vissl-swav
+    OMP_NUM_THREADS=1 PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/train_commands.py --case mmdet-retinanet
+    OMP_NUM_THREADS=1 PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/train_commands.py --case mmseg-segformer
+    OMP_NUM_THREADS=1 .venv-mmcv1/bin/python benchmarks/train_commands.py --case mmdet2-retinanet
+    OMP_NUM_THREADS=1 .venv-mmcv1/bin/python benchmarks/train_commands.py --case mmseg0-fcn
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WARMUP = 5
+NORM = "dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)"
+
+
+def shipped(library: str, config: str) -> str:
+    import importlib.util
+
+    spec = importlib.util.find_spec(library)
+    if spec is None or spec.origin is None:
+        raise SystemExit(f"{library} is not installed in {sys.prefix}: see this script's docstring for the venv")
+    return str(Path(spec.origin).parent / ".mim" / "configs" / config)
+
+
+def mmdet_retinanet(root: Path, iters: int) -> tuple[str, str, list[str]]:
+    return "mmdet", f"""_base_ = [{shipped("mmdet", "retinanet/retinanet_r18_fpn_1x_coco.py")!r}]
+model = dict(backbone=dict(init_cfg=None, stem_channels=16, base_channels=16),
+             neck=dict(in_channels=[16, 32, 64, 128], out_channels=32),
+             bbox_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="BenchDetection", n={2 * iters}, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
+train_cfg = dict(max_epochs=1)
+""", []
+
+
+def mmseg_segformer(root: Path, iters: int) -> tuple[str, str, list[str]]:
+    return "mmseg", f"""_base_ = [{shipped("mmseg", "segformer/segformer_mit-b0_8xb2-160k_ade20k-512x512.py")!r}]
+model = dict(data_preprocessor=dict(size=(64, 64)), backbone=dict(init_cfg=None),
+             decode_head=dict(channels=32, num_classes=4))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="BenchSegmentation", n={2 * iters}, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackSegInputs")]))
+train_cfg = dict(max_iters={iters}, val_interval={iters + 1})
+""", []
+
+
+MMENGINE_COMMON = """val_dataloader = None
+val_cfg = None
+val_evaluator = None
+test_dataloader = None
+test_cfg = None
+test_evaluator = None
+custom_hooks = [dict(type="IterClock")]
+randomness = dict(seed=0)
+"""
+
+
+def mmdet2_retinanet(root: Path, iters: int) -> tuple[str, str, list[str]]:
+    return "mmdet", textwrap.dedent(f"""\
+        _base_ = [{shipped("mmdet", "retinanet/retinanet_r18_fpn_1x_coco.py")!r}]
+        model = dict(
+            backbone=dict(base_channels=8, init_cfg=None),
+            neck=dict(in_channels=[8, 16, 32, 64], out_channels=16),
+            bbox_head=dict(num_classes=2, in_channels=16, feat_channels=16, stacked_convs=1))
+        train_pipeline = [
+            dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
+            dict(type='Resize', img_scale=(64, 64), keep_ratio=True), dict(type='RandomFlip', flip_ratio=0.5),
+            dict(type='Normalize', **{NORM}), dict(type='Pad', size_divisor=32),
+            dict(type='DefaultFormatBundle'), dict(type='Collect', keys=['img', 'gt_bboxes', 'gt_labels'])]
+        data = dict(samples_per_gpu=2, workers_per_gpu=0, persistent_workers=False,
+                    train=dict(type='CustomDataset', classes=('a', 'b'), ann_file={str(root / "train.pkl")!r},
+                               img_prefix={str(root / "img")!r}, pipeline=train_pipeline))
+        runner = dict(max_epochs=1)
+        lr_config = dict(policy='step', warmup='linear', warmup_iters=2, warmup_ratio=0.1, step=[1])
+        custom_hooks = [dict(type='IterClock', priority='LOWEST')]
+        """), ["--seed", "0", "--no-validate"]
+
+
+def mmseg0_fcn(root: Path, iters: int) -> tuple[str, str, list[str]]:
+    return "mmseg", textwrap.dedent(f"""\
+        _base_ = [{shipped("mmseg", "fcn/fcn_r18-d8_512x1024_80k_cityscapes.py")!r}]
+        norm_cfg = dict(type='BN', requires_grad=True)
+        model = dict(pretrained=None,
+                     backbone=dict(norm_cfg=norm_cfg, base_channels=16, stem_channels=16),
+                     decode_head=dict(norm_cfg=norm_cfg, in_channels=128, channels=32, num_classes=4),
+                     auxiliary_head=dict(norm_cfg=norm_cfg, in_channels=64, channels=16, num_classes=4))
+        train_pipeline = [
+            dict(type='LoadImageFromFile'), dict(type='LoadAnnotations'),
+            dict(type='RandomFlip', prob=0.5), dict(type='Normalize', **{NORM}),
+            dict(type='DefaultFormatBundle'), dict(type='Collect', keys=['img', 'gt_semantic_seg'])]
+        data = dict(samples_per_gpu=2, workers_per_gpu=0, persistent_workers=False,
+                    train=dict(_delete_=True, type='CustomDataset', classes=('a', 'b', 'c', 'd'),
+                               palette=[[0, 0, 0], [255, 0, 0], [0, 255, 0], [0, 0, 255]],
+                               data_root={str(root)!r}, img_dir='img', ann_dir='ann', img_suffix='.png',
+                               seg_map_suffix='.png', pipeline=train_pipeline))
+        runner = dict(max_iters={iters})
+        checkpoint_config = dict(interval={iters})
+        evaluation = dict(interval={iters + 1})
+        custom_hooks = [dict(type='IterClock', priority='LOWEST')]
+        """), ["--seed", "0", "--no-validate"]
+
+
+#: VISSL's shipped integration-test SwAV config made small for a CPU (as a user on CPU overrides it: no LARC, no
+#: SyncBN, gloo, one process): synthetic 32 px images, 2 x 32 px + 2 x 16 px crops, a small head
+VISSL_SMALL = [
+    "config.MACHINE.DEVICE=cpu", "config.DISTRIBUTED.BACKEND=gloo", "config.DISTRIBUTED.INIT_METHOD=file",
+    "config.DISTRIBUTED.NUM_PROC_PER_NODE=1", "config.DATA.NUM_DATALOADER_WORKERS=0",
+    "config.DATA.TRAIN.DATA_SOURCES=[synthetic]", "config.DATA.TRAIN.DATASET_NAMES=[synthetic]",
+    "config.DATA.TRAIN.BATCHSIZE_PER_REPLICA=4", "config.DATA.TRAIN.RANDOM_SYNTHETIC_IMAGES=true",
+    "config.DATA.TRAIN.DEFAULT_GRAY_IMG_SIZE=32", "config.OPTIMIZER.use_larc=false", "config.OPTIMIZER.num_epochs=1",
+    "config.MODEL.SYNC_BN_CONFIG.CONVERT_BN_TO_SYNC_BN=false", "config.HOOKS.PERF_STATS.MONITOR_PERF_STATS=false",
+    "config.DATA.TRAIN.TRANSFORMS=[{name: ImgPilToMultiCrop, num_crops: [2, 2], size_crops: [32, 16], crop_scales: "
+    "[[0.14, 1], [0.05, 0.14]], total_num_crops: 4}, {name: RandomHorizontalFlip, p: 0.5}, {name: "
+    "ImgPilColorDistortion, strength: 1.0}, {name: ImgPilGaussianBlur, p: 0.5, radius_min: 0.1, radius_max: 2.0}, "
+    "{name: ToTensor}, {name: Normalize, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}]",
+    "config.MODEL.HEAD.PARAMS=[[swav_head, {dims: [2048, 64, 16], use_bn: true, num_clusters: [20]}]]",
+    "config.LOSS.swav_loss.queue.queue_length=8", "config.LOSS.swav_loss.queue.start_iter=2",
+]  # fmt: skip
+
+
+def vissl_swav(root: Path, iters: int) -> tuple[str, str, list[str]]:
+    return "vissl", "config=test/integration_test/quick_swav", [*VISSL_SMALL, f"config.DATA.TRAIN.DATA_LIMIT={4 * iters}"]
+
+
+CASES = {"vissl-swav": vissl_swav, "mmdet-retinanet": mmdet_retinanet, "mmseg-segformer": mmseg_segformer,
+         "mmdet2-retinanet": mmdet2_retinanet, "mmseg0-fcn": mmseg0_fcn}  # fmt: skip
+
+
+def run(host: str, library: str, config: Path | str, root: Path, extra: list[str], tag: str) -> tuple[float, ...]:
+    """One ``host`` run in a process of its own: (CPU seconds per iteration past the warm-up, peak RSS in MiB, the
+    peak's growth in MiB from the first iteration to the end of training)."""
+    out, work_dir = root / f"{tag}.json", root / f"work-{tag}"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    log = open(root / f"{tag}.log", "w")
+    proc = subprocess.Popen([sys.executable, str(HERE / "_train_child.py"), host, library, str(config), str(work_dir),
+                             str(out), *extra], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root)  # fmt: skip
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    log.close()
+    if proc.returncode != 0:
+        raise SystemExit(f"{host} failed ({proc.returncode}):\n" + (root / f"{tag}.log").read_text()[-4000:])
+    record = json.loads(out.read_text())
+    stamps = record["stamps"]
+    seconds = (stamps[-1] - stamps[WARMUP - 1]) / (len(stamps) - WARMUP)
+    return seconds, usage.ru_maxrss / 1024, record["peak"] - record["rss_at_first"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", choices=sorted(CASES), required=True)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--iters", type=int, default=20, help="train iterations per run (the first 5 not timed)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        library, text, extra = CASES[args.case](root, args.iters)
+        if library == "vissl":
+            config = text
+        else:
+            if "IterClock" not in text:
+                text += MMENGINE_COMMON
+            else:
+                sys.path.insert(0, str(HERE))
+                import _tiny_data
+
+                _tiny_data.write_files(root, 2 * args.iters)
+            config = root / f"{args.case}.py"
+            config.write_text(text)
+        hosts = ("tools", "lightning")
+        samples: dict[str, list[tuple[float, ...]]] = {h: [] for h in hosts}
+        for i in range(args.rounds):
+            for host in hosts if i % 2 == 0 else hosts[::-1]:
+                samples[host].append(run(host, library, config, root, extra, f"{host}-{i}"))
+    ratios = [lit[0] / ref[0] for lit, ref in zip(samples["lightning"], samples["tools"])]
+    print(f"{args.case}: {args.iters} iterations per run ({WARMUP} not timed), {args.rounds} rounds, 1 thread")
+    for host in hosts:
+        ms = [1000 * s[0] for s in samples[host]]
+        rss = [s[1] for s in samples[host]]
+        grown = [s[2] for s in samples[host]]
+        print(f"  {host:10s} {statistics.median(ms):8.2f} ms/iter [{min(ms):.2f}-{max(ms):.2f}]  "
+              f"peak RSS {statistics.median(rss):7.1f} MiB [{min(rss):.1f}-{max(rss):.1f}], "
+              f"of which after the first iteration {statistics.median(grown):.1f} MiB")  # fmt: skip
+    rss_ratio = statistics.median([lit[1] / ref[1] for lit, ref in zip(samples["lightning"], samples["tools"])])
+    print(f"  lightning/tools time: {statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}], "
+          f"peak RSS: {rss_ratio:.3f} (target <= 1.02)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
