@@ -41,7 +41,9 @@ def _run(root: Path, name: str, flags: list[str], tensorboard: bool = False) -> 
                     callbacks=[type(cb).__name__ for cb in trainer.callbacks],
                     max_time=getattr(next((cb for cb in trainer.callbacks if type(cb).__name__ == "Timer"), None),
                                      "_duration", None))  # fmt: skip
-        return fit(trainer, *args, **kwargs)
+        result = fit(trainer, *args, **kwargs)
+        seen["monitored"] = sorted(trainer.callback_metrics)  # what EarlyStopping / ModelCheckpoint could monitor
+        return result
 
     pl.Trainer.fit = record
     try:

@@ -87,8 +87,8 @@ class ClassyTaskModule(pl.LightningModule):
         trainer.fit(module, datamodule=module.datamodule())
     """
 
-    #: whether :meth:`_log_phase` logs the phase values; ``tracker.HookScalars`` turns it off while a
-    #: TensorboardPlotHook sends them to the loggers at its own steps
+    #: whether :meth:`_log_phase` sends the phase values to the loggers; ``tracker.HookScalars`` turns it off while a
+    #: TensorboardPlotHook sends them there at its own steps
     log_phase_values = True
 
     def __init__(self, config: Mapping[str, Any] | str | os.PathLike[str]) -> None:
@@ -285,17 +285,24 @@ class ClassyTaskModule(pl.LightningModule):
 
     def _log_phase(self, phase: str) -> None:
         """What Classy's TensorboardPlotHook plots at a phase end, under its tags: the phase's mean loss
-        (``Losses/{phase}``) and each meter's values (``Meters/{phase}/{meter}/{value}``)."""
-        if not self.log_phase_values:
-            return
+        (``Losses/{phase}``) and each meter's values (``Meters/{phase}/{meter}/{value}``). The loggers get them at the
+        phase's index (Classy's ``train_phase_idx`` / ``eval_phase_idx``), the step the hook plots them at and
+        LossLrMeterLoggingHook prints, so the curves line up with runs made under Classy; ``self.log`` keeps them
+        (not for the loggers) for callbacks that monitor them (``EarlyStopping``, ``ModelCheckpoint``)."""
         task = self._host_task()
         values = {f"Losses/{phase}": sum(task.losses) / len(task.losses)} if task is not None and task.losses else {}
         for meter in self.task.meters:
             value = meter.value
             items = value.items() if isinstance(value, Mapping) else [("value", value)]
             values.update({f"Meters/{phase}/{meter.name}/{k}": float(v) for k, v in items if _number(v)})
-        if values:
-            self.log_dict(values, on_step=False, on_epoch=True, batch_size=1)
+        if not values:
+            return
+        self.log_dict(values, on_step=False, on_epoch=True, batch_size=1, logger=False)
+        if self.log_phase_values and task is not None:
+            step = task.train_phase_idx if phase == "train" else task.eval_phase_idx
+            scalars = {name: float(value) for name, value in values.items()}
+            for logger in self.trainer.loggers:
+                logger.log_metrics(scalars, step=int(step))
 
 
 class ClassyPhaseSchedule(torch.optim.lr_scheduler.LRScheduler):

@@ -42,9 +42,9 @@ class HookScalars(Callback):
     """Sends the scalars the ``ClassyAdapter``'s TensorBoard hooks write to ``trainer.loggers``, at the hooks' steps.
 
     At ``setup`` each such hook's writer gets an ``add_scalar`` that writes as before, then logs the tag and value
-    (a float) at the writer's ``global_step`` to every Lightning logger; the ``ClassyTaskModule`` then stops logging
-    its own copies of the hook's phase values (``Losses/{phase}``, ``Meters/...``), which would be a second curve
-    under the same tags at Lightning's steps. Everything is undone at ``teardown`` (and after a failure). Without a
+    (a float) at the writer's ``global_step`` to every Lightning logger; the ``ClassyTaskModule`` then stops sending
+    its own copies of the hook's phase values (``Losses/{phase}``, ``Meters/...``) to the loggers, which would be a
+    second curve under the same tags. Everything is undone at ``teardown`` (and after a failure). Without a
     Lightning logger, or without such a hook, it does nothing.
     """
 

@@ -94,6 +94,29 @@ def test_the_loggers_get_the_tensorboard_hook_s_scalars_at_its_steps(runs):
     _same_plot(_float32(_hook_tags(csv)), hook, timed=())
 
 
+def _phase_values(points):
+    """The phase values: ``Losses/{phase}`` and ``Meters/{phase}/...``."""
+    return [point for point in points if point[1].startswith(("Losses/", "Meters/"))]
+
+
+def test_without_a_tensorboard_hook_the_loggers_get_the_phase_values_at_classys_steps(runs):
+    """``--skip_tensorboard``: the module's own phase values reach the (default CSV) logger under the tags and at the
+    steps (the train / test phase index) at which classy_train.py's TensorboardPlotHook plots them, with its values;
+    so the curves line up with runs made under Classy."""
+    plain, classy = _runs(runs, "plain", "classy")
+    [csv], [theirs] = plain["csv"], classy["hook"]
+    ours = _float32(_phase_values(csv))
+    assert {name for _, name, _ in ours} >= {"Losses/train", "Losses/test", "Meters/test/accuracy/top_1"}
+    assert {step for step, name, _ in ours if name == "Losses/train"} == {0, 1, 2}
+    _same_plot(ours, _phase_values(theirs), timed=())
+
+
+def test_callbacks_can_monitor_the_phase_values_with_or_without_the_hook(runs):
+    plain, logged = _runs(runs, "plain", "logged")
+    for run in (plain, logged):
+        assert {"Losses/train", "Losses/test", "Meters/test/accuracy/top_1"} <= set(run["trainer"]["monitored"])
+
+
 def test_trainer_options_reach_the_trainer(runs):
     plain, logged = _runs(runs, "plain", "logged")
     assert logged["trainer"]["max_time"] == 3600 and plain["trainer"]["max_time"] is None
