@@ -83,13 +83,15 @@ class StepClock:
         """A step method starts: closes ``read_sample``; returns the seconds the sample took to fetch."""
         started = time.perf_counter()
         self.active = self.stats()
-        self.mark("step")
-        self.section("read_sample", "fetch", "step")
+        if self.active is not None:  # no time points without perf stats (every step: no calls then)
+            self.mark("step")
+            self.section("read_sample", "fetch", "step")
         return started - self.step_ended
 
     def end_batch(self) -> float:
         """A batch is done: closes ``train_step_total``; returns the batch's seconds since the previous one ended."""
-        self.section("train_step_total", "fetch")
+        if self.active is not None:
+            self.section("train_step_total", "fetch")
         now = time.perf_counter()
         elapsed = now - self.batch_clock
         self.step_ended = self.batch_clock = now
@@ -114,9 +116,12 @@ def record_step(task: Any, clock: StepClock, result: Any, owner: str) -> None:
         target = sample.get("target")
     last.output = output if output is not None else last.model_output
     last.target = target
+    timed = clock.active is not None
     if loss is not None:
         task.record_loss(loss, target)
-        clock.section("loss_all_reduce", "loss_compute.end")
+        if timed:
+            clock.section("loss_all_reduce", "loss_compute.end")
     if last.output is not None and target is not None and task.meters and task.meters_on():
         task.update_meters(last.output, target)
-        clock.section("meters_update", "loss_compute.end" if loss is None else "loss_all_reduce.end")
+        if timed:
+            clock.section("meters_update", "loss_compute.end" if loss is None else "loss_all_reduce.end")
