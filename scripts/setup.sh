@@ -32,6 +32,11 @@ if [ "${1:-}" = test ]; then
   # transformers: the tests import only its engine (hooks, loops) and visualization, which need imageio besides.
   "${pip[@]}" --no-deps mmcv-lite==2.0.1 mmdet==3.3.0 mmpretrain==1.2.0 mmsegmentation==1.2.2 mmyolo==0.6.0 mmpose==1.3.2 \
     mmagic==1.2.0 imageio==2.38.1
+  # mmpose's modules import xtcocotools, munkres and json_tricks, and (mmpose.apis) pkg_resources: setuptools<81.
+  # xtcocotools' wheels are built against numpy 1 (they fail to import under numpy 2): built from its sdist, whose
+  # setup.py imports numpy and Cython, unisolated
+  "${pip[@]}" cython "setuptools<81" munkres==1.1.4 json_tricks==3.17.3
+  "${pip[@]}" --no-deps --no-build-isolation --no-binary xtcocotools xtcocotools==1.14.3
   # The tests run Classy's ClassificationTask and VISSL's trainer in subprocesses that import the real torchvision
   # from .venv/vissl-site, outside the venv's import path (tests/helpers/real_torchvision.py says why): torchvision
   # (CUDA build, without its CUDA ops), fairscale, setuptools<81 for pkg_resources, and VISSL's own packages

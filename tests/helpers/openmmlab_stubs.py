@@ -72,7 +72,7 @@ def _torchvision() -> dict[str, types.ModuleType]:
     functional = _module("torchvision.transforms.functional")
     transforms = _module(
         "torchvision.transforms", RandomResizedCrop=RandomResizedCrop, InterpolationMode=InterpolationMode,
-        functional=functional, transforms=transforms_transforms,
+        functional=functional, transforms=transforms_transforms, ToPILImage=RandomResizedCrop,  # mmpose's SimCC plots
     )  # fmt: skip
     boxes = _module("torchvision.ops.boxes")
     ops = _module("torchvision.ops", boxes=boxes)

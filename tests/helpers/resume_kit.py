@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from mmengine.config import Config
 from mmengine.hooks import Hook
@@ -197,22 +198,29 @@ def _wait_for_checkpoint(work_dir: Path, name: str, proc: subprocess.Popen, log:
 
 
 # ------------------------------------------------------------------------------------------------------ comparing
+def run_dirs(work_dir: Path) -> list[Path]:
+    """The ``{timestamp}`` folder of each run in ``work_dir``, oldest first: the stopped (fresh) run's, then the
+    resumed run's."""
+    return [work_dir / d for d in sorted(os.listdir(work_dir)) if STAMP.fullmatch(d)]
+
+
 def resumed_dir(work_dir: Path) -> Path:
     """The resumed run's ``{timestamp}`` folder: the latest (the stopped run's is copied along)."""
-    return work_dir / sorted(d for d in os.listdir(work_dir) if STAMP.fullmatch(d))[-1]
+    return run_dirs(work_dir)[-1]
 
 
-def scalars(work_dir: Path) -> list[dict[str, Any]]:
-    """The resumed run's ``vis_data/scalars.json`` rows without wall-clock values."""
-    path = resumed_dir(work_dir) / "vis_data" / "scalars.json"
+def scalars(work_dir: Path, run: int = -1) -> list[dict[str, Any]]:
+    """The ``vis_data/scalars.json`` rows of the work dir's ``run``-th run (:func:`run_dirs`; the resumed run by
+    default) without wall-clock values."""
+    path = run_dirs(work_dir)[run] / "vis_data" / "scalars.json"
     rows = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
     return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
 
 
-def log_lines(work_dir: Path) -> list[str]:
-    """The resumed run's log lines of training (:data:`_LOG_LINE`), without time stamps, wall-clock fields and
-    work-dir paths."""
-    stamp = resumed_dir(work_dir)
+def log_lines(work_dir: Path, run: int = -1) -> list[str]:
+    """The log lines of training (:data:`_LOG_LINE`) of the work dir's ``run``-th run (the resumed run by default),
+    without time stamps, wall-clock fields and work-dir paths."""
+    stamp = run_dirs(work_dir)[run]
     text = (stamp / f"{stamp.name}.log").read_text()
     lines = [line.split(" - ", 2)[-1] for line in text.splitlines() if _LOG_LINE.search(line)]
     return [STAMP.sub("STAMP", _TIMING_TEXT.sub("", line).replace(str(work_dir), "WORK_DIR")) for line in lines]
@@ -227,31 +235,44 @@ def _iteration(row: dict[str, Any]) -> str:
     return f"iteration {row.get('step', row.get('iter', '?'))}"
 
 
-def first_difference(name: str, runner: Path, lightning: Path, checkpoints: Iterable[str]) -> str | None:
-    """None when both hosts' resumed runs agree; else the first difference, as ``"<config>: <quantity> parts at
-    <iteration>: Runner <value>, Lightning <value>"``. Compared: the scalars of every iteration (loss, lr, metrics),
-    the log lines, the work-dir files, and for each checkpoint file named in ``checkpoints`` its weights, EMA
-    weights, optimizer and scheduler state, ``meta`` counters and message hub."""
-    theirs, ours = scalars(runner), scalars(lightning)
-    for i, (a, b) in enumerate(zip(theirs, ours)):
-        for key in sorted(a.keys() | b.keys()):
-            if a.get(key) != b.get(key):
-                return f"{name}: scalar {key!r} parts at {_iteration(a)} (row {i}): Runner {a.get(key)!r}, Lightning {b.get(key)!r}"
-    if len(theirs) != len(ours):
-        return f"{name}: scalars.json has {len(theirs)} rows under the Runner, {len(ours)} under Lightning"
-    a_lines, b_lines = log_lines(runner), log_lines(lightning)
-    for i, (a, b) in enumerate(zip(a_lines, b_lines)):
-        if a != b:
-            return f"{name}: log line {i} differs: Runner {a!r}, Lightning {b!r}"
-    if len(a_lines) != len(b_lines):
-        extra = a_lines[len(b_lines):] or b_lines[len(a_lines):]
-        return f"{name}: log has {len(a_lines)} lines under the Runner, {len(b_lines)} under Lightning (extra: {extra})"
+def first_difference(name: str, runner: Path, lightning: Path, checkpoints: Iterable[str], every_run: bool = True) -> str | None:
+    """None when both hosts' runs agree; else the first difference, as ``"<config>: <run>: <quantity> parts at
+    <iteration>: Runner <value>, Lightning <value>"``. Compared: for each run in the work dirs (``every_run``: the
+    stopped fresh run's first iterations and the resumed run; else the resumed run only) the scalars of every
+    iteration (loss, lr, metrics) and the log lines; then the work-dir files, and for each checkpoint file named in
+    ``checkpoints`` its weights, EMA weights, optimizer and scheduler state, ``meta`` counters and message hub."""
+    count = len(run_dirs(runner))
+    if every_run and len(run_dirs(lightning)) != count:
+        return f"{name}: {count} runs under the Runner, {len(run_dirs(lightning))} under Lightning"
+    for run in range(count) if every_run else [count - 1]:
+        found = _run_difference(runner, lightning, run)
+        if found:
+            return f"{name}: {'the last run' if run == count - 1 else f'run {run + 1} of {count}'}: {found}"
     if listing(runner) != listing(lightning):
         return f"{name}: work-dir files differ: Runner {listing(runner)}, Lightning {listing(lightning)}"
     for checkpoint in checkpoints:
         found = _checkpoint_difference(runner / checkpoint, lightning / checkpoint)
         if found:
             return f"{name}: {checkpoint}: {found}"
+    return None
+
+
+def _run_difference(runner: Path, lightning: Path, run: int) -> str | None:
+    """The first scalar or log line where the ``run``-th runs of both work dirs part."""
+    theirs, ours = scalars(runner, run), scalars(lightning, run)
+    for i, (a, b) in enumerate(zip(theirs, ours)):
+        for key in sorted(a.keys() | b.keys()):
+            if a.get(key) != b.get(key):
+                return f"scalar {key!r} parts at {_iteration(a)} (row {i}): Runner {a.get(key)!r}, Lightning {b.get(key)!r}"
+    if len(theirs) != len(ours):
+        return f"scalars.json has {len(theirs)} rows under the Runner, {len(ours)} under Lightning"
+    a_lines, b_lines = log_lines(runner, run), log_lines(lightning, run)
+    for i, (a, b) in enumerate(zip(a_lines, b_lines)):
+        if a != b:
+            return f"log line {i} differs: Runner {a!r}, Lightning {b!r}"
+    if len(a_lines) != len(b_lines):
+        extra = a_lines[len(b_lines):] or b_lines[len(a_lines):]
+        return f"log has {len(a_lines)} lines under the Runner, {len(b_lines)} under Lightning (extra: {extra})"
     return None
 
 
@@ -309,7 +330,7 @@ def _hub(state: dict[str, Any], work_dir: Path) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, (torch.Tensor, np.ndarray)):  # numpy: mmpose's dataset_meta in the message hub
         return value.tolist()
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}

@@ -64,6 +64,7 @@ class TinyCifar(BaseDataset):
 
 from mmdet.registry import DATASETS as DET_DATASETS  # noqa: E402
 from mmdet.structures.bbox import HorizontalBoxes  # noqa: E402
+from mmdet.structures.mask import BitmapMasks  # noqa: E402
 from mmseg.registry import DATASETS as SEG_DATASETS  # noqa: E402
 
 
@@ -93,12 +94,13 @@ class TinySegmentation(BaseDataset):
 
 @DET_DATASETS.register_module(force=True)
 class TinyDetection(BaseDataset):
-    """``n`` random ``size`` x ``size`` images, each with two boxes of the ``classes``, as mmdet's loaders yield them."""
+    """``n`` random ``size`` x ``size`` images, each with two boxes of the ``classes``, as mmdet's loaders yield them;
+    ``with_mask``: each box with its instance mask (the box filled), as ``LoadAnnotations(with_mask=True)`` gives it."""
 
     METAINFO = {"classes": ("box", "ball")}
 
-    def __init__(self, n: int = 8, seed: int = 0, size: int = 64, **kwargs) -> None:
-        self.n, self.seed, self.size = n, seed, size
+    def __init__(self, n: int = 8, seed: int = 0, size: int = 64, with_mask: bool = False, **kwargs) -> None:
+        self.n, self.seed, self.size, self.with_mask = n, seed, size, with_mask
         super().__init__(ann_file="", serialize_data=False, **kwargs)
 
     def load_data_list(self) -> list[dict]:
@@ -114,7 +116,13 @@ class TinyDetection(BaseDataset):
         return items
 
     def prepare_data(self, idx: int) -> dict:
-        """The sample with its boxes as ``HorizontalBoxes`` (mmdet's loaders box them in ``LoadAnnotations``)."""
+        """The sample with its boxes as ``HorizontalBoxes`` and its masks as ``BitmapMasks`` (mmdet's loaders make
+        them in ``LoadAnnotations``)."""
         data = dict(self.get_data_info(idx))
+        if self.with_mask:
+            masks = np.zeros((len(data["gt_bboxes"]), self.size, self.size), dtype=np.uint8)
+            for mask, (x1, y1, x2, y2) in zip(masks, data["gt_bboxes"].astype(int)):
+                mask[y1:y2, x1:x2] = 1
+            data["gt_masks"] = BitmapMasks(masks, self.size, self.size)
         data["gt_bboxes"] = HorizontalBoxes(data["gt_bboxes"])
         return self.pipeline(data)

@@ -1,16 +1,28 @@
-"""Resume at an arbitrary iteration, shipped OpenMMLab 2.0 configs: ``lightning-hooks train CONFIG`` stopped after
-iteration k (mid-epoch for the epoch-based ones) and resumed with ``--resume``, against ``tools/train.py --resume``
-(``Runner.from_cfg(cfg).train()``), the Runner's run stopped and resumed the same way (tests/helpers/resume_kit.py).
+"""Shipped OpenMMLab 2.0 configs trained fresh, stopped at an arbitrary iteration and resumed: ``lightning-hooks train
+CONFIG`` stopped after iteration k (mid-epoch for the epoch-based ones) and resumed with ``--resume``, against
+``tools/train.py`` (``Runner.from_cfg(cfg).train()``) stopped and resumed the same way (tests/helpers/resume_kit.py).
 
-Each case is a shipped config as the ``_base_`` of a small derived config: tiny generated data (train_kit.py),
-tiny widths, a few iterations, ``CheckpointHook`` by iteration (so iteration k has a checkpoint). Both resumed runs
-must agree bitwise on this CPU: the loss, learning rates and metrics of every iteration, the log lines of training,
-the work-dir files and each checkpoint's weights, EMA weights, optimizer, scheduler and message-hub state. A failure
-names the config, the quantity and the first iteration where the two sides part.
+The corpus (:data:`CASES`): mmpretrain's ResNet-18 CIFAR, DeiT-tiny (Mixup / CutMix), ConvNeXt with EMA, and the
+self-supervised SimCLR, BYOL and MAE recipes; mmdet's RetinaNet and FCOS (one-stage), DETR and DINO (DETR-style; DINO
+with deformable attention, two-stage query selection and denoising queries) and SOLO (instance segmentation);
+mmseg's SegFormer, PSPNet, DeepLabV3 and FCN (iteration-based); mmpose's top-down SimpleBaseline heatmap config
+(CocoMetric through xtcocotools); mmagic's SRCNN (``MultiValLoop``, mmagic's ``Evaluator``). Each case is a shipped
+config as the ``_base_`` of a small derived config: tiny generated data (train_kit.py, pose_kit.py,
+mmagic_parts.py), tiny widths, 5 to 9 iterations, ``CheckpointHook`` by iteration (so iteration k has a checkpoint).
 
-mmagic's SRCNN config validates with mmagic's ``MultiValLoop`` and its own ``Evaluator`` (MAE, PSNR, SSIM); its
-modules import without the packages this venv lacks (tests/helpers/mmagic_parts.py). Not here: mmpose, whose models
-import xtcocotools, which this venv lacks.
+Compared, bitwise on this CPU (both hosts run the same kernels in the same order in one process): the stopped run's
+first k iterations (the fresh run against ``Runner.train()``) and the resumed run's: the loss, learning rates and
+metrics of every iteration, the log lines of training; then the work-dir files and each checkpoint's weights, EMA
+weights, optimizer, scheduler and message-hub state. A failure names the config, the run, the quantity and the first
+iteration where the two sides part. The SIGKILL case compares the resumed runs only (the killed runs' logs end
+wherever the kill landed). tests/families/mmengine/test_train_ddp.py runs some of these cases in two processes.
+
+What the derived configs change beyond size, and why: validation is dropped where it would only slow a case down
+(the detectors); AMP recipes (MAE) train in fp32, as the Runner's ``AmpOptimWrapper`` needs a GPU; the
+self-supervised views crop to 32 px and jitter no hue (mmcv 2.0's ``adjust_hue`` overflows numpy 2's uint8 on a
+negative shift, under both hosts). Not here: two-stage detectors and Mask R-CNN (their RPN and RoI heads call mmcv's
+compiled NMS and RoIAlign, which mmcv-lite lacks); mmagic's models beyond SRCNN (their packages import diffusers and
+the like, which the venv lacks).
 """
 
 from __future__ import annotations
@@ -25,13 +37,11 @@ import train_kit  # noqa: F401  registers the tiny datasets
 from resume_kit import (
     first_difference,
     killed_then_resumed,
-    run_lightning,
-    run_runner,
     scalars,
     stopped_then_resumed,
 )
 
-_LIBRARIES = ("mmpretrain", "mmseg", "mmdet", "mmagic")
+_LIBRARIES = ("mmpretrain", "mmseg", "mmdet", "mmpose", "mmagic")
 _CONFIGS = {name: Path(importlib.util.find_spec(name).origin).parent / ".mim" / "configs" for name in _LIBRARIES
             if importlib.util.find_spec(name)}  # fmt: skip
 
@@ -47,6 +57,19 @@ _SWIN_SCHEDULE = """param_scheduler = [
     dict(type="LinearLR", start_factor=1e-3, by_epoch=True, end=1, convert_to_iter_based=True),
     dict(type="CosineAnnealingLR", eta_min=1e-5, by_epoch=True, begin=1)]
 train_cfg = dict(max_epochs=2)
+"""
+
+#: a Cityscapes ResNet-18 segmentor on tiny data: 5 iterations, validation every 2
+_SEG_R18 = """model = dict(pretrained=None, data_preprocessor=dict(size=(32, 32)),
+             backbone=dict(stem_channels=16, base_channels=8), decode_head=dict(in_channels=64, channels=16, num_classes=4),
+             auxiliary_head=dict(in_channels=32, channels=8, num_classes=4))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinySegmentation", n=4, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackSegInputs")]))
+val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinySegmentation", n=2, seed=2, _delete_=True, pipeline=[dict(type="PackSegInputs")]))
+test_dataloader = val_dataloader
+train_cfg = dict(max_iters=5, val_interval=2)
 """
 
 #: name: (library, shipped config, derived lines, the iteration the run stops after)
@@ -119,7 +142,129 @@ val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
     dataset=dict(type="TinySR", n=2, seed=2, _delete_=True, pipeline=[dict(type="PackInputs")]))
 train_cfg = dict(max_iters=5, val_interval=2)
 """, 3),
+    # self-supervised, contrastive: SimCLR (two views of each image through the shipped augmentations at 32 px,
+    # without hue jitter: mmcv 2.0's adjust_hue overflows numpy 2's uint8 on a negative shift, under both hosts),
+    # NonLinearNeck, ContrastiveHead, LARS with lars_exclude, LinearLR warm-up + CosineAnnealingLR; SyncBN reverted
+    "mmpretrain-simclr": ("mmpretrain", "simclr/simclr_resnet50_8xb32-coslr-200e_in1k.py", """
+_view = [dict(type="RandomResizedCrop", scale=32, backend="pillow"), dict(type="RandomFlip", prob=0.5),
+         dict(type="RandomApply", prob=0.8,
+              transforms=[dict(type="ColorJitter", brightness=0.8, contrast=0.8, saturation=0.8, hue=0.0)]),
+         dict(type="RandomGrayscale", prob=0.2, keep_channels=True, channel_weights=(0.114, 0.587, 0.2989)),
+         dict(type="GaussianBlur", magnitude_range=(0.1, 2.0), magnitude_std="inf", prob=0.5)]
+model = dict(backbone=dict(stem_channels=8, base_channels=8), neck=dict(in_channels=256, hid_channels=32, out_channels=16))
+train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyCifar", n=8, seed=1, _delete_=True,
+                 pipeline=[dict(type="MultiView", num_views=2, transforms=[_view]), dict(type="PackInputs")]))
+train_cfg = dict(max_epochs=3)
+""", 3),
+    # self-supervised, momentum: BYOL (an online and a momentum target network updated each step by
+    # CosineEMA, asymmetric views with Solarize), LARS
+    "mmpretrain-byol": ("mmpretrain", "byol/byol_resnet50_16xb256-coslr-200e_in1k.py", """
+_view = [dict(type="RandomResizedCrop", scale=32, interpolation="bicubic", backend="pillow"),
+         dict(type="RandomFlip", prob=0.5),
+         dict(type="RandomApply", prob=0.8,
+              transforms=[dict(type="ColorJitter", brightness=0.4, contrast=0.4, saturation=0.2, hue=0.0)]),
+         dict(type="RandomGrayscale", prob=0.2, keep_channels=True, channel_weights=(0.114, 0.587, 0.2989))]
+model = dict(backbone=dict(stem_channels=8, base_channels=8), neck=dict(in_channels=256, hid_channels=32, out_channels=16),
+             head=dict(predictor=dict(in_channels=16, hid_channels=32, out_channels=16)))
+train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyCifar", n=8, seed=1, _delete_=True,
+                 pipeline=[dict(type="MultiView", num_views=[1, 1],
+                                transforms=[[*_view, dict(type="GaussianBlur", magnitude_range=(0.1, 2.0), magnitude_std="inf", prob=1.0)],
+                                            [*_view, dict(type="Solarize", thr=128, prob=0.2)]]),
+                           dict(type="PackInputs")]))
+train_cfg = dict(max_epochs=3)
+""", 3),
+    # masked image modelling: MAE (random masking from torch's generator, MAEViT + MAEPretrainDecoder,
+    # pixel reconstruction); AdamW with paramwise_cfg in fp32 (the shipped AmpOptimWrapper needs a GPU under the Runner)
+    "mmpretrain-mae-vit": ("mmpretrain", "mae/mae_vit-base-p16_8xb512-amp-coslr-300e_in1k.py", """
+model = dict(backbone=dict(arch=dict(_delete_=True, embed_dims=16, num_layers=2, num_heads=2, feedforward_channels=32),
+                           img_size=32, patch_size=8),
+             neck=dict(patch_size=8, num_patches=16, embed_dim=16, decoder_embed_dim=16, decoder_depth=1,
+                       decoder_num_heads=2),
+             head=dict(patch_size=8))
+optim_wrapper = dict(type="OptimWrapper", _delete_=True,
+    optimizer=dict(type="AdamW", lr=1.5e-4 * 4096 / 256, betas=(0.9, 0.95), weight_decay=0.05),
+    paramwise_cfg=dict(custom_keys={"ln": dict(decay_mult=0.0), "bias": dict(decay_mult=0.0),
+                                    "pos_embed": dict(decay_mult=0.0), "mask_token": dict(decay_mult=0.0),
+                                    "cls_token": dict(decay_mult=0.0)}))
+train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyCifar", n=8, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomResizedCrop", scale=32, crop_ratio_range=(0.2, 1.0), backend="pillow",
+                                interpolation="bicubic"), dict(type="RandomFlip", prob=0.5), dict(type="PackInputs")]))
+train_cfg = dict(max_epochs=3)
+""", 3),
+    # DETR-style with deformable attention (MultiScaleDeformableAttention's PyTorch path on CPU), two-stage query
+    # selection, box refinement and denoising queries drawn from torch's generator: DINO
+    "mmdet-dino-4scale": ("mmdet", "dino/dino-4scale_r50_8xb2-12e_coco.py", """
+_ffn = dict(feedforward_channels=64)  # DINO's decoder encodes its reference points in 256 dimensions, the width kept
+model = dict(num_queries=10,
+             backbone=dict(init_cfg=None, stem_channels=8, base_channels=8), neck=dict(in_channels=[64, 128, 256]),
+             encoder=dict(num_layers=1, layer_cfg=dict(ffn_cfg=_ffn)),
+             decoder=dict(num_layers=1, layer_cfg=dict(ffn_cfg=_ffn)), bbox_head=dict(num_classes=2),
+             dn_cfg=dict(group_cfg=dict(num_dn_queries=8)))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
+""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""", 3),
+    # one-stage anchor-free: FCOS (caffe-style ResNet-50, GN heads, centerness), SGD with paramwise_cfg bias
+    # lr / decay, LinearLR warm-up + MultiStepLR
+    "mmdet-fcos-r50-caffe": ("mmdet", "fcos/fcos_r50-caffe_fpn_gn-head_1x_coco.py", """
+model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
+             neck=dict(in_channels=[32, 64, 128, 256], out_channels=32),
+             bbox_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
+""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""", 3),
+    # instance segmentation: SOLO (ResNet-50 + FPN, SOLOHead with Dice mask loss and focal classification on
+    # grids), instance masks from the data; the two-stage Mask R-CNN needs mmcv's compiled RoIAlign / NMS
+    "mmdet-solo-r50": ("mmdet", "solo/solo_r50_fpn_1x_coco.py", """
+model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
+             neck=dict(in_channels=[32, 64, 128, 256], out_channels=32),
+             mask_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1,
+                            num_grids=[8, 8, 6, 4, 4], norm_cfg=dict(type="GN", num_groups=8, requires_grad=True)))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyDetection", n=4, seed=1, with_mask=True, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
+""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""", 3),
+    # iteration-based segmentors on ResNet-18 (V1c, dilated): PSPNet (pyramid pooling) and DeepLabV3 (ASPP) with
+    # an auxiliary FCN head, SGD + PolyLR by iteration, IoUMetric every 2 iterations; FCN alone
+    "mmseg-pspnet-r18": ("mmseg", "pspnet/pspnet_r18-d8_4xb2-80k_cityscapes-512x1024.py", _SEG_R18, 3),
+    "mmseg-deeplabv3-r18": ("mmseg", "deeplabv3/deeplabv3_r18-d8_4xb2-80k_cityscapes-512x1024.py", _SEG_R18, 3),
+    "mmseg-fcn-r18": ("mmseg", "fcn/fcn_r18-d8_4xb2-80k_cityscapes-512x1024.py", _SEG_R18, 3),
+    # top-down pose: SimpleBaseline heatmaps (ResNet-50, HeatmapHead with deconvolutions, MSRAHeatmap targets,
+    # KeypointMSELoss), half-body / bbox-jitter / flip augments, Adam + LinearLR warm-up + MultiStepLR by epoch,
+    # CocoMetric (xtcocotools) each epoch with flip test, the best checkpoint by coco/AP
+    "mmpose-topdown-res50": ("mmpose", "body_2d_keypoint/topdown_heatmap/coco/td-hm_res50_8xb64-210e_coco-256x192.py", """
+_codec = dict(type="MSRAHeatmap", input_size=(32, 32), heatmap_size=(8, 8), sigma=2)
+model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
+             head=dict(in_channels=256, deconv_out_channels=(16, 16, 16), decoder=_codec))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyPose", n=4, seed=1, _delete_=True,
+                 pipeline=[dict(type="LoadImage"), dict(type="GetBBoxCenterScale"),
+                           dict(type="RandomFlip", direction="horizontal"), dict(type="RandomHalfBody"),
+                           dict(type="RandomBBoxTransform"), dict(type="TopdownAffine", input_size=(32, 32)),
+                           dict(type="GenerateTarget", encoder=_codec), dict(type="PackPoseInputs")]))
+val_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyPose", n=2, seed=2, _delete_=True, test_mode=True,
+                 pipeline=[dict(type="LoadImage"), dict(type="GetBBoxCenterScale"),
+                           dict(type="TopdownAffine", input_size=(32, 32)), dict(type="PackPoseInputs")]))
+test_dataloader = val_dataloader
+val_evaluator = dict(ann_file=None)
+test_evaluator = val_evaluator
+train_cfg = dict(max_epochs=3, val_interval=1)
+""", 3),
 }
+
+
+#: the metrics a case's validation must log (in the fresh or the resumed run)
+METRICS = {"mmpretrain-resnet18-cifar": ["accuracy/top1"], "mmseg-segformer-b0": ["mIoU"], "mmseg-pspnet-r18": ["mIoU"],
+           "mmseg-deeplabv3-r18": ["mIoU"], "mmseg-fcn-r18": ["mIoU"], "mmagic-srcnn": ["PSNR", "SSIM", "MAE"],
+           "mmpose-topdown-res50": ["coco/AP"]}  # fmt: skip
 
 
 def derived_config(directory: Path, case: str) -> Path:
@@ -155,6 +300,9 @@ def library(case: str) -> str:
         import mmagic_parts
 
         mmagic_parts.import_sr_parts()
+    if name == "mmpose":
+        pytest.importorskip("xtcocotools", reason="mmpose's modules import xtcocotools (scripts/setup.sh builds it)")
+        import pose_kit  # noqa: F401  mmpose's modules and TinyPose
     return name
 
 
@@ -164,19 +312,9 @@ def test_resume_at_an_arbitrary_iteration_continues_as_the_runners_resume(tmp_pa
     runner, lightning = stopped_then_resumed(derived_config(tmp_path, case), tmp_path, stop)
     checkpoints = sorted(path.name for path in runner.glob("*.pth"))
     assert f"iter_{stop}.pth" in checkpoints and len(checkpoints) > 1, checkpoints
+    keys = {key for run in (0, 1) for row in scalars(runner, run) for key in row}
+    assert keys >= set(METRICS.get(case, ())), sorted(keys)  # the case validates as meant, under the Runner
     assert first_difference(case, runner, lightning, checkpoints) is None
-
-
-@pytest.mark.parametrize("case", ["mmagic-srcnn"])
-def test_mmagic_multi_val_loop_config_trains_and_validates_as_the_runner(tmp_path: Path, case: str, library: str) -> None:
-    """A fresh run of mmagic's SRCNN config (``MultiValLoop``, mmagic's ``Evaluator`` given each metric group with
-    every batch, a list of ``MultiTestLoop`` evaluators the train run never builds) against the Runner's."""
-    config = derived_config(tmp_path, case)
-    runner, lightning = tmp_path / "runner", tmp_path / "lightning"
-    run_runner(config, runner)
-    run_lightning(config, lightning)
-    assert any("PSNR" in row for row in __import__("resume_kit").scalars(runner))
-    assert first_difference(case, runner, lightning, sorted(path.name for path in runner.glob("*.pth"))) is None
 
 
 #: the killed runs: the case, the checkpoint the kill follows, the iteration the process is held before
@@ -196,4 +334,5 @@ def test_resume_after_a_sigkill_continues_as_the_runners_resume(tmp_path: Path) 
     checkpoints = sorted(path.name for path in runner.glob("*.pth"))
     assert checkpoints == ["iter_4.pth", "iter_8.pth", "iter_9.pth"], checkpoints
     assert scalars(runner)[0]["step"] == checkpoint + 1  # the resumed run starts after the checkpoint
-    assert first_difference(case, runner, lightning, checkpoints) is None
+    # the killed runs' logs end wherever the kill landed: the resumed runs are compared
+    assert first_difference(case, runner, lightning, checkpoints, every_run=False) is None
