@@ -40,6 +40,17 @@ Figures (``--repeats 7``, process CPU time, the shared 2-core machine; before = 
 426 / 334, 26 / 153 (ratios 9.19, 0.79, 5.98); after 131 / 16, 541 / 286, 105 / 119 (ratios 0.12, 0.53, 1.13). The
 spread between repeats on this machine (about +-100 us/it on the tiny cases, more on the CNN) is larger than what the
 ratio measures, so neither run says whether the 1.05 target is met: run it on a quiet machine.
+
+Profile, round 5 (``tiny-iter``, 384 iterations; 1650 us/it unprofiled, 4.8x that profiled): own time in
+lightning_hooks 392 us/it as profiled (~80 real). Largest, us/it as profiled (calls per iteration): ``core/dispatch.py``
+``fire`` 50 (2), ``imix/adapter.py`` ``run_step`` 47, ``core/manual_step.py`` ``trigger`` 26 + ``start_train_batch``
+16, ``core/state_keys.py`` ``state_key`` 23 (4), ``core/lightning_api.py`` ``call_before_backward`` 16 +
+``namespace_of`` 6, ``imix/adapter.py`` ``_loss_dict`` 13; the facade's (``imix/engine.py``): ``max_iter`` 36
+cumulative (1: ``_iterations`` reads ``max_epochs``, ``max_steps`` and ``num_training_batches`` from the Trainer
+every read; a loop holding it from the fit's start, as ``MMCVLoop`` holds ``max_iters``, would make it one read),
+``iter`` 11 (7 reads), ``epoch`` / ``_counter`` 16 + 11 (by iteration a hook's ``getattr(trainer, "epoch", ...)``
+raises AttributeError: ``Facade.__getattr__`` then calls the property again for its message, 31 cumulative for 2
+reads), ``log_buffer`` 9 (2).
 """
 
 from __future__ import annotations
