@@ -1,4 +1,4 @@
-"""mmagic's super-resolution parts in the test venv, for whole-config runs of its shipped SR configs
+"""mmagic's super-resolution parts (SRCNN, EDSR) in the test venv, for whole-config runs of its shipped SR configs
 (tests/families/mmengine/test_resume_corpus.py), and :class:`TinySR`, a generated paired dataset.
 
 mmagic's ``mmagic.models``, ``mmagic.evaluation`` and ``mmagic.datasets`` packages import, from their
@@ -24,10 +24,14 @@ from openmmlab_stubs import MMAGIC, import_modules, stubs
 _PACKAGES = ("mmagic.models", "mmagic.models.editors", "mmagic.models.losses", "mmagic.models.base_models",
              "mmagic.models.data_preprocessors", "mmagic.models.archs", "mmagic.evaluation", "mmagic.evaluation.metrics",
              "mmagic.datasets", "mmagic.datasets.transforms")  # fmt: skip
-#: the modules an SRCNN super-resolution config names
+#: the names a namespace package's ``__init__`` would export, from the modules that define them (EDSR's imports)
+_EXPORTS = {"mmagic.models.archs": {"sr_backbone": ("ResidualBlockNoBN",), "upsample": ("PixelShufflePack",)}}
+#: the modules the SRCNN and EDSR super-resolution configs name
 _MODULES = ("mmagic.models.base_models.base_edit_model", "mmagic.models.editors.srcnn.srcnn_net",
-            "mmagic.models.losses.pixelwise_loss", "mmagic.models.data_preprocessors.data_preprocessor",
-            "mmagic.datasets.transforms.formatting", "mmagic.evaluation.evaluator", "mmagic.evaluation.metrics.mae",
+            "mmagic.models.editors.edsr.edsr_net", "mmagic.models.losses.pixelwise_loss",
+            "mmagic.models.data_preprocessors.data_preprocessor", "mmagic.datasets.transforms.formatting",
+            "mmagic.datasets.transforms.aug_shape", "mmagic.datasets.transforms.crop",
+            "mmagic.datasets.transforms.values", "mmagic.evaluation.evaluator", "mmagic.evaluation.metrics.mae",
             "mmagic.evaluation.metrics.psnr", "mmagic.evaluation.metrics.ssim")  # fmt: skip
 
 
@@ -43,6 +47,11 @@ def import_sr_parts() -> None:
             package.__path__ = [os.path.join(root, *name.split(".")[1:])]
             sys.modules[name] = package
     with stubs():
+        for package, modules in _EXPORTS.items():
+            for module, names in modules.items():
+                defined = importlib.import_module(f"{package}.{module}")
+                for name in names:
+                    setattr(sys.modules[package], name, getattr(defined, name))
         for module in _MODULES:
             importlib.import_module(module)
     from mmagic.registry import DATASETS

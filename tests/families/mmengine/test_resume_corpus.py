@@ -3,10 +3,11 @@ CONFIG`` stopped after iteration k (mid-epoch for the epoch-based ones) and resu
 ``tools/train.py`` (``Runner.from_cfg(cfg).train()``) stopped and resumed the same way (tests/helpers/resume_kit.py).
 
 The corpus (:data:`CASES`): mmpretrain's ResNet-18 CIFAR, DeiT-tiny (Mixup / CutMix), ConvNeXt with EMA, and the
-self-supervised SimCLR, BYOL and MAE recipes; mmdet's RetinaNet and FCOS (one-stage), DETR and DINO (DETR-style; DINO
-with deformable attention, two-stage query selection and denoising queries) and SOLO (instance segmentation);
-mmseg's SegFormer, PSPNet, DeepLabV3 and FCN (iteration-based); mmpose's top-down SimpleBaseline heatmap config
-(CocoMetric through xtcocotools); mmagic's SRCNN (``MultiValLoop``, mmagic's ``Evaluator``). Each case is a shipped
+self-supervised SimCLR, MoCo v2, BYOL and MAE recipes; mmdet's RetinaNet and FCOS (one-stage), DETR, Conditional
+DETR and DINO (DETR-style; DINO with deformable attention, two-stage query selection and denoising queries) and SOLO
+(instance segmentation); mmseg's SegFormer, PSPNet, DeepLabV3 and FCN (iteration-based); mmpose's top-down
+SimpleBaseline heatmap config (CocoMetric through xtcocotools); mmagic's SRCNN and EDSR (``MultiValLoop``, mmagic's
+``Evaluator``): 20 configs. Each case is a shipped
 config as the ``_base_`` of a small derived config: tiny generated data (train_kit.py, pose_kit.py,
 mmagic_parts.py), tiny widths, 5 to 9 iterations, ``CheckpointHook`` by iteration (so iteration k has a checkpoint).
 
@@ -21,8 +22,8 @@ What the derived configs change beyond size, and why: validation is dropped wher
 (the detectors); AMP recipes (MAE) train in fp32, as the Runner's ``AmpOptimWrapper`` needs a GPU; the
 self-supervised views crop to 32 px and jitter no hue (mmcv 2.0's ``adjust_hue`` overflows numpy 2's uint8 on a
 negative shift, under both hosts). Not here: two-stage detectors and Mask R-CNN (their RPN and RoI heads call mmcv's
-compiled NMS and RoIAlign, which mmcv-lite lacks); mmagic's models beyond SRCNN (their packages import diffusers and
-the like, which the venv lacks).
+compiled NMS and RoIAlign, which mmcv-lite lacks); mmagic's models beyond SRCNN and EDSR (their packages import
+diffusers and the like, which the venv lacks; tests/helpers/mmagic_parts.py imports what those two name).
 """
 
 from __future__ import annotations
@@ -258,12 +259,54 @@ val_evaluator = dict(ann_file=None)
 test_evaluator = val_evaluator
 train_cfg = dict(max_epochs=3, val_interval=1)
 """, 3),
+    # super-resolution, EDSR x4: residual blocks and pixel-shuffle upsampling, paired random crops, flips and
+    # transposes drawn from numpy, Adam + MultiStepLR by iteration, MultiValLoop with MAE / PSNR / SSIM
+    "mmagic-edsr-x4": ("mmagic", "edsr/edsr_x4c64b16_1xb16-300k_div2k.py", """
+model = dict(generator=dict(mid_channels=8, num_blocks=2))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinySR", n=4, seed=1, _delete_=True,
+                 pipeline=[dict(type="SetValues", dictionary=dict(scale=4)), dict(type="PairedRandomCrop", gt_patch_size=16),
+                           dict(type="Flip", keys=["img", "gt"], flip_ratio=0.5, direction="horizontal"),
+                           dict(type="Flip", keys=["img", "gt"], flip_ratio=0.5, direction="vertical"),
+                           dict(type="RandomTransposeHW", keys=["img", "gt"], transpose_ratio=0.5), dict(type="PackInputs")]))
+val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinySR", n=2, seed=2, _delete_=True, pipeline=[dict(type="PackInputs")]))
+train_cfg = dict(max_iters=5, val_interval=2)
+""", 3),
+    # self-supervised with a queue: MoCo v2 (a momentum encoder, a queue of negatives in the model's buffers),
+    # SGD + CosineAnnealingLR by epoch
+    "mmpretrain-mocov2": ("mmpretrain", "mocov2/mocov2_resnet50_8xb32-coslr-200e_in1k.py", """
+_view = [dict(type="RandomResizedCrop", scale=32, crop_ratio_range=(0.2, 1.0), backend="pillow"),
+         dict(type="RandomApply", prob=0.8,
+              transforms=[dict(type="ColorJitter", brightness=0.4, contrast=0.4, saturation=0.4, hue=0.0)]),
+         dict(type="RandomGrayscale", prob=0.2, keep_channels=True, channel_weights=(0.114, 0.587, 0.2989)),
+         dict(type="GaussianBlur", magnitude_range=(0.1, 2.0), magnitude_std="inf", prob=0.5),
+         dict(type="RandomFlip", prob=0.5)]
+model = dict(queue_len=16, feat_dim=16, backbone=dict(stem_channels=8, base_channels=8),
+             neck=dict(in_channels=256, hid_channels=32, out_channels=16))
+train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyCifar", n=8, seed=1, _delete_=True,
+                 pipeline=[dict(type="MultiView", num_views=2, transforms=[_view]), dict(type="PackInputs")]))
+train_cfg = dict(max_epochs=3)
+""", 3),
+    # DETR-style with conditional cross-attention: Conditional DETR (focal loss, its own attention modules)
+    "mmdet-conditional-detr": ("mmdet", "conditional_detr/conditional-detr_r50_8xb2-50e_coco.py", """
+_ffn = dict(feedforward_channels=64)  # its decoder encodes the reference points in 256 dimensions, the width kept
+model = dict(num_queries=10, backbone=dict(init_cfg=None, stem_channels=8, base_channels=8), neck=dict(in_channels=[256]),
+             encoder=dict(num_layers=1, layer_cfg=dict(ffn_cfg=_ffn)), decoder=dict(num_layers=1, layer_cfg=dict(ffn_cfg=_ffn)),
+             bbox_head=dict(num_classes=2))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
+""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""", 3),
 }
 
 
 #: the metrics a case's validation must log (in the fresh or the resumed run)
 METRICS = {"mmpretrain-resnet18-cifar": ["accuracy/top1"], "mmseg-segformer-b0": ["mIoU"], "mmseg-pspnet-r18": ["mIoU"],
            "mmseg-deeplabv3-r18": ["mIoU"], "mmseg-fcn-r18": ["mIoU"], "mmagic-srcnn": ["PSNR", "SSIM", "MAE"],
+           "mmagic-edsr-x4": ["PSNR", "SSIM", "MAE"],
            "mmpose-topdown-res50": ["coco/AP"]}  # fmt: skip
 
 
