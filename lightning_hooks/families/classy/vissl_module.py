@@ -57,6 +57,7 @@ class VisslConfigModule(pl.LightningModule):
         if config.get("TEST_MODEL") and not config.get("TEST_ONLY"):
             _check_vissl_test(config)
         check_fsdp(config)
+        check_meters(config)
         self.model = build_model(config.MODEL, config.OPTIMIZER)
         self._step_loss: torch.Tensor | None = None
 
@@ -172,6 +173,21 @@ def _check_vissl_test(config: Any) -> None:
         "config.TEST_MODEL: VISSL's test phases are not built under Lightning yet; set config.TEST_MODEL=false "
         "(train), and evaluate with VISSL's benchmark configs."
     )
+
+
+def check_meters(config: Any) -> None:
+    """VISSL's ``METERS.names`` is refused while its train meters would be updated (``enable_training_meter``): the
+    module does not build VISSL's meters, so their values (``metrics.json``, SSLTensorboardHook's ``Training/...``
+    tags, the Lightning loggers) would be missing without a word."""
+    meters = config.METERS
+    names = list(meters.get("names") or [])
+    if names and meters.get("enable_training_meter", True):
+        raise ConfigError(
+            f"config.METERS.names={names}: VISSL's meters are not built under lightning-hooks train yet, so their "
+            "values would be missing from metrics.json, the TensorBoard hook and the Lightning loggers. Set "
+            "config.METERS.names=[] (or config.METERS.enable_training_meter=false) to train without them, or train "
+            "this config with VISSL's own launcher."
+        )
 
 
 def check_fsdp(config: Any) -> None:
