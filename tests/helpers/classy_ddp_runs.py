@@ -1,11 +1,12 @@
 """A Classy task config on two CPU processes (gloo): ``classy_train.py --distributed_backend ddp`` under ``torchrun``
 (Classy's DistributedTrainer) and ``lightning-hooks train --devices 2`` (Lightning's DDP), the script each process runs.
 
-``python classy_ddp_runs.py OUT classy``, started by ``torchrun --nproc_per_node 2``, runs ``classy_train.py``'s
+``python classy_ddp_runs.py OUT classy [MODEL]``, started by ``torchrun --nproc_per_node 2``, runs ``classy_train.py``'s
 ``main``; ``python classy_ddp_runs.py OUT lightning`` runs ``lightning-hooks train --devices 2``, whose Lightning
 launches rank 1 by running this script again; ``OUT torchrun``, started by ``torchrun``, runs ``lightning-hooks train
 --distributed_backend ddp`` in each process, as classy_train.py's users launch it. The config is Classy's ResNet-50 model-zoo config shrunk as in classy_train_runs.py
-(its BatchNorm buffers differ per rank until Classy's ``before_eval`` broadcast), for 2 epochs. Each rank's
+(its BatchNorm buffers differ per rank until Classy's ``before_eval`` broadcast), for 2 epochs; with MODEL
+``resnext``, the model zoo's ImageNet ResNeXt-50 config made small (:func:`resnext_config`). Each rank's
 ``run_recorder`` saves ``OUT/<side>/recorded_rank<r>.pt`` and this script its log lines in ``log_rank<r>.json``;
 :func:`prepare` writes both configs first.
 """
@@ -37,14 +38,58 @@ def config(out: Path) -> Path:
     return path
 
 
-def prepare(out: Path) -> None:
-    """Each side's config and checkpoint folder (in the process that starts the ranks)."""
+def resnext_config(out: Path, images: Path) -> Path:
+    """Classy's model-zoo ``imagenet/resnext50_imagenet_classy_config.json`` (ResNeXt, ``image_path`` data, a step
+    LR per epoch as shipped) made small: ``images``' 8 train / 4 test images of 40 px in 2 classes (:func:`images`),
+    crops of 32, batches of 2, a narrow ResNeXt (one block a stage, 8 initial planes, base width 2 and cardinality
+    4), 2 epochs, top-1 accuracy, recording each rank."""
+    import classy_vision
+
+    root = Path(classy_vision.__file__).parent
+    data = json.loads((root / "configs/imagenet/resnext50_imagenet_classy_config.json").read_text())
+    for phase in ("train", "test"):
+        data["dataset"][phase].update(batchsize_per_replica=2, image_folder=str(images / phase))
+    data["dataset"]["train"]["transforms"][0]["transforms"][0]["size"] = 32  # RandomResizedCrop
+    data["dataset"]["test"]["transforms"][0]["transforms"][0]["size"] = 36  # Resize
+    data["dataset"]["test"]["transforms"][0]["transforms"][1]["size"] = 32  # CenterCrop
+    data["model"].update(num_blocks=[1, 1, 1, 1], init_planes=8, base_width_and_cardinality=[2, 4], num_classes=2)
+    data["model"]["heads"][0].update(num_classes=2, fork_block="block3-0", in_plane=256)
+    data["meters"] = {"accuracy": {"topk": [1]}}
+    data["num_epochs"] = 2
+    data["hooks"] = [{"name": "run_recorder", "out": str(out / "recorded_rank{rank}.pt"), "digest": True}]
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "resnext.json"
+    path.write_text(json.dumps(data, indent=2))
+    return path
+
+
+def images(folder: Path) -> None:
+    """An image folder (``train/<class>/<i>.png``, ``test/...``) of generated 40 px images, 2 classes."""
+    from PIL import Image
+
+    generator = torch.Generator().manual_seed(0)
+    for phase, n in (("train", 8), ("test", 4)):
+        for i in range(n):
+            pixels = torch.randint(0, 255, (40, 40, 3), generator=generator, dtype=torch.uint8).numpy()
+            path = folder / phase / "ab"[i % 2] / f"{i}.png"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(pixels).save(path)
+
+
+def prepare(out: Path, model: str = "resnet") -> None:
+    """Each side's config (``model``: ``resnet`` or ``resnext``) and checkpoint folder (in the process that starts
+    the ranks)."""
+    if model == "resnext":
+        images(out / "images")
     for side in SIDES:
-        config(out / side)
+        if model == "resnext":
+            resnext_config(out / side, out / "images")
+        else:
+            config(out / side)
         (out / side / "ckpt").mkdir(parents=True, exist_ok=True)
 
 
-def main(out: Path, side: str) -> None:
+def main(out: Path, side: str, model: str = "resnet") -> None:
     sys.path[:0] = [str(HERE)]
     torch.set_num_threads(1)
     import real_torchvision
@@ -56,7 +101,7 @@ def main(out: Path, side: str) -> None:
     classy_dataset.DEFAULT_NUM_WORKERS = 0
     classy_train_runs.register()
     folder = out / side
-    path = folder / "resnet.json"  # written by prepare(), before the processes start
+    path = folder / f"{model}.json"  # written by prepare(), before the processes start
     flags = ["--checkpoint_folder", str(folder / "ckpt"), "--skip_tensorboard", "--log_freq", "1"]
     lines: list[str] = []
 
@@ -78,4 +123,4 @@ def main(out: Path, side: str) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2])
+    main(Path(sys.argv[1]), *sys.argv[2:])

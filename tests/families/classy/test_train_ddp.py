@@ -136,3 +136,42 @@ def test_classy_ddp_values_reach_the_lightning_loggers_from_rank_0(out, side):
         means = [float(r[f"Losses/{phase}"]) for r in rows if r.get(f"Losses/{phase}")]
         expected = [sum(p["losses"]) / len(p["losses"]) for p in theirs["phases"] if p["type"] == phase]
         assert means == pytest.approx(expected, rel=1e-6), phase
+
+
+@pytest.fixture(scope="module")
+def resnext_out(tmp_path_factory) -> Path:
+    """Classy's model-zoo ImageNet ResNeXt-50 config made small (classy_ddp_runs.resnext_config) in 2 processes:
+    classy_train.py under torchrun, then lightning-hooks train --devices 2."""
+    out = tmp_path_factory.mktemp("classy_ddp_resnext")
+    prepare(out, "resnext")
+    env = subprocess_env(drop=(*DDP_LAUNCH_VARIABLES, "LOCAL_WORLD_SIZE"))
+    for side in SIDES[:2]:
+        launch = [sys.executable] if side == "lightning" else [
+            sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port())]
+        proc = subprocess.run([*launch, str(SCRIPT), str(out), side, "resnext"], cwd=out, env=env, capture_output=True,
+                              text=True, timeout=600, check=False)  # fmt: skip
+        assert proc.returncode == 0, (side, proc.stdout[-3000:] + proc.stderr[-6000:])
+    return out
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_classy_ddp_model_zoo_resnext_per_rank(resnext_out, rank):
+    """The ImageNet ResNeXt-50 config (image_path data, step LR per epoch): each phase's step losses, synced losses
+    and meters, LR, the weights and buffers at each phase's end, the final weights and the meter lines, rank by rank;
+    the ranks trained on their own shards."""
+    theirs, ours = _runs(resnext_out, rank)
+    assert [(p["type"], p["phase_idx"]) for p in theirs["phases"]] == [("train", 0), ("test", 1), ("train", 2),
+                                                                       ("test", 3)]  # fmt: skip
+    for mine, ref in zip(ours["phases"], theirs["phases"], strict=True):
+        where = f"resnext, rank {rank}: {ref['type']} phase {ref['phase_idx']}"
+        for key in ("type", "phase_idx", "train_phase_idx", "num_updates", "step_losses", "losses", "meters", "lr"):
+            assert mine.get(key) == ref.get(key), (where, key, mine.get(key), ref.get(key))
+        for kind in ("weights", "buffers"):
+            for key, value in ref.get(kind, {}).items():
+                assert mine[kind][key] == value, (where, kind, key)
+    for key, value in theirs["final"].items():
+        assert ours["final"][key] == value, (rank, key)
+    lines = [[line for line in run["log"] if "meters: [" in line] for run in (theirs, ours)]
+    assert lines[0] and lines[1] == lines[0]
+    other = _runs(resnext_out, 1 - rank)[0]
+    assert theirs["phases"][0]["step_losses"] != other["phases"][0]["step_losses"]
