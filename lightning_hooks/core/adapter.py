@@ -1,11 +1,12 @@
 """The adapter callback every family shares: hook checks and ordering, patch installation, and the Lightning
-``Callback`` methods that fire the family's table. Dispatch lives in :mod:`lightning_hooks.core.dispatch`, checkpoint
-state in :mod:`lightning_hooks.core.adapter_state`."""
+``Callback`` methods that fire the family's table. It is composed of a dispatch (:mod:`lightning_hooks.core.dispatch`,
+``adapter.dispatch``) and a checkpoint state (:mod:`lightning_hooks.core.adapter_state`, ``adapter.state``)."""
 
 from __future__ import annotations
 
 import pickle
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, cast
 
@@ -13,18 +14,20 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from typing_extensions import override
 
 from lightning_hooks.core import lightning_api
-from lightning_hooks.core.adapter_state import AdapterState
+from lightning_hooks.core.adapter_state import AdapterState, base_state_key, default_hook_keys
 from lightning_hooks.core.checkpoint_files import note_unreadable_checkpoint
 from lightning_hooks.core.checks import check_hook
 from lightning_hooks.core.dispatch import HookCaller, HookDispatch
+from lightning_hooks.core.events import EventTable, Mount
 from lightning_hooks.core.facade import Facade
+from lightning_hooks.core.host_loop import HostLoop
 from lightning_hooks.core.lightning_api import Callback, pl, rank_zero_warn
 from lightning_hooks.core.state_keys import UniqueStateKey
 from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, LightningEvent, Patch, Trigger
 from lightning_hooks.core.weight_swaps import check_one_weight_swap
 
 
-class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
+class LegacyHookAdapter(UniqueStateKey, Callback):
     """One Lightning callback that drives a list of legacy hooks of one family through its host facade.
 
     Subclasses set ``family``, ``events`` (the family's :class:`EventTable`), implement :meth:`base_classes` and
@@ -38,7 +41,26 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
     :meth:`end_train_epoch` at the last batch's ``on_train_batch_end``, or at ``on_train_epoch_end`` when the epoch was
     cut short (``max_steps``, ``should_stop``); every host gets :meth:`start_train_epoch` for each epoch it runs, the
     one a fit resumes into included.
+
+    Composition: ``self.dispatch`` (:class:`HookDispatch`) holds the ordered hook list (:attr:`hooks` reads it there,
+    the one place it is declared), the plan and the fired counts, and records a hook's error in ``failed_at``, which
+    the adapter clears once ``on_exception`` ran; its rows' ``when`` conditions are methods of the adapter.
+    ``self.state`` (:class:`AdapterState`) writes and loads the checkpoint state, asking the adapter for the family's
+    per-hook and host state (:meth:`hook_state`, :meth:`host_state`, ...). A family supplies its table, its host loop
+    and its facade, and overrides the Lightning methods whose rows need more than the standard context.
     """
+
+    family: ClassVar[str]
+    events: ClassVar[EventTable]
+    #: mount point -> helper methods whose override also makes the mount point active (MMEngine's ``_before_iter``).
+    delegates: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: functions that count as "not overridden" besides the base classes' own (Classy's ``ClassyHook._noop``).
+    noops: ClassVar[tuple[Callable[..., Any], ...]] = ()
+    #: a callable set on a hook instance counts as a mount point (mmcv's ``ClosureHook``).
+    instance_mounts: ClassVar[bool] = False
+    #: the family's host loop (:class:`~lightning_hooks.core.host_loop.HostLoop`), which the shared train lifecycle
+    #: drives (its counters, its rows); None: the shared lifecycle fires the rows itself (the toy family)
+    loop: HostLoop | None = None
 
     #: the library's name in messages, the positional arguments its host passes to every mount point, and the module
     #: prefixes of trusted hook classes (the library's own, our compat bases), for the adapt-time checks.
@@ -68,13 +90,19 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
                     f"{type(self).__name__} cannot drive {hook!r} ({type(hook).__module__}.{type(hook).__qualname__}): "
                     f"it is not a {self.family} hook. Accepted base classes: {_names(bases)}."
                 )
-        self.hooks: list[Any] = self.order(hooks)
-        for hook in self.hooks:
+        ordered = self.order(hooks)
+        for hook in ordered:
             check_hook(hook, self.events, self.family_title or self.family, self.host_args, self.upstream)
             self.check_arguments(hook)
-        self._init_state_key(self._generate_state_key(hooks=self.hook_keys()))
+        #: no rows fire until the family builds its host and calls ``self.dispatch.build_plan``
+        self.dispatch = HookDispatch(
+            type(self).__name__, self.family, self.events, ordered, bases,
+            delegates=self.delegates, noops=self.noops, instance_mounts=self.instance_mounts, conditions=self,
+            position=self._position,
+        )  # fmt: skip  # the dispatch's options on one line
+        self.state = AdapterState(self)
+        self._init_state_key(base_state_key(type(self).__qualname__, self.hook_keys()))
         self.host: Facade
-        self._init_dispatch()  # no rows fire until the family builds its host and calls _build_plan
         self._trainer: pl.Trainer | None = None
         self._patches: list[tuple[bool, Callable[[], None]]] = []  # (environment, remove) of each installed patch
         self._train_epoch_open = False  # a train epoch started in the host and has not ended
@@ -112,6 +140,11 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
 
     # ----------------------------------------------------------------------------------------- family contract
     @classmethod
+    def base_classes(cls) -> tuple[type, ...]:
+        """The classes a hook of this family derives from (real legacy bases that are imported, plus compat ones)."""
+        raise NotImplementedError
+
+    @classmethod
     def build_hook(cls, config: dict[str, Any]) -> Any:
         """Build one hook from a config in the family's own format (from YAML, LightningCLI or ``build_callbacks``)."""
         raise TypeError(f"{cls.__name__} does not build hooks from configs; pass hook objects instead of {config!r}")
@@ -122,6 +155,58 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
 
     def check_arguments(self, hook: Any) -> None:
         """Refuse hook arguments the host would only trip over during training (see :func:`check_argument`)."""
+
+    def hook_keys(self) -> list[str]:
+        """Stable per-hook checkpoint keys: the class name, ``#n`` when a class repeats (Classy: ``name()``)."""
+        return default_hook_keys(self.hooks)
+
+    def hook_state(self, hook: Any) -> Any:
+        """State of one hook to save in the Lightning checkpoint; ``None`` when the family keeps none per hook."""
+        return None
+
+    def load_hook_state(self, hook: Any, state: Any) -> None:
+        raise NotImplementedError
+
+    def removed_hooks_note(self, removed: list[str]) -> str:
+        """What the run continues from when hooks of the checkpoint (``removed``: their keys) are no longer in the
+        list, for the migration's warning (MMEngine: the EMA weights ``EMAHook`` saved as the model's); "" when their
+        state is simply dropped."""
+        return ""
+
+    def host_state(self) -> dict[str, Any]:
+        """State of the facade and the host loop (counters, message hubs, log buffers)."""
+        return {}
+
+    def load_host_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`host_state`."""
+
+    # -------------------------------------------------------------------------------------- the dispatch's face
+    @property
+    def hooks(self) -> list[Any]:
+        """The hooks in the family's order (held by the dispatch)."""
+        return self.dispatch.hooks
+
+    def fire(self, trigger: Trigger, *, errors: str = "raise", **context: Any) -> None:
+        """Fire ``trigger``'s table rows (:meth:`HookDispatch.fire`)."""
+        self.dispatch.fire(trigger, errors=errors, **context)
+
+    def call_hook(self, mount: str, **context: Any) -> None:
+        """Call mount point ``mount`` by name (:meth:`HookDispatch.call_hook`)."""
+        self.dispatch.call_hook(mount, **context)
+
+    @property
+    def fired_rows(self) -> Counter[Mount]:
+        """How often each table row has fired so far."""
+        return self.dispatch.fired_rows
+
+    @property
+    def fired(self) -> Counter[str]:
+        """How often each mount point has fired so far, by its rows or by name."""
+        return self.dispatch.fired
+
+    def mount_counts(self, hook: Any) -> dict[str, int]:
+        """How often each mount point ``hook`` implements has fired so far."""
+        return self.dispatch.mount_counts(hook)
 
     @property
     def hook_caller(self) -> HookCaller:
@@ -140,23 +225,36 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         raise NotImplementedError(f"{type(self).__name__} has a ModuleStep trigger but does not implement run_step")
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
-        """Start a train epoch in the host; ``mid_epoch`` when the fit resumed inside it (from a checkpoint)."""
-        self.fire(ON["on_train_epoch_start"])
+        """Start a train epoch in the host loop (which fires its rows); ``mid_epoch`` when the fit resumed inside it
+        (from a checkpoint). Without a host loop, fire the rows."""
+        if self.loop is not None:
+            self.loop.start_epoch(mid_epoch)
+        else:
+            self.fire(ON["on_train_epoch_start"])
 
     def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        """Start a train batch in the host (its epoch has started)."""
-        self.fire(ON["on_train_batch_start"], batch_idx=batch_idx, data_batch=batch)
+        """Start a train batch in the host loop (its epoch has started)."""
+        if self.loop is not None:
+            self.loop.start_iter(batch, batch_idx)
+        else:
+            self.fire(ON["on_train_batch_start"], batch_idx=batch_idx, data_batch=batch)
 
     def end_train_batch(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        """End a train batch in the host (before its epoch may end at it)."""
-        self.fire(ON["on_train_batch_end"], batch_idx=batch_idx, data_batch=batch, outputs=outputs)
+        """End a train batch in the host loop (before its epoch may end at it)."""
+        if self.loop is not None:
+            self.loop.end_iter(outputs, batch, batch_idx)
+        else:
+            self.fire(ON["on_train_batch_end"], batch_idx=batch_idx, data_batch=batch, outputs=outputs)
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
-        """End the open train epoch in the host, firing ``trigger``'s rows: :data:`LAST_TRAIN_BATCH`, or
+        """End the open train epoch in the host loop, firing ``trigger``'s rows: :data:`LAST_TRAIN_BATCH`, or
         ``on_train_epoch_end`` (an epoch cut short, or a host that does not end epochs at their last batch)."""
-        self.fire(trigger)
+        if self.loop is not None:
+            self.loop.end_epoch(trigger)
+        else:
+            self.fire(trigger)
 
     @property
     def ends_train_epoch_at_last_batch(self) -> bool:
@@ -171,7 +269,13 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         return not trainer.sanity_checking
 
     def train_epoch_open(self) -> bool:
+        """Whether a train epoch started in the host and has not ended (a row's condition, and what the shared train
+        epoch start/end reads). A family whose host loop owns this overrides it and :meth:`_mark_train_epoch`."""
         return self._train_epoch_open
+
+    def _mark_train_epoch(self, open_: bool) -> None:
+        """Record that the host's train epoch opened or closed (kept here unless the host loop owns it)."""
+        self._train_epoch_open = open_
 
     def _position(self) -> str:
         trainer = self._trainer
@@ -205,7 +309,7 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         self._check_hooks_not_shared(trainer)
         self._mute_checkpoint_hooks(trainer)
         self._trainer = trainer
-        self._train_epoch_open = False
+        self._mark_train_epoch(False)
         self._resumed_without_state = False
         self._install_patches(trainer, pl_module, stage)
 
@@ -233,10 +337,10 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
         them. In other runs every hook runs."""
         fast_dev_run = trainer.fast_dev_run  # type: ignore[attr-defined]  # Lightning's connectors set it; Trainer does not declare it
         muted = [h for h in self.hooks if fast_dev_run and self._writes_checkpoints(h)]
-        self._mute(muted)
+        self.dispatch.mute("checkpoint hooks under fast_dev_run", muted)
         notes = []
         if muted:
-            mounts = sorted({m for h in muted for m in self.events.mount_points() if self._overrides(h, m)})
+            mounts = sorted({m for h in muted for m in self.events.mount_points() if self.dispatch._overrides(h, m)})
             notes.append(
                 f"its checkpoint hooks {', '.join(type(h).__qualname__ for h in muted)} are skipped (mount points "
                 f"{', '.join(mounts)} are not called) and write no checkpoint a later run could resume from"
@@ -277,7 +381,7 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
             self.fire(ON["on_exception"], errors="warn", exception=exception)
         finally:
             self.restore_live_weights()
-            self._failed_at = None
+            self.dispatch.clear_failure()
             self._release_work_dir()
             self._remove_patches()
 
@@ -307,14 +411,14 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
 
     @override
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        if not self._train_epoch_open:
+        if not self.train_epoch_open():
             # Lightning 2.6 does not call on_train_epoch_start for the epoch a fit resumes into from a checkpoint
             # written during it or at the previous epoch's last batch; every legacy host starts each epoch it runs.
             self._start_train_epoch(trainer, pl_module, mid_epoch=batch_idx > 0)
         self.start_train_batch(trainer, pl_module, batch, batch_idx)
 
     def _start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
-        self._train_epoch_open = True
+        self._mark_train_epoch(True)
         self.start_train_epoch(trainer, pl_module, mid_epoch=mid_epoch)
 
     @override
@@ -327,14 +431,14 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
 
     @override
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self._train_epoch_open:  # not ended at its last batch: cut short, or a host that ends epochs here
+        if self.train_epoch_open():  # not ended at its last batch: cut short, or a host that ends epochs here
             self._end_train_epoch(trainer, ON["on_train_epoch_end"])
 
     def _end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         try:
             self.end_train_epoch(trainer, trigger)  # rows read train_epoch_open(): still True here
         finally:
-            self._train_epoch_open = False
+            self._mark_train_epoch(False)
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -404,9 +508,21 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
 
     # ------------------------------------------------------------------------------------------- checkpoint state
     @override
+    def state_dict(self) -> dict[str, Any]:
+        return self.state.state_dict()
+
+    @override
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.state.load_state_dict(state_dict)
+
+    def checkpoint_state(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> dict[str, Any] | None:
+        """This adapter's state in ``checkpoint`` (:meth:`AdapterState.checkpoint_state`)."""
+        return self.state.checkpoint_state(trainer, checkpoint)
+
+    @override
     def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
         """Warn where Lightning replays the saved batch; resuming with another hook list changes :attr:`state_key`:
-        then load the one state an adapter of this class wrote (:meth:`~AdapterState.migrate_state`; Lightning calls
+        then load the one state an adapter of this class wrote (:meth:`~AdapterState.migrate`; Lightning calls
         this before ``load_state_dict``, which it skips for a key the checkpoint lacks)."""
         if trainer.state.fn == "fit" and lightning_api.replays_saved_batch(trainer, checkpoint):
             warnings.warn(
@@ -416,7 +532,7 @@ class LegacyHookAdapter(HookDispatch, AdapterState, UniqueStateKey, Callback):
                 "Lightning >= 2.5 resumes after the batch: pip install 'lightning>=2.5,<2.7'.",
                 stacklevel=2,
             )
-        self.migrate_state(trainer, checkpoint)
+        self.state.migrate(trainer, checkpoint)
         #: the fit resumes from a checkpoint with no state of this adapter (a plain Lightning one, written without it):
         #: the family's host counters then follow Lightning's restored loop (MMEngine) or start fresh
         self._resumed_without_state = trainer.state.fn == "fit" and self.checkpoint_state(trainer, checkpoint) is None

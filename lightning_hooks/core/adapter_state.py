@@ -1,109 +1,139 @@
 """An adapter's checkpoint state: per-hook and host state, and the migration of a state written with another hook list.
 
-:class:`AdapterState` is a base of :class:`~lightning_hooks.core.adapter.LegacyHookAdapter`: it implements the
-``Callback`` methods ``state_dict`` / ``load_state_dict``, and :meth:`AdapterState.migrate_state` is what the adapter's
-``on_load_checkpoint`` runs.
+:class:`AdapterState` is a member of :class:`~lightning_hooks.core.adapter.LegacyHookAdapter` (``adapter.state``):
+the adapter's ``Callback`` methods ``state_dict`` / ``load_state_dict`` and ``on_load_checkpoint`` call it, and it
+asks the adapter (a :class:`StateOwner`) for what only the family knows: each hook's state and the host's.
 """
 
 from __future__ import annotations
 
-import ast
 import copy
-import re
+import hashlib
 import warnings
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, Protocol
 
-from typing_extensions import override
-
-from lightning_hooks.core.lightning_api import Callback, pl
+from lightning_hooks.core.lightning_api import pl
 
 
-class AdapterState(Callback):
+class StateOwner(Protocol):
+    """What :class:`AdapterState` reads from its adapter: the family, the hooks and their keys, and the family's
+    per-hook and host state."""
+
+    family: str
+
+    @property
+    def hooks(self) -> list[Any]: ...
+
+    @property
+    def state_key(self) -> str: ...
+
+    def hook_keys(self) -> list[str]: ...
+
+    def hook_state(self, hook: Any) -> Any: ...
+
+    def load_hook_state(self, hook: Any, state: Any) -> None: ...
+
+    def host_state(self) -> dict[str, Any]: ...
+
+    def load_host_state(self, state: dict[str, Any]) -> None: ...
+
+    def removed_hooks_note(self, removed: list[str]) -> str: ...
+
+
+def default_hook_keys(hooks: list[Any]) -> list[str]:
+    """Stable per-hook keys: the class name, suffixed with ``#n`` when a class repeats."""
+    seen: Counter[str] = Counter()
+    keys = []
+    for hook in hooks:
+        name = type(hook).__qualname__
+        keys.append(f"{name}#{seen[name]}" if seen[name] else name)
+        seen[name] += 1
+    return keys
+
+
+def base_state_key(adapter_class: str, hook_keys: list[str]) -> str:
+    """An adapter's checkpoint key before its ``#n``: its class and a digest of its hook list, so resuming with
+    another list finds no state under its key and migrates (:meth:`AdapterState.migrate`). The list itself is in the
+    state (``hook_list``), never read back from the key."""
+    digest = hashlib.sha1("\n".join(hook_keys).encode()).hexdigest()[:10]
+    return f"{adapter_class}@{digest}"
+
+
+def key_before_0_3(adapter_class: str, hook_keys: list[str], index: int) -> str:
+    """The key an adapter with these hooks had in checkpoints of lightning-hooks 0.1 and 0.2: Lightning's
+    ``Callback._generate_state_key(hooks=[...])`` format, plus ``#n`` for the n-th adapter with the same hooks."""
+    key = f"{adapter_class}{ {'hooks': hook_keys}!r}"
+    return f"{key}#{index}" if index else key
+
+
+class AdapterState:
     """Checkpoint state of a family adapter: ``{"family", "hook_list": [hook key, ...], "hooks": {hook key: state},
     "host": facade state}``.
 
-    Hooks are keyed by :meth:`hook_keys` (class name, ``#n`` when a class repeats), and ``hook_list`` is the list of
-    all of them. The state key (``state_key``, of :class:`~lightning_hooks.core.state_keys.UniqueStateKey`) is built
-    from that list, so resuming with another list finds no state under its key: :meth:`migrate_state` then loads the
-    one state of the same adapter class that no other callback claims, and warns what changed.
+    Hooks are keyed by the adapter's ``hook_keys()`` (class name, ``#n`` when a class repeats), and ``hook_list`` is
+    the list of all of them. The adapter's ``state_key`` is built from that list (:func:`base_state_key`), so resuming
+    with another list finds no state under its key: :meth:`migrate` then loads the one state of the same adapter class
+    that no other callback claims, and warns what changed. A checkpoint written before 0.3 keys the same state by
+    :func:`key_before_0_3`; :meth:`migrate` finds it there.
 
     Example::
 
-        adapter.state_dict()  # {"family": "mmengine", "hook_list": ["EMAHook"], "hooks": {"EMAHook": {...}}, "host": ...}
+        adapter.state.state_dict()  # {"family": "mmengine", "hook_list": ["EMAHook"], "hooks": {"EMAHook": {...}}, ...}
     """
 
-    family: ClassVar[str]
-    hooks: list[Any]
-    state_key: str
+    def __init__(self, owner: StateOwner) -> None:
+        self.owner = owner
 
-    def hook_keys(self) -> list[str]:
-        """Stable per-hook keys: the class name, suffixed with ``#n`` when a class repeats."""
-        seen: Counter[str] = Counter()
-        keys = []
-        for hook in self.hooks:
-            name = type(hook).__qualname__
-            keys.append(f"{name}#{seen[name]}" if seen[name] else name)
-            seen[name] += 1
-        return keys
+    @property
+    def state_key(self) -> str:
+        """The adapter's key among the callbacks' states in a Lightning checkpoint."""
+        return self.owner.state_key
 
-    def hook_state(self, hook: Any) -> Any:
-        """State of one hook to save in the Lightning checkpoint; ``None`` when the family keeps none per hook."""
-        return None
-
-    def load_hook_state(self, hook: Any, state: Any) -> None:
-        raise NotImplementedError
-
-    def removed_hooks_note(self, removed: list[str]) -> str:
-        """What the run continues from when hooks of the checkpoint (``removed``: their keys) are no longer in the
-        list, for :meth:`migrate_state`'s warning (MMEngine: the EMA weights ``EMAHook`` saved as the model's); ""
-        when their state is simply dropped."""
-        return ""
-
-    def host_state(self) -> dict[str, Any]:
-        """State of the facade (counters, message hubs, log buffers)."""
-        return {}
-
-    def load_host_state(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`host_state`."""
-
-    @override
     def state_dict(self) -> dict[str, Any]:
-        pairs = zip(self.hook_keys(), self.hooks, strict=True)
-        hooks = {k: s for k, h in pairs if (s := self.hook_state(h)) is not None}
-        return {"family": self.family, "hook_list": self.hook_keys(), "hooks": hooks, "host": self.host_state()}
+        owner = self.owner
+        pairs = zip(owner.hook_keys(), owner.hooks, strict=True)
+        hooks = {k: s for k, h in pairs if (s := owner.hook_state(h)) is not None}
+        return {"family": owner.family, "hook_list": owner.hook_keys(), "hooks": hooks, "host": owner.host_state()}
 
-    @override
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        owner = self.owner
         family = state_dict.get("family")
-        if family != self.family:
+        if family != owner.family:
             raise ValueError(
-                f"{type(self).__name__} ({self.state_key}) was given checkpoint state written by a {family!r} adapter. "
-                f"Resume with the same adapters and hooks the checkpoint was written with."
+                f"{type(owner).__name__} ({', '.join(owner.hook_keys())}) was given checkpoint state written by a {family!r} "
+                f"adapter. Resume with the same adapters and hooks the checkpoint was written with."
             )
         saved = state_dict.get("hooks", {})
-        for key, hook in zip(self.hook_keys(), self.hooks, strict=True):
+        keys = owner.hook_keys()
+        for key, hook in zip(keys, owner.hooks, strict=True):
             if key in saved:
-                self.load_hook_state(hook, saved[key])
-        unknown = saved.keys() - set(self.hook_keys())
+                owner.load_hook_state(hook, saved[key])
+        unknown = saved.keys() - set(keys)
         if unknown:
             warnings.warn(
-                f"{type(self).__name__}: checkpoint holds state of hooks not in this adapter: {sorted(unknown)}",
+                f"{type(owner).__name__}: checkpoint holds state of hooks not in this adapter: {sorted(unknown)}",
                 stacklevel=1,
             )
-        self.load_host_state(state_dict.get("host", {}))
+        owner.load_host_state(state_dict.get("host", {}))
 
-    def migrate_state(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
-        """When the checkpoint has no state under this adapter's key (resumed with another hook list), load the one
-        state an adapter of this class wrote that no callback of ``trainer`` claims, and warn which hooks changed; with
-        several candidates, start fresh and warn. Lightning skips ``load_state_dict`` for a key the checkpoint lacks."""
+    def migrate(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
+        """When the checkpoint has no state under the adapter's key, load the state it has under the adapter's key
+        before 0.3 (the same hooks); else (resumed with another hook list) the one state an adapter of this class
+        wrote that no callback of ``trainer`` claims, and warn which hooks changed; with several candidates, start
+        fresh and warn. Lightning skips ``load_state_dict`` for a key the checkpoint lacks."""
+        owner = self.owner
         states = checkpoint.get("callbacks") or {}
-        if self.state_key in states:
+        if owner.state_key in states:
             return
-        prefix = type(self).__qualname__
+        old = _key_before_0_3(owner, trainer)
+        if old in states:
+            self.load_state_dict(copy.deepcopy(states[old]))
+            return
+        prefix = type(owner).__qualname__
         found = self._unclaimed_states(trainer, states)
-        name = f"{prefix} ({', '.join(self.hook_keys())})"
+        name = f"{prefix} ({', '.join(owner.hook_keys())})"
         if len(found) > 1:
             warnings.warn(
                 f"{name}: the checkpoint has no state for these hooks and several {prefix} states it cannot tell "
@@ -111,12 +141,12 @@ class AdapterState(Callback):
                 stacklevel=1,
             )
         elif found:
-            [(key, state)] = found.items()
-            saved = _saved_hooks(state, key, prefix)
-            added = [k for k in self.hook_keys() if k not in saved]
-            removed = [k for k in saved if k not in self.hook_keys()]
+            [state] = found.values()
+            saved = _saved_hooks(state)
+            added = [k for k in owner.hook_keys() if k not in saved]
+            removed = [k for k in saved if k not in owner.hook_keys()]
             changes = [f"added (start fresh): {added}"] * bool(added) + [f"removed (state dropped): {removed}"] * bool(removed)
-            note = self.removed_hooks_note(removed) if removed else ""
+            note = owner.removed_hooks_note(removed) if removed else ""
             warnings.warn(
                 f"{name}: the checkpoint was written with hooks {saved}; loading its state for the shared hooks and "
                 f"the host. Hooks {', '.join(changes) or 'reordered'}." + (f" {note}" if note else ""),
@@ -125,32 +155,42 @@ class AdapterState(Callback):
             self.load_state_dict(copy.deepcopy(state))
 
     def _unclaimed_states(self, trainer: pl.Trainer, states: Mapping[Any, Any]) -> dict[str, Any]:
-        """The checkpoint's states of an adapter of this class and family whose key no callback of ``trainer`` has
-        (written with another hook list)."""
-        taken = {c.state_key for c in trainer.callbacks}  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
-        prefix = type(self).__qualname__ + "{"
+        """The checkpoint's states of an adapter of this class and family whose key no callback of ``trainer`` has,
+        now or before 0.3 (written with another hook list)."""
+        callbacks = trainer.callbacks  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
+        taken = {c.state_key for c in callbacks}
+        taken |= {_key_before_0_3(c, trainer) for c in callbacks if isinstance(getattr(c, "state", None), AdapterState)}
+        prefix = type(self.owner).__qualname__
         return {
             k: v for k, v in states.items()
-            if isinstance(k, str) and k.startswith(prefix) and k not in taken
-            and isinstance(v, Mapping) and v.get("family") == self.family
+            if isinstance(k, str) and k.startswith((prefix + "@", prefix + "{")) and k not in taken
+            and isinstance(v, Mapping) and v.get("family") == self.owner.family
         }  # fmt: skip  # one filter, one condition per line
 
     def checkpoint_state(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The state of ``checkpoint`` this adapter loads: its own key's, else the one unclaimed state of its class
-        (see :meth:`migrate_state`); None when there is none, or several it cannot tell apart."""
+        """The state of ``checkpoint`` the adapter loads: its own key's (now or before 0.3), else the one unclaimed
+        state of its class (see :meth:`migrate`); None when there is none, or several it cannot tell apart."""
         states = checkpoint.get("callbacks") or {}
-        if self.state_key in states:
-            return states[self.state_key]
+        for key in (self.owner.state_key, _key_before_0_3(self.owner, trainer)):
+            if key in states:
+                return states[key]
         found = self._unclaimed_states(trainer, states)
         return next(iter(found.values())) if len(found) == 1 else None
 
 
-def _saved_hooks(state: Mapping[str, Any], key: str, prefix: str) -> list[str]:
-    """The hook keys of the adapter that wrote ``state``: its ``hook_list``. A state written by lightning-hooks 0.1.0
-    has none: its hook keys are only in its state ``key``, written by ``_generate_state_key(hooks=[...])``."""
+def _key_before_0_3(owner: StateOwner, trainer: pl.Trainer) -> str:
+    """``owner``'s key in a checkpoint written before 0.3: numbered among ``trainer``'s adapters of its class with the
+    same hook keys, as that key was."""
+    keys = owner.hook_keys()
+    callbacks = trainer.callbacks  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
+    same = [c for c in callbacks if type(c) is type(owner) and c.hook_keys() == keys]
+    index = next((i for i, c in enumerate(same) if c is owner), 0)
+    return key_before_0_3(type(owner).__qualname__, keys, index)
+
+
+def _saved_hooks(state: Mapping[str, Any]) -> list[str]:
+    """The hook keys of the adapter that wrote ``state``: its ``hook_list``; a state written by lightning-hooks 0.1.0
+    has none, so the hooks that saved state stand for it (a hook that saved none shows as added)."""
     if "hook_list" in state:
         return list(state["hook_list"])
-    try:
-        return list(ast.literal_eval(re.sub(r"#\d+$", "", key[len(prefix):]))["hooks"])
-    except (ValueError, SyntaxError, KeyError, TypeError):
-        return []
+    return list(state.get("hooks", {}))

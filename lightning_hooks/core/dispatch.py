@@ -2,15 +2,15 @@
 
 :class:`HookDispatch` needs no Trainer: give it ordered hooks and an :class:`EventTable`, build its plan once the host
 facade exists, and :meth:`~HookDispatch.fire` triggers. :class:`~lightning_hooks.core.adapter.LegacyHookAdapter`
-derives from it and fires from Lightning's events and the patches it installs.
+holds one (``adapter.dispatch``) and fires it from Lightning's events and the patches it installs.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections import Counter
-from collections.abc import Callable
-from typing import Any, ClassVar, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from lightning_hooks.core.errors import add_note
 from lightning_hooks.core.events import EventTable, Mount
@@ -36,85 +36,98 @@ class HookCaller(Protocol):
 
 class HookDispatch:
     """The dispatch plan of one family's hooks: per trigger, the table rows that have a hook overriding the mount
-    point, and per row how often it fired.
+    point, and per row how often it fired. A member of the adapter (``adapter.dispatch``); it needs no Trainer.
 
-    Subclasses set ``family`` and ``events``, implement :meth:`base_classes`, fill ``self.hooks`` (in the family's
-    order) and call :meth:`_init_dispatch`, then :meth:`_build_plan` once the host exists. A row's ``when`` names a
-    method of the subclass returning whether the row fires.
+    It holds the ordered hook list (the one list: the adapter and its checkpoint state read it here). Build the plan
+    with :meth:`build_plan` once the host exists; until then every accepted trigger fires nothing. A row's ``when``
+    names a method of ``conditions`` (the adapter) returning whether the row fires; ``position`` says where the run
+    is, for error notes.
+
+    Contract with the adapter: a hook that raises in :meth:`fire` or :meth:`call_hook` is recorded in
+    :attr:`failed_at` (mount point, hook) by the dispatch only; the adapter reads it while handling the failure
+    (MMEngine's EMA swap-back) and clears it with :meth:`clear_failure` once ``on_exception`` has run.
 
     Example::
 
-        class Toy(HookDispatch):
-            family, events = "toy", TOY_EVENTS
-
-            @classmethod
-            def base_classes(cls): return (ToyHook,)
-
-        toy = Toy(); toy.hooks = [MyToyHook()]; toy._init_dispatch(); toy._build_plan((host,))
+        toy = HookDispatch("Toy", "toy", TOY_EVENTS, [MyToyHook()], (ToyHook,))
+        toy.build_plan((host,))
         toy.fire(ON["on_train_start"])  # MyToyHook.before_train(host)
     """
 
-    family: ClassVar[str]
-    events: ClassVar[EventTable]
-    #: mount point -> helper methods whose override also makes the mount point active (MMEngine's ``_before_iter``).
-    delegates: ClassVar[dict[str, tuple[str, ...]]] = {}
-    #: functions that count as "not overridden" besides the base classes' own (Classy's ``ClassyHook._noop``).
-    noops: ClassVar[tuple[Callable[..., Any], ...]] = ()
-
-    hooks: list[Any]
-
-    @classmethod
-    def base_classes(cls) -> tuple[type, ...]:
-        """The classes a hook of this family derives from (real legacy bases that are imported, plus compat ones)."""
-        raise NotImplementedError
-
-    def _init_dispatch(self) -> None:
-        """An empty plan: every accepted trigger fires nothing until :meth:`_build_plan`."""
-        self._fired = [0] * len(self.events.rows)  # how often each table row fired, by row index
+    def __init__(
+        self, name: str, family: str, events: EventTable, hooks: list[Any], base_classes: tuple[type, ...], *,
+        delegates: Mapping[str, tuple[str, ...]] | None = None, noops: tuple[Callable[..., Any], ...] = (),
+        instance_mounts: bool = False, conditions: object = None, position: Callable[[], str] | None = None,
+    ) -> None:  # fmt: skip  # the keyword-only options on their own line
+        self.name, self.family, self.events = name, family, events
+        self.hooks = hooks
+        self.base_classes = base_classes
+        #: mount point -> helper methods whose override also makes the mount point active (MMEngine's ``_before_iter``)
+        self.delegates: Mapping[str, tuple[str, ...]] = delegates or {}
+        #: functions that count as "not overridden" besides the base classes' own (Classy's ``ClassyHook._noop``)
+        self.noops = noops
+        #: a callable set on the hook instance counts as a mount point (mmcv's ``ClosureHook`` sets ``hook.<name>``)
+        self.instance_mounts = instance_mounts
+        self.conditions = conditions
+        self._position = position or _before_setup  # a function, not a lambda: the adapter is pickled (ddp_spawn)
+        self._fired = [0] * len(events.rows)  # how often each table row fired, by row index
         # what fire() accepts: the table's triggers, and every Lightning event (the adapter's methods fire them all)
-        self._triggers: frozenset[Trigger] = frozenset(self.events.events()) | frozenset(ON.values())
+        self._triggers: frozenset[Trigger] = frozenset(events.events()) | frozenset(ON.values())
         self._host_args: tuple[Any, ...] = ()
         # the plan: the steps each accepted trigger fires, keyed by the id of the trigger objects (a fast lookup on
         # every step), and by value for an equal trigger built elsewhere
         self._plan_by_value: dict[Trigger, tuple[Step, ...]] = dict.fromkeys(self._triggers, ())
         self._plan: dict[int, tuple[Step, ...]] = {id(t): () for t in self._triggers}
-        self._failed_at: tuple[str, Any] | None = None  # (mount point, hook) of the last hook error
-        self._muted: list[Any] = []  # hooks that fire nothing in this run (see _mute)
+        self.failed_at: tuple[str, Any] | None = None  # (mount point, hook) of the last hook error
+        self._muted: dict[str, list[Any]] = {}  # why -> hooks that fire nothing (see mute)
         self._by_name: dict[str, tuple[Call, ...]] = {}  # mount point -> hook calls, for call_hook
         self._called: Counter[str] = Counter()  # how often call_hook called each mount point
 
+    def clear_failure(self) -> None:
+        """Forget the last hook error (the adapter calls it once the failure has been handled)."""
+        self.failed_at = None
+
+    def has_rows(self, trigger: Trigger) -> bool:
+        """Whether ``trigger`` fires any row (a hook overrides one of its mount points)."""
+        return self._plan.get(id(trigger)) != ()
+
     def active(self, hook: Any, mount: str) -> bool:
         """Whether ``hook`` does something at ``mount``: it is not muted and overrides the mount point or one of its
-        delegates."""
-        if any(hook is m for m in self._muted):
+        delegates (or, with ``instance_mounts``, has it set on the instance)."""
+        if any(hook is m for muted in self._muted.values() for m in muted):
             return False
+        if self.instance_mounts and callable(vars(hook).get(mount)):
+            return True
         return any(self._overrides(hook, name) for name in (mount, *self.delegates.get(mount, ())))
 
     def _overrides(self, hook: Any, name: str) -> bool:
         fn = getattr(type(hook), name, None)
         if fn is None:
             return False
-        defaults = {getattr(base, name, None) for base in self.base_classes()} | set(self.noops)
+        defaults = {getattr(base, name, None) for base in self.base_classes} | set(self.noops)
         return fn not in defaults
 
-    def _build_plan(self, host_args: tuple[Any, ...]) -> None:
+    def build_plan(self, host_args: tuple[Any, ...]) -> None:
         """Precompute, per trigger, the rows that have at least one active hook. Call once the host exists."""
         self._host_args = host_args
         plan: dict[Trigger, list[Step]] = {}
         for index, row in enumerate(self.events.rows):
             calls = tuple((h, getattr(h, row.mount)) for h in self.hooks if self.active(h, row.mount))
             if calls:
-                when = getattr(self, row.when) if row.when else None
+                when = getattr(self.conditions, row.when) if row.when else None
                 plan.setdefault(row.event, []).append((index, row, when, frozenset(row.args), calls))
         self._plan_by_value = {trigger: tuple(plan.get(trigger, ())) for trigger in self._triggers}
         self._plan = {id(trigger): steps for trigger, steps in self._plan_by_value.items()}
         self._by_name = {}
 
-    def _mute(self, hooks: list[Any]) -> None:
-        """Fire nothing for ``hooks`` (and again everything for the others) from now on; rebuilds the plan."""
-        if len(hooks) != len(self._muted) or any(a is not b for a, b in zip(hooks, self._muted, strict=True)):
-            self._muted = list(hooks)
-            self._build_plan(self._host_args)
+    def mute(self, why: str, hooks: list[Any]) -> None:
+        """Fire nothing for ``hooks`` (and again everything for those muted before for the same reason ``why``) from
+        now on: checkpoint hooks under ``fast_dev_run``, iMIX's main-process-only hooks on other ranks. Rebuilds the
+        plan when the list changes."""
+        before = self._muted.get(why, [])
+        if len(hooks) != len(before) or any(a is not b for a, b in zip(hooks, before, strict=True)):
+            self._muted[why] = list(hooks)
+            self.build_plan(self._host_args)
 
     def fire(self, trigger: Trigger, *, errors: str = "raise", **context: Any) -> None:
         """Call, in table order, every mount point ``trigger`` fires, with the arguments its row names.
@@ -126,7 +139,7 @@ class HookDispatch:
         if steps is None:
             steps = self._plan_by_value.get(trigger)
             if steps is None:
-                raise ValueError(f"{type(self).__name__}: {trigger!r} is not a trigger of the {self.family} event table")
+                raise ValueError(f"{self.name}: {trigger!r} is not a trigger of the {self.family} event table")
         host = self._host_args
         for index, row, when, names, calls in steps:
             if when is not None and not when():
@@ -139,7 +152,7 @@ class HookDispatch:
                     fn(*host, **kwargs)
                 except Exception as err:
                     if errors == "raise":
-                        self._failed_at = (row.mount, hook)
+                        self.failed_at = (row.mount, hook)
                         add_note(err, self._where(hook, row))
                         raise
                     warnings.warn(f"{self._where(hook, row)} while handling {context.get('exception')!r}: {err!r}", stacklevel=2)
@@ -157,7 +170,7 @@ class HookDispatch:
             try:
                 fn(*self._host_args, **context)
             except Exception as err:
-                self._failed_at = (mount, hook)
+                self.failed_at = (mount, hook)
                 add_note(
                     err,
                     f"[lightning-hooks] raised by {self.family} hook {type(hook).__qualname__} in mount point "
@@ -171,7 +184,7 @@ class HookDispatch:
         missing = [name for name in row.args if name not in context]
         if missing:
             raise TypeError(
-                f"{type(self).__name__}: the {self.family} event table's row '{row.mount}' at trigger '{trigger}' "
+                f"{self.name}: the {self.family} event table's row '{row.mount}' at trigger '{trigger}' "
                 f"passes {missing} to its hooks, but the trigger fired with {sorted(context) or 'no arguments'}. "
                 f"Fire '{trigger}' with {list(row.args)}, or change the row's args."
             )
@@ -182,10 +195,6 @@ class HookDispatch:
             f"[lightning-hooks] raised by {self.family} hook {type(hook).__qualname__} in mount point '{row.mount}' "
             f"(Lightning event '{row.event}', {self._position()})"
         )
-
-    def _position(self) -> str:
-        """Where the run is, for error notes; the adapter names the Trainer's epoch and global step."""
-        return "before setup"
 
     @property
     def fired_rows(self) -> Counter[Mount]:
@@ -205,3 +214,8 @@ class HookDispatch:
         """How often each mount point ``hook`` implements has fired so far."""
         fired = self.fired
         return {m: fired[m] for m in self.events.mount_points() if self.active(hook, m) and fired[m]}
+
+
+def _before_setup() -> str:
+    """The position of a dispatch that no adapter drives, for error notes."""
+    return "before setup"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -12,6 +13,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from lightning_hooks import ClassyAdapter
 from lightning_hooks.compat import classy as compat_classy
+from lightning_hooks.core.adapter_state import base_state_key
 
 
 class StepCounter(compat_classy.ClassyHook):
@@ -89,7 +91,8 @@ def test_resume_warns_when_several_saved_states_could_be_this_adapters(tmp_path)
     adapter = ClassyAdapter([StepCounter(), PhaseCounter()])
     trainer = pl.Trainer(max_epochs=2, callbacks=[adapter], default_root_dir=tmp_path, logger=False,
                          enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
-    with pytest.warns(UserWarning, match=r"several ClassyAdapter states.*\"ClassyAdapter\{'hooks': \['PhaseCounter'\]\}\""):
+    phase_key = base_state_key("ClassyAdapter", ["PhaseCounter"])
+    with pytest.warns(UserWarning, match=rf"several ClassyAdapter states.*'{phase_key}'"):
         trainer.fit(TinyModule(), tiny_loader(), ckpt_path=tmp_path / "a" / "ckpt" / "last.ckpt")
     assert adapter.hooks[0].steps_at_start == 0
 
@@ -114,9 +117,9 @@ def test_the_saved_hook_list_is_read_from_the_state_not_from_its_key(tmp_path):
     _fit(tmp_path / "a", max_epochs=1)
     checkpoint = torch.load(tmp_path / "a" / "ckpt" / "last.ckpt", weights_only=True)
     states = checkpoint["callbacks"]
-    states["ClassyAdapter{renamed}"] = states.pop("ClassyAdapter{'hooks': ['StepCounter']}")
-    del states["ClassyAdapter{'hooks': ['PhaseCounter']}"]
-    assert states["ClassyAdapter{renamed}"]["hook_list"] == ["StepCounter"]
+    states["ClassyAdapter@renamed"] = states.pop(base_state_key("ClassyAdapter", ["StepCounter"]))
+    del states[base_state_key("ClassyAdapter", ["PhaseCounter"])]
+    assert states["ClassyAdapter@renamed"]["hook_list"] == ["StepCounter"]
     torch.save(checkpoint, tmp_path / "renamed.ckpt")
     step = StepCounter()
     trainer = pl.Trainer(max_epochs=2, callbacks=[ClassyAdapter([step, PhaseCounter()])], default_root_dir=tmp_path,
@@ -124,3 +127,30 @@ def test_the_saved_hook_list_is_read_from_the_state_not_from_its_key(tmp_path):
     with pytest.warns(UserWarning, match=r"written with hooks \['StepCounter'\].*added.*\['PhaseCounter'\]"):
         trainer.fit(TinyModule(), tiny_loader(), ckpt_path=tmp_path / "renamed.ckpt")
     assert step.steps_at_start == 4
+
+
+#: ``_fit``'s two adapters after one epoch, written while an adapter's key held its hook list
+#: (``ClassyAdapter{'hooks': ['StepCounter']}``, ``ClassyAdapter{'hooks': ['PhaseCounter']}``), with ``hook_list``
+BEFORE_0_3 = Path(__file__).parent / "fixtures" / "classy_adapters_hook_list_in_state_key.ckpt"
+
+
+def test_a_checkpoint_keyed_by_the_hook_list_resumes_each_adapter_from_its_own_state(tmp_path):
+    """Each adapter finds its state under its key before 0.3 (the same hooks: no migration, no warning), and the
+    two do not swap states though both are ClassyAdapters."""
+    states = torch.load(BEFORE_0_3, weights_only=True)["callbacks"]
+    assert {"ClassyAdapter{'hooks': ['StepCounter']}", "ClassyAdapter{'hooks': ['PhaseCounter']}"} <= states.keys()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*(checkpoint was written with hooks|several ClassyAdapter)")
+        (step, phase), resumed, _ = _fit(tmp_path, max_epochs=2, ckpt_path=BEFORE_0_3)
+    assert (step.steps_at_start, phase.steps_at_start) == (4, 60)
+    assert (step.state.steps, phase.state.steps) == (8, 120)
+    assert resumed[1].task.train_phase_idx == 1 and resumed[1].task.phase_idx == 3
+
+
+def test_state_of_another_family_under_the_adapters_key_is_refused():
+    adapter = ClassyAdapter([StepCounter()])
+    state = adapter.state_dict()
+    adapter.load_state_dict(state)  # its own: loads
+    with pytest.raises(ValueError, match=r"ClassyAdapter \(StepCounter\) was given checkpoint state written by a "
+                                         r"'imix' adapter\. Resume with the same adapters"):  # fmt: skip
+        adapter.load_state_dict({**state, "family": "imix"})

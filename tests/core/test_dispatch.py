@@ -165,15 +165,15 @@ def test_on_exception_reaches_hooks_and_their_own_failure_does_not_mask_the_erro
     assert failing.seen == ok.seen == ["train"]
 
 
-class Toy(HookDispatch):
-    """A bare dispatch plan (no Trainer): one row passing ``batch_idx`` and ``outputs`` to its hooks."""
+#: one row passing ``batch_idx`` and ``outputs`` to its hooks
+TOY_EVENTS = EventTable("toy", [Mount(ON["on_train_batch_end"], "batch", ("batch_idx", "outputs"))])
 
-    family = "toy"
-    events = EventTable("toy", [Mount(ON["on_train_batch_end"], "batch", ("batch_idx", "outputs"))])
 
-    @classmethod
-    def base_classes(cls):
-        return (toy_family.ToyHook,)
+def Toy(hooks):
+    """A bare dispatch plan (no Trainer) of ``hooks``, its host the string "host"."""
+    toy = HookDispatch("Toy", "toy", TOY_EVENTS, hooks, (toy_family.ToyHook,))
+    toy.build_plan(("host",))
+    return toy
 
 
 class Batch(toy_family.ToyHook):
@@ -185,11 +185,7 @@ class Batch(toy_family.ToyHook):
 
 
 def _toy():
-    toy = Toy()
-    toy.hooks = [Batch()]
-    toy._init_dispatch()
-    toy._build_plan(("host",))
-    return toy
+    return Toy([Batch()])
 
 
 def test_fire_passes_a_row_exactly_the_arguments_it_names():
@@ -222,12 +218,9 @@ class ByName(toy_family.ToyHook):
 
 
 def test_call_hook_calls_a_mount_point_by_name_on_active_hooks_and_counts_it():
-    toy = Toy()
-    toy.hooks = [ByName(), Batch(), ByName()]
-    toy._init_dispatch()
-    toy._build_plan(("host",))
+    toy = Toy([ByName(), Batch(), ByName()])
     toy.call_hook("custom", step=3)
-    toy._mute([toy.hooks[2]])  # as under fast_dev_run
+    toy.mute("fast_dev_run", [toy.hooks[2]])  # as under fast_dev_run
     toy.call_hook("custom", step=4)
     assert toy.hooks[0].calls == [("host", dict(step=3)), ("host", dict(step=4))]
     assert toy.hooks[2].calls == [("host", dict(step=3))]
@@ -235,11 +228,20 @@ def test_call_hook_calls_a_mount_point_by_name_on_active_hooks_and_counts_it():
 
 
 def test_call_hook_notes_the_hook_and_mount_point_of_an_error():
-    toy = Toy()
-    toy.hooks = [ByName(fail=True)]
-    toy._init_dispatch()
-    toy._build_plan(("host",))
+    toy = Toy([ByName(fail=True)])
     with pytest.raises(RuntimeError, match="custom failed") as info:
         toy.call_hook("custom")
     assert "raised by toy hook ByName in mount point 'custom' (called by name, before setup)" in "".join(info.value.__notes__)
-    assert toy._failed_at == ("custom", toy.hooks[0])
+    assert toy.failed_at == ("custom", toy.hooks[0])
+    toy.clear_failure()
+    assert toy.failed_at is None
+
+
+def test_hooks_muted_for_one_reason_stay_muted_when_another_reasons_list_changes():
+    """fast_dev_run's checkpoint hooks and iMIX's main-process-only hooks are two lists: setting one keeps the other."""
+    toy = Toy([Batch(), Batch()])
+    toy.mute("main process only", [toy.hooks[0]])
+    toy.mute("checkpoint hooks under fast_dev_run", [toy.hooks[1]])
+    toy.mute("checkpoint hooks under fast_dev_run", [])  # the next run has no fast_dev_run
+    toy.fire(ON["on_train_batch_end"], batch_idx=0, outputs="o")
+    assert (toy.hooks[0].calls, toy.hooks[1].calls) == ([], [dict(batch_idx=0, outputs="o")])

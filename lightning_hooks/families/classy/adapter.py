@@ -84,6 +84,7 @@ class ClassyAdapter(LegacyHookAdapter):
     """
 
     family = "classy"
+    loop: ClassyLoop
     events = EVENTS
     family_title, host_args, upstream = "Classy", ("task",), ("classy_vision.", "vissl.", "lightning_hooks.compat.")
     checkpoint_hooks = frozenset({"CheckpointHook", "LogLossMetricsCheckpointHook"})  # Classy's, VISSL's
@@ -124,7 +125,7 @@ class ClassyAdapter(LegacyHookAdapter):
         #: Classy's phase loop: the counters the task shows, moved and fired from the events below
         self.loop = ClassyLoop(self.hook_caller, self.task, self._clock, self._at_phase_start)
         self.task.hooks, self.task._caller, self.task._loop = self.hooks, self.hook_caller, self.loop
-        self._build_plan((self.task,))
+        self.dispatch.build_plan((self.task,))
         self._in_step = False
         self._forwarded = False
         self._sanity_checking = False  # Lightning's sanity check runs (its steps fill nothing)
@@ -175,6 +176,13 @@ class ClassyAdapter(LegacyHookAdapter):
             self.task.loss.load_state_dict(state["loss"])
 
     # ------------------------------------------------------------------------------------------- conditions
+    def train_epoch_open(self) -> bool:
+        """A train phase of the loop is open (the loop owns it: :meth:`ClassyLoop.start_phase` / ``end_phase``)."""
+        return self.loop.train and self.loop.phase_open
+
+    def _mark_train_epoch(self, open_: bool) -> None:
+        """Nothing: the loop opens and closes its phases itself."""
+
     def in_train_loop(self) -> bool:
         return bool(self._trainer is not None and self._trainer.training)
 
@@ -200,7 +208,7 @@ class ClassyAdapter(LegacyHookAdapter):
 
     def _fire_rows(self, trigger: Trigger) -> None:
         """``fire``, skipped where no hook of this run has a row at ``trigger`` (the step triggers, every step)."""
-        if self._plan.get(id(trigger)) != ():
+        if self.dispatch.has_rows(trigger):
             self.fire(trigger)
 
     def trigger(self, trigger: Trigger, **context: Any) -> None:
@@ -315,14 +323,6 @@ class ClassyAdapter(LegacyHookAdapter):
             with torch.no_grad():
                 for key, value in pl_module.state_dict().items():
                     value.copy_(weights[key])
-
-    def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        self.loop.start_iter(batch, batch_idx)
-
-    def end_train_batch(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        self.loop.end_iter(outputs, batch, batch_idx)
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         self.legacy_start.end_train_epoch()

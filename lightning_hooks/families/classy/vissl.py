@@ -171,10 +171,15 @@ class RankVariables(Patch):
 
     def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
         saved = {name: os.environ.get(name) for name in self.NAMES}
-        os.environ.update(RANK=str(trainer.global_rank), LOCAL_RANK=str(trainer.local_rank), WORLD_SIZE=str(trainer.world_size))
+        ranks = dict(RANK=str(trainer.global_rank), LOCAL_RANK=str(trainer.local_rank), WORLD_SIZE=str(trainer.world_size))
+        os.environ.update(ranks)
 
         def remove() -> None:
+            # two adapters of a Trainer each install it and remove theirs in callback order, not in reverse: a name
+            # another removal already put back is left as it is
             for name, value in saved.items():
+                if os.environ.get(name) != ranks[name]:
+                    continue
                 if value is None:
                     os.environ.pop(name, None)
                 else:

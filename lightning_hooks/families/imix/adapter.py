@@ -21,7 +21,7 @@ from lightning_hooks.core import lightning_api
 from lightning_hooks.core.checks import Periods, check_argument, check_periods
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.manual_step import ManualStepAdapter
-from lightning_hooks.core.triggers import ON, Patch, Remove, Trigger
+from lightning_hooks.core.triggers import ON, Patch, Remove
 from lightning_hooks.families.imix.engine import Engine
 from lightning_hooks.families.imix.events import EVENTS
 from lightning_hooks.families.imix.loop import IMIXLoop
@@ -136,8 +136,7 @@ class IMIXAdapter(ManualStepAdapter):
         self._data_start = 0.0
         self._data_time = 0.0
         self._write_metrics: Any = None
-        self._idle: list[Any] = []  # main-process-only hooks, not run on this rank
-        self._build_plan(())
+        self.dispatch.build_plan(())
 
     @classmethod
     def base_classes(cls) -> tuple[type, ...]:
@@ -177,17 +176,21 @@ class IMIXAdapter(ManualStepAdapter):
     def load_hook_state(self, hook: Any, state: Any) -> None:
         hook._scheduler.load_state_dict(state["scheduler"])
 
-    def active(self, hook: Any, mount: str) -> bool:
-        return not any(hook is h for h in self._idle) and super().active(hook, mount)
+    def host_state(self) -> dict[str, Any]:
+        """The engine loop's counters (``epoch``, ``iter``, ``inner_iter``), which a resumed fit goes on from."""
+        return {"loop": self.loop.state_dict()}
+
+    def load_host_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`host_state`, strictly; a state written before it held the loop (no ``loop``) leaves the
+        counters to Lightning's restored loop."""
+        if "loop" in state:
+            self.loop.load_state_dict(state["loop"])
 
     def _main_only(self, rank: int) -> None:
         """iMIX's Organizer adds PeriodicLogger and CheckPointHook on the main process only: idle them elsewhere."""
         real = _loaded_imix()
         main_only = (real.PeriodicLogger, real.CheckPointHook) if real is not None else ()
-        idle = [h for h in self.hooks if rank != 0 and isinstance(h, main_only)]
-        if idle != self._idle:
-            self._idle = idle
-            self._build_plan(())
+        self.dispatch.mute("main process only", [h for h in self.hooks if rank != 0 and isinstance(h, main_only)])
 
     # ------------------------------------------------------------------------------------------ conditions
     def by_epoch(self) -> bool:
@@ -231,18 +234,18 @@ class IMIXAdapter(ManualStepAdapter):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._check_schedulers(trainer)
         self._check_epochs(trainer)
-        start_iter = lightning_api.train_batches_fetched(trainer)
+        epoch, start_iter = self.loop.restored or (trainer.current_epoch, lightning_api.train_batches_fetched(trainer))
         real = compat.real_hooks()
         buffer = None
         if real is not None:
             if self.engine.by_epoch:
-                buffer = real.LogBufferStorage(start_iter, int(trainer.num_training_batches), trainer.current_epoch)
+                buffer = real.LogBufferStorage(start_iter, int(trainer.num_training_batches), epoch)
             else:
                 buffer = real.LogBufferStorage(start_iter, by_epoch=False)
             buffer = buffer.__enter__()
             self._write_metrics = real.periods.write_metrics
         self._train_running = True
-        self.loop.start_train(start_iter, trainer.current_epoch, buffer)
+        self.loop.start_train(start_iter, epoch, buffer)
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         self.loop.start_epoch(mid_epoch)
@@ -272,9 +275,6 @@ class IMIXAdapter(ManualStepAdapter):
     ) -> None:
         super().end_train_batch(trainer, pl_module, outputs, batch, batch_idx)
         self._data_start = time.perf_counter()
-
-    def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
-        self.loop.end_epoch(trigger)
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

@@ -23,8 +23,9 @@ after the step / ``on_train_batch_end``        :meth:`end_iter`: ``after_train_i
 ``on_train_end`` / ``teardown``                :meth:`close_log_buffer`
 =============================================  ===================================================================
 
-Lightning's counts are read where the loop cannot count them: when training starts (a resumed fit's restored
-iteration and epoch, as iMIX's ``resume_or_load`` reads them from its checkpoint).
+A resumed fit's iteration and epoch come from the loop's own state in the adapter's checkpoint state (as iMIX's
+``resume_or_load`` reads them from its checkpoint); Lightning's counts are read only for a checkpoint without it (a
+plain Lightning checkpoint, or one written before the loop's state was saved).
 """
 
 from __future__ import annotations
@@ -74,15 +75,19 @@ class IMIXLoop:
 
     # ------------------------------------------------------------------------------------------------ the run
     def start_run(self) -> None:
-        """A fit starts (``setup``): iMIX's epoch loop has not set ``epoch`` / ``inner_iter`` yet."""
+        """A fit starts (``setup``): iMIX's epoch loop has not set ``epoch`` / ``inner_iter`` yet, and no checkpoint
+        has given the counters (:meth:`load_state_dict`)."""
         self.epoch = self.inner_iter = 0
         self.epoch_set = self.inner_iter_set = False
         self._next_epoch = 0
         self._next_iter = self.iter
+        #: (epoch, iteration) a resumed fit goes on at, from the adapter's checkpoint state; None: not resumed so
+        self.restored: tuple[int, int] | None = None
 
     def start_train(self, start_iter: int, epoch: int, log_buffer: Any = None) -> None:
-        """Training starts at iteration ``start_iter`` and epoch ``epoch`` (Lightning's, restored when the fit
-        resumed), ``log_buffer`` entered as iMIX's ``with LogBufferStorage(...)``: ``before_train``."""
+        """Training starts at iteration ``start_iter`` and epoch ``epoch`` (:attr:`restored` when the fit resumed from
+        the adapter's state, else Lightning's), ``log_buffer`` entered as iMIX's ``with LogBufferStorage(...)``:
+        ``before_train``."""
         self.first_iter = self.iter = self._next_iter = start_iter
         self._next_epoch = epoch
         self.log_buffer = log_buffer
@@ -95,12 +100,19 @@ class IMIXLoop:
             buffer.__exit__(None, None, None)
 
     def state_dict(self) -> dict[str, Any]:
-        """The counters (iMIX's checkpoints keep the iteration and epoch; a Lightning fit resumes from its own)."""
-        return {"epoch": self.epoch, "iter": self.iter, "inner_iter": self.inner_iter}
+        """The counters a resumed fit goes on from (the adapter's checkpoint state): the epoch it runs or continues,
+        the next iteration's index, the last iteration's index in its epoch."""
+        return {"epoch": self._next_epoch, "iter": self._next_iter, "inner_iter": self.inner_iter}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (strict: a missing counter raises ``KeyError`` naming it); training then starts
+        at these counters (:attr:`restored`)."""
+        missing = [name for name in ("epoch", "iter", "inner_iter") if name not in state]
+        if missing:
+            raise KeyError(f"IMIXLoop.load_state_dict: the state has no counters {missing} (keys: {sorted(state)})")
         self.epoch, self.iter, self.inner_iter = state["epoch"], state["iter"], state["inner_iter"]
-        self._next_iter = self.iter
+        self._next_epoch, self._next_iter = self.epoch, self.iter
+        self.restored = (self.epoch, self.iter)
 
     # ------------------------------------------------------------------------------------------------ train
     def start_epoch(self, mid_epoch: bool) -> None:

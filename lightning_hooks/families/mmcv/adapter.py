@@ -93,6 +93,7 @@ class MMCVAdapter(ManualStepAdapter):
     """
 
     family = "mmcv"
+    instance_mounts = True  # ClosureHook(fn_name, fn) sets hook.<fn_name> = fn
     events = EVENTS
     loop: MMCVLoop
     family_title, host_args, upstream = "mmcv", ("runner",), ("mmcv.", "mmdet.", "mmcls.", "mmseg.")
@@ -130,7 +131,7 @@ class MMCVAdapter(ManualStepAdapter):
         self.loop = MMCVLoop(self, runner_type == "IterBasedRunner", hooks_step=bool(self.steppers))
         self.runner = self.host = Runner(self.hooks, self.hook_caller, self.loop, runner_type, work_dir, meta, logger,
                                          model)  # fmt: skip  # Runner's arguments, continued
-        self._build_plan((self.runner,))
+        self.dispatch.build_plan((self.runner,))
         self._resumed_at: tuple[int, int] | None = None
 
     def start_after(self, epoch: int, iteration: int) -> None:
@@ -214,10 +215,6 @@ class MMCVAdapter(ManualStepAdapter):
         from mmcv.runner import get_priority
 
         return sorted(hooks, key=lambda h: get_priority(getattr(h, "priority", "NORMAL")))
-
-    def active(self, hook: Any, mount: str) -> bool:
-        """Also a mount point set on the instance (``ClosureHook(fn_name, fn)`` sets ``hook.<fn_name> = fn``)."""
-        return callable(vars(hook).get(mount)) or super().active(hook, mount)
 
     def check_arguments(self, hook: Any) -> None:
         """``interval`` (CheckpointHook, LoggerHook, EvalHook, ...) must be an int and ``by_epoch`` a bool."""

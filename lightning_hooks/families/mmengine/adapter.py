@@ -54,6 +54,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     """
 
     family = "mmengine"
+    loop: MMEngineLoop
     events = EVENTS
     family_title, host_args, upstream = "MMEngine", ("runner",), ("mmengine.",)
     checkpoint_hooks = frozenset({"CheckpointHook"})
@@ -89,9 +90,9 @@ class MMEngineAdapter(LegacyHookAdapter):
         #: the ``train_cfg`` loop settings; an ``IterLoopConfig`` runs ``IterBasedTrainLoop``'s semantics
         self.loop_cfg = iter_based.parse_train_cfg(train_cfg) if train_cfg is not None else None
         #: MMEngine's train loop run by Lightning's events: counters, stop rule, validation schedule, train rows
-        self.host_loop = MMEngineLoop(self.hook_caller, self.loop_cfg)
+        self.loop = MMEngineLoop(self.hook_caller, self.loop_cfg)
         # as MMEngine's Runner: default scope and visualizer first, then the hooks (which may take the visualizer)
-        runner = Runner(options, self.hook_caller, self.host_loop)
+        runner = Runner(options, self.hook_caller, self.loop)
         if isinstance(hooks, HookConfig):
             hooks = hooks.build(default_scope)
         #: the processes ``mmengine.dist`` counted when the hooks were built (before Lightning's process group)
@@ -106,7 +107,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         self._load_from = None if load_from is None else os.fspath(load_from)
         self._scheduler_states: list[dict] | None = None
         self._ema_swapped = False  # between before_{val,test}_epoch and after_{val,test}_epoch
-        self._build_plan((self.runner,))
+        self.dispatch.build_plan((self.runner,))
 
     @classmethod
     def from_config(
@@ -195,7 +196,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     @property
     def ends_train_epoch_at_last_batch(self) -> bool:
         """``IterBasedTrainLoop`` runs one train epoch for the whole run: it never ends at a loader's last batch."""
-        return self.host_loop.by_epoch
+        return self.loop.by_epoch
 
     def run_patches(self, stage: str) -> tuple[Patch, ...]:
         """Also, firing no row: in a fit, the step count of the optimizer view schedulers are built on and the endless
@@ -212,7 +213,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         super().setup(trainer, pl_module, stage)
-        self.host_loop.start_run(trainer, stage)  # a resumed fit restores the count after setup (load_host_state)
+        self.loop.start_run(trainer, stage)  # a resumed fit restores the count after setup (load_host_state)
         if stage == "fit" and self.loop_cfg is not None:
             trainer_checks.check_trainer(trainer, self.loop_cfg)
         self.runner.attach(trainer)  # in the runner's default scope, its MessageHub and Visualizer current (RUN_INSTANCES)
@@ -252,7 +253,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         counts the train batches Lightning's restored loop has run, so by-iteration hooks (``CheckpointHook``,
         ``LoggerHook``) keep MMEngine's schedule; the hooks' own state and the message hub start fresh (warned)."""
         batches = lightning_api.train_batches_fetched(trainer)
-        self.host_loop.load_state_dict({"iter": batches})
+        self.loop.load_state_dict({"iter": batches})
         epoch = trainer.current_epoch if self.runner.by_epoch else 0  # IterBasedTrainLoop's epoch stays 0
         rank_zero_warn(
             f"MMEngineAdapter ({', '.join(self.hook_keys())}): the checkpoint this fit resumes from holds no "
@@ -276,7 +277,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.fire(trigger, **context)  # hooks see MMEngine's layout; Lightning then loads the LightningModule's keys
         if self.runner._resume:
             self.runner.logger.info(f"Load checkpoint from {trainer.ckpt_path}")  # as Runner.load_checkpoint
-            self.host_loop.resumed(context["checkpoint"], self.runner.logger)
+            self.loop.resumed(context["checkpoint"], self.runner.logger)
         to_lightning_keys(context["checkpoint"])
 
     # ------------------------------------------------------------------------------------------------ train
@@ -297,25 +298,11 @@ class MMEngineAdapter(LegacyHookAdapter):
             self._follow_restored_loop(trainer)
         if self.runner.by_epoch:
             trainer_checks.warn_loop_differences(trainer, self.runner.max_iters)
-        self.host_loop.start_train()
-
-    def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
-        self.host_loop.start_epoch(mid_epoch)
-
-    def start_train_batch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        self.host_loop.start_iter(batch, batch_idx)
-
-    def end_train_batch(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
-    ) -> None:
-        self.host_loop.end_iter(outputs, batch, batch_idx)
-
-    def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
-        self.host_loop.end_epoch(trigger)
+        self.loop.start_train()
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.host_loop.end_train()
+        self.loop.end_train()
 
     # -------------------------------------------------------------------------------------- validation, test
     @override
@@ -330,7 +317,7 @@ class MMEngineAdapter(LegacyHookAdapter):
 
         self.fire(ON["on_validation_end"], metrics=epoch_metrics(trainer))
         self._ema_swapped = False
-        self.host_loop.end_validation()
+        self.loop.end_validation()
 
     @override
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -355,7 +342,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         """Swap back every ``EMAHook`` that swapped the EMA in and did not swap back (see :func:`ema.swap_back`)."""
         if self._ema_swapped:
             self._ema_swapped = False
-            ema.swap_back(self.hooks, self._failed_at)
+            ema.swap_back(self.hooks, self.dispatch.failed_at)
 
     # ------------------------------------------------------------------------------------------- checkpoints
     @override
@@ -371,7 +358,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         from lightning_hooks.families.mmengine.schedulers import stateful
 
         return {
-            **self.host_loop.state_dict(),
+            **self.loop.state_dict(),
             "message_hub": hub_state(self.runner.message_hub),
             "param_schedulers": [plain(s.state_dict()) for s in stateful(self.runner.param_schedulers)],
         }
@@ -379,7 +366,7 @@ class MMEngineAdapter(LegacyHookAdapter):
     def load_host_state(self, state: dict[str, Any]) -> None:
         from lightning_hooks.families.mmengine.checkpoint import load_hub_state
 
-        self.host_loop.load_state_dict({"iter": state.get("iter", 0)})  # a checkpoint without it: from the start
+        self.loop.load_state_dict({"iter": state.get("iter", 0)})  # a checkpoint without it: from the start
         if "message_hub" in state:
             load_hub_state(self.runner.message_hub, state["message_hub"])
         self._scheduler_states = state.get("param_schedulers") or None

@@ -23,8 +23,8 @@ last batch / ``on_train_epoch_end``        :meth:`end_epoch`: ``after_train_epoc
 ``on_train_end``                           :meth:`end_train`: ``after_train``
 =========================================  =============================================================
 
-Lightning's epoch is read where the loop cannot count it (:meth:`_follow_lightning_epoch`): when a run starts (a new
-Trainer) and when training starts (Lightning restored a resumed fit's loop). Everywhere else the loop counts.
+Lightning's epoch is read in one place, where the loop cannot count it (:meth:`_follow_lightning_epoch`): when training
+starts (Lightning has restored a resumed fit's loop). Everywhere else the loop counts: from 0 when a fit starts.
 """
 
 from __future__ import annotations
@@ -72,16 +72,16 @@ class MMEngineLoop:
 
     # ------------------------------------------------------------------------------------------------ the run
     def start_run(self, trainer: pl.Trainer, stage: str) -> None:
-        """A run of ``stage`` starts (``setup``): the one place the counters reset. A fit trains from iteration 0
-        (a resumed one then loads its count, :meth:`load_state_dict`); every run starts at Lightning's epoch, with
-        no stop requested and no train epoch open."""
+        """A run of ``stage`` starts (``setup``): the one place the counters reset. A fit starts from epoch and
+        iteration 0 (a resumed one then loads its iteration, :meth:`load_state_dict`, and its epoch with Lightning's
+        loop, :meth:`start_train`); validation and test runs keep the counters the last fit left. Every run starts
+        with no stop requested and no train epoch open."""
         self.trainer = trainer
         if stage == "fit":
-            self.iter = self.inner_iter = 0
+            self.epoch = self.iter = self.inner_iter = 0
             self.stepped = False
         self.stop_requested = False
         self.epoch_values = None
-        self._follow_lightning_epoch()
 
     @property
     def attached(self) -> pl.Trainer:
@@ -176,8 +176,9 @@ class MMEngineLoop:
             self.trainer.should_stop = True
 
     def _follow_lightning_epoch(self) -> None:
-        """``epoch`` from Lightning's (``IterBasedTrainLoop``'s stays 0): read where the loop cannot count it."""
-        self.epoch = self.trainer.current_epoch if self.by_epoch and self.trainer is not None else 0
+        """``epoch`` from Lightning's (``IterBasedTrainLoop``'s stays 0), read in one place: training's start, once
+        Lightning has restored a resumed fit's loop (the loop counts every epoch after it)."""
+        self.epoch = self.attached.current_epoch if self.by_epoch else 0
 
     # ------------------------------------------------------------------------------------------------ state
     @property

@@ -272,7 +272,7 @@ class EndlessTrainData(Patch):
         return "Trainer's train data source"
 
     def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
-        loop = adapter.host_loop
+        loop = adapter.loop
         serve_endless(trainer, skip=lambda: loop.finished_iters)
         return lambda: restore_source(trainer)
 

@@ -119,8 +119,8 @@ def test_a_stop_requested_inside_an_epoch_stops_lightning_after_it_and_between_e
     assert trainer.should_stop
 
     trainer.should_stop = False
-    loop.start_run(trainer, "validate")  # a new run: no stop requested, counters of the fit kept
-    assert (loop.stop_requested, loop.iter, loop.epoch) == (False, 0, 0)
+    loop.start_run(trainer, "validate")  # a new run: no stop requested, counters of the fit kept (its epoch ended)
+    assert (loop.stop_requested, loop.iter, loop.epoch) == (False, 0, 1)
     loop.request_stop(True)
     assert trainer.should_stop
 

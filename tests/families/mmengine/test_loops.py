@@ -23,7 +23,7 @@ def test_the_train_loop_is_the_mmengine_loop_of_train_cfg_and_reads_the_host_loo
     epoch_based = adapter()
     loop = epoch_based.runner.train_loop
     assert isinstance(loop, EpochBasedTrainLoop) and loop.runner is epoch_based.runner
-    epoch_based.host_loop.epoch, epoch_based.host_loop.iter = 2, 9
+    epoch_based.loop.epoch, epoch_based.loop.iter = 2, 9
     assert (loop.epoch, loop.iter) == (2, 9)
 
     iter_based = adapter(train_cfg=dict(type="IterBasedTrainLoop", max_iters=10, val_interval=4,
@@ -31,15 +31,15 @@ def test_the_train_loop_is_the_mmengine_loop_of_train_cfg_and_reads_the_host_loo
     loop = iter_based.runner.train_loop
     assert isinstance(loop, IterBasedTrainLoop) and not isinstance(loop, EpochBasedTrainLoop)
     assert (loop.max_iters, loop.max_epochs, loop.val_begin, loop.val_interval) == (10, 1, 1, 4)
-    iter_based.host_loop.iter = 5
+    iter_based.loop.iter = 5
     assert (loop.iter, loop.val_interval) == (5, 2)  # dynamic_intervals: from iteration 6 on (5 done)
 
 
 def test_stop_training_is_the_host_loops_stop_rule():
     a = adapter()
     a.runner.train_loop.stop_training = True
-    assert a.host_loop.stop_requested and a.runner.train_loop.stop_training
-    a.host_loop.request_stop(False)
+    assert a.loop.stop_requested and a.runner.train_loop.stop_training
+    a.loop.request_stop(False)
     assert not a.runner.train_loop.stop_training
 
 

@@ -16,7 +16,7 @@ class Noop(Hook):
 
 def test_runner_counters_are_the_host_loops():
     adapter = MMEngineAdapter([Noop()], work_dir="work")
-    runner, loop = adapter.runner, adapter.host_loop
+    runner, loop = adapter.runner, adapter.loop
     assert (runner.epoch, runner.iter) == (0, 0)
     loop.epoch, loop.iter = 3, 11
     assert (runner.epoch, runner.iter) == (runner.train_loop.epoch, runner.train_loop.iter) == (3, 11)

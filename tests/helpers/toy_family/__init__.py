@@ -68,7 +68,7 @@ class ToyAdapter(LegacyHookAdapter):
         for hook in self.hooks:
             hook.start = start
         self.host = Host()
-        self._build_plan((self.host,))
+        self.dispatch.build_plan((self.host,))
 
     @classmethod
     def base_classes(cls) -> tuple[type, ...]:
