@@ -7,7 +7,8 @@ Compared bitwise: each rank's train outputs (loss terms) at every iteration (:cl
 0's scalars, log lines of training and work-dir files (a rank other than 0 writes no log file under either host, so
 the listing covers the other rank's log), and each checkpoint's weights, optimizer, scheduler and message-hub state.
 Two processes averaging their gradients over gloo sum two values, which is exact whatever the order, so the runs agree
-to the bit on this CPU.
+to the bit on this CPU. The cases: mmpretrain's ResNet-18 CIFAR (also stopped mid-epoch and resumed), mmseg's SegFormer
+(iteration-based) and mmpose's top-down heatmap config (``SyncBuffersHook``, CocoMetric over both ranks' results).
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ assert _spec is not None and _spec.loader is not None
 corpus = importlib.util.module_from_spec(_spec)  # the corpus's cases and derived configs (a test module, by path)
 _spec.loader.exec_module(corpus)
 
-#: the corpus's cases run in two processes: epoch-based classification (DefaultSampler sharding by rank), and an
-#: iteration-based segmentor (InfiniteSampler, validation by iteration with IoUMetric gathering both ranks' results)
-CASES = {"mmpretrain-resnet18-cifar": 29561, "mmseg-segformer-b0": 29562}  # case: torchrun's master port
+#: the corpus's cases run in two processes: epoch-based classification (DefaultSampler sharding by rank), an
+#: iteration-based segmentor (InfiniteSampler, validation by iteration with IoUMetric gathering both ranks' results),
+#: and top-down pose (SyncBuffersHook averaging the BN statistics, CocoMetric on both ranks' results)
+CASES = {"mmpretrain-resnet18-cifar": 29561, "mmseg-segformer-b0": 29562, "mmpose-topdown-res50": 29565}  # case: torchrun's master port
 #: lines a case adds for two CPU processes: torch's DistributedDataParallel takes SyncBatchNorm on GPU modules only
 #: (under both hosts), so SegFormer's decode head normalises with BN in each process
 CPU_LINES = {"mmseg-segformer-b0": "model['decode_head']['norm_cfg'] = dict(type='BN', requires_grad=True)\n"}
@@ -43,8 +45,9 @@ def two_process_config(directory: Path, case: str) -> Path:
     """The corpus's derived config, each rank's outputs recorded; the helper modules imported by ``custom_imports``
     in every process (the tiny datasets, the hooks)."""
     path = corpus.derived_config(directory, case)
+    helpers = ["train_kit", "resume_kit", *(["pose_kit"] if case.startswith("mmpose") else [])]
     path.write_text(path.read_text() + CPU_LINES.get(case, "") + "custom_hooks = [*custom_hooks, dict(type='RankLossHook')]\n"
-                    "custom_imports = dict(imports=['train_kit', 'resume_kit'], allow_failed_imports=False)\n")  # fmt: skip
+                    f"custom_imports = dict(imports={helpers!r}, allow_failed_imports=False)\n")  # fmt: skip
     return path
 
 
