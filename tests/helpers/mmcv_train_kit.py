@@ -71,18 +71,25 @@ def reference_logger(library: str, log_file: Path, log_level: Any) -> Any:
 
 
 def json_log(folder: Path) -> list[dict]:
-    """The records of ``folder``'s json log without their wall-clock fields, ``folder``'s path written ``WORK``."""
-    (path,) = folder.glob("*.log.json")
+    """The records of ``folder``'s json log (or of the json log ``folder``) without their wall-clock fields, the
+    folder's path written ``WORK``."""
+    path = folder if folder.is_file() else _single(folder, "*.log.json")
+    folder = path.parent
     records = [json.loads(line) for line in path.read_text().replace(str(folder), "WORK").splitlines()]
     return [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in records]
 
 
 def text_log(folder: Path, library: str, starts: tuple[str, ...] = ("Epoch", "Saving checkpoint", "Set random seed")) -> list[str]:
-    """The lines of ``folder``'s text log that ``library``'s logger wrote and that start with one of ``starts``,
-    without their time stamps and wall-clock fields."""
-    (path,) = folder.glob("*.log")
+    """The lines of ``folder``'s text log (or of the text log ``folder``) that ``library``'s logger wrote and that
+    start with one of ``starts``, without their time stamps and wall-clock fields."""
+    path = folder if folder.is_file() else _single(folder, "*.log")
     lines = [line.split(" - ", 3)[-1] for line in path.read_text().splitlines() if f" - {library} - " in line]
     return [re.sub(r"(eta|time|data_time): [^,]+, ", "", line) for line in lines if line.startswith(starts)]
+
+
+def _single(folder: Path, pattern: str) -> Path:
+    (path,) = folder.glob(pattern)
+    return path
 
 
 def listing(folder: Path) -> list[str]:
@@ -182,3 +189,105 @@ def assert_auto_resumes_alike(stopped: Path, folder: Path, run: Callable[[Path],
     shutil.copytree(stopped, folder, symlinks=True)
     run(folder)
     assert_same_checkpoint(folder / expected.name, expected, meta=meta)
+
+
+NORM = "dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)"
+
+
+def _shipped(package: str, config: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    assert spec is not None and spec.origin is not None, f"{package} lives in .venv-mmcv1"
+    return Path(spec.origin).parent / ".mim" / "configs" / config
+
+
+def tiny_fcn(folder: Path, *, train_images: int = 4, imports: tuple[str, ...] = (), lines: str = "") -> Path:
+    """Write, in ``folder``, ``train_images`` train and 2 val generated 32x32 images with 2-class masks and ``tiny_fcn.py``, a
+    config derived from mmseg 0.30's shipped ``fcn_r18-d8_512x1024_80k_cityscapes.py`` (IterBasedRunner, poly LR):
+    a narrow ResNetV1c-18 (8 base channels) and heads, plain BN instead of the shipped SyncBN (on CPU; mmseg's
+    ``tools/train.py`` keeps SyncBN under its launcher), 2 images a batch, 4 iterations, evaluation every 2
+    (``mIoU``), a checkpoint every 2, logging every iteration; then ``lines``."""
+    import mmcv
+    import numpy as np
+
+    rng = np.random.RandomState(0)
+    for split, n in (("train", train_images), ("val", 2)):
+        for i in range(n):
+            mmcv.imwrite(rng.randint(0, 255, (32, 32, 3)).astype(np.uint8), str(folder / "img" / split / f"{i}.png"))
+            mmcv.imwrite(rng.randint(0, 2, (32, 32)).astype(np.uint8), str(folder / "ann" / split / f"{i}.png"))
+    path = folder / "tiny_fcn.py"
+    path.write_text(textwrap.dedent(f"""
+        _base_ = [{str(_shipped("mmseg", "fcn/fcn_r18-d8_512x1024_80k_cityscapes.py"))!r}]
+        custom_imports = dict(imports={list(imports)!r})
+        bn = dict(type='BN', requires_grad=True)
+        model = dict(pretrained=None, backbone=dict(base_channels=8, stem_channels=8, norm_cfg=bn),
+                     decode_head=dict(in_channels=64, channels=16, num_classes=2, norm_cfg=bn),
+                     auxiliary_head=dict(in_channels=32, channels=16, num_classes=2, norm_cfg=bn))
+        train_pipeline = [
+            dict(type='LoadImageFromFile'), dict(type='LoadAnnotations'),
+            dict(type='Resize', img_scale=(32, 32), ratio_range=(0.5, 2.0)),
+            dict(type='RandomCrop', crop_size=(32, 32), cat_max_ratio=0.75),
+            dict(type='RandomFlip', prob=0.5), dict(type='PhotoMetricDistortion'),
+            dict(type='Normalize', **{NORM}), dict(type='Pad', size=(32, 32), pad_val=0, seg_pad_val=255),
+            dict(type='DefaultFormatBundle'), dict(type='Collect', keys=['img', 'gt_semantic_seg'])]
+        test_pipeline = [
+            dict(type='LoadImageFromFile'),
+            dict(type='MultiScaleFlipAug', img_scale=(32, 32), flip=False, transforms=[
+                dict(type='Resize', keep_ratio=True), dict(type='RandomFlip'), dict(type='Normalize', **{NORM}),
+                dict(type='ImageToTensor', keys=['img']), dict(type='Collect', keys=['img'])])]
+        common = dict(type='CustomDataset', data_root={str(folder)!r}, img_suffix='.png', seg_map_suffix='.png',
+                      classes=('a', 'b'), palette=[[0, 0, 0], [255, 255, 255]])
+        data = dict(samples_per_gpu=2, workers_per_gpu=0, persistent_workers=False,
+                    train=dict(**common, img_dir='img/train', ann_dir='ann/train', pipeline=train_pipeline),
+                    val=dict(**common, img_dir='img/val', ann_dir='ann/val', pipeline=test_pipeline),
+                    test=dict(**common, img_dir='img/val', ann_dir='ann/val', pipeline=test_pipeline))
+        runner = dict(max_iters=4)
+        checkpoint_config = dict(interval=2)
+        evaluation = dict(interval=2)
+        log_config = dict(interval=1)
+        cudnn_benchmark = False
+    """) + textwrap.dedent(lines))
+    return path
+
+
+def tiny_retinanet(folder: Path, *, imports: tuple[str, ...] = (), lines: str = "") -> Path:
+    """Write, in ``folder``, 8 generated 64x64 images with two boxes each (mmdet's middle format, ``train.pkl``) and
+    ``tiny_retinanet.py``, a config derived from mmdet 2.28's shipped ``retinanet_r18_fpn_1x_coco.py``: a narrow
+    ResNet-18 (8 base channels, no pretrained weights), FPN and head, 2 images a batch, 2 epochs, linear warmup and a
+    step, logging every iteration (training only: no NMS op in this mmcv build, so ``--no-validate``); then
+    ``lines``."""
+    import pickle
+
+    import mmcv
+    import numpy as np
+
+    rng = np.random.RandomState(0)
+    infos = []
+    for i in range(8):
+        mmcv.imwrite(rng.randint(0, 255, (64, 64, 3)).astype(np.uint8), str(folder / "img" / f"{i}.png"))
+        corner = rng.randint(0, 24, (2, 2)).astype(np.float32)
+        boxes = np.concatenate([corner, corner + rng.randint(16, 40, (2, 2))], axis=1).clip(0, 63).astype(np.float32)
+        infos.append(dict(filename=f"{i}.png", width=64, height=64,
+                          ann=dict(bboxes=boxes, labels=np.array([0, 1], dtype=np.int64))))  # fmt: skip
+    with open(folder / "train.pkl", "wb") as f:
+        pickle.dump(infos, f)
+    path = folder / "tiny_retinanet.py"
+    path.write_text(textwrap.dedent(f"""
+        _base_ = [{str(_shipped("mmdet", "retinanet/retinanet_r18_fpn_1x_coco.py"))!r}]
+        custom_imports = dict(imports={list(imports)!r})
+        model = dict(
+            backbone=dict(base_channels=8, init_cfg=None),
+            neck=dict(in_channels=[8, 16, 32, 64], out_channels=16),
+            bbox_head=dict(num_classes=2, in_channels=16, feat_channels=16, stacked_convs=1))
+        train_pipeline = [
+            dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
+            dict(type='Resize', img_scale=(64, 64), keep_ratio=True), dict(type='RandomFlip', flip_ratio=0.5),
+            dict(type='Normalize', **{NORM}), dict(type='Pad', size_divisor=32),
+            dict(type='DefaultFormatBundle'), dict(type='Collect', keys=['img', 'gt_bboxes', 'gt_labels'])]
+        data = dict(samples_per_gpu=2, workers_per_gpu=0, persistent_workers=False,
+                    train=dict(type='CustomDataset', classes=('a', 'b'), ann_file={str(folder / "train.pkl")!r},
+                               img_prefix={str(folder / "img")!r}, pipeline=train_pipeline))
+        runner = dict(max_epochs=2)
+        lr_config = dict(policy='step', warmup='linear', warmup_iters=2, warmup_ratio=0.1, step=[1])
+        log_config = dict(interval=1)
+    """) + textwrap.dedent(lines))
+    return path

@@ -81,9 +81,10 @@ class LightningRunner:
         """mmcv's ``runner.resume`` (``resume_from``) of the runner type: the checkpoint's weights into the model and
         its state into the optimizer now, and the fit goes on after ``meta['epoch']`` / ``meta['iter']``
         (:attr:`resumed_at`). ``EpochBasedRunner``'s also makes the checkpoint's ``meta`` the run's (``hook_msgs``:
-        ``last_ckpt``, ``best_score``, ...) and rescales the iteration to the number of GPUs; ``IterBasedRunner``'s
-        does neither."""
+        ``last_ckpt``, ``best_score``, ...) and rescales the iteration from the checkpoint's number of GPUs to this run's
+        processes; ``IterBasedRunner``'s does neither."""
         import mmcv
+        from mmcv.runner import get_dist_info
 
         iter_based = self.runner_cfg.get("type") == "IterBasedRunner"
         location = "cpu" if map_location == "default" else map_location  # Lightning moves the module afterwards
@@ -93,8 +94,9 @@ class LightningRunner:
         if not iter_based:
             previous_gpus = (mmcv.Config.fromstring(meta["config"], file_format=".py").get("gpu_ids") or []
                              if "config" in meta else [])  # fmt: skip  # the condition under its value
-            if previous_gpus and len(previous_gpus) != 1:  # mmcv rescales the iteration count to this world size
-                iteration = int(iteration * len(previous_gpus))
+            _, world_size = get_dist_info()  # the processes have started (tools_train.train), as under init_dist
+            if previous_gpus and len(previous_gpus) != world_size:  # mmcv rescales the iteration count to it
+                iteration = int(iteration * len(previous_gpus) / world_size)
                 self.logger.info("the iteration number is changed due to change of GPU number")
             self.meta = meta
         if "optimizer" in loaded and resume_optimizer:

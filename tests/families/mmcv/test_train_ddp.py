@@ -20,7 +20,8 @@ import pytest
 import torch
 from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
 from mmcv_testkit import mmcv_runner  # noqa: F401  (skips outside .venv-mmcv1)
-from mmcv_train_kit import assert_same_weights, checkpoint, json_log, text_log, tiny_resnet_cifar
+from mmcv_train_kit import (assert_same_checkpoint, assert_same_weights, checkpoint, json_log, text_log, tiny_fcn,
+                            tiny_resnet_cifar, tiny_retinanet)  # fmt: skip  # names aligned under the import
 
 pytest.importorskip("mmcls", reason="mmcls 0.x lives in .venv-mmcv1")
 
@@ -123,3 +124,157 @@ def test_two_processes_train_as_dist_train_sh_rank_by_rank(config, tmp_path):
         assert_same_weights(mine["state_dict"], theirs["state_dict"], name)
         assert str(mine["optimizer"]) == str(theirs["optimizer"]), name
     assert os.readlink(ours / "latest.pth") == "epoch_2.pth"
+
+
+ITER_RECORD = '''
+import json
+
+import torch
+from mmcv.parallel import MMDistributedDataParallel
+from mmcv.runner import HOOKS, Hook
+
+
+@HOOKS.register_module(force=True)
+class IterRecord(Hook):
+    """Each train iteration as this rank's runner shows it to its hooks, written as rank{R}.json after the run with
+    the wrapper it sees; the final weights as weights_rank{R}.pth."""
+
+    def __init__(self):
+        self.iters = []
+
+    def after_train_iter(self, runner):
+        loader = getattr(runner.data_loader, "_dataloader", runner.data_loader)  # IterBasedRunner's IterLoader
+        stats = sum(m.running_mean.sum().item() for m in runner.model.modules() if isinstance(m, torch.nn.BatchNorm2d))
+        self.iters.append([runner.epoch, runner.iter, runner.inner_iter, loader.sampler.epoch,
+                           {k: round(v, 12) for k, v in runner.outputs["log_vars"].items()},
+                           runner.current_lr()[0], stats, runner.outputs["loss"].item()])
+
+    def after_run(self, runner):
+        record = dict(iters=self.iters, rank=runner.rank, world_size=runner.world_size,
+                      mmddp=isinstance(runner.model, MMDistributedDataParallel))
+        with open(f"{runner.work_dir}/rank{runner.rank}.json", "w") as f:
+            json.dump(record, f)
+        torch.save(runner.model.module.state_dict(), f"{runner.work_dir}/weights_rank{runner.rank}.pth")
+'''
+
+
+def _two_sides(package: str, config: Path, tmp_path: Path, ours: Path, ref: Path, *flags: str,
+               ours_flags: tuple[str, ...] = (), ref_flags: tuple[str, ...] = ()) -> None:  # fmt: skip  # arguments aligned under the call
+    """``lightning-hooks train CONFIG --devices 2`` in ``ours``, then the library's ``tools/train.py`` under torchrun
+    in ``ref``, both with ``--seed 0`` and ``flags`` (and each its own), each in 2 processes with mmcv's ops stubbed
+    (tests/helpers/mmcv_cpu_ops.py)."""
+    common = ["--seed", "0", *flags]
+    _run([sys.executable, str(HELPERS / "mmcv_cpu_ops.py"), package, "train", str(config), "--work-dir", str(ours),
+          *common, *ours_flags, "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp"], cwd=tmp_path,
+         paths=(HELPERS,))  # fmt: skip
+    _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", _port(),
+          str(HELPERS / "mmcv_dist_train.py"), package, str(config), "--work-dir", str(ref), *common, *ref_flags,
+          "--launcher", "pytorch"], cwd=tmp_path, paths=(tmp_path, HELPERS))  # fmt: skip
+
+
+def _assert_same_ranks(ours: Path, ref: Path, what: str) -> list[dict]:
+    """Rank by rank, each iteration's record (tests/families/mmcv/test_train_ddp.py's ``IterRecord``) and the final
+    weights, bitwise. Returns the reference's records."""
+    records = []
+    for rank in (0, 1):
+        mine, theirs = (json.loads((d / f"rank{rank}.json").read_text()) for d in (ours, ref))
+        for i, (a, b) in enumerate(zip(mine["iters"], theirs["iters"])):
+            assert a == b, (f"{what}: rank {rank}, iteration {i}: [epoch, iter, inner_iter, sampler epoch, log_vars, "
+                            f"lr, BN running means, the rank's loss] {a} != {b}")
+        assert mine == theirs, f"{what}: rank {rank}"
+        assert theirs["rank"] == rank and theirs["world_size"] == 2 and theirs["mmddp"]
+        assert_same_weights(*(torch.load(d / f"weights_rank{rank}.pth", weights_only=False) for d in (ours, ref)),
+                            f"{what}: rank {rank}")  # fmt: skip  # arguments aligned under the call
+        records.append(theirs)
+    # each rank trains its own shard: its own loss (the libraries average log_vars over the ranks, not the loss)
+    assert records[0]["iters"][0][7] != records[1]["iters"][0][7], what
+    return records
+
+
+def _newest_log(folder: Path, suffix: str) -> Path:
+    return max(folder.glob(f"*{suffix}"), key=lambda p: p.name)
+
+
+def test_an_iteration_based_mmseg_config_trains_and_resumes_in_two_processes_as_dist_train_sh(tmp_path):
+    """mmseg 0.30's shipped FCN (IterBasedRunner, poly LR; :func:`mmcv_train_kit.tiny_fcn`: plain BN for the
+    shipped SyncBN, on CPU), 8 train images (2 iterations a pass on each rank), DistEvalHook (mIoU) and a checkpoint
+    every 3 iterations, rank by rank as mmseg's ``tools/train.py`` under torchrun: a run of 3 iterations
+    (``--cfg-options runner.max_iters=3``, stopped inside the second pass), then resumed to 6 from its iter_3.pth,
+    ours with ``--auto-resume`` in its work dir, the reference with ``--resume-from``."""
+    (tmp_path / "iter_record.py").write_text(ITER_RECORD)
+    config = tiny_fcn(tmp_path, train_images=8, imports=("iter_record",), lines="""
+        runner = dict(max_iters=6)
+        checkpoint_config = dict(interval=3)
+        evaluation = dict(interval=3)
+        custom_hooks = [dict(type='IterRecord')]
+        dist_params = dict(backend='gloo')
+    """)  # fmt: skip  # the config's lines under the call
+    ours, ref = tmp_path / "ours", tmp_path / "ref"
+    _two_sides("mmseg", config, tmp_path, ours, ref, "--cfg-options", "runner.max_iters=3")
+    names = [sorted(re.sub(r"^\d{8}_\d{6}", "TS", p.name) for p in d.iterdir()) for d in (ours, ref)]
+    assert names[0] == names[1] == sorted(["TS.log", "TS.log.json", config.name, "iter_3.pth", "latest.pth",
+                                           "rank0.json", "rank1.json", "weights_rank0.pth", "weights_rank1.pth"])
+    records = _assert_same_ranks(ours, ref, config.name)
+    assert [r[1] for r in records[0]["iters"]] == [0, 1, 2] and [r[3] for r in records[0]["iters"]] == [0, 0, 1]
+    assert json_log(ours) == json_log(ref)
+    assert [r["mode"] for r in json_log(ref)[1:]] == ["train"] * 3 + ["val"]
+    starts = ("Iter", "Saving checkpoint", "Set random seed", "Distributed")
+    assert text_log(ours, "mmseg", starts) == text_log(ref, "mmseg", starts)
+    assert_same_checkpoint(ours / "iter_3.pth", ref / "iter_3.pth")
+    # resumed: iterations 4 to 6, from a new pass as mmcv's IterLoader starts one
+    ref_resumed = tmp_path / "ref_resumed"
+    _two_sides("mmseg", config, tmp_path, ours, ref_resumed, ours_flags=("--auto-resume",),
+               ref_flags=("--resume-from", str(ref / "iter_3.pth")))  # fmt: skip  # arguments aligned under the call
+    records = _assert_same_ranks(ours, ref_resumed, f"{config.name} resumed")
+    # iter_3.pth holds meta iter 2 (IterBasedRunner records it before counting the iteration): iteration 3 again, then
+    # 4 to 6, from a new pass (the sampler's epoch from 0 again) as mmcv's IterLoader starts one
+    assert [r[1:4] for r in records[0]["iters"]] == [[2, 0, 0], [3, 0, 0], [4, 0, 1], [5, 0, 1]]
+    log = _newest_log(ours, ".log.json")
+    assert json_log(log)[1:] == json_log(ref_resumed)[1:]  # the first record: the config, which has auto_resume
+    assert [(r["mode"], r["iter"]) for r in json_log(log)[1:]] == [("train", 3), ("val", 1), ("train", 4), ("train", 5),
+                                                                    ("train", 6), ("val", 1)]
+    starts = ("resumed", *starts)
+    assert text_log(_newest_log(ours, ".log"), "mmseg", starts) == text_log(ref_resumed, "mmseg", starts)
+    assert "resumed from epoch: 1, iter 2" in text_log(ref_resumed, "mmseg", starts)
+    assert_same_checkpoint(ours / "iter_6.pth", ref_resumed / "iter_6.pth", meta=False)
+
+
+def test_an_mmdet_config_trains_and_resumes_mid_epoch_in_two_processes_as_dist_train_sh(tmp_path):
+    """mmdet 2.28's shipped RetinaNet (:func:`mmcv_train_kit.tiny_retinanet`: BN as shipped; no NMS op in this mmcv
+    build, so ``--no-validate``), 8 images (2 iterations an epoch on each rank, DistributedGroupSampler), 3 epochs
+    with warmup and a step, a checkpoint every 3 iterations (epoch_2.pth inside epoch 2): rank by rank as mmdet's
+    ``tools/train.py`` under torchrun; then both resumed from that mid-epoch checkpoint with ``--resume-from`` (the
+    iteration rescaled from the checkpoint's 2 GPUs to the 2 processes: unchanged)."""
+    (tmp_path / "iter_record.py").write_text(ITER_RECORD)
+    config = tiny_retinanet(tmp_path, imports=("iter_record",), lines="""
+        runner = dict(max_epochs=3)
+        checkpoint_config = dict(interval=3, by_epoch=False)
+        custom_hooks = [dict(type='IterRecord')]
+        dist_params = dict(backend='gloo')
+    """)  # fmt: skip  # the config's lines under the call
+    ours, ref = tmp_path / "ours", tmp_path / "ref"
+    _two_sides("mmdet", config, tmp_path, ours, ref, "--no-validate")
+    names = [sorted(re.sub(r"^\d{8}_\d{6}", "TS", p.name) for p in d.iterdir()) for d in (ours, ref)]
+    assert names[0] == names[1] == sorted(["TS.log", "TS.log.json", config.name, "epoch_2.pth", "epoch_3.pth",
+                                           "latest.pth", "rank0.json", "rank1.json", "weights_rank0.pth",
+                                           "weights_rank1.pth"])  # fmt: skip
+    records = _assert_same_ranks(ours, ref, config.name)
+    # [epoch, iter, inner_iter, the sampler's epoch] (DistSamplerSeedHook sets it before the custom hooks' turn)
+    assert [r[:4] for r in records[0]["iters"]] == [[e, 2 * e + i, i, e] for e in range(3) for i in range(2)]
+    assert json_log(ours) == json_log(ref)
+    starts = ("Epoch", "Saving checkpoint", "Set random seed", "Distributed")
+    assert text_log(ours, "mmdet", starts) == text_log(ref, "mmdet", starts)
+    # written after the first iteration of epoch 2 (meta epoch 2, iter 2): resumed, the run goes on at epoch 3
+    assert torch.load(ref / "epoch_2.pth", weights_only=False)["meta"]["iter"] == 2
+    for name in ("epoch_2.pth", "epoch_3.pth"):
+        assert_same_checkpoint(ours / name, ref / name)
+    ours_resumed, ref_resumed = tmp_path / "ours_resumed", tmp_path / "ref_resumed"
+    _two_sides("mmdet", config, tmp_path, ours_resumed, ref_resumed, "--no-validate", "--resume-from",
+               str(ref / "epoch_2.pth"))  # fmt: skip  # arguments aligned under the call
+    records = _assert_same_ranks(ours_resumed, ref_resumed, f"{config.name} resumed")
+    assert [r[:4] for r in records[0]["iters"]] == [[2, 2, 0, 2], [2, 3, 1, 2]]
+    assert json_log(ours_resumed) == json_log(ref_resumed)
+    starts = ("resumed", *starts)
+    assert text_log(ours_resumed, "mmdet", starts) == text_log(ref_resumed, "mmdet", starts)
+    assert "resumed epoch 2, iter 2" in text_log(ref_resumed, "mmdet", starts)
+    assert_same_checkpoint(ours_resumed / "epoch_3.pth", ref_resumed / "epoch_3.pth")
