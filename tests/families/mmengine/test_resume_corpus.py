@@ -207,7 +207,7 @@ model = dict(num_queries=10,
 train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
     dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
                  pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=2)
 """, 3),
     # one-stage anchor-free: FCOS (caffe-style ResNet-50, GN heads, centerness), SGD with paramwise_cfg bias
     # lr / decay, LinearLR warm-up + MultiStepLR
@@ -298,7 +298,7 @@ model = dict(num_queries=10, backbone=dict(init_cfg=None, stem_channels=8, base_
 train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
     dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
                  pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=2)
 """, 3),
 }
 
@@ -331,6 +331,24 @@ def _resume_loads_pickles(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     # MMEngine's _InfiniteDataloaderIterator sleeps 2 s whenever it restarts a finite loader
     monkeypatch.setattr(mmengine.runner.loops, "time", SimpleNamespace(sleep=lambda _: None))
+
+
+@pytest.fixture(autouse=True)
+def _config_text_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Config.pretty_text`` formatted once per config content: both hosts ask for it at each checkpoint, log and dump
+    (yapf, most of a small run's time); it is a function of the config's content, which a memo keeps."""
+    from mmengine.config import Config
+
+    texts: dict[str, str] = {}
+    formatted = Config.pretty_text.fget
+
+    def pretty_text(cfg: Config) -> str:
+        key = repr(cfg._cfg_dict)
+        if key not in texts:
+            texts[key] = formatted(cfg)
+        return texts[key]
+
+    monkeypatch.setattr(Config, "pretty_text", property(pretty_text))
 
 
 @pytest.fixture
