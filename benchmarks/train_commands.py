@@ -39,9 +39,11 @@ after the first iteration tools vs lightning):
 * ``mmdet2-retinanet``: 24.5 vs 29.8, 1.264 [1.127-1.549]; 459 vs 517 MiB (1.127); 2.8 vs 2.7 MiB. Again with
   ``cv2.setNumThreads(0)`` in both processes (mmdet's ``setup_multi_processes``, which ``tools/train.py`` calls and
   the 1.x train command does not): 22.8 vs 25.6, 1.140 [1.036-1.178]; RSS at the first iteration 456 vs 514 MiB. A
-  wall-clock cProfile of one run each puts the difference inside the model's own forward (the same 1920
-  ``conv2d`` calls: 0.71 s vs 0.96 s), not in the adapter's Python (``call_before_backward`` 1.8 ms/iter as
-  profiled): on this loaded machine this is not resolved; rerun on a quiet one.
+  process-time cProfile of iterations 6-40 of one run each puts the difference in torch's kernels, not in Python
+  around them: ``conv2d`` 4.9 vs 5.9 ms/iter for the same 48 calls, ``run_backward`` 8.0 vs 9.1, while
+  ``_call_impl`` / the optimizer's Python are alike; both processes run one thread (``/proc/self/task``), and the
+  next pair, timed by thread CPU ticks, read 27 vs 25 ms/iter the other way round. So far this reads as the loaded
+  host's noise rather than a per-step cost of the command; a quiet machine has to confirm it.
 * ``mmseg0-fcn``: 30.5 vs 30.5, 0.989 [0.902-1.011]; 477 vs 540 MiB (1.130); 12.3 vs 11.8 MiB.
 
 Training's own memory (the growth after the first iteration) is the host's or less in every case; the peak's
