@@ -291,3 +291,12 @@ def tiny_retinanet(folder: Path, *, imports: tuple[str, ...] = (), lines: str = 
         log_config = dict(interval=1)
     """) + textwrap.dedent(lines))
     return path
+
+
+def run_opening(folder: Path) -> str:
+    """What ``runner.run`` logs before ``before_run`` in ``folder``'s text log (the newest one): the host and work dir
+    (written ``WORK``), the hooks of each stage, the workflow and the run's length."""
+    log = max(folder.glob("*.log"), key=lambda p: p.name).read_text().replace(str(folder), "WORK")
+    opening = re.search(r"Start running, .*?\n.*? - INFO - workflow: [^\n]*", log, re.S)
+    assert opening is not None, f"{folder}: no 'Start running' ... 'workflow' lines in its log"
+    return re.sub(r"(?m)^[\d-]+ [\d:,]+ - ", "", opening.group(0))

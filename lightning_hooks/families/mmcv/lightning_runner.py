@@ -11,6 +11,7 @@ of the API (and its ``wrap_distributed_model`` / ``build_ddp``, by
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import warnings
 from collections.abc import Callable
@@ -113,8 +114,27 @@ class LightningRunner:
 
     def run(self, data_loaders: list[Any], workflow: list[tuple[str, int]], max_epochs: int | None = None,
             **kwargs: Any) -> None:  # fmt: skip  # arguments aligned under the call
-        """mmcv's ``runner.run``: train under Lightning with the registered hooks (:func:`fit`)."""
+        """mmcv's ``runner.run``: its opening log lines (:meth:`log_start`), then train under Lightning with the
+        registered hooks (:func:`fit`)."""
+        self.log_start(workflow, max_epochs)
         self.trainer = fit(self, data_loaders, workflow)
+
+    def log_start(self, workflow: list[tuple[str, int]], max_epochs: int | None = None) -> None:
+        """The lines mmcv's ``EpochBasedRunner.run`` / ``IterBasedRunner.run`` log before ``before_run``: the host and
+        work dir, the hooks of each stage by priority (``get_hook_info``), the workflow and the run's length."""
+        from mmcv.runner import BaseRunner
+        from mmcv.runner.utils import get_host_info
+
+        if self.logger is None:  # mmcv's runner makes one; the training APIs pass theirs
+            return
+        work_dir = self.work_dir if self.work_dir is not None else "NONE"
+        self.logger.info("Start running, host: %s, work_dir: %s", get_host_info(), work_dir)
+        self.logger.info("Hooks will be executed in the following order:\n%s", BaseRunner.get_hook_info(self))
+        if self.runner_cfg.get("type") == "IterBasedRunner":
+            self.logger.info("workflow: %s, max: %d iters", workflow, self.runner_cfg["max_iters"])
+        else:
+            epochs = max_epochs if max_epochs is not None else self.runner_cfg["max_epochs"]
+            self.logger.info("workflow: %s, max: %d epochs", workflow, epochs)
 
 
 def fit(runner: LightningRunner, data_loaders: list[Any], workflow: list[tuple[str, int]]) -> Any:
@@ -205,6 +225,22 @@ def owned_options(runner: LightningRunner, adapter: Any) -> dict[str, Any]:
     return owned
 
 
+@functools.cache
+def runner_classes() -> dict[str, type[LightningRunner]]:
+    """For each runner type, a :class:`LightningRunner` that counts as mmcv's runner of that type in the training
+    APIs' ``isinstance`` checks (mmdet's and mmseg's register ``DistSamplerSeedHook`` only on an
+    ``EpochBasedRunner``): registered as a virtual subclass of mmcv's class (``ABCMeta.register``), it inherits none
+    of its code."""
+    from mmcv.runner import EpochBasedRunner, IterBasedRunner
+
+    classes: dict[str, type[LightningRunner]] = {}
+    for base in (EpochBasedRunner, IterBasedRunner):
+        doc = f"A :class:`LightningRunner` for ``type='{base.__name__}'``, an instance of mmcv's class for ``isinstance``."
+        classes[base.__name__] = runner = type(f"Lightning{base.__name__}", (LightningRunner,), {"__doc__": doc})
+        base.register(runner)
+    return classes
+
+
 class LightningRunnerSwap:
     """A run-scoped change to the library's training API module: its ``build_runner`` builds a
     :class:`LightningRunner` (appended to :attr:`runners`) and its distributed wrapper (:attr:`Library.ddp`) builds a
@@ -227,8 +263,10 @@ class LightningRunnerSwap:
         self._undo: Callable[[], None] | None = None
 
     def build_runner(self, cfg: dict[str, Any], default_args: dict[str, Any] | None = None) -> LightningRunner:
-        """mmcv's ``build_runner(cfg, default_args)``: a :class:`LightningRunner` for the ``runner`` config."""
-        runner = LightningRunner(copy.deepcopy(dict(cfg)), **(default_args or {}), trainer_options=self.trainer_options)
+        """mmcv's ``build_runner(cfg, default_args)``: a :class:`LightningRunner` for the ``runner`` config, an
+        instance of mmcv's runner class of its type (:func:`runner_classes`)."""
+        runner_class = runner_classes().get(str(cfg.get("type")), LightningRunner)
+        runner = runner_class(copy.deepcopy(dict(cfg)), **(default_args or {}), trainer_options=self.trainer_options)
         self.runners.append(runner)
         return runner
 

@@ -34,6 +34,19 @@ def test_the_training_api_builds_a_lightning_runner_inside_and_its_own_after(lib
     assert (module.build_runner, getattr(module, library.ddp)) == originals
 
 
+def test_the_runner_is_an_instance_of_mmcvs_runner_of_its_type(library):
+    """mmdet's and mmseg's training APIs register DistSamplerSeedHook only where ``isinstance(runner,
+    EpochBasedRunner)`` (tests/families/mmcv/test_train_ddp.py checks the hooks they register in 2 processes)."""
+    from mmcv.runner import EpochBasedRunner, IterBasedRunner
+
+    with LightningRunnerSwap(library, {}) as swap:
+        epochs, iters = (swap.build_runner(dict(type=kind, max_iters=2), dict(model=torch.nn.Linear(2, 2)))
+                         for kind in ("EpochBasedRunner", "IterBasedRunner"))  # fmt: skip
+    assert isinstance(epochs, EpochBasedRunner) and not isinstance(epochs, IterBasedRunner)
+    assert isinstance(iters, IterBasedRunner) and not isinstance(iters, EpochBasedRunner)
+    assert isinstance(epochs, LightningRunner) and isinstance(iters, LightningRunner)
+
+
 def test_a_failure_inside_puts_the_library_functions_back(library):
     module = library.train_module
     originals = module.build_runner, getattr(module, library.ddp)

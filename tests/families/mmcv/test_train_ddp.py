@@ -20,8 +20,8 @@ import pytest
 import torch
 from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
 from mmcv_testkit import mmcv_runner  # noqa: F401  (skips outside .venv-mmcv1)
-from mmcv_train_kit import (assert_same_checkpoint, assert_same_weights, checkpoint, json_log, text_log, tiny_fcn,
-                            tiny_resnet_cifar, tiny_retinanet)  # fmt: skip  # names aligned under the import
+from mmcv_train_kit import (assert_same_checkpoint, assert_same_weights, checkpoint, json_log, run_opening, text_log,
+                            tiny_fcn, tiny_resnet_cifar, tiny_retinanet)  # fmt: skip  # names aligned under the import
 
 pytest.importorskip("mmcls", reason="mmcls 0.x lives in .venv-mmcv1")
 
@@ -117,6 +117,8 @@ def test_two_processes_train_as_dist_train_sh_rank_by_rank(config, tmp_path):
     starts = ("Epoch", "Saving checkpoint", "Set random seed", "Distributed")
     assert text_log(ours, "mmcls", starts) == text_log(ref, "mmcls", starts)
     assert "Distributed training: True" in text_log(ref, "mmcls", starts)
+    assert run_opening(ours) == run_opening(ref)
+    assert "(NORMAL      ) DistSamplerSeedHook" in run_opening(ref)
     assert _without_work_dir((ours / config.name).read_text()) == _without_work_dir((ref / config.name).read_text())
     for name in ("epoch_1.pth", "epoch_2.pth"):
         mine, theirs = checkpoint(ours / name), checkpoint(ref / name)
@@ -221,6 +223,7 @@ def test_an_iteration_based_mmseg_config_trains_and_resumes_in_two_processes_as_
     starts = ("Iter", "Saving checkpoint", "Set random seed", "Distributed")
     assert text_log(ours, "mmseg", starts) == text_log(ref, "mmseg", starts)
     assert_same_checkpoint(ours / "iter_3.pth", ref / "iter_3.pth")
+    assert run_opening(ours) == run_opening(ref)
     # resumed: iterations 4 to 6, from a new pass as mmcv's IterLoader starts one
     ref_resumed = tmp_path / "ref_resumed"
     _two_sides("mmseg", config, tmp_path, ours, ref_resumed, ours_flags=("--auto-resume",),
@@ -277,4 +280,5 @@ def test_an_mmdet_config_trains_and_resumes_mid_epoch_in_two_processes_as_dist_t
     starts = ("resumed", *starts)
     assert text_log(ours_resumed, "mmdet", starts) == text_log(ref_resumed, "mmdet", starts)
     assert "resumed epoch 2, iter 2" in text_log(ref_resumed, "mmdet", starts)
+    assert run_opening(ours_resumed) == run_opening(ref_resumed)
     assert_same_checkpoint(ours_resumed / "epoch_3.pth", ref_resumed / "epoch_3.pth")
