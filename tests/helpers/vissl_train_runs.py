@@ -1,7 +1,7 @@
 """A VISSL config trained by VISSL's own launcher and by ``lightning-hooks train config=...`` (subprocess side).
 
 Both read VISSL's shipped integration-test configs (``quick_simclr_synthetic``, ``quick_moco``, ``quick_swav``,
-``quick_dino``) composed by VISSL's
+``quick_dino``; ``test_multiple_meters`` for VISSL's meters) composed by VISSL's
 hydra plugin with the same overrides, which make them small for a CPU: synthetic 32 px images, a handful of samples,
 the configs' own transforms at 32 px (SwAV's and DINO's multi-crop at 32/16 px), in-process loading, gloo, one
 process, no LARC (it needs Apex), no SyncBN (a user on CPU overrides both, as here). The reference is what
@@ -76,6 +76,14 @@ CONFIGS: dict[str, list[str]] = {
     # VISSL's CPU-test SimCLR (ResNet-50), its transforms at 32 px; it turns auto-resume off, a rerun that resumes on
     "cpu_resnet_simclr": ["config=test/cpu_test/test_cpu_resnet_simclr", TRANSFORMS % 1.0,
                           "config.CHECKPOINT.AUTO_RESUME=true"],  # fmt: skip
+    # VISSL's CPU test of its list meters (accuracy, precision@k, recall@k; ResNet-50, frozen trunk, a linear head):
+    # train phases only (its test phases are refused), 32 px crops, a head over the 12 samples' labels (their indices)
+    # at its unscaled LR 0.1 (the two phases' values then differ)
+    "meters": ["config=test/cpu_test/test_multiple_meters", "config.TEST_MODEL=false",
+               "config.MODEL.HEAD.PARAMS=[[mlp, {dims: [2048, 12]}]]",
+               "config.OPTIMIZER.param_schedulers.lr_head.auto_lr_scaling.auto_scale=false",
+               "config.DATA.TRAIN.TRANSFORMS=[{name: RandomResizedCrop, size: 32}, {name: RandomHorizontalFlip},"
+               " {name: ToTensor}]"],  # fmt: skip
 }
 
 
@@ -217,7 +225,7 @@ def child_main(out: str) -> None:
     track_log_hooks()
     root = Path(out)
     results: dict[str, Any] = {}
-    for name in ("simclr", "moco", "swav", "dino"):
+    for name in ("simclr", "moco", "swav", "dino", "meters"):
         try:
             results[name] = {"vissl": run_vissl(name, root / name / "vissl"),
                              "lightning": run_lightning(name, root / name / "lightning")}  # fmt: skip

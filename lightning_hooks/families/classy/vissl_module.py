@@ -57,12 +57,13 @@ class VisslConfigModule(pl.LightningModule):
         if config.get("TEST_MODEL") and not config.get("TEST_ONLY"):
             _check_vissl_test(config)
         check_fsdp(config)
-        check_meters(config)
         self.model = build_model(config.MODEL, config.OPTIMIZER)
         self._step_loss: torch.Tensor | None = None
 
     def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
-        """A :class:`ClassyAdapter` with VISSL's ``default_hook_generator(config)`` hooks, then ``hooks``."""
+        """A :class:`ClassyAdapter` with VISSL's ``default_hook_generator(config)`` hooks, then ``hooks``, and the
+        config's meters (:func:`vissl_meters`) as ``task.meters``."""
+        options = {"meters": vissl_meters(self.config), **options}
         return ClassyAdapter(hooks or [], vissl=self.config, loss="criterion", **options)
 
     def datamodule(self) -> Any:
@@ -175,19 +176,16 @@ def _check_vissl_test(config: Any) -> None:
     )
 
 
-def check_meters(config: Any) -> None:
-    """VISSL's ``METERS.names`` is refused while its train meters would be updated (``enable_training_meter``): the
-    module does not build VISSL's meters, so their values (``metrics.json``, SSLTensorboardHook's ``Training/...``
-    tags, the Lightning loggers) would be missing without a word."""
+def vissl_meters(config: Any) -> list[Any]:
+    """VISSL's ``SelfSupervisionTask`` meters: one Classy meter per ``METERS.names`` entry, built from
+    ``METERS[name]`` through Classy's registry (where ``vissl.meters`` registers VISSL's list meters). The adapter's
+    task updates them at each step (train steps only with ``METERS.enable_training_meter``), syncs them over ranks at
+    each phase end and resets them at each phase start, as VISSL's trainer; VISSL's hooks write their values."""
+    import vissl.meters  # noqa: F401  (registers VISSL's meters)
+    from classy_vision.meters import build_meter
+
     meters = config.METERS
-    names = list(meters.get("names") or [])
-    if names and meters.get("enable_training_meter", True):
-        raise ConfigError(
-            f"config.METERS.names={names}: VISSL's meters are not built under lightning-hooks train yet, so their "
-            "values would be missing from metrics.json, the TensorBoard hook and the Lightning loggers. Set "
-            "config.METERS.names=[] (or config.METERS.enable_training_meter=false) to train without them, or train "
-            "this config with VISSL's own launcher."
-        )
+    return [build_meter({"name": name, **meters[name]}) for name in meters.get("names", None) or []]
 
 
 def check_fsdp(config: Any) -> None:

@@ -63,6 +63,16 @@ class VisslTask(VisslTaskState, Task):
         meters = self.config.get("METERS", {}) if hasattr(self, "config") else {}
         return bool(meters.get("enable_training_meter", True))
 
+    def update_meters(self, output: Any, target: torch.Tensor) -> None:
+        """VISSL's step: each meter gets the model output on the CPU (a list of outputs, one per head, as a list; a
+        single output as a tensor) and the target, without ``is_train``."""
+        if not isinstance(output, list):
+            super().update_meters(output, target)
+            return
+        outputs = [x.detach().cpu() for x in output]
+        for meter in self.meters:
+            meter.update(outputs, target.detach().cpu())
+
     def _meter_arguments(self) -> dict[str, Any]:
         return {}  # VISSL's step passes no is_train
 

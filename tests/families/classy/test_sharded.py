@@ -50,19 +50,3 @@ def test_lightning_hooks_train_refuses_vissls_fsdp_task_before_training(tmp_path
     assert "config.TRAINER.TASK_NAME=self_supervision_fsdp_task: VISSL's FSDP" in proc.stderr
     assert not list(tmp_path.glob("*.json"))  # no training: no stdout.json / metrics.json
 
-
-def _meters(**meters):
-    """The ``METERS`` keys :func:`check_meters` reads, with VISSL's defaults.yaml values."""
-    return SimpleNamespace(METERS={"name": "", "names": [], "enable_training_meter": True, **meters})
-
-
-def test_vissl_meters_are_refused_where_their_values_would_be_lost():
-    """VISSL's ``METERS.names`` (not built under ``lightning-hooks train``) is refused, naming the option and the way
-    out, while VISSL would update them in train phases; without names, or with train meters off, it passes."""
-    from lightning_hooks.families.classy.vissl_module import check_meters
-
-    with pytest.raises(ConfigError, match=r"^config\.METERS\.names=\['accuracy_list_meter'\]: VISSL's meters are not "
-                                          r"built .+config\.METERS\.names=\[\]"):  # fmt: skip
-        check_meters(_meters(names=["accuracy_list_meter"]))
-    check_meters(_meters())
-    check_meters(_meters(names=["accuracy_list_meter"], enable_training_meter=False))

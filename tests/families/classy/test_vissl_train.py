@@ -2,7 +2,7 @@
 
 One subprocess (the real torchvision and VISSL) runs ``quick_simclr_synthetic``, ``quick_moco``, ``quick_swav`` and
 ``quick_dino``, made small by overrides, through VISSL's ``launch_distributed`` (what ``tools/run_distributed_engines.py``
-calls) and through ``lightning-hooks train`` (vissl_train_runs.py); then both auto-resume from VISSL's
+calls) and through ``lightning-hooks train`` (vissl_train_runs.py), and ``test_multiple_meters`` for VISSL's meters; then both auto-resume from VISSL's
 ``model_phase0.torch`` (random transforms: the data's random stream must match too); then both train SwAV and DINO on
 two CPU processes (gloo) as the commands a user runs (vissl_cli.py): VISSL with ``NUM_PROC_PER_NODE=2``, Lightning with
 ``--devices 2``. Compared: ``stdout.json`` (losses and LRs per iteration), ``metrics.json``, the checkpoint files and
@@ -22,7 +22,8 @@ pytestmark = pytest.mark.skipif(not real_torchvision.available(), reason="run `b
 #: stdout.json fields that hold times, which differ between any two runs.
 TIMES = ("btime", "eta", "rolling_eta", "peak_mem")
 #: the scenarios and their iterations (resume: the second phase only; two processes: 16 samples in 2 shards of 8)
-ITERATIONS = {"simclr": 6, "moco": 6, "swav": 6, "dino": 6, "resume": 3, "two_processes": 4, "dino_two_processes": 4}
+ITERATIONS = {"simclr": 6, "moco": 6, "swav": 6, "dino": 6, "meters": 6, "resume": 3, "two_processes": 4,
+              "dino_two_processes": 4}  # fmt: skip
 SCENARIOS = tuple(ITERATIONS)
 
 
@@ -60,10 +61,21 @@ def test_vissl_train_checkpoint_files_and_final_weights(runs, name):
         assert mine["loss"] == ref["loss"], file  # MoCo: the queue and the key encoder (digests, bitwise)
         task, ref_task = mine["classy_state_dict"], ref["classy_state_dict"]
         assert sorted(task) == sorted(ref_task), file
-        for key in ("train", "phase_idx", "train_phase_idx", "num_updates", "losses"):
+        for key in ("train", "phase_idx", "train_phase_idx", "num_updates", "losses", "meters"):
             assert task[key] == ref_task[key], (file, key)
         assert task["base_model"] == ref_task["base_model"], file  # the weights, bitwise
         assert task["optimizer"]["optim"]["state"] == ref_task["optimizer"]["optim"]["state"], file
+
+
+def test_vissl_train_meters_write_metrics_json_as_vissl(runs):
+    """VISSL's list meters (``test_multiple_meters``), built from ``METERS`` and updated at each train step: each
+    phase's values in ``metrics.json`` (LogLossMetricsCheckpointHook) as under VISSL's launcher, bitwise."""
+    theirs, ours = _run(runs, "meters")
+    keys = [f"train_{name}_list_meter" for name in ("accuracy", "precision_at_k", "recall_at_k")]
+    assert [row["train_phase_idx"] for row in theirs["metrics"]] == [0, 1]
+    assert all(set(keys) <= set(row) for row in theirs["metrics"])
+    assert theirs["metrics"][0][keys[0]] != theirs["metrics"][1][keys[0]]  # per phase (reset at each phase start)
+    assert ours["metrics"] == theirs["metrics"]
 
 
 @pytest.mark.parametrize("name", ("simclr", "moco", "swav", "dino", "two_processes", "dino_two_processes"))
