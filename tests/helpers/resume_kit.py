@@ -44,6 +44,31 @@ _LOG_LINE = re.compile(r"Auto resumed from|Load checkpoint from|resumed epoch|Ad
 
 #: the iteration :class:`StopRunHook` stops a subprocess's run after (the processes of a multi-process run)
 STOP_ENV = "RESUME_KIT_STOP_AFTER"
+#: set in a subprocess's environment: its ``Config.pretty_text`` is :func:`pretty_text_once` (this module imported
+#: by the config's ``custom_imports``)
+FORMAT_ONCE_ENV = "RESUME_KIT_FORMAT_CONFIG_ONCE"
+
+
+def pretty_text_once() -> property:
+    """``Config.pretty_text`` formatted once per config content. Both hosts format the config at each checkpoint,
+    log and dump (yapf: most of a small run's time); the text is a function of the config's content, which the memo
+    keys on, so what either host writes is unchanged."""
+    texts: dict[str, str] = {}
+    formatted = _PRETTY_TEXT.fget
+    assert formatted is not None
+
+    def pretty_text(cfg: Config) -> str:
+        key = repr(cfg._cfg_dict)
+        if key not in texts:
+            texts[key] = formatted(cfg)
+        return texts[key]
+
+    return property(pretty_text)
+
+
+_PRETTY_TEXT: property = Config.pretty_text  # type: ignore[assignment]
+if os.environ.get(FORMAT_ONCE_ENV):
+    Config.pretty_text = pretty_text_once()  # type: ignore[method-assign]
 
 
 class StopRun(RuntimeError):

@@ -38,6 +38,7 @@ import train_kit  # noqa: F401  registers the tiny datasets
 from resume_kit import (
     first_difference,
     killed_then_resumed,
+    pretty_text_once,
     scalars,
     stopped_then_resumed,
 )
@@ -335,20 +336,10 @@ def _resume_loads_pickles(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(autouse=True)
 def _config_text_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``Config.pretty_text`` formatted once per config content: both hosts ask for it at each checkpoint, log and dump
-    (yapf, most of a small run's time); it is a function of the config's content, which a memo keeps."""
+    """``Config.pretty_text`` formatted once per config content (:func:`resume_kit.pretty_text_once`)."""
     from mmengine.config import Config
 
-    texts: dict[str, str] = {}
-    formatted = Config.pretty_text.fget
-
-    def pretty_text(cfg: Config) -> str:
-        key = repr(cfg._cfg_dict)
-        if key not in texts:
-            texts[key] = formatted(cfg)
-        return texts[key]
-
-    monkeypatch.setattr(Config, "pretty_text", property(pretty_text))
+    monkeypatch.setattr(Config, "pretty_text", pretty_text_once())
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
-from resume_kit import STOP_ENV, first_difference, rank_losses
+from resume_kit import FORMAT_ONCE_ENV, STOP_ENV, first_difference, rank_losses
 
 _spec = importlib.util.spec_from_file_location("resume_corpus", Path(__file__).with_name("test_resume_corpus.py"))
 assert _spec is not None and _spec.loader is not None
@@ -58,7 +58,7 @@ def run_both(path: Path, root: Path, port: int, *options: str, stop_after: int |
     runner, lightning = root / "runner", root / "lightning"
     stop = {STOP_ENV: str(stop_after)} if stop_after else {}
     env = subprocess_env(HELPERS, drop=(*DDP_LAUNCH_VARIABLES, "LIGHTNING_HOOKS_MMENGINE_SEED", STOP_ENV),
-                         OMP_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1", **stop)  # fmt: skip
+                         OMP_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1", **{FORMAT_ONCE_ENV: "1"}, **stop)  # fmt: skip
     # MMEngine's own resume loads the message hub's pickled buffers with torch.load's default (weights only)
     commands = {
         "runner": [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(port),
