@@ -92,7 +92,8 @@ step() {  # step NAME SECONDS MODULES COMMAND...: run it where MODULES import, r
   echo "=== gpu-check: $name"
   if timeout "$seconds" "$@"; then echo "=== gpu-check: $name passed"; else echo "=== gpu-check: $name FAILED"; failed=1; fi
 }
-tests=("$py" -m pytest -q -p no:cacheprovider)
+# without pyproject's -n 2 (the GPU machine has no pytest-xdist; these few tests run in one process)
+tests=("$py" -m pytest -q -p no:cacheprovider -p no:xdist -o "addopts=-ra --import-mode=importlib")
 
 step "2-step FSDP run of mmpretrain's MAE ViT-L config" 120 mmpretrain,cv2 "$py" scripts/gpu_check_flexible.py fsdp
 if "$py" -c "import deepspeed" 2>/dev/null; then

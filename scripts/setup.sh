@@ -50,7 +50,7 @@ import sys, zipfile
 with zipfile.ZipFile(".venv/wheels/vissl-0.1.6-py3-none-any.whl") as wheel:
     wheel.extractall(sys.argv[1], [n for n in wheel.namelist() if n.split("/")[0] in ("vissl", "configs", "hydra_plugins")])
 PY
-  install .venv-lt24 legacy lightning==2.4.0 pytorch-lightning==2.4.0 "pytest>=8"
+  install .venv-lt24 legacy lightning==2.4.0 pytorch-lightning==2.4.0 "pytest>=8" "pytest-xdist>=3.6"
   # .venv-mmcv1: OpenMMLab 1.x (mmcv.runner), whose import name `mmcv` the main venv's mmcv-lite 2.x takes, for
   # tests/families/mmcv (run from the main suite by tests/families/mmcv/test_venv.py). mmcv 1.7.2 builds from its sdist without
   # compiled ops (the tests stub mmcv._ext); its setup.py needs pkg_resources (setuptools<70) and wheel, unisolated.
@@ -58,7 +58,7 @@ PY
   # mlflow-skinny 2.9 needs protobuf<5, which wandb 0.31 (>=5) and tensorboard (>=6.31.1) refuse; 3.11 to 3.13 take
   # protobuf 7 and still pickle models by default (3.14+ default to pt2, which fails on mmcv's log_model call: no
   # input_example); mlflow.pytorch imports pandas.
-  install .venv-mmcv1 legacy "pytest>=8" addict yapf pycocotools terminaltables prettytable wandb==0.31.0 \
+  install .venv-mmcv1 legacy "pytest>=8" "pytest-xdist>=3.6" addict yapf pycocotools terminaltables prettytable wandb==0.31.0 \
     mlflow-skinny==3.12.0 pandas
   mmcv_pip=(.venv-mmcv1/bin/python -m pip install --quiet --disable-pip-version-check)
   "${mmcv_pip[@]}" "setuptools<70" wheel

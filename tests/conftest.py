@@ -2,12 +2,61 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
 import torch
+from lh_testing import DDP_LAUNCH_VARIABLES
 
 torch.set_num_threads(1)
+# the test subprocesses too: the suite runs on two xdist workers (pyproject's addopts), two cores between them
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+#: what a launcher (torchrun, Lightning's, VISSL's, Classy's) sets: left in the pytest process by a test, a variable
+#: reaches the subprocesses of the tests after it (``RANK`` made a resumed run a torchrun rank)
+LAUNCHER_VARIABLES = (*DDP_LAUNCH_VARIABLES, "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK")
+
+#: the files that take longest (a suite in another venv, module-scoped reference runs: a minute or more each) run
+#: first, so that the two xdist workers finish together: ``--dist loadfile --no-loadscope-reorder`` (pyproject's
+#: addopts) hands the files to the workers in collection order
+LONGEST_FIRST = (
+    "tests/families/mmcv/test_venv.py",
+    "tests/families/classy/test_vissl_resume.py",
+    "tests/families/classy/test_vissl_train.py",
+    "tests/families/classy/test_project.py",
+    "tests/families/classy/test_train_resume.py",
+    "tests/core/test_lightning_versions.py",
+    "tests/families/classy/test_loggers.py",
+    "tests/families/mmengine/test_corpus.py",
+    "tests/families/mmengine/test_train_ddp.py",
+    "tests/integration/ddp/test_spawn.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """:data:`LONGEST_FIRST` first, in its order; the other files after them in their usual order."""
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+
+
+@pytest.fixture(autouse=True)
+def no_launcher_variable_left():
+    """Each test ends with the launcher variables it started with: one it leaves set (or changed, or removed) is put
+    back and the test errors at teardown naming it, as the tests after it would run under it."""
+    before = {name: os.environ.get(name) for name in LAUNCHER_VARIABLES}
+    yield
+    left = {name: os.environ.get(name) for name in LAUNCHER_VARIABLES if os.environ.get(name) != before[name]}
+    for name in left:
+        if before[name] is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before[name]
+    if left:
+        changes = ", ".join(f"{name}={value!r} (was {before[name]!r})" for name, value in left.items())
+        pytest.fail(
+            f"the test left launcher variables in the pytest process: {changes}; restore them where they are set"
+        )
 
 
 @pytest.fixture(autouse=True)
@@ -18,6 +67,21 @@ def no_process_group_left():
     yield
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
+
+
+@pytest.fixture
+def lightning_ddp_in_this_process():
+    """For a test that fits under Lightning's DDP strategy in the pytest process: Lightning's launcher exports
+    ``MASTER_ADDR``, ``MASTER_PORT``, ``NODE_RANK`` and ``LOCAL_RANK`` (for the ranks it would start) into the process
+    that fits and leaves them there, as it does in a user's script; they are put back after the test (with
+    ``LOCAL_RANK`` set, a later Lightning run takes its processes as launched by someone else)."""
+    before = {name: os.environ.get(name) for name in LAUNCHER_VARIABLES}
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(autouse=True)

@@ -54,8 +54,9 @@ def test_oldest_environment_has_lightning_2_4_in_both_namespaces():
 
 def test_reduced_suite_passes_on_the_oldest_supported_lightning():
     env = subprocess_env(inherit=False)  # this checkout, also in the suite's subprocesses
+    # -n 0: in one process, as this test already runs beside the rest of the suite on one of its xdist workers
     out = subprocess.run(
-        [_oldest_python(), "-m", "pytest", "-q", "-p", "no:cacheprovider", *REDUCED_SUITE],
+        [_oldest_python(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", *REDUCED_SUITE],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=900,
     )  # fmt: skip
     tail = "\n".join(out.stdout.splitlines()[-40:])

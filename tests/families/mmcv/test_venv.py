@@ -32,8 +32,9 @@ def test_mmcv1_environment_has_mmcv_1_and_its_runner():
 
 def test_mmcv_suite_passes_in_the_mmcv1_environment():
     env = subprocess_env(inherit=False)  # this checkout, also in the suite's subprocesses
+    # -n 0: in one process, as this test already runs beside the rest of the suite on one of its xdist workers
     out = subprocess.run(
-        [_mmcv1_python(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/families/mmcv",
+        [_mmcv1_python(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", "tests/families/mmcv",
          "--ignore", "tests/families/mmcv/test_venv.py", "tests/test_lifecycle.py::test_every_table_row_is_installed_and_fires[mmcv]"],
         capture_output=True, text=True, cwd=ROOT, env=env, timeout=900,
     )  # fmt: skip

@@ -357,7 +357,7 @@ def test_mmengine_param_schedulers_keep_the_loader_position_of_a_mid_epoch_resum
     assert_same_tensors(unprefixed(module.state_dict()), runner.model.state_dict())
 
 
-def test_mmengine_ema_checkpoint_under_ddp_strategy_match_runner(tmp_path):
+def test_mmengine_ema_checkpoint_under_ddp_strategy_match_runner(tmp_path, lightning_ddp_in_this_process):
     # single-process DDP on CPU (gloo): the Runner's runner.model is its DDP wrapper, which EMAHook unwraps with
     # is_model_wrapper; Lightning's DDP wraps the LightningModule, so runner.model is the Toy it holds, unwrapped.
     # Lightning's DistributedSampler would reorder the data, so keep the loader's own order like the Runner.
