@@ -42,13 +42,15 @@ after the first iteration tools vs lightning):
   process-time cProfile of iterations 6-40 of one run each puts the difference in torch's kernels, not in Python
   around them: ``conv2d`` 4.9 vs 5.9 ms/iter for the same 48 calls, ``run_backward`` 8.0 vs 9.1, while
   ``_call_impl`` / the optimizer's Python are alike; both processes run one thread (``/proc/self/task``), and the
-  next pair, timed by thread CPU ticks, read 27 vs 25 ms/iter the other way round. So far this reads as the loaded
-  host's noise rather than a per-step cost of the command; a quiet machine has to confirm it.
+  next pair, timed by thread CPU ticks, read 27 vs 25 ms/iter the other way round; neither process flushes denormals
+  (FTZ/DAZ checked in both). A third run, ``--rounds 5``: 23.4 vs 27.3, 1.209 [1.071-1.277]; RSS 458 vs 517 MiB,
+  growth 2.8 vs 2.8 MiB. So the gap is consistent, and sits in the kernels' CPU time, not in per-step Python; its
+  cause (mmseg 0.x's FCN under the same command is at parity) is open.
 * ``mmseg0-fcn``: 30.5 vs 30.5, 0.989 [0.902-1.011]; 477 vs 540 MiB (1.130); 12.3 vs 11.8 MiB.
 
 Training's own memory (the growth after the first iteration) is the host's or less in every case; the peak's
 difference is there before the first iteration (Lightning's and the adapters' imports). Time: within 1.02 at the
-median for VISSL SwAV and the two segmentors, 1.04 for mmdet 3.x RetinaNet, not met for mmdet 2.x RetinaNet.
+median for VISSL SwAV and the two segmentors, 1.04 for mmdet 3.x RetinaNet, not met for mmdet 2.x RetinaNet (1.14-1.26).
 
 Commands::
 
