@@ -3,11 +3,11 @@ CONFIG`` stopped after iteration k (mid-epoch for the epoch-based ones) and resu
 ``tools/train.py`` (``Runner.from_cfg(cfg).train()``) stopped and resumed the same way (tests/helpers/resume_kit.py).
 
 The corpus (:data:`CASES`): mmpretrain's ResNet-18 CIFAR, DeiT-tiny (Mixup / CutMix), ConvNeXt with EMA, and the
-self-supervised SimCLR, MoCo v2, BYOL and MAE recipes; mmdet's RetinaNet and FCOS (one-stage), DETR, Conditional
+self-supervised SimCLR, MoCo v2, BYOL and MAE recipes; mmdet's RetinaNet, FCOS and ATSS (one-stage), DETR, Conditional
 DETR and DINO (DETR-style; DINO with deformable attention, two-stage query selection and denoising queries) and SOLO
 (instance segmentation); mmseg's SegFormer, PSPNet, DeepLabV3 and FCN (iteration-based); mmpose's top-down
 SimpleBaseline heatmap config (CocoMetric through xtcocotools); mmagic's SRCNN and EDSR (``MultiValLoop``, mmagic's
-``Evaluator``): 20 configs. Each case is a shipped
+``Evaluator``): 21 configs. Each case is a shipped
 config as the ``_base_`` of a small derived config: tiny generated data (train_kit.py, pose_kit.py,
 mmagic_parts.py), tiny widths, 5 to 9 iterations, ``CheckpointHook`` by iteration (so iteration k has a checkpoint).
 
@@ -213,6 +213,16 @@ train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
     # one-stage anchor-free: FCOS (caffe-style ResNet-50, GN heads, centerness), SGD with paramwise_cfg bias
     # lr / decay, LinearLR warm-up + MultiStepLR
     "mmdet-fcos-r50-caffe": ("mmdet", "fcos/fcos_r50-caffe_fpn_gn-head_1x_coco.py", """
+model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
+             neck=dict(in_channels=[32, 64, 128, 256], out_channels=32),
+             bbox_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
+""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""", 3),
+    # one-stage with adaptive training-sample selection: ATSS (ATSSAssigner on anchors, centerness, GIoU), GN heads
+    "mmdet-atss-r50": ("mmdet", "atss/atss_r50_fpn_1x_coco.py", """
 model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
              neck=dict(in_channels=[32, 64, 128, 256], out_channels=32),
              bbox_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1))
