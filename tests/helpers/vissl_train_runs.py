@@ -1,7 +1,7 @@
 """A VISSL config trained by VISSL's own launcher and by ``lightning-hooks train config=...`` (subprocess side).
 
 Both read VISSL's shipped integration-test configs (``quick_simclr_synthetic``, ``quick_moco``, ``quick_swav``,
-``quick_dino``; ``test_multiple_meters`` for VISSL's meters) composed by VISSL's
+``quick_dino``; ``quick_eval_in1k_linear`` for VISSL's meters) composed by VISSL's
 hydra plugin with the same overrides, which make them small for a CPU: synthetic 32 px images, a handful of samples,
 the configs' own transforms at 32 px (SwAV's and DINO's multi-crop at 32/16 px), in-process loading, gloo, one
 process, no LARC (it needs Apex), no SyncBN (a user on CPU overrides both, as here). The reference is what
@@ -76,12 +76,16 @@ CONFIGS: dict[str, list[str]] = {
     # VISSL's CPU-test SimCLR (ResNet-50), its transforms at 32 px; it turns auto-resume off, a rerun that resumes on
     "cpu_resnet_simclr": ["config=test/cpu_test/test_cpu_resnet_simclr", TRANSFORMS % 1.0,
                           "config.CHECKPOINT.AUTO_RESUME=true"],  # fmt: skip
-    # VISSL's CPU test of its list meters (accuracy, precision@k, recall@k; ResNet-50, frozen trunk, a linear head):
-    # train phases only (its test phases are refused), 32 px crops, a head over the 12 samples' labels (their indices)
-    # at its unscaled LR 0.1 (the two phases' values then differ)
-    "meters": ["config=test/cpu_test/test_multiple_meters", "config.TEST_MODEL=false",
-               "config.MODEL.HEAD.PARAMS=[[mlp, {dims: [2048, 12]}]]",
-               "config.OPTIMIZER.param_schedulers.lr_head.auto_lr_scaling.auto_scale=false",
+    # VISSL's linear evaluation integration test: a frozen ResNet-50 trunk (in eval mode) whose res4 and res5 features
+    # feed two linear heads, one accuracy_list_meter over both outputs; train phases only (its test phases are
+    # refused), synthetic data labelled by sample index (12 classes), 32 px crops
+    "meters": ["config=test/integration_test/quick_eval_in1k_linear", "config.TEST_MODEL=false",
+               "config.DATA.TRAIN.LABEL_SOURCES=[]", "config.DATA.TRAIN.DATASET_NAMES=[synthetic]",
+               "config.DATA.TRAIN.DATA_PATHS=[]",
+               "config.MODEL.FEATURE_EVAL_SETTINGS.LINEAR_EVAL_FEAT_POOL_OPS_MAP=[[res4, [AdaptiveAvgPool2d, [[1, 1]]]],"
+               " [res5, [AdaptiveAvgPool2d, [[1, 1]]]]]",
+               "config.MODEL.HEAD.PARAMS=[[eval_mlp, {in_channels: 1024, dims: [1024, 12]}],"
+               " [eval_mlp, {in_channels: 2048, dims: [2048, 12]}]]",
                "config.DATA.TRAIN.TRANSFORMS=[{name: RandomResizedCrop, size: 32}, {name: RandomHorizontalFlip},"
                " {name: ToTensor}]"],  # fmt: skip
 }

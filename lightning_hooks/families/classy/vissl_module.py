@@ -58,6 +58,9 @@ class VisslConfigModule(pl.LightningModule):
             _check_vissl_test(config)
         check_fsdp(config)
         self.model = build_model(config.MODEL, config.OPTIMIZER)
+        # VISSL's trainer sets train mode by model.train(True) at each (train) phase start, where a feature-extraction
+        # trunk (linear evaluation) keeps its frozen base model in eval mode; Lightning keeps the modes it finds
+        self.model.train(True)
         self._step_loss: torch.Tensor | None = None
 
     def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
