@@ -235,6 +235,8 @@ class IMIXAdapter(ManualStepAdapter):
         self._check_schedulers(trainer)
         self._check_epochs(trainer)
         epoch, start_iter = self.loop.restored or (trainer.current_epoch, lightning_api.train_batches_fetched(trainer))
+        # a checkpoint written at an epoch's last batch, before validation: Lightning goes on with the next epoch
+        epoch = max(epoch, trainer.current_epoch)
         real = compat.real_hooks()
         buffer = None
         if real is not None:
