@@ -22,6 +22,7 @@ LAUNCHER_VARIABLES = (*DDP_LAUNCH_VARIABLES, "LOCAL_WORLD_SIZE", "GROUP_RANK", "
 #: addopts) hands the files to the workers in collection order
 LONGEST_FIRST = (
     "tests/families/mmcv/test_venv.py",
+    "tests/families/mmcv/test_venv_ddp.py",
     "tests/families/classy/test_vissl_resume.py",
     "tests/families/classy/test_vissl_train.py",
     "tests/families/classy/test_project.py",

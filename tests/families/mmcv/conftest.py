@@ -1,5 +1,5 @@
 """The mmcv 1.x tests run in ``.venv-mmcv1`` (``bash scripts/setup.sh test``); the main suite runs them there from
-tests/families/mmcv/test_venv.py, and collects them here only to skip them (mmcv-lite 2.x has no ``mmcv.runner``)."""
+tests/families/mmcv/test_venv.py and test_venv_ddp.py, and collects them here only to skip them (mmcv-lite 2.x has no ``mmcv.runner``)."""
 
 from __future__ import annotations
 
