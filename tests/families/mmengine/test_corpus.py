@@ -41,7 +41,7 @@ LIBRARIES = (
     ("mmdet", None),
     ("mmpretrain", None),
     ("mmseg", None),
-    ("mmpose", ["mmpose.engine.hooks"]),  # its datasets need xtcocotools
+    ("mmpose", None),  # its datasets import xtcocotools (scripts/setup.sh builds it), its visualizers torchvision
     ("mmagic", list(MMAGIC)),  # its models need diffusers: its engine and visualizers
 )
 INSTALLED = tuple((name, modules) for name, modules in LIBRARIES if importlib.util.find_spec(name))
