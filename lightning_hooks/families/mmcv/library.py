@@ -31,6 +31,8 @@ class Library:
         root_logger: its ``get_root_logger``, the run's logger (``{work_dir}/{timestamp}.log``).
         collect_env: its ``collect_env``, the environment its script logs and records in ``meta['env_info']``.
         init_seed, set_seed: its ``init_random_seed`` and ``set_random_seed``.
+        setup_processes: its ``setup_multi_processes(cfg)`` (the multiprocessing start method, OpenCV's threads, and
+            ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` for data loader workers), which its script calls first.
         train: its training API (``train_model``), whose module's ``build_runner`` and ``ddp`` are replaced while it
             runs (:class:`~lightning_hooks.families.mmcv.lightning_runner.LightningRunnerSwap`).
         ddp: the name that training API wraps a distributed model with, in ``train``'s module.
@@ -63,6 +65,7 @@ class Library:
     collect_env: str
     init_seed: str
     set_seed: str
+    setup_processes: str
     train: str
     ddp: str = "build_ddp"
     builder_cfgs: tuple[str, ...] = ("train_cfg", "test_cfg")
@@ -111,7 +114,8 @@ def _library(package: str, builder: str, train: str, **differences: Any) -> Libr
     return Library(package, models=f"{package}.models.builder:MODELS", builder=f"{package}.models:{builder}",
                    datasets=f"{package}.datasets:build_dataset", root_logger=f"{package}.utils:get_root_logger",
                    collect_env=f"{package}.utils:collect_env", init_seed=f"{package}.apis:init_random_seed",
-                   set_seed=f"{package}.apis:set_random_seed", train=f"{package}.apis.train:{train}", **differences)  # fmt: skip  # one call, one row per concern
+                   set_seed=f"{package}.apis:set_random_seed", setup_processes=f"{package}.utils:setup_multi_processes",
+                   train=f"{package}.apis.train:{train}", **differences)  # fmt: skip  # one call, one row per concern
 
 
 #: the libraries, in the order a model type is looked up

@@ -33,6 +33,7 @@ def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed
     import mmcv
 
     library = library_of(cfg)
+    setup_env(library, cfg)
     processes = _start_processes(trainer_options)
     distributed = processes > 1
     if distributed:  # as the scripts record it under their launcher (mmcv's resume rescales the iteration by it)
@@ -55,6 +56,17 @@ def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed
             library.function(library.train)(model, datasets, cfg, distributed=distributed, validate=validate,
                                             timestamp=timestamp, meta=meta, **device_kwargs)  # fmt: skip  # arguments aligned under the call
     return swap.runners[-1].trainer
+
+
+def setup_env(library: Library, cfg: Any) -> None:
+    """What the script does first with its config, for its process: the library's ``setup_multi_processes(cfg)``
+    (``mp_start_method``, ``opencv_num_threads``, one OpenMP / MKL thread for data loader workers) and
+    ``cudnn_benchmark``."""
+    import torch
+
+    library.function(library.setup_processes)(cfg)
+    if cfg.get("cudnn_benchmark", False):
+        torch.backends.cudnn.benchmark = True
 
 
 def _prepare(library: Library, cfg: Any, logger: logging.Logger, *, distributed: bool, seed: int | None,

@@ -15,7 +15,7 @@ from mmcv_testkit import import_with_stubbed_ops  # skips outside .venv-mmcv1
 from lightning_hooks.core.errors import ConfigError
 from lightning_hooks.families.mmcv.library import LIBRARIES, Library, library_of
 
-FUNCTIONS = ("builder", "datasets", "root_logger", "collect_env", "init_seed", "set_seed", "train")
+FUNCTIONS = ("builder", "datasets", "root_logger", "collect_env", "init_seed", "set_seed", "setup_processes", "train")
 #: a model type of each library's own registry
 MODEL_TYPES = {"mmcls": "ImageClassifier", "mmdet": "RetinaNet", "mmseg": "EncoderDecoder"}
 
@@ -76,6 +76,10 @@ def test_the_differences_are_those_of_the_shipped_tools_train_py(library):
     assert ("meta['exp_name']" in main) == ("exp_name" in library.meta)
     assert ("revert_sync_batchnorm(model)" in main) == library.revert_sync_batchnorm
     assert ("logger.info(model)" in main) == library.log_model
+    # what tools_train.setup_env does first (mmseg's script sets the processes up after its logger: the settings are
+    # the process's and touch neither)
+    assert "setup_multi_processes(cfg)" in main and "setup_multi_processes" in library.setup_processes
+    assert "if cfg.get('cudnn_benchmark', False):\n        torch.backends.cudnn.benchmark = True" in main
     assert {name for name in ("CLASSES", "PALETTE") if f"model.{name} = datasets[0].{name}" in main} == set(
         library.model_attributes)
     record = main[main.rindex(f"{library.package}_version="):]
@@ -111,6 +115,6 @@ def test_a_model_type_no_library_knows_is_an_error_naming_the_libraries():
 
 def test_a_library_with_an_unknown_difference_is_refused():
     with pytest.raises(ValueError, match="auto_resume must be"):
-        Library("x", "", "", "", "", "", "", "", "", auto_resume="sometimes")
+        Library("x", "", "", "", "", "", "", "", "", "", auto_resume="sometimes")
     with pytest.raises(ValueError, match="record_in takes"):
-        Library("x", "", "", "", "", "", "", "", "", record_in=("elsewhere",))
+        Library("x", "", "", "", "", "", "", "", "", "", record_in=("elsewhere",))

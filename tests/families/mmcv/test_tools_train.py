@@ -16,6 +16,7 @@ from mmcv.runner import BaseModule  # noqa: E402
 from mmcv.utils.logging import get_logger, logger_initialized  # noqa: E402
 
 from lightning_hooks.families.mmcv.library import LIBRARIES  # noqa: E402
+from lightning_hooks.families.mmcv import tools_train  # noqa: E402
 from lightning_hooks.families.mmcv.tools_train import latest_checkpoint, run_logger  # noqa: E402
 
 MMCLS = next(library for library in LIBRARIES if library.package == "mmcls")
@@ -88,3 +89,45 @@ def test_auto_resume_takes_latest_then_the_highest_numbered_checkpoint(tmp_path)
     assert latest_checkpoint(str(tmp_path)) == str(tmp_path / "epoch_10.pth")
     (tmp_path / "latest.pth").write_bytes(b"")
     assert latest_checkpoint(str(tmp_path)) == str(tmp_path / "latest.pth")
+
+
+@pytest.fixture
+def process_settings(monkeypatch):
+    """The process settings ``setup_env`` changes, put back afterwards."""
+    import cv2
+    import torch.multiprocessing as mp
+
+    threads, method, benchmark = cv2.getNumThreads(), mp.get_start_method(allow_none=True), torch.backends.cudnn.benchmark
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    yield
+    cv2.setNumThreads(threads)
+    mp.set_start_method(method, force=True)
+    torch.backends.cudnn.benchmark = benchmark
+
+
+def test_setup_env_applies_the_configs_process_settings_as_the_script(process_settings, tmp_path):
+    import os
+
+    import cv2
+    import torch.multiprocessing as mp
+    from mmcv import Config
+
+    cfg = Config(dict(mp_start_method="spawn", opencv_num_threads=3, cudnn_benchmark=True,
+                      data=dict(workers_per_gpu=2), work_dir=str(tmp_path)))  # fmt: skip  # one key per concern
+    tools_train.setup_env(MMCLS, cfg)
+    assert (mp.get_start_method(), cv2.getNumThreads(), torch.backends.cudnn.benchmark) == ("spawn", 3, True)
+    assert os.environ["OMP_NUM_THREADS"] == os.environ["MKL_NUM_THREADS"] == "1"  # for the data loader workers
+
+
+def test_train_sets_the_process_up_before_it_makes_the_work_dir(monkeypatch, tmp_path):
+    from mmcv import Config
+
+    def stop(library, cfg):
+        raise RuntimeError(f"setup_env({library.package})")
+
+    monkeypatch.setattr(tools_train, "setup_env", stop)
+    cfg = Config(dict(model=dict(type="ImageClassifier"), work_dir=str(tmp_path / "work")))
+    with pytest.raises(RuntimeError, match=r"setup_env\(mmcls\)"):
+        tools_train.train(cfg)
+    assert not (tmp_path / "work").exists()
