@@ -249,8 +249,8 @@ def tiny_fcn(folder: Path, *, train_images: int = 4, imports: tuple[str, ...] = 
     return path
 
 
-def tiny_retinanet(folder: Path, *, imports: tuple[str, ...] = (), lines: str = "") -> Path:
-    """Write, in ``folder``, 8 generated 64x64 images with two boxes each (mmdet's middle format, ``train.pkl``) and
+def tiny_retinanet(folder: Path, *, images: int = 8, imports: tuple[str, ...] = (), lines: str = "") -> Path:
+    """Write, in ``folder``, ``images`` generated 64x64 images with two boxes each (mmdet's middle format, ``train.pkl``) and
     ``tiny_retinanet.py``, a config derived from mmdet 2.28's shipped ``retinanet_r18_fpn_1x_coco.py``: a narrow
     ResNet-18 (8 base channels, no pretrained weights), FPN and head, 2 images a batch, 2 epochs, linear warmup and a
     step, logging every iteration (training only: no NMS op in this mmcv build, so ``--no-validate``); then
@@ -262,7 +262,7 @@ def tiny_retinanet(folder: Path, *, imports: tuple[str, ...] = (), lines: str = 
 
     rng = np.random.RandomState(0)
     infos = []
-    for i in range(8):
+    for i in range(images):
         mmcv.imwrite(rng.randint(0, 255, (64, 64, 3)).astype(np.uint8), str(folder / "img" / f"{i}.png"))
         corner = rng.randint(0, 24, (2, 2)).astype(np.float32)
         boxes = np.concatenate([corner, corner + rng.randint(16, 40, (2, 2))], axis=1).clip(0, 63).astype(np.float32)

@@ -7,17 +7,15 @@ checkpoint files and final weights, bitwise on CPU."""
 from __future__ import annotations
 
 import os
-import pickle
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from mmcv_testkit import RunStopped, import_with_stubbed_ops, stub_collect_env  # skips outside .venv-mmcv1
 from mmcv_train_kit import (assert_auto_resumes_alike, assert_final_weights, assert_resumed_alike,
-                            assert_same_checkpoint, json_log, listing, ours_then_reference, reference_logger)  # fmt: skip  # names aligned under the import
+                            assert_same_checkpoint, json_log, listing, ours_then_reference, reference_logger,
+                            tiny_retinanet)  # fmt: skip  # names aligned under the import
 
 mmdet = pytest.importorskip("mmdet", reason="mmdet 2.x lives in .venv-mmcv1")
 import_with_stubbed_ops("mmdet.models", "mmdet.apis", "mmdet.datasets", "mmdet.utils")  # they import mmcv's compiled ops
@@ -26,49 +24,14 @@ from mmcv import Config  # noqa: E402
 
 from lightning_hooks import train as dispatcher  # noqa: E402
 
-SHIPPED = Path(mmdet.__file__).parent / ".mim" / "configs" / "retinanet" / "retinanet_r18_fpn_1x_coco.py"
-NORM = "dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)"
-
-
 @pytest.fixture
 def config(tmp_path, monkeypatch):
-    import mmcv
-
     stub_collect_env(monkeypatch)
-    rng = np.random.RandomState(0)
-    infos = []
-    for i in range(4):  # mmdet's CustomDataset middle format, with the boxes as numpy arrays (a pickle)
-        mmcv.imwrite(rng.randint(0, 255, (64, 64, 3)).astype(np.uint8), str(tmp_path / "img" / f"{i}.png"))
-        corner = rng.randint(0, 24, (2, 2)).astype(np.float32)
-        boxes = np.concatenate([corner, corner + rng.randint(16, 40, (2, 2))], axis=1).clip(0, 63).astype(np.float32)
-        infos.append(dict(filename=f"{i}.png", width=64, height=64,
-                          ann=dict(bboxes=boxes, labels=np.array([0, 1], dtype=np.int64))))  # fmt: skip
-    with open(tmp_path / "train.pkl", "wb") as f:
-        pickle.dump(infos, f)
-    path = tmp_path / "tiny_retinanet.py"
-    path.write_text(textwrap.dedent(f"""
-        _base_ = [{str(SHIPPED)!r}]
-        model = dict(
-            backbone=dict(base_channels=8, init_cfg=None),
-            neck=dict(in_channels=[8, 16, 32, 64], out_channels=16),
-            bbox_head=dict(num_classes=2, in_channels=16, feat_channels=16, stacked_convs=1))
-        train_pipeline = [
-            dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
-            dict(type='Resize', img_scale=(64, 64), keep_ratio=True), dict(type='RandomFlip', flip_ratio=0.5),
-            dict(type='Normalize', **{NORM}), dict(type='Pad', size_divisor=32),
-            dict(type='DefaultFormatBundle'), dict(type='Collect', keys=['img', 'gt_bboxes', 'gt_labels'])]
-        data = dict(samples_per_gpu=2, workers_per_gpu=0, persistent_workers=False,
-                    train=dict(type='CustomDataset', classes=('a', 'b'), ann_file={str(tmp_path / "train.pkl")!r},
-                               img_prefix={str(tmp_path / "img")!r}, pipeline=train_pipeline))
-        runner = dict(max_epochs=2)
-        lr_config = dict(policy='step', warmup='linear', warmup_iters=2, warmup_ratio=0.1, step=[1])
-        log_config = dict(interval=1)
-    """))
+    path = tiny_retinanet(tmp_path, images=4)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield path
     torch.set_num_threads(threads)
-
 
 
 def reference(path: Path, work_dir: Path, timestamp: str) -> torch.nn.Module:
