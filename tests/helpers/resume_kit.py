@@ -206,6 +206,7 @@ def killed_then_resumed(config: Path, root: Path, checkpoint: int, hold: int) ->
                 proc.kill()
                 proc.wait()
     for side, run in zip(sides, (run_runner, run_lightning), strict=True):
+        time.sleep(1 - time.time() % 1)  # a new second: the resumed run's {timestamp} folder is not the killed run's
         run(config, side, "--resume")
     return sides
 
