@@ -11,7 +11,10 @@ to ``after_train`` in process CPU time (``time.process_time``: the work runs in 
 inflated by other tenants of a shared machine), so building the model and data is not counted. The report gives each
 host's median ms per iteration and the median over rounds of the lightning/runner ratio (target: at most 1.1).
 
-    python benchmarks/mmengine_train.py [--rounds 5] [--iters 20] [--width 16]
+    PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/mmengine_train.py [--rounds 5] [--iters 20] [--width 16]
+
+It needs no test helper: the generated data is ``benchmarks/_cifar_data.py``'s (mmpretrain imports the real
+torchvision, which ``PYTHONPATH`` puts on the path).
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "helpers"))  # the tests' generated data (train_kit)
-import train_kit  # noqa: E402  (imports the OpenMMLab libraries with mmcv-lite's stubs; registers TinyCifar)
+sys.path.insert(0, str(Path(__file__).parent))
+import _cifar_data  # noqa: E402  (registers BenchCifar in mmpretrain's DATASETS)
 from mmengine.config import Config  # noqa: E402
 from mmengine.hooks import Hook  # noqa: E402
 from mmengine.registry import HOOKS  # noqa: E402
@@ -36,7 +39,7 @@ from mmengine.runner import Runner  # noqa: E402
 from _common import median, round_robin  # noqa: E402
 from lightning_hooks.families.mmengine.train import train  # noqa: E402
 
-SHIPPED = train_kit.RESNET_CIFAR
+SHIPPED = _cifar_data.RESNET_CIFAR
 SPANS: list[tuple[float, int]] = []
 
 
@@ -57,7 +60,7 @@ def config_file(directory: str, iters: int, width: int) -> str:
     path = os.path.join(directory, "resnet18_cifar_generated.py")
     with open(path, "w") as f:
         f.write(f"""_base_ = [{str(SHIPPED)!r}]
-{train_kit.resnet_cifar(width=width, batch_size=16, n_train=16 * iters, n_val=None)}train_cfg = dict(max_epochs=1)
+{_cifar_data.resnet_cifar(width=width, batch_size=16, n_train=16 * iters)}train_cfg = dict(max_epochs=1)
 custom_hooks = [dict(type="TrainSpan")]
 randomness = dict(seed=0)
 log_level = "WARNING"
