@@ -1,8 +1,10 @@
 """Import mmdet, mmpretrain, mmsegmentation, mmyolo, mmpose and mmagic in the test venv: stubs for what mmcv-lite, the
 CPU torch and numpy 2 lack.
 
-- ``mmcv._ext`` (mmcv's compiled ops; ``mmcv.ops`` checks its functions exist when imported): a module whose every
-  function raises when called. No hook under test calls an mmcv op.
+- ``mmcv._ext`` (mmcv's compiled ops; ``mmcv.ops`` checks its functions exist when imported): NMS and RoIAlign are
+  pure-torch stand-ins (tests/helpers/torch_ops.py: two-stage detectors and Mask R-CNN train on them, under both hosts
+  compared); every other function raises when called. ``mmcv.ops`` keeps the module it imported, so the stand-ins
+  serve it after the ``with`` block too.
 - ``torchvision`` (the registry's wheels are CUDA builds that do not load with the CPU torch): only while the
   libraries import, with the names mmpretrain and mmagic touch at import time; they raise or are inert when used.
 - ``numpy.bool8`` (removed in numpy 2; mmagic 1.2 reads it at import): an alias of ``numpy.bool_``, only while the
@@ -27,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy
+from torch_ops import OPS
 
 LIBRARIES = ("mmdet", "mmpretrain", "mmseg")
 #: the mmagic modules that import in the test venv (see above), for :func:`import_modules`
@@ -90,7 +93,7 @@ def stubs() -> Iterator[None]:
     """The stubs in ``sys.modules`` for the ``with`` block (for what is missing only), then the modules as they were."""
     stubbed = {} if importlib.util.find_spec("torchvision") is not None else _torchvision()
     if importlib.util.find_spec("mmcv._ext") is None:
-        stubbed["mmcv._ext"] = ext = _module("mmcv._ext")
+        stubbed["mmcv._ext"] = ext = _module("mmcv._ext", **OPS)
         ext.__getattr__ = _ext_function
     saved = {name: sys.modules.get(name) for name in stubbed}
     sys.modules.update(stubbed)

@@ -4,11 +4,11 @@ CONFIG`` stopped after iteration k (mid-epoch for the epoch-based ones) and resu
 
 The corpus (:data:`CASES`): mmpretrain's ResNet-18 CIFAR, DeiT-tiny (Mixup / CutMix), ConvNeXt with EMA, and the
 self-supervised SimCLR, MoCo v2, BYOL and MAE recipes; mmdet's RetinaNet, FCOS and ATSS (one-stage), DETR, Conditional
-DETR and DINO (DETR-style; DINO with deformable attention, two-stage query selection and denoising queries) and SOLO
-(instance segmentation); mmseg's SegFormer, PSPNet, DeepLabV3 and FCN (iteration-based); mmpose's top-down
-SimpleBaseline heatmap config (CocoMetric through xtcocotools); mmagic's SRCNN and EDSR (``MultiValLoop``, mmagic's
-``Evaluator``): 21 configs. Each case is a shipped
-config as the ``_base_`` of a small derived config: tiny generated data (train_kit.py, pose_kit.py,
+DETR and DINO (DETR-style; DINO with deformable attention, two-stage query selection and denoising queries), Faster
+R-CNN (two-stage), Mask R-CNN and SOLO (instance segmentation); mmseg's SegFormer, PSPNet, DeepLabV3 and FCN
+(iteration-based); mmpose's top-down SimpleBaseline heatmap config (CocoMetric through xtcocotools); mmagic's SRCNN and
+EDSR (``MultiValLoop``, mmagic's ``Evaluator``): 23 configs. Each case is a shipped config as the ``_base_`` of a
+small derived config: tiny generated data (train_kit.py, pose_kit.py,
 mmagic_parts.py), tiny widths, 5 to 9 iterations, ``CheckpointHook`` by iteration (so iteration k has a checkpoint).
 
 Compared, bitwise on this CPU (both hosts run the same kernels in the same order in one process): the stopped run's
@@ -21,20 +21,20 @@ wherever the kill landed). tests/families/mmengine/test_train_ddp.py runs some o
 What the derived configs change beyond size, and why: validation is dropped where it would only slow a case down
 (the detectors); AMP recipes (MAE) train in fp32, as the Runner's ``AmpOptimWrapper`` needs a GPU; the
 self-supervised views crop to 32 px and jitter no hue (mmcv 2.0's ``adjust_hue`` overflows numpy 2's uint8 on a
-negative shift, under both hosts). Not here: two-stage detectors and Mask R-CNN (their RPN and RoI heads call mmcv's
-compiled NMS and RoIAlign, which mmcv-lite lacks); mmagic's models beyond SRCNN and EDSR (their packages import
-diffusers and the like, which the venv lacks; tests/helpers/mmagic_parts.py imports what those two name).
+negative shift, under both hosts). The two-stage detectors' RPN and RoI heads call mmcv's compiled NMS and RoIAlign,
+which mmcv-lite lacks: both hosts call the same pure-torch stand-ins (tests/helpers/torch_ops.py, served as
+``mmcv._ext`` by tests/helpers/openmmlab_stubs.py). Not here: mmagic's models beyond SRCNN and EDSR (their packages
+import diffusers and the like, which the venv lacks; tests/helpers/mmagic_parts.py imports what those two name).
 """
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
 
-import importlib.util
-
 import pytest
-import train_kit  # noqa: F401  registers the tiny datasets
+import train_kit
 from resume_kit import (
     first_difference,
     killed_then_resumed,
@@ -232,12 +232,39 @@ train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
 """ + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
 """, 3),
     # instance segmentation: SOLO (ResNet-50 + FPN, SOLOHead with Dice mask loss and focal classification on
-    # grids), instance masks from the data; the two-stage Mask R-CNN needs mmcv's compiled RoIAlign / NMS
+    # grids), instance masks from the data
     "mmdet-solo-r50": ("mmdet", "solo/solo_r50_fpn_1x_coco.py", """
 model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
              neck=dict(in_channels=[32, 64, 128, 256], out_channels=32),
              mask_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1,
                             num_grids=[8, 8, 6, 4, 4], norm_cfg=dict(type="GN", num_groups=8, requires_grad=True)))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyDetection", n=4, seed=1, with_mask=True, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
+""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""", 3),
+    # two-stage: Faster R-CNN (RPN proposals through NMS, MaxIoUAssigner + RandomSampler drawing from torch's generator
+    # at both stages, RoIAlign features from the FPN levels, Shared2FCBBoxHead) on the shipped train_cfg; mmcv's
+    # compiled NMS and RoIAlign served by pure-torch stand-ins (tests/helpers/torch_ops.py) under both hosts
+    "mmdet-faster-rcnn-r50": ("mmdet", "faster_rcnn/faster-rcnn_r50_fpn_1x_coco.py", """
+model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
+             neck=dict(in_channels=[32, 64, 128, 256], out_channels=32), rpn_head=dict(in_channels=32, feat_channels=32),
+             roi_head=dict(bbox_roi_extractor=dict(out_channels=32),
+                           bbox_head=dict(in_channels=32, fc_out_channels=32, num_classes=2)))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
+""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""", 3),
+    # two-stage instance segmentation: Mask R-CNN (Faster R-CNN with an FCN mask head on 14x14 RoIAlign features,
+    # mask targets cropped from the instance masks by RoIAlign)
+    "mmdet-mask-rcnn-r50": ("mmdet", "mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py", """
+model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
+             neck=dict(in_channels=[32, 64, 128, 256], out_channels=32), rpn_head=dict(in_channels=32, feat_channels=32),
+             roi_head=dict(bbox_roi_extractor=dict(out_channels=32),
+                           bbox_head=dict(in_channels=32, fc_out_channels=32, num_classes=2),
+                           mask_roi_extractor=dict(out_channels=32),
+                           mask_head=dict(num_convs=2, in_channels=32, conv_out_channels=16, num_classes=2)))
 train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
     dataset=dict(type="TinyDetection", n=4, seed=1, with_mask=True, _delete_=True,
                  pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
@@ -314,8 +341,11 @@ train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
 }
 
 
-#: the metrics a case's validation must log (in the fresh or the resumed run)
-METRICS = {"mmpretrain-resnet18-cifar": ["accuracy/top1"], "mmseg-segformer-b0": ["mIoU"], "mmseg-pspnet-r18": ["mIoU"],
+#: the scalars a case must log (in the fresh or the resumed run): its validation's metrics; the two-stage detectors'
+#: losses of both stages (and the mask head's)
+_TWO_STAGE = ["loss_rpn_cls", "loss_rpn_bbox", "loss_cls", "loss_bbox"]
+METRICS = {"mmdet-faster-rcnn-r50": _TWO_STAGE, "mmdet-mask-rcnn-r50": [*_TWO_STAGE, "loss_mask"],
+           "mmpretrain-resnet18-cifar": ["accuracy/top1"], "mmseg-segformer-b0": ["mIoU"], "mmseg-pspnet-r18": ["mIoU"],
            "mmseg-deeplabv3-r18": ["mIoU"], "mmseg-fcn-r18": ["mIoU"], "mmagic-srcnn": ["PSNR", "SSIM", "MAE"],
            "mmagic-edsr-x4": ["PSNR", "SSIM", "MAE"],
            "mmpose-topdown-res50": ["coco/AP"]}  # fmt: skip
@@ -375,7 +405,7 @@ def test_resume_at_an_arbitrary_iteration_continues_as_the_runners_resume(tmp_pa
     checkpoints = sorted(path.name for path in runner.glob("*.pth"))
     assert f"iter_{stop}.pth" in checkpoints and len(checkpoints) > 1, checkpoints
     keys = {key for run in (0, 1) for row in scalars(runner, run) for key in row}
-    assert keys >= set(METRICS.get(case, ())), sorted(keys)  # the case validates as meant, under the Runner
+    assert keys >= set(METRICS.get(case, ())), sorted(keys)  # the case trains and validates as meant, under the Runner
     assert first_difference(case, runner, lightning, checkpoints) is None
 
 
