@@ -1,8 +1,8 @@
 """The LightningModule built from a whole VISSL config (:class:`VisslConfigModule`): what VISSL's
 ``SelfSupervisionTask`` builds (VISSL's builders): the model (trunk + heads), the loss (built in ``setup``, after the
 adapter set Classy's device, as VISSL's trainer does) and the optimizer with its ``OPTIMIZER.param_schedulers`` (the
-adapter applies them). It logs the values VISSL's logging hooks print (losses, learning rates) with ``self.log``, so
-they reach ``trainer.loggers``. The data comes from :class:`lightning_hooks.families.classy.data.VisslConfigData`.
+adapter applies them). It sends the values VISSL's logging hooks write (stdout.json's losses and learning rates,
+metrics.json's meters) to ``trainer.loggers`` at VISSL's steps. The data comes from :class:`lightning_hooks.families.classy.data.VisslConfigData`.
 
 VISSL is imported when a module is built.
 """
@@ -140,19 +140,51 @@ class VisslConfigModule(pl.LightningModule):
         """Keep the step's loss as VISSL's ``last_batch.loss`` holds it (averaged over ranks by the adapter; this
         rank's loss without one): after a phase's last batch the adapter's phase end has cleared ``last_batch``
         before :meth:`on_train_batch_end` logs it."""
-        adapter = next((cb for cb in self.trainer.callbacks if isinstance(cb, ClassyAdapter)), None)  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
-        last = None if adapter is None else adapter.task.last_batch
+        task = self._host_task()
+        last = None if task is None else task.last_batch
         self._step_loss = loss.detach() if last is None or last.loss is None else last.loss
 
     @override
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """On Lightning's logging steps (``log_every_n_steps``), what LogLossLrEtaHook prints: the step's loss
-        (averaged over ranks, as VISSL's ``last_batch.loss``) and the LR it used, as ``train/loss`` and ``train/lr``."""
-        if self.trainer.global_step % self.trainer.log_every_n_steps:  # type: ignore[attr-defined]  # Lightning's logger connector sets it; Trainer does not declare it
+        """What VISSL's logging hooks write, to ``trainer.loggers`` at VISSL's steps (no TensorBoard hook needed):
+        at LogLossLrEtaHook's iterations (the first, every ``LOG_FREQUENCY``, every 5 up to 100) the step's loss
+        (averaged over ranks, as VISSL's ``last_batch.loss``) and its LR, stdout.json's ``loss`` and ``lr``, as
+        ``train/loss`` and ``train/lr`` at stdout.json's ``iter`` (``task.iteration`` as LogLossLrEtaHook reads it:
+        the iterations before this one, from 0); after a train phase's last batch (its phase end has run), the
+        meters' values of ``metrics.json`` (:meth:`_log_meters`)."""
+        task = self._host_task()
+        iteration = (int(task.iteration) if task is not None else self.trainer.global_step) - 1  # counted after on_update
+        if _logging_iteration(iteration, int(self.config.LOG_FREQUENCY)):
+            loss = outputs["loss"] if self._step_loss is None else self._step_loss
+            lr = self.classy_optimizer.optimizer.param_groups[0]["lr"]
+            self.log_dict({"train/loss": loss, "train/lr": lr}, on_step=True, on_epoch=False, batch_size=1, logger=False)
+            values = {"train/loss": float(loss), "train/lr": float(lr)}
+            for logger in self.trainer.loggers:
+                logger.log_metrics(values, step=iteration)
+        if task is not None and batch_idx + 1 == self.trainer.num_training_batches:
+            self._log_meters(task)
+
+    def _host_task(self) -> Any:
+        """The task facade of the ClassyAdapter training this module (None without one)."""
+        adapter = next((cb for cb in self.trainer.callbacks if isinstance(cb, ClassyAdapter)), None)  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
+        return None if adapter is None else adapter.task
+
+    def _log_meters(self, task: Any) -> None:
+        """What LogLossMetricsCheckpointHook writes to ``metrics.json`` at a phase end: each meter's value under
+        ``{phase}_{meter.name}`` (train phases only with ``METERS.enable_training_meter``), its nested values joined
+        by ``/`` (``train_accuracy_list_meter/top_1/res5``), to the loggers at the line's ``train_phase_idx``; and
+        (not for the loggers) to ``callback_metrics``, for callbacks that monitor them."""
+        phase = "train" if task.train else "test"
+        if task.train and not self.config.METERS.get("enable_training_meter", True):
             return
-        loss = outputs["loss"] if self._step_loss is None else self._step_loss
-        lr = self.classy_optimizer.optimizer.param_groups[0]["lr"]
-        self.log_dict({"train/loss": loss, "train/lr": lr}, on_step=True, on_epoch=False, batch_size=1)
+        values: dict[str, float] = {}
+        for meter in task.meters:
+            values.update(_flat(f"{phase}_{meter.name}", meter.value))
+        if not values:
+            return
+        self.log_dict(values, on_step=False, on_epoch=True, batch_size=1, logger=False)
+        for logger in self.trainer.loggers:
+            logger.log_metrics(values, step=int(task.train_phase_idx))
 
     @override
     def configure_optimizers(self) -> torch.optim.Optimizer:
@@ -170,6 +202,21 @@ class VisslConfigModule(pl.LightningModule):
         groups = get_optimizer_param_groups(self.model, self.config.MODEL, optimizer_config, schedulers)
         self.classy_optimizer.set_param_groups(groups)
         return self.classy_optimizer.optimizer
+
+
+def _logging_iteration(iteration: int, log_freq: int) -> bool:
+    """LogLossLrEtaHook's logging iterations: the first, every ``log_freq``, and every 5 up to 100."""
+    return iteration == 1 or iteration % log_freq == 0 or (iteration <= 100 and iteration % 5 == 0)
+
+
+def _flat(name: str, value: Any) -> dict[str, float]:
+    """A meter's value (a number, or dicts of numbers as VISSL's list meters give) as ``{name[/key...]: float}``;
+    what is not a number (a list, a tensor of several values) is left out."""
+    if isinstance(value, dict):
+        return {key: number for k, v in value.items() for key, number in _flat(f"{name}/{k}", v).items()}
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    return {name: float(value)} if isinstance(value, (int, float)) and not isinstance(value, bool) else {}
 
 
 def _check_vissl_test(config: Any) -> None:
