@@ -8,7 +8,9 @@ Compared bitwise: each rank's train outputs (loss terms) at every iteration (:cl
 the listing covers the other rank's log), and each checkpoint's weights, optimizer, scheduler and message-hub state.
 Two processes averaging their gradients over gloo sum two values, which is exact whatever the order, so the runs agree
 to the bit on this CPU. The cases: mmpretrain's ResNet-18 CIFAR (also stopped mid-epoch and resumed), mmseg's SegFormer
-(iteration-based) and mmpose's top-down heatmap config (``SyncBuffersHook``, CocoMetric over both ranks' results).
+(iteration-based), mmpose's top-down heatmap config (``SyncBuffersHook``, CocoMetric over both ranks' results) and
+mmdet's Faster R-CNN (two-stage: each rank's RPN proposals through NMS and RoIAlign, the pure-torch stand-ins of
+tests/helpers/torch_ops.py in every process of both hosts, and its samplers drawing from each rank's generator).
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ _spec.loader.exec_module(corpus)
 
 #: the corpus's cases run in two processes: epoch-based classification (DefaultSampler sharding by rank), an
 #: iteration-based segmentor (InfiniteSampler, validation by iteration with IoUMetric gathering both ranks' results),
-#: and top-down pose (SyncBuffersHook averaging the BN statistics, CocoMetric on both ranks' results)
-CASES = {"mmpretrain-resnet18-cifar": 29561, "mmseg-segformer-b0": 29562, "mmpose-topdown-res50": 29565}  # case: torchrun's master port
+#: top-down pose (SyncBuffersHook averaging the BN statistics, CocoMetric on both ranks' results) and a two-stage
+#: detector (AspectRatioBatchSampler by rank, RPN and RoI samplers)
+CASES = {"mmpretrain-resnet18-cifar": 29561, "mmseg-segformer-b0": 29562, "mmpose-topdown-res50": 29565,
+         "mmdet-faster-rcnn-r50": 29566}  # case: torchrun's master port
 #: lines a case adds for two CPU processes: torch's DistributedDataParallel takes SyncBatchNorm on GPU modules only
 #: (under both hosts), so SegFormer's decode head normalises with BN in each process
 CPU_LINES = {"mmseg-segformer-b0": "model['decode_head']['norm_cfg'] = dict(type='BN', requires_grad=True)\n"}
