@@ -30,6 +30,10 @@ def test_roi_align_averages_bilinear_samples_clamped_to_the_border_and_zero_outs
     assert inside.flatten().tolist() == [2.5, 3.5, 6.5, 7.5]  # samples at (0.5 | 1.5, 0.5 | 1.5)
     pooled = roi_align(image, torch.tensor([[0, 0.5, 0.5, 2.5, 2.5]]), (1, 1), 1.0, 2, "avg", True)
     assert pooled.item() == 5.0  # four samples averaged
+    # sampling_ratio 0: ceil(bin size) samples a side, here 3 across a bin 2.5 wide, on x squared (not linear)
+    squares = (torch.arange(4.0) ** 2).repeat(1, 1, 4, 1)
+    dense = roi_align(squares, torch.tensor([[0, 0.5, 0.5, 3.0, 1.5]]), (1, 1), 1.0, 0, "avg", True)
+    assert dense.item() == pytest.approx((5 / 12 + 7 / 4 + 53 / 12) / 3)  # at x 5/12, 5/4, 25/12
     # legacy (aligned=False): the RoI's height clamped to 1, row 4 clamped to row 3; x -0.5 to column 0, x 4.5 is out
     edges = roi_align(image, torch.tensor([[0, -1.5, 3.5, 4.5, 3.9], [0, 1.5, 3.5, 7.5, 3.9]]), (1, 3), 1.0, 1, "avg", False)
     assert edges.flatten().tolist() == [12.0, 13.5, 15.0, 14.5, 0.0, 0.0]
