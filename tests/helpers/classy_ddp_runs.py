@@ -9,14 +9,21 @@ launches rank 1 by running this script again; ``OUT torchrun``, started by ``tor
 ``resnext``, the model zoo's ImageNet ResNeXt-50 config made small (:func:`resnext_config`). Each rank's
 ``run_recorder`` saves ``OUT/<side>/recorded_rank<r>.pt`` and this script its log lines in ``log_rank<r>.json``;
 :func:`prepare` writes both configs first.
+
+``OUT SIDE resnet preempted`` stops the run inside a train phase (the ``preempt_at`` hook raises :class:`Preempted`
+on every rank after the same step; Classy checkpoints at train phase ends only), and ``OUT SIDE resnet rerun`` runs the
+same command again with ``--checkpoint_load_path`` on its checkpoint folder: :func:`prepare_mid_phase` writes the
+config of each run before its launch.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -89,7 +96,45 @@ def prepare(out: Path, model: str = "resnet") -> None:
         (out / side / "ckpt").mkdir(parents=True, exist_ok=True)
 
 
-def main(out: Path, side: str, model: str = "resnet") -> None:
+#: where the ``preempted`` run stops: inside train phase 2 (the second epoch's), after its first of 2 steps a rank
+PREEMPT_AT = {"train_phase_idx": 1, "step": 1}
+
+
+class Preempted(Exception):
+    """Raised by the ``preempt_at`` hook on each rank: the job stops as a preempted one would."""
+
+
+def register_preempt() -> None:
+    from classy_vision.hooks import ClassyHook, register_hook
+
+    @register_hook("preempt_at")
+    class PreemptAt(ClassyHook):
+        """Stops the run after step ``step`` of train phase ``train_phase_idx`` (this rank's steps)."""
+
+        on_start = on_phase_start = on_phase_end = on_end = ClassyHook._noop
+
+        def __init__(self, train_phase_idx: int, step: int) -> None:
+            super().__init__()
+            self.train_phase_idx, self.step = train_phase_idx, step
+
+        def on_step(self, task: Any) -> None:
+            if task.train and task.train_phase_idx == self.train_phase_idx and len(task.losses) == self.step:
+                raise Preempted(f"preempted inside phase {task.phase_idx}, after step {self.step}")
+
+
+def prepare_mid_phase(out: Path, side: str, preempt: bool) -> None:
+    """``side``'s config for the ``preempted`` run (``preempt``: with the ``preempt_at`` hook) or its ``rerun`` (the
+    same config without it), in ``out/side``, whose checkpoint folder both runs share."""
+    folder = out / side
+    path = config(folder)
+    if preempt:
+        data = json.loads(path.read_text())
+        data["hooks"].append({"name": "preempt_at", **PREEMPT_AT})
+        path.write_text(json.dumps(data, indent=2))
+    (folder / "ckpt").mkdir(parents=True, exist_ok=True)
+
+
+def main(out: Path, side: str, model: str = "resnet", stage: str = "") -> None:
     sys.path[:0] = [str(HERE)]
     torch.set_num_threads(1)
     import real_torchvision
@@ -100,6 +145,7 @@ def main(out: Path, side: str, model: str = "resnet") -> None:
 
     classy_dataset.DEFAULT_NUM_WORKERS = 0
     classy_train_runs.register()
+    register_preempt()
     folder = out / side
     path = folder / f"{model}.json"  # written by prepare(), before the processes start
     flags = ["--checkpoint_folder", str(folder / "ckpt"), "--skip_tensorboard", "--log_freq", "1"]
@@ -111,15 +157,27 @@ def main(out: Path, side: str, model: str = "resnet") -> None:
 
     logging.getLogger().addHandler(Collect())
     logging.getLogger().setLevel(logging.INFO)
-    if side == "classy":
-        classy_train_runs.run_classy_main(path, [*flags, "--distributed_backend", "ddp"])
-    else:
-        from lightning_hooks.train import main as train
+    if stage == "rerun":
+        flags += ["--checkpoint_load_path", str(folder / "ckpt")]
+    try:
+        if side == "classy":
+            classy_train_runs.run_classy_main(path, [*flags, "--distributed_backend", "ddp"])
+        else:
+            from lightning_hooks.train import main as train
 
-        launch = ["--devices", "2"] if side == "lightning" else ["--distributed_backend", "ddp"]
-        train([str(path), *flags, "--accelerator", "cpu", *launch])
-    rank = torch.distributed.get_rank()
-    (folder / f"log_rank{rank}.json").write_text(json.dumps(lines))
+            launch = ["--devices", "2"] if side == "lightning" else ["--distributed_backend", "ddp"]
+            train([str(path), *flags, "--accelerator", "cpu", *launch])
+    except Preempted:
+        if stage != "preempted":
+            raise
+    else:
+        assert stage != "preempted", f"{side}: the run was not preempted"
+    if torch.distributed.is_initialized():
+        rank = torch.distributed.get_rank()
+    else:  # a preempted Lightning run tore its process group down
+        rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")))
+    name = f"log_preempted_rank{rank}.json" if stage == "preempted" else f"log_rank{rank}.json"
+    (folder / name).write_text(json.dumps(lines))
 
 
 if __name__ == "__main__":

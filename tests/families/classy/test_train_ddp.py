@@ -23,7 +23,7 @@ import pytest
 import real_torchvision
 import torch
 import torch.distributed as dist
-from classy_ddp_runs import SIDES, prepare
+from classy_ddp_runs import SIDES, prepare, prepare_mid_phase
 from classy_train_runs import same
 from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
 
@@ -175,3 +175,60 @@ def test_classy_ddp_model_zoo_resnext_per_rank(resnext_out, rank):
     assert lines[0] and lines[1] == lines[0]
     other = _runs(resnext_out, 1 - rank)[0]
     assert theirs["phases"][0]["step_losses"] != other["phases"][0]["step_losses"]
+
+
+@pytest.fixture(scope="module")
+def mid_phase_out(tmp_path_factory) -> Path:
+    """Each side preempted inside train phase 2 (classy_ddp_runs.PREEMPT_AT), then the same command again with
+    ``--checkpoint_load_path`` on its checkpoint folder, both in 2 processes: classy_train.py under torchrun, then
+    lightning-hooks train --devices 2. The files the preempted run left are listed in ``OUT/<side>/left.json``."""
+    out = tmp_path_factory.mktemp("classy_ddp_mid_phase")
+    env = subprocess_env(drop=(*DDP_LAUNCH_VARIABLES, "LOCAL_WORLD_SIZE"))
+    for side in SIDES[:2]:
+        for stage in ("preempted", "rerun"):
+            prepare_mid_phase(out, side, preempt=stage == "preempted")
+            launch = [sys.executable] if side == "lightning" else [
+                sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port())]
+            proc = subprocess.run([*launch, str(SCRIPT), str(out), side, "resnet", stage], cwd=out, env=env,
+                                  capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+            assert proc.returncode == 0, (side, stage, proc.stdout[-3000:] + proc.stderr[-6000:])
+            if stage == "preempted":
+                left = sorted(p.name for p in (out / side / "ckpt").iterdir() if p.name != "lightning_logs")
+                (out / side / "left.json").write_text(json.dumps(left))
+    return out
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_classy_ddp_rerun_after_a_preemption_mid_phase_per_rank(mid_phase_out, rank):
+    """Preempted after the first step of train phase 2 on both ranks, Classy's checkpoint.torch is the one of train
+    phase 0's end; the rerun on the folder runs test phase 1 again, then train phase 2 from its first step and test
+    phase 3: each phase's step losses, synced losses and meters, LR, weights and buffers, the final weights and the
+    meter lines, rank by rank, as classy_train.py's DistributedTrainer rerun; and the checkpoint files rank 0 wrote."""
+    out = mid_phase_out
+    left = [json.loads((out / side / "left.json").read_text()) for side in SIDES[:2]]
+    assert left[0] == left[1] == ["checkpoint.torch", "model_phase-0_end.torch"]
+    theirs, ours = _runs(out, rank)
+    assert [(p["type"], p["phase_idx"]) for p in theirs["phases"]] == [("test", 1), ("train", 2), ("test", 3)]
+    for mine, ref in zip(ours["phases"], theirs["phases"], strict=True):
+        where = f"mid-phase rerun, rank {rank}: {ref['type']} phase {ref['phase_idx']}"
+        for key in ("type", "phase_idx", "train_phase_idx", "num_updates", "step_losses", "losses", "meters", "lr"):
+            assert mine.get(key) == ref.get(key), (where, key, mine.get(key), ref.get(key))
+        for kind in ("weights", "buffers"):
+            for key, value in ref.get(kind, {}).items():
+                assert mine[kind][key] == value, (where, kind, key)
+    for key, value in theirs["final"].items():
+        assert ours["final"][key] == value, (rank, key)
+    lines = [[line for line in run["log"] if "meters: [" in line] for run in (theirs, ours)]
+    assert lines[0] and lines[1] == lines[0] and all(f"[{rank}]" in line for line in lines[0])
+    other = _runs(out, 1 - rank)[0]
+    assert theirs["phases"][1]["step_losses"] != other["phases"][1]["step_losses"]  # each rank's own shard
+    if rank == 0:
+        files = [{p.name: torch.load(p, weights_only=False) for p in (out / side / "ckpt").glob("*.torch")}
+                 for side in SIDES[:2]]  # fmt: skip
+        assert sorted(files[0]) == sorted(files[1]) == ["checkpoint.torch", "model_phase-0_end.torch",
+                                                        "model_phase-2_end.torch"]  # fmt: skip
+        for file, ref in files[0].items():
+            mine, ref = files[1][file]["classy_state_dict"], ref["classy_state_dict"]
+            for key in ("train", "phase_idx", "train_phase_idx", "num_updates", "losses", "meters", "base_model"):
+                assert same(mine[key], ref[key]), (file, key)
+            assert same(mine["optimizer"]["optim"]["state"], ref["optimizer"]["optim"]["state"]), file
