@@ -94,13 +94,16 @@ class TinySegmentation(BaseDataset):
 
 @DET_DATASETS.register_module(force=True)
 class TinyDetection(BaseDataset):
-    """``n`` random ``size`` x ``size`` images, each with two boxes of the ``classes``, as mmdet's loaders yield them;
-    ``with_mask``: each box with its instance mask (the box filled), as ``LoadAnnotations(with_mask=True)`` gives it."""
+    """``n`` random ``size`` x ``size`` images, each with two boxes of the ``classes``, as mmdet's loaders yield them
+    (with the raw ``instances`` that ``CocoMetric`` without an ``ann_file`` scores against, when ``PackDetInputs``
+    keeps them in ``meta_keys``); ``with_mask``: each box with its instance mask (the box filled), as
+    ``LoadAnnotations(with_mask=True)`` gives it. A box's sides are ``min_side`` to ``size / 2`` pixels."""
 
     METAINFO = {"classes": ("box", "ball")}
 
-    def __init__(self, n: int = 8, seed: int = 0, size: int = 64, with_mask: bool = False, **kwargs) -> None:
-        self.n, self.seed, self.size, self.with_mask = n, seed, size, with_mask
+    def __init__(self, n: int = 8, seed: int = 0, size: int = 64, with_mask: bool = False, min_side: int = 8,
+                 **kwargs) -> None:
+        self.n, self.seed, self.size, self.with_mask, self.min_side = n, seed, size, with_mask, min_side
         super().__init__(ann_file="", serialize_data=False, **kwargs)
 
     def load_data_list(self) -> list[dict]:
@@ -109,8 +112,10 @@ class TinyDetection(BaseDataset):
         for i in range(self.n):
             img = rng.integers(0, 256, (self.size, self.size, 3), dtype=np.uint8)
             corners = rng.integers(0, self.size // 2, (2, 2))
-            boxes = np.concatenate([corners, corners + rng.integers(8, self.size // 2, (2, 2))], axis=1)
+            boxes = np.concatenate([corners, corners + rng.integers(self.min_side, self.size // 2, (2, 2))], axis=1)
+            instances = [{"bbox": box.tolist(), "bbox_label": label, "ignore_flag": 0} for label, box in enumerate(boxes)]
             items.append({"img": img, "gt_bboxes": boxes.astype(np.float32), "gt_bboxes_labels": np.array([0, 1]),
+                          "instances": instances,
                           "gt_ignore_flags": np.zeros(2, dtype=bool), "img_shape": img.shape[:2],
                           "ori_shape": img.shape[:2], "width": self.size, "height": self.size, "img_id": i, "img_path": f"{i}.jpg", "scale_factor": (1.0, 1.0)})
         return items
