@@ -1,5 +1,6 @@
 """VISSL's linear-evaluation integration-test config (``quick_eval_in1k_linear``, vissl_train_runs.py's small
-``meters`` one: a frozen ResNet-50 trunk, two linear heads, one ``accuracy_list_meter``) trained by VISSL's launcher
+``meters`` one: a frozen ResNet-50 trunk, two linear heads, one ``accuracy_list_meter``), with and without its test
+phases (``TEST_MODEL``), trained by VISSL's launcher
 and by ``lightning-hooks train config=... --logger csv --logger tensorboard`` without SSLTensorboardHook (subprocess
 side). Saved per run: stdout.json and metrics.json rows, the checkpoint files (as digests) and what each Lightning
 logger stored, as ``(step, name, value)`` points."""
@@ -18,9 +19,17 @@ HERE = Path(__file__).resolve().parent
 #: the Lightning loggers the user asks for (no VISSL TensorBoard hook: the config leaves it off)
 LOGGERS = ["--logger", "csv", "--logger", "tensorboard"]
 
+#: the config's own TEST_MODEL (its test phases: after train phases 0, every TEST_EVERY_NUM_EPOCH=2 and the last,
+#: i.e. both), on synthetic data too: 8 samples, the test transforms at 32 px
+TEST_MODEL = ["config.TEST_MODEL=true", "config.DATA.TEST.DATA_SOURCES=[synthetic]", "config.DATA.TEST.LABEL_SOURCES=[]",
+              "config.DATA.TEST.DATASET_NAMES=[synthetic]", "config.DATA.TEST.DATA_PATHS=[]",
+              "config.DATA.TEST.DATA_LIMIT=8", "config.DATA.TEST.BATCHSIZE_PER_REPLICA=4",
+              "config.DATA.TEST.RANDOM_SYNTHETIC_IMAGES=true", "config.DATA.TEST.DEFAULT_GRAY_IMG_SIZE=32",
+              "config.DATA.TEST.TRANSFORMS=[{name: Resize, size: 36}, {name: CenterCrop, size: 32}, {name: ToTensor}]"]  # fmt: skip
+
 #: the scenarios: extra overrides on the ``meters`` config (train phases only); LogLossLrEtaHook every 4 iterations
-#: (and at 1 and every 5 up to 100)
-SCENARIOS: dict[str, list[str]] = {"train_only": ["config.LOG_FREQUENCY=4"]}
+#: (and at 1 and every 5 up to 100); with the config's test phases
+SCENARIOS: dict[str, list[str]] = {"train_only": ["config.LOG_FREQUENCY=4"], "test_model": TEST_MODEL}
 
 
 def run(root: Path, name: str) -> dict[str, Any]:
@@ -39,6 +48,29 @@ def run(root: Path, name: str) -> dict[str, Any]:
     return {"vissl": vissl, "lightning": lightning}
 
 
+def direct_adapter(root: Path) -> dict[str, Any]:
+    """The meters of ``ClassyAdapter([], vissl=overrides)`` built directly, of ``VisslConfigModule.adapter()`` and of
+    VISSL's own ``SelfSupervisionTask`` on the same config (its ``_build_meters``, what its ``prepare`` sets), each as
+    ``(class, name, state)`` (tensors as digests)."""
+    from vissl.trainer.train_task import SelfSupervisionTask
+    from vissl.utils.hydra_config import compose_hydra_configuration, convert_to_attrdict
+    from vissl_train_runs import digest, overrides
+
+    from lightning_hooks.families.classy.adapter import ClassyAdapter
+    from lightning_hooks.families.classy.vissl_module import VisslConfigModule
+
+    config = overrides("meters", root / "direct_adapter")
+    _, composed = convert_to_attrdict(compose_hydra_configuration(config))
+
+    def described(meters: list[Any]) -> list[Any]:
+        return [(type(m).__name__, m.name, digest(m.get_classy_state())) for m in meters]
+
+    return {"adapter": described(ClassyAdapter([], vissl=config).task.meters),
+            "given": described(ClassyAdapter([], vissl=config, meters=[]).task.meters),
+            "module": described(VisslConfigModule(config).adapter().task.meters),
+            "vissl": described(SelfSupervisionTask.from_config(composed)._build_meters())}  # fmt: skip
+
+
 def child_main(out: str) -> None:
     torch.set_num_threads(1)
     sys.path.insert(0, str(HERE))
@@ -55,4 +87,8 @@ def child_main(out: str) -> None:
         except Exception:  # noqa: BLE001  (reported by the scenario's test)
             results[name] = {"failed": traceback.format_exc()}
         drop_checkpoints(root / name)
+    try:
+        results["direct_adapter"] = direct_adapter(root)
+    except Exception:  # noqa: BLE001  (reported by its test)
+        results["direct_adapter"] = {"failed": traceback.format_exc()}
     torch.save(results, root / "results.pt")

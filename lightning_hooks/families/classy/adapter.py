@@ -49,7 +49,8 @@ class ClassyAdapter(LegacyHookAdapter):
         hooks: Classy / VISSL hooks, at most one per ``name()``.
         meters: Classy's meters, in any of Classy's forms: a list of ``ClassyMeter`` instances, Classy's config dict
             (``{"accuracy": {"topk": [1, 5]}}``), or ``{name: torchmetrics.Metric}``; updated with the step's
-            ``(output, target)`` after every step (Classy meters on CPU with ``is_train``, as Classy does).
+            ``(output, target)`` after every step (Classy meters on CPU with ``is_train``, as Classy does). With
+            ``vissl`` and no ``meters``: the config's ``METERS.names``, built as VISSL's task builds them.
         config: VISSL's ``task.config`` (an ``AttrDict``), for hooks that read it.
         checkpoint_folder: VISSL's ``task.checkpoint_folder``.
         loss: VISSL's ``task.loss`` (the criterion module), for hooks that read or write it, or the name of the
@@ -107,6 +108,10 @@ class ClassyAdapter(LegacyHookAdapter):
             hooks, config, checkpoint_folder = vissl_host.with_config_hooks(
                 hooks, vissl, config, checkpoint_folder, hook_generator
             )
+            if meters is None:
+                from lightning_hooks.families.classy.vissl_module import vissl_meters
+
+                meters = vissl_meters(config)
         super().__init__(hooks)
         names = Counter(hook.name() for hook in self.hooks)
         repeated = sorted(name for name, n in names.items() if n > 1)

@@ -80,8 +80,10 @@ class ClassyTaskData(pl.LightningDataModule):
 
 
 class VisslConfigData(pl.LightningDataModule):
-    """A VISSL config's ``DATA.TRAIN`` through VISSL's own ``build_dataset`` and ``build_dataloader``: its data sources
-    (``synthetic`` included), transforms, collator, ``DATA_LIMIT``, batch size, workers and sampler seed.
+    """A VISSL config's ``DATA.TRAIN`` (and ``DATA.TEST`` with ``TEST_MODEL``: the validation data of ``fit``, VISSL's
+    test phases) through VISSL's own ``build_dataset`` and ``build_dataloader``: its data sources (``synthetic``
+    included), transforms, collator, ``DATA_LIMIT``, batch size, workers and sampler seed (VISSL's
+    SetDataSamplerEpochHook then sets the samplers' epoch to its phase index, test phases counted).
 
     Example::
 
@@ -94,29 +96,44 @@ class VisslConfigData(pl.LightningDataModule):
 
         super().__init__()
         self.config = compose(config)
-        self.dataset: Any = None
+        self.datasets: dict[str, Any] = {}
+
+    @property
+    def splits(self) -> list[str]:
+        """VISSL's ``available_splits``, in its order: ``TEST`` with ``TEST_MODEL``, then ``TRAIN`` unless
+        ``TEST_ONLY``."""
+        return [split for split, on in (("TEST", self.config.TEST_MODEL), ("TRAIN", not self.config.TEST_ONLY)) if on]
 
     @override
     def setup(self, stage: str) -> None:
         from vissl.data import build_dataset
 
-        if self.dataset is None:
-            self.dataset = build_dataset(self.config, "TRAIN")
+        if not self.datasets:
+            self.datasets = {split: build_dataset(self.config, split) for split in self.splits}
 
-    @override
-    def train_dataloader(self) -> Any:
+    def loader(self, split: str) -> Any:
+        """VISSL's ``build_dataloader`` for ``split`` (``TRAIN`` or ``TEST``)."""
         from vissl.data import build_dataloader
 
         config = self.config
         device = self.trainer.strategy.root_device if self.trainer is not None else None
         return build_dataloader(
-            dataset=self.dataset,
-            dataset_config=config.DATA.TRAIN,
+            dataset=self.datasets[split],
+            dataset_config=config.DATA[split],
             num_dataloader_workers=config.DATA.NUM_DATALOADER_WORKERS,
             pin_memory=config.DATA.PIN_MEMORY,
             multi_processing_method=config.MULTI_PROCESSING_METHOD,
             device=device,
             sampler_seed=config.SEED_VALUE,
-            split="train",
+            split=split.lower(),
         )
+
+    @override
+    def train_dataloader(self) -> Any:
+        return self.loader("TRAIN")
+
+    @override
+    def val_dataloader(self) -> Any:
+        return self.loader("TEST") if "TEST" in self.datasets else []
+
 

@@ -48,10 +48,10 @@ def _devices(value: str | None) -> Any:
 
 
 #: where a Classy task config / VISSL config decides each ``Trainer`` option the module asks for, for errors
-_SOURCES = {"max_epochs": "num_epochs (VISSL: OPTIMIZER.num_epochs)", "check_val_every_n_epoch": "test_phase_period",
+_SOURCES = {"max_epochs": "num_epochs (VISSL: OPTIMIZER.num_epochs)", "check_val_every_n_epoch": "test_phase_period (VISSL: TEST_MODEL)",
             "precision": "amp_args (VISSL: MODEL.AMP_PARAMS)", "log_every_n_steps": "--log_freq (VISSL: LOG_FREQUENCY)",
             "accumulate_grad_batches": "simulated_global_batchsize", "sync_batchnorm": "batch_norm_sync_mode",
-            "use_distributed_sampler": "the datasets' own samplers", "limit_val_batches": "VISSL's train-only loop",
+            "use_distributed_sampler": "the datasets' own samplers", "limit_val_batches": "VISSL's train-only loop: TEST_MODEL false",
             "num_sanity_val_steps": "no validation before training, as in Classy / VISSL",
             "devices": "the world size (VISSL: config.DISTRIBUTED.NUM_PROC_PER_NODE, or --devices)",
             "num_nodes": "the world size (VISSL: config.DISTRIBUTED.NUM_NODES, or --num-nodes)"}  # fmt: skip  # one entry per Trainer option, a few to a line

@@ -54,8 +54,7 @@ class VisslConfigModule(pl.LightningModule):
 
         super().__init__()
         self.config = config = compose(config)
-        if config.get("TEST_MODEL") and not config.get("TEST_ONLY"):
-            _check_vissl_test(config)
+        check_test_phases(config)
         check_fsdp(config)
         self.model = build_model(config.MODEL, config.OPTIMIZER)
         # VISSL's trainer sets train mode by model.train(True) at each (train) phase start, where a feature-extraction
@@ -65,8 +64,7 @@ class VisslConfigModule(pl.LightningModule):
 
     def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
         """A :class:`ClassyAdapter` with VISSL's ``default_hook_generator(config)`` hooks, then ``hooks``, and the
-        config's meters (:func:`vissl_meters`) as ``task.meters``."""
-        options = {"meters": vissl_meters(self.config), **options}
+        config's meters (:func:`vissl_meters`, which ``ClassyAdapter(vissl=...)`` builds) as ``task.meters``."""
         return ClassyAdapter(hooks or [], vissl=self.config, loss="criterion", **options)
 
     def datamodule(self) -> Any:
@@ -76,13 +74,17 @@ class VisslConfigModule(pl.LightningModule):
         return VisslConfigData(self.config)
 
     def trainer_options(self) -> dict[str, Any]:
-        """The ``Trainer`` options the config fixes: ``OPTIMIZER.num_epochs``, VISSL's own samplers kept."""
+        """The ``Trainer`` options the config fixes: ``OPTIMIZER.num_epochs``, VISSL's own samplers kept; with
+        ``TEST_MODEL`` a validation (VISSL's test phase) after every epoch, else none."""
         options: dict[str, Any] = {
             "max_epochs": int(self.config.OPTIMIZER.num_epochs),
             "num_sanity_val_steps": 0,
             "use_distributed_sampler": False,  # VISSL's StatefulDistributedSampler shards and seeds the data
-            "limit_val_batches": 0,
         }
+        if self.config.TEST_MODEL:
+            options["check_val_every_n_epoch"] = 1
+        else:
+            options["limit_val_batches"] = 0
         amp = self.config.MODEL.get("AMP_PARAMS", {})
         if amp.get("USE_AMP"):
             options["precision"] = "16-mixed"
@@ -117,12 +119,13 @@ class VisslConfigModule(pl.LightningModule):
 
     @override
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """VISSL's ``construct_sample_for_model``: the collated batch as ``{"input", "target", ...}``."""
+        """VISSL's ``construct_sample_for_model``: the collated batch as ``{"input", "target", ...}``, with the keys
+        of ``DATA.TRAIN`` (``DATA.TEST`` in a test phase)."""
         import types
 
         from vissl.trainer.train_steps.standard_train_step import construct_sample_for_model
 
-        data = self.config.DATA.TRAIN
+        data = self.config.DATA.TRAIN if self.trainer.training else self.config.DATA.TEST
         keys = {"input": data.INPUT_KEY_NAMES, "target": data.TARGET_KEY_NAMES}
         return construct_sample_for_model(batch, types.SimpleNamespace(data_and_label_keys=keys))
 
@@ -134,6 +137,21 @@ class VisslConfigModule(pl.LightningModule):
     def training_step(self, sample: dict[str, Any], batch_idx: int) -> torch.Tensor:
         output = self.model(sample["input"])
         return self.criterion(output[0] if len(output) == 1 else output, sample["target"])
+
+    @override
+    def validation_step(self, sample: dict[str, Any], batch_idx: int) -> torch.Tensor:
+        """VISSL's test phase step (``standard_train_step`` with ``task.train`` False): the loss, without gradients,
+        the model in eval mode; the adapter records it and updates the meters, as VISSL's step."""
+        output = self.model(sample["input"])
+        return self.criterion(output[0] if len(output) == 1 else output, sample["target"])
+
+    @override
+    def on_validation_epoch_end(self) -> None:
+        """After VISSL's test phase end (the adapter's, which runs first): metrics.json's test meter values to the
+        loggers (:meth:`_log_meters`)."""
+        task = self._host_task()
+        if task is not None:
+            self._log_meters(task)
 
     @override
     def on_before_backward(self, loss: torch.Tensor) -> None:
@@ -219,11 +237,28 @@ def _flat(name: str, value: Any) -> dict[str, float]:
     return {name: float(value)} if isinstance(value, (int, float)) and not isinstance(value, bool) else {}
 
 
-def _check_vissl_test(config: Any) -> None:
-    raise ConfigError(
-        "config.TEST_MODEL: VISSL's test phases are not built under Lightning yet; set config.TEST_MODEL=false "
-        "(train), and evaluate with VISSL's benchmark configs."
-    )
+def check_test_phases(config: Any) -> None:
+    """VISSL's test phases as Lightning validations: ``TEST_MODEL`` maps onto a validation after every epoch where
+    VISSL's ``_build_phases`` puts a test phase after every train phase (``TEST_EVERY_NUM_EPOCH`` 1, or at most 2
+    epochs: VISSL tests after phases 0, N, 2N, ... and the last); other schedules and ``TEST_ONLY`` are refused
+    naming the option and the way out."""
+    if not config.TEST_MODEL:
+        return
+    if config.TEST_ONLY:
+        raise ConfigError(
+            "config.TEST_ONLY=true: VISSL's test-only run (OPTIMIZER.num_epochs test phases of the loaded weights, no "
+            "training) is not a lightning-hooks train run; evaluate with VISSL's own launcher, or train with "
+            "config.TEST_ONLY=false (test phases after each epoch with config.TEST_MODEL=true)."
+        )
+    epochs, every = int(config.OPTIMIZER.num_epochs), int(config.TEST_EVERY_NUM_EPOCH)
+    tested = [phase for phase in range(epochs) if phase % every == 0 or phase == epochs - 1]
+    if len(tested) != epochs:
+        raise ConfigError(
+            f"config.TEST_EVERY_NUM_EPOCH={every} with config.OPTIMIZER.num_epochs={epochs}: VISSL tests after the "
+            f"train phases {tested} (0, every {every}-th and the last), which Lightning's check_val_every_n_epoch "
+            "(after epochs N-1, 2N-1, ...) cannot give; set config.TEST_EVERY_NUM_EPOCH=1 (a test phase after every "
+            "epoch), or config.TEST_MODEL=false."
+        )
 
 
 def vissl_meters(config: Any) -> list[Any]:

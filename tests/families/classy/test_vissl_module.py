@@ -2,12 +2,19 @@
 --logger tensorboard`` against VISSL's own launcher on VISSL's linear-evaluation integration-test config
 (``quick_eval_in1k_linear``, small: vissl_eval_runs.py), without VISSL's TensorBoard hook: the values VISSL writes to
 stdout.json (loss, LR at ``iter``) and metrics.json (its meters at ``train_phase_idx``) reach each Lightning logger
-under VISSL's names at VISSL's steps. One subprocess (the real torchvision)."""
+under VISSL's names at VISSL's steps; with the config's ``TEST_MODEL``, its test phases run as under VISSL (bitwise).
+One subprocess (the real torchvision). What cannot map (``TEST_ONLY``, a test schedule Lightning's validation
+cannot give) is refused naming the option."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import real_torchvision
+
+from lightning_hooks.core.errors import ConfigError
+from lightning_hooks.families.classy.vissl_module import check_test_phases
 
 pytestmark = pytest.mark.skipif(not real_torchvision.available(), reason="run `bash scripts/setup.sh test` (real torchvision)")
 
@@ -69,3 +76,65 @@ def test_the_loggers_get_stdout_json_s_loss_and_lr_at_vissl_s_iteration(runs, lo
         logged = _logged(points, name)
         assert [step for step, _, _ in logged] == [row["iter"] for row in theirs["stdout"]] == [0, 1, 4, 5]
         assert [value for *_, value in logged] == pytest.approx([row[key] for row in theirs["stdout"]], abs=5.1e-6)
+
+
+def test_test_model_runs_vissl_s_test_phases_as_vissl(runs):
+    """``TEST_MODEL: True`` (the config's own, a test phase after each train phase): the same stdout.json rows, the
+    same metrics.json lines (train and test meters at each phase, bitwise), the same checkpoint files, counters,
+    weights and optimizer state as VISSL's launcher; the loggers get the test meters too."""
+    theirs, ours = _run(runs, "test_model")
+    assert [(row["phase_idx"], row["train_phase_idx"]) for row in theirs["metrics"]] == [(0, 0), (1, 0), (2, 1), (3, 1)]
+    assert [sorted(row) for row in theirs["metrics"]][1::2] == [
+        ["iteration", "phase_idx", "test_accuracy_list_meter", "train_phase_idx"]] * 2
+    assert ours["metrics"] == theirs["metrics"]
+    untimed = [[{k: v for k, v in row.items() if not k.startswith(("btime", "eta", "rolling_eta", "peak_mem"))}
+                for row in run["stdout"]] for run in (theirs, ours)]  # fmt: skip
+    assert untimed[0] == untimed[1] and untimed[0]
+    assert ours["files"] == theirs["files"] and theirs["final"] == "model_final_checkpoint_phase1.torch"
+    for file, ref in theirs["checkpoints"].items():
+        mine = ours["checkpoints"][file]
+        for key in ("iteration", "iteration_num", "phase_idx", "train_phase_idx", "type"):
+            assert mine[key] == ref[key], (file, key)
+        task, ref_task = mine["classy_state_dict"], ref["classy_state_dict"]
+        for key in ("train", "phase_idx", "train_phase_idx", "num_updates", "losses", "meters", "base_model"):
+            assert task[key] == ref_task[key], (file, key)
+        assert task["optimizer"]["optim"]["state"] == ref_task["optimizer"]["optim"]["state"], file
+    [points] = ours["points"]["csv"]
+    expected = _meter_points(theirs["metrics"])
+    logged = _logged(points, ("train_", "test_"))
+    assert [(step, name) for step, name, _ in logged] == [(step, name) for step, name, _ in expected]
+    assert [value for *_, value in logged] == pytest.approx([value for *_, value in expected], rel=1e-6)
+
+
+def _schedule(epochs, every, test_only=False, test_model=True):
+    """The config keys :func:`check_test_phases` reads, as VISSL's defaults.yaml names them."""
+    return SimpleNamespace(TEST_MODEL=test_model, TEST_ONLY=test_only, TEST_EVERY_NUM_EPOCH=every,
+                           OPTIMIZER=SimpleNamespace(num_epochs=epochs))  # fmt: skip
+
+
+@pytest.mark.parametrize(("epochs", "every"), [(1, 1), (5, 1), (2, 2), (2, 7)])
+def test_test_phases_after_every_train_phase_map_onto_lightning_s_validation(epochs, every):
+    check_test_phases(_schedule(epochs, every))
+    check_test_phases(_schedule(epochs, 3, test_model=False))
+
+
+@pytest.mark.parametrize(("epochs", "every", "tested"), [(3, 2, "[0, 2]"), (5, 2, "[0, 2, 4]"), (7, 3, "[0, 3, 6]")])
+def test_a_test_schedule_lightning_cannot_give_is_refused_naming_the_option(epochs, every, tested):
+    with pytest.raises(ConfigError, match=rf"TEST_EVERY_NUM_EPOCH={every} with config.OPTIMIZER.num_epochs={epochs}: "
+                       rf"VISSL tests after the train phases \{tested}.*set config.TEST_EVERY_NUM_EPOCH=1"):  # fmt: skip
+        check_test_phases(_schedule(epochs, every))
+
+
+def test_test_only_is_refused_naming_the_option_and_the_way_out():
+    with pytest.raises(ConfigError, match=r"config.TEST_ONLY=true: .*VISSL's own launcher.*config.TEST_ONLY=false"):
+        check_test_phases(_schedule(2, 1, test_only=True))
+
+
+def test_classy_adapter_vissl_builds_the_config_s_meters_as_vissl_s_task(runs):
+    """``ClassyAdapter([], vissl=...)`` built directly (not through the train command) has the config's
+    ``METERS.names`` meters, as VISSL's ``SelfSupervisionTask`` builds them (class, name, state) and as
+    ``VisslConfigModule.adapter()`` has them; ``meters=`` given wins."""
+    result = real_torchvision.scenario_result(runs, "direct_adapter")
+    assert [(kind, name) for kind, name, _ in result["vissl"]] == [("AccuracyListMeter", "accuracy_list_meter")]
+    assert result["adapter"] == result["vissl"] == result["module"]
+    assert result["given"] == []
