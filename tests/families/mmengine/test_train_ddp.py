@@ -10,7 +10,8 @@ Two processes averaging their gradients over gloo sum two values, which is exact
 to the bit on this CPU. The cases: mmpretrain's ResNet-18 CIFAR (also stopped mid-epoch and resumed), mmseg's SegFormer
 (iteration-based), mmpose's top-down heatmap config (``SyncBuffersHook``, CocoMetric over both ranks' results) and
 mmdet's Faster R-CNN (two-stage: each rank's RPN proposals through NMS and RoIAlign, the pure-torch stand-ins of
-tests/helpers/torch_ops.py in every process of both hosts, and its samplers drawing from each rank's generator).
+tests/helpers/torch_ops.py in every process of both hosts, its samplers drawing from each rank's generator; CocoMetric
+over both ranks' predictions).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
-from resume_kit import FORMAT_ONCE_ENV, STOP_ENV, first_difference, rank_losses
+from resume_kit import FORMAT_ONCE_ENV, STOP_ENV, first_difference, rank_losses, scalars
 
 _spec = importlib.util.spec_from_file_location("resume_corpus", Path(__file__).with_name("test_resume_corpus.py"))
 assert _spec is not None and _spec.loader is not None
@@ -86,6 +87,8 @@ def run_both(path: Path, root: Path, port: int, *options: str, stop_after: int |
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_two_processes_match_the_runner_under_torchrun_rank_by_rank(tmp_path: Path, case: str) -> None:
     runner, lightning = run_both(two_process_config(tmp_path, case), tmp_path, CASES[case])
+    keys = {key for row in scalars(runner) for key in row}
+    assert keys >= set(corpus.METRICS.get(case, ())), sorted(keys)  # it trains and validates as meant, under the Runner
     assert_same_ranks(case, runner, lightning)
 
 
