@@ -249,12 +249,15 @@ def tiny_fcn(folder: Path, *, train_images: int = 4, imports: tuple[str, ...] = 
     return path
 
 
-def tiny_retinanet(folder: Path, *, images: int = 8, imports: tuple[str, ...] = (), lines: str = "") -> Path:
+def tiny_retinanet(folder: Path, *, images: int = 8, val: int = 0, imports: tuple[str, ...] = (), lines: str = "") -> Path:
     """Write, in ``folder``, ``images`` generated 64x64 images with two boxes each (mmdet's middle format, ``train.pkl``) and
     ``tiny_retinanet.py``, a config derived from mmdet 2.28's shipped ``retinanet_r18_fpn_1x_coco.py``: a narrow
     ResNet-18 (8 base channels, no pretrained weights), FPN and head, 2 images a batch, 2 epochs, linear warmup and a
-    step, logging every iteration (training only: no NMS op in this mmcv build, so ``--no-validate``); then
-    ``lines``."""
+    step, logging every iteration; then ``lines``. Without ``val`` it trains only (``--no-validate``). With ``val``,
+    the first ``val`` images and their boxes are also a COCO val / test set (``val.json``, ``CocoDataset`` with the
+    shipped test pipeline at 64x64) that the shipped ``evaluation = dict(interval=1, metric='bbox')`` scores, every
+    score kept before NMS (``score_thr=0``: the barely trained head's scores are under the shipped 0.05); the NMS op
+    this mmcv build lacks is ``mmcv_cpu_ops.cpu_nms``."""
     import pickle
 
     import mmcv
@@ -270,6 +273,9 @@ def tiny_retinanet(folder: Path, *, images: int = 8, imports: tuple[str, ...] = 
                           ann=dict(bboxes=boxes, labels=np.array([0, 1], dtype=np.int64))))  # fmt: skip
     with open(folder / "train.pkl", "wb") as f:
         pickle.dump(infos, f)
+    if val:
+        _coco_json(infos[:val], folder / "val.json")
+    test_cfg = ", test_cfg=dict(score_thr=0.0)" if val else ""
     path = folder / "tiny_retinanet.py"
     path.write_text(textwrap.dedent(f"""
         _base_ = [{str(_shipped("mmdet", "retinanet/retinanet_r18_fpn_1x_coco.py"))!r}]
@@ -277,7 +283,7 @@ def tiny_retinanet(folder: Path, *, images: int = 8, imports: tuple[str, ...] = 
         model = dict(
             backbone=dict(base_channels=8, init_cfg=None),
             neck=dict(in_channels=[8, 16, 32, 64], out_channels=16),
-            bbox_head=dict(num_classes=2, in_channels=16, feat_channels=16, stacked_convs=1))
+            bbox_head=dict(num_classes=2, in_channels=16, feat_channels=16, stacked_convs=1){test_cfg})
         train_pipeline = [
             dict(type='LoadImageFromFile'), dict(type='LoadAnnotations', with_bbox=True),
             dict(type='Resize', img_scale=(64, 64), keep_ratio=True), dict(type='RandomFlip', flip_ratio=0.5),
@@ -289,8 +295,31 @@ def tiny_retinanet(folder: Path, *, images: int = 8, imports: tuple[str, ...] = 
         runner = dict(max_epochs=2)
         lr_config = dict(policy='step', warmup='linear', warmup_iters=2, warmup_ratio=0.1, step=[1])
         log_config = dict(interval=1)
-    """) + textwrap.dedent(lines))
+    """) + (textwrap.dedent(f"""
+        test_pipeline = [
+            dict(type='LoadImageFromFile'),
+            dict(type='MultiScaleFlipAug', img_scale=(64, 64), flip=False, transforms=[
+                dict(type='Resize', keep_ratio=True), dict(type='RandomFlip'), dict(type='Normalize', **{NORM}),
+                dict(type='Pad', size_divisor=32), dict(type='ImageToTensor', keys=['img']),
+                dict(type='Collect', keys=['img'])])]
+        coco = dict(type='CocoDataset', classes=('a', 'b'), ann_file={str(folder / "val.json")!r},
+                    img_prefix={str(folder / "img")!r}, pipeline=test_pipeline)
+        data.update(val=coco, test=coco)
+    """) if val else "") + textwrap.dedent(lines))
     return path
+
+
+def _coco_json(infos: list[dict[str, Any]], path: Path) -> None:
+    """mmdet middle-format ``infos`` as a COCO annotation file (categories ``a`` and ``b``)."""
+    images, annotations = [], []
+    for i, info in enumerate(infos):
+        images.append(dict(id=i, file_name=info["filename"], width=info["width"], height=info["height"]))
+        for box, label in zip(info["ann"]["bboxes"].tolist(), info["ann"]["labels"].tolist(), strict=True):
+            w, h = box[2] - box[0], box[3] - box[1]
+            annotations.append(dict(id=len(annotations) + 1, image_id=i, category_id=label + 1, bbox=[*box[:2], w, h],
+                                    area=w * h, iscrowd=0))  # fmt: skip  # the dict's keys under its first
+    categories = [dict(id=1, name="a"), dict(id=2, name="b")]
+    path.write_text(json.dumps(dict(images=images, annotations=annotations, categories=categories)))
 
 
 def run_opening(folder: Path) -> str:

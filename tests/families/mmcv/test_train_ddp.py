@@ -201,8 +201,8 @@ def test_an_iteration_based_mmseg_config_trains_and_resumes_in_two_processes_as_
     """mmseg 0.30's shipped FCN (IterBasedRunner, poly LR; :func:`mmcv_train_kit.tiny_fcn`: plain BN for the
     shipped SyncBN, on CPU), 8 train images (2 iterations a pass on each rank), DistEvalHook (mIoU) and a checkpoint
     every 3 iterations, rank by rank as mmseg's ``tools/train.py`` under torchrun: a run of 3 iterations
-    (``--cfg-options runner.max_iters=3``, stopped inside the second pass), then resumed to 6 from its iter_3.pth,
-    ours with ``--auto-resume`` in its work dir, the reference with ``--resume-from``."""
+    (``--cfg-options runner.max_iters=3``, stopped inside the second pass), then resumed to 6 from its iter_3.pth by
+    the same command with ``--auto-resume`` in its work dir, on each side (mmseg's ``find_latest_checkpoint``)."""
     (tmp_path / "iter_record.py").write_text(ITER_RECORD)
     config = tiny_fcn(tmp_path, train_images=8, imports=("iter_record",), lines="""
         runner = dict(max_iters=6)
@@ -225,38 +225,38 @@ def test_an_iteration_based_mmseg_config_trains_and_resumes_in_two_processes_as_
     assert_same_checkpoint(ours / "iter_3.pth", ref / "iter_3.pth")
     assert run_opening(ours) == run_opening(ref)
     # resumed: iterations 4 to 6, from a new pass as mmcv's IterLoader starts one
-    ref_resumed = tmp_path / "ref_resumed"
-    _two_sides("mmseg", config, tmp_path, ours, ref_resumed, ours_flags=("--auto-resume",),
-               ref_flags=("--resume-from", str(ref / "iter_3.pth")))  # fmt: skip  # arguments aligned under the call
-    records = _assert_same_ranks(ours, ref_resumed, f"{config.name} resumed")
+    _two_sides("mmseg", config, tmp_path, ours, ref, "--auto-resume")
+    records = _assert_same_ranks(ours, ref, f"{config.name} resumed")
     # iter_3.pth holds meta iter 2 (IterBasedRunner records it before counting the iteration): iteration 3 again, then
     # 4 to 6, from a new pass (the sampler's epoch from 0 again) as mmcv's IterLoader starts one
     assert [r[1:4] for r in records[0]["iters"]] == [[2, 0, 0], [3, 0, 0], [4, 0, 1], [5, 0, 1]]
-    log = _newest_log(ours, ".log.json")
-    assert json_log(log)[1:] == json_log(ref_resumed)[1:]  # the first record: the config, which has auto_resume
-    assert [(r["mode"], r["iter"]) for r in json_log(log)[1:]] == [("train", 3), ("val", 1), ("train", 4), ("train", 5),
-                                                                    ("train", 6), ("val", 1)]
+    logs = [_newest_log(d, ".log.json") for d in (ours, ref)]
+    assert json_log(logs[0]) == json_log(logs[1])  # the config's record first (auto_resume = True on both sides)
+    assert [(r["mode"], r["iter"]) for r in json_log(logs[1])[1:]] == [("train", 3), ("val", 1), ("train", 4),
+                                                                        ("train", 5), ("train", 6), ("val", 1)]
     starts = ("resumed", *starts)
-    assert text_log(_newest_log(ours, ".log"), "mmseg", starts) == text_log(ref_resumed, "mmseg", starts)
-    assert "resumed from epoch: 1, iter 2" in text_log(ref_resumed, "mmseg", starts)
-    assert_same_checkpoint(ours / "iter_6.pth", ref_resumed / "iter_6.pth", meta=False)
+    texts = [text_log(_newest_log(d, ".log"), "mmseg", starts) for d in (ours, ref)]
+    assert texts[0] == texts[1] and "resumed from epoch: 1, iter 2" in texts[1]
+    assert_same_checkpoint(ours / "iter_6.pth", ref / "iter_6.pth")
 
 
-def test_an_mmdet_config_trains_and_resumes_mid_epoch_in_two_processes_as_dist_train_sh(tmp_path):
-    """mmdet 2.28's shipped RetinaNet (:func:`mmcv_train_kit.tiny_retinanet`: BN as shipped; no NMS op in this mmcv
-    build, so ``--no-validate``), 8 images (2 iterations an epoch on each rank, DistributedGroupSampler), 3 epochs
-    with warmup and a step, a checkpoint every 3 iterations (epoch_2.pth inside epoch 2): rank by rank as mmdet's
-    ``tools/train.py`` under torchrun; then both resumed from that mid-epoch checkpoint with ``--resume-from`` (the
-    iteration rescaled from the checkpoint's 2 GPUs to the 2 processes: unchanged)."""
+def test_an_mmdet_config_validates_and_resumes_mid_epoch_in_two_processes_as_dist_train_sh(tmp_path):
+    """mmdet 2.28's shipped RetinaNet (:func:`mmcv_train_kit.tiny_retinanet`: BN as shipped), 8 train images (2
+    iterations an epoch on each rank, DistributedGroupSampler), 3 epochs with warmup and a step, a checkpoint every 3
+    iterations (epoch_2.pth inside epoch 2), validated each epoch as shipped (``evaluation = dict(interval=1,
+    metric='bbox')``: mmdet's DistEvalHook, COCO bbox mAP on 5 val images, 3 and 2 a rank with the sampler's padding):
+    rank by rank as mmdet's ``tools/train.py`` under torchrun, the mAP records of the json log and the text log's
+    lines; then both resumed from that mid-epoch checkpoint with ``--resume-from`` (the iteration rescaled from the
+    checkpoint's 2 GPUs to the 2 processes: unchanged)."""
     (tmp_path / "iter_record.py").write_text(ITER_RECORD)
-    config = tiny_retinanet(tmp_path, imports=("iter_record",), lines="""
+    config = tiny_retinanet(tmp_path, val=5, imports=("iter_record",), lines="""
         runner = dict(max_epochs=3)
         checkpoint_config = dict(interval=3, by_epoch=False)
         custom_hooks = [dict(type='IterRecord')]
         dist_params = dict(backend='gloo')
     """)  # fmt: skip  # the config's lines under the call
     ours, ref = tmp_path / "ours", tmp_path / "ref"
-    _two_sides("mmdet", config, tmp_path, ours, ref, "--no-validate")
+    _two_sides("mmdet", config, tmp_path, ours, ref)
     names = [sorted(re.sub(r"^\d{8}_\d{6}", "TS", p.name) for p in d.iterdir()) for d in (ours, ref)]
     assert names[0] == names[1] == sorted(["TS.log", "TS.log.json", config.name, "epoch_2.pth", "epoch_3.pth",
                                            "latest.pth", "rank0.json", "rank1.json", "weights_rank0.pth",
@@ -264,21 +264,34 @@ def test_an_mmdet_config_trains_and_resumes_mid_epoch_in_two_processes_as_dist_t
     records = _assert_same_ranks(ours, ref, config.name)
     # [epoch, iter, inner_iter, the sampler's epoch] (DistSamplerSeedHook sets it before the custom hooks' turn)
     assert [r[:4] for r in records[0]["iters"]] == [[e, 2 * e + i, i, e] for e in range(3) for i in range(2)]
-    assert json_log(ours) == json_log(ref)
-    starts = ("Epoch", "Saving checkpoint", "Set random seed", "Distributed")
+    _assert_same_map_records(ours, ref, config.name, epochs=[1, 2, 3])
+    starts = ("Epoch", "Saving checkpoint", "Set random seed", "Distributed", "Evaluating")
     assert text_log(ours, "mmdet", starts) == text_log(ref, "mmdet", starts)
     # written after the first iteration of epoch 2 (meta epoch 2, iter 2): resumed, the run goes on at epoch 3
     assert torch.load(ref / "epoch_2.pth", weights_only=False)["meta"]["iter"] == 2
     for name in ("epoch_2.pth", "epoch_3.pth"):
         assert_same_checkpoint(ours / name, ref / name)
     ours_resumed, ref_resumed = tmp_path / "ours_resumed", tmp_path / "ref_resumed"
-    _two_sides("mmdet", config, tmp_path, ours_resumed, ref_resumed, "--no-validate", "--resume-from",
-               str(ref / "epoch_2.pth"))  # fmt: skip  # arguments aligned under the call
+    _two_sides("mmdet", config, tmp_path, ours_resumed, ref_resumed, "--resume-from", str(ref / "epoch_2.pth"))
     records = _assert_same_ranks(ours_resumed, ref_resumed, f"{config.name} resumed")
     assert [r[:4] for r in records[0]["iters"]] == [[2, 2, 0, 2], [2, 3, 1, 2]]
-    assert json_log(ours_resumed) == json_log(ref_resumed)
+    _assert_same_map_records(ours_resumed, ref_resumed, f"{config.name} resumed", epochs=[3])
     starts = ("resumed", *starts)
     assert text_log(ours_resumed, "mmdet", starts) == text_log(ref_resumed, "mmdet", starts)
     assert "resumed epoch 2, iter 2" in text_log(ref_resumed, "mmdet", starts)
     assert run_opening(ours_resumed) == run_opening(ref_resumed)
+    assert "(LOW         ) DistEvalHook" in run_opening(ref_resumed)
     assert_same_checkpoint(ours_resumed / "epoch_3.pth", ref_resumed / "epoch_3.pth")
+
+
+def _assert_same_map_records(ours: Path, ref: Path, what: str, epochs: list[int]) -> None:
+    """The same json log records, the val ones with COCO's bbox mAPs (DistEvalHook's, evaluated on rank 0 over both
+    ranks' results), one after each epoch of ``epochs``, some detection scored above 0."""
+    mine, theirs = json_log(ours), json_log(ref)
+    for i, (a, b) in enumerate(zip(mine, theirs)):
+        assert a == b, f"{what}: json log record {i}: {a} != {b}"
+    assert len(mine) == len(theirs), what
+    val = [r for r in theirs if r.get("mode") == "val"]
+    assert [r["epoch"] for r in val] == epochs, what
+    assert all("bbox_mAP" in r and "bbox_mAP_copypaste" in r for r in val), (what, val)
+    assert any(r["bbox_mAP_50"] > 0 for r in val), (what, val)
