@@ -95,8 +95,8 @@ class TinySegmentation(BaseDataset):
 @DET_DATASETS.register_module(force=True)
 class TinyDetection(BaseDataset):
     """``n`` random ``size`` x ``size`` images, each with two boxes of the ``classes``, as mmdet's loaders yield them
-    (with the raw ``instances`` that ``CocoMetric`` without an ``ann_file`` scores against, when ``PackDetInputs``
-    keeps them in ``meta_keys``); ``with_mask``: each box with its instance mask (the box filled), as
+    (with the raw ``instances``, boxes and mask polygons, that ``CocoMetric`` without an ``ann_file`` scores against,
+    when ``PackDetInputs`` keeps them in ``meta_keys``); ``with_mask``: each box with its instance mask (the box filled), as
     ``LoadAnnotations(with_mask=True)`` gives it. A box's sides are ``min_side`` to ``size / 2`` pixels."""
 
     METAINFO = {"classes": ("box", "ball")}
@@ -113,7 +113,9 @@ class TinyDetection(BaseDataset):
             img = rng.integers(0, 256, (self.size, self.size, 3), dtype=np.uint8)
             corners = rng.integers(0, self.size // 2, (2, 2))
             boxes = np.concatenate([corners, corners + rng.integers(self.min_side, self.size // 2, (2, 2))], axis=1)
-            instances = [{"bbox": box.tolist(), "bbox_label": label, "ignore_flag": 0} for label, box in enumerate(boxes)]
+            instances = [{"bbox": box, "bbox_label": label, "ignore_flag": 0,  # the mask: the box's polygon
+                          "mask": [[box[0], box[1], box[2], box[1], box[2], box[3], box[0], box[3]]]}
+                         for label, box in enumerate(boxes.tolist())]
             items.append({"img": img, "gt_bboxes": boxes.astype(np.float32), "gt_bboxes_labels": np.array([0, 1]),
                           "instances": instances,
                           "gt_ignore_flags": np.zeros(2, dtype=bool), "img_shape": img.shape[:2],

@@ -19,8 +19,8 @@ iteration where the two sides part. The SIGKILL case compares the resumed runs o
 wherever the kill landed). tests/families/mmengine/test_train_ddp.py runs some of these cases in two processes.
 
 What the derived configs change beyond size, and why: validation is dropped where it would only slow a case down
-(the detectors but Faster R-CNN, whose validation runs mmdet's CocoMetric on boxes large enough for its barely trained
-proposals to score); AMP recipes (MAE) train in fp32, as the Runner's ``AmpOptimWrapper`` needs a GPU; the
+(the one-stage and DETR-style detectors, SOLO; Faster and Mask R-CNN validate with mmdet's CocoMetric on boxes large
+enough for their barely trained proposals to score); AMP recipes (MAE) train in fp32, as the Runner's ``AmpOptimWrapper`` needs a GPU; the
 self-supervised views crop to 32 px and jitter no hue (mmcv 2.0's ``adjust_hue`` overflows numpy 2's uint8 on a
 negative shift, under both hosts). The two-stage detectors' RPN and RoI heads call mmcv's compiled NMS and RoIAlign,
 which mmcv-lite lacks: both hosts call the same pure-torch stand-ins (tests/helpers/torch_ops.py, served as
@@ -73,6 +73,17 @@ val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
     dataset=dict(type="TinySegmentation", n=2, seed=2, _delete_=True, pipeline=[dict(type="PackSegInputs")]))
 test_dataloader = val_dataloader
 train_cfg = dict(max_iters=5, val_interval=2)
+"""
+
+#: two-stage detectors validated by the shipped CocoMetric (ground truth from the data's ``instances``), on boxes of
+#: 24 px and more, so that the barely trained proposals score a nonzero mAP
+_COCO_VALIDATION = """val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyDetection", n=2, seed=2, min_side=24, _delete_=True, test_mode=True,
+                 pipeline=[dict(type="PackDetInputs", meta_keys=("img_id", "img_path", "ori_shape", "img_shape",
+                                                                 "scale_factor", "instances"))]))
+test_dataloader = val_dataloader
+val_evaluator = dict(ann_file=None)
+test_evaluator = val_evaluator
 """
 
 #: name: (library, shipped config, derived lines, the iteration the run stops after)
@@ -256,17 +267,11 @@ model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
 train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
     dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
                  pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyDetection", n=2, seed=2, min_side=24, _delete_=True, test_mode=True,
-                 pipeline=[dict(type="PackDetInputs", meta_keys=("img_id", "img_path", "ori_shape", "img_shape",
-                                                                 "scale_factor", "instances"))]))
-test_dataloader = val_dataloader
-val_evaluator = dict(ann_file=None)
-test_evaluator = val_evaluator
-train_cfg = dict(max_epochs=3)
+""" + _COCO_VALIDATION + """train_cfg = dict(max_epochs=3)
 """, 3),
     # two-stage instance segmentation: Mask R-CNN (Faster R-CNN with an FCN mask head on 14x14 RoIAlign features,
-    # mask targets cropped from the instance masks by RoIAlign)
+    # mask targets cropped from the instance masks by RoIAlign), CocoMetric on boxes and masks (RLE-encoded by
+    # pycocotools) each epoch
     "mmdet-mask-rcnn-r50": ("mmdet", "mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py", """
 model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
              neck=dict(in_channels=[32, 64, 128, 256], out_channels=32), rpn_head=dict(in_channels=32, feat_channels=32),
@@ -277,7 +282,7 @@ model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
 train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
     dataset=dict(type="TinyDetection", n=4, seed=1, with_mask=True, _delete_=True,
                  pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""" + _COCO_VALIDATION + """train_cfg = dict(max_epochs=3)
 """, 3),
     # iteration-based segmentors on ResNet-18 (V1c, dilated): PSPNet (pyramid pooling) and DeepLabV3 (ASPP) with
     # an auxiliary FCN head, SGD + PolyLR by iteration, IoUMetric every 2 iterations; FCN alone
@@ -353,7 +358,8 @@ train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
 #: the scalars a case must log (in the fresh or the resumed run): its validation's metrics; the two-stage detectors'
 #: losses of both stages (and the mask head's)
 _TWO_STAGE = ["loss_rpn_cls", "loss_rpn_bbox", "loss_cls", "loss_bbox"]
-METRICS = {"mmdet-faster-rcnn-r50": [*_TWO_STAGE, "coco/bbox_mAP"], "mmdet-mask-rcnn-r50": [*_TWO_STAGE, "loss_mask"],
+METRICS = {"mmdet-faster-rcnn-r50": [*_TWO_STAGE, "coco/bbox_mAP"],
+           "mmdet-mask-rcnn-r50": [*_TWO_STAGE, "loss_mask", "coco/bbox_mAP", "coco/segm_mAP"],
            "mmpretrain-resnet18-cifar": ["accuracy/top1"], "mmseg-segformer-b0": ["mIoU"], "mmseg-pspnet-r18": ["mIoU"],
            "mmseg-deeplabv3-r18": ["mIoU"], "mmseg-fcn-r18": ["mIoU"], "mmagic-srcnn": ["PSNR", "SSIM", "MAE"],
            "mmagic-edsr-x4": ["PSNR", "SSIM", "MAE"],
