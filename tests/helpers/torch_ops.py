@@ -21,7 +21,8 @@ from torch import Tensor
 
 def nms(boxes: Tensor, scores: Tensor, iou_threshold: float, offset: int = 0) -> Tensor:
     """The indices of the boxes kept, by descending score: a box is dropped when its IoU (box sides ``x2 - x1 +
-    offset``) with a higher-scoring kept box is above ``iou_threshold``."""
+    offset``) with a higher-scoring kept box is above ``iou_threshold``. CPU tensors; all N x N overlaps at once (the
+    tests' small images)."""
     if boxes.numel() == 0:
         return boxes.new_zeros(0, dtype=torch.long)
     boxes, scores = boxes.detach(), scores.detach()
