@@ -415,6 +415,14 @@ def set_optimizer_steps(trainer: Any, steps: int) -> None:
     progress.ready = progress.completed = steps
 
 
+def set_train_batches_done(trainer: Any, batches: int) -> None:
+    """Count ``batches`` train batches as done over all epochs, as a resumed fit would: the epoch loop's total batch
+    progress, from which :func:`train_batch_index` counts (``fit_loop.epoch_loop.batch_progress.total``).
+    Checked on :data:`CHECKED_ON`."""
+    total = trainer.fit_loop.epoch_loop.batch_progress.total
+    total.ready = total.started = total.processed = total.completed = batches
+
+
 def start_fit_after(trainer: Any, epochs: int, steps: int) -> None:
     """Let a fit go on as one resumed after ``epochs`` finished train epochs and ``steps`` optimizer steps, for a
     legacy checkpoint that holds no Lightning loop state: ``trainer.current_epoch`` becomes ``epochs`` (the fit loop's

@@ -458,6 +458,22 @@ def test_fit_loop_state_and_set_optimizer_steps(ns, tmp_path):
         _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=7, limit_val_batches=0).fit(model)
 
 
+def test_set_train_batches_done(ns, tmp_path):
+    """set_train_batches_done sets where ``train_batch_index`` counts from: the next batch is number ``batches``."""
+    seen: list[tuple[int, int]] = []
+
+    class Probe(ns.Callback):
+        def on_train_start(self, trainer, pl_module):
+            lightning_api.set_train_batches_done(trainer, 6)
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            seen.append((batch_idx, lightning_api.train_batch_index(trainer)))
+
+    _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=1, limit_train_batches=2,
+             limit_val_batches=0).fit(_boring(ns)())  # fmt: skip
+    assert seen == [(0, 6), (1, 7)]
+
+
 def test_call_before_backward_runs_callbacks_then_module(ns, tmp_path):
     calls: list[str] = []
 

@@ -226,13 +226,17 @@ class LegacyStart:
     def apply(self, trainer: pl.Trainer) -> None:
         """At ``on_train_start`` after a start from a legacy checkpoint: ``global_step`` from VISSL's ``iteration``
         (Classy: ``num_updates`` / global batch size), the schedulers advanced to it, and the warning for a VISSL
-        checkpoint written inside a train phase."""
+        checkpoint written inside a train phase. For Classy, the train batches of the phases done count as done too,
+        so the train steps the module logs at go on from there (``ClassyTaskModule.on_train_batch_end``), as
+        TensorboardPlotHook's step count, which the checkpoint's hook state holds, goes on in Classy."""
         position, self.position = self.position, None
         if position is None:
             return
         batches = trainer.num_training_batches
         if position.iteration is None:
             steps = position.num_updates // max(self.task.get_global_batchsize(), 1)
+            if math.isfinite(batches):
+                lightning_api.set_train_batches_done(trainer, position.epochs * int(batches))
         else:
             steps = position.iteration
             if math.isfinite(batches) and steps != position.epochs * int(batches):

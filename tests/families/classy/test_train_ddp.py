@@ -222,7 +222,12 @@ def test_classy_ddp_rerun_after_a_preemption_mid_phase_per_rank(mid_phase_out, r
     assert lines[0] and lines[1] == lines[0] and all(f"[{rank}]" in line for line in lines[0])
     other = _runs(out, 1 - rank)[0]
     assert theirs["phases"][1]["step_losses"] != other["phases"][1]["step_losses"]  # each rank's own shard
-    if rank == 0:
+    if rank == 0:  # the rerun's CSVLogger: Classy's train step count (from 1, 2 a phase) goes on from the checkpoint
+        metrics = max((out / "lightning" / "ckpt" / "lightning_logs").glob("version_*/metrics.csv"))
+        rows = list(csv.DictReader(io.StringIO(metrics.read_text())))
+        logged = [(int(r["step"]), float(r["train/loss"])) for r in rows if r.get("train/loss")]
+        assert [step for step, _ in logged] == [3, 4]
+        assert [loss for _, loss in logged] == pytest.approx(theirs["phases"][1]["step_losses"], rel=1e-6)
         files = [{p.name: torch.load(p, weights_only=False) for p in (out / side / "ckpt").glob("*.torch")}
                  for side in SIDES[:2]]  # fmt: skip
         assert sorted(files[0]) == sorted(files[1]) == ["checkpoint.torch", "model_phase-0_end.torch",
