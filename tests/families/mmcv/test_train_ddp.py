@@ -1,10 +1,11 @@
 """``lightning-hooks train --devices 2`` on an OpenMMLab 1.x config (issue #33): Lightning's DDP (CPU, gloo) against
 mmcls 0.x's own ``tools/train.py --launcher pytorch`` under ``torchrun`` with 2 processes, as its ``dist_train.sh``
 runs it (tests/helpers/mmcv_dist_train.py bridges that script's two CUDA-only calls), on a derived config of the
-shipped ``resnet18_8xb16_cifar10.py``: a narrow ResNet, 8 generated images (2 iterations per rank and epoch), 2
-epochs, ``DistEvalHook`` each epoch. Rank by rank: each iteration's loss, learning rate and counters, the sampler's
-epoch (``DistSamplerSeedHook``), the model wrapper hooks see (``MMDistributedDataParallel``, ``runner.model.module``)
-and the final weights, bitwise; rank 0's json and text logs, checkpoints (written once) and config dump."""
+shipped ``resnet18_8xb16_cifar10.py``: a narrow ResNet, 8 generated images (2 iterations per rank and epoch), 3
+epochs, ``DistEvalHook`` each epoch, then resumed from a checkpoint written inside an epoch. Rank by rank: each
+iteration's loss, learning rate and counters, the sampler's epoch (``DistSamplerSeedHook``), the model wrapper hooks
+see (``MMDistributedDataParallel``, ``runner.model.module``) and the final weights, bitwise; rank 0's json and text
+logs, checkpoints (written once) and config dump."""
 
 from __future__ import annotations
 
@@ -64,6 +65,8 @@ def config(tmp_path):
     (tmp_path / "rank_record.py").write_text(RANK_RECORD)
     return tiny_resnet_cifar(tmp_path / "tiny_resnet_cifar_dist.py", samples_per_gpu=2, imports=("rank_record",),
                              lines="""
+        runner = dict(max_epochs=3)
+        checkpoint_config = dict(interval=3, by_epoch=False)
         custom_hooks = [dict(type='RankRecord')]
         dist_params = dict(backend='gloo')
     """)  # fmt: skip  # the config's lines under the call
@@ -85,47 +88,74 @@ def _without_work_dir(config: str) -> str:
     return re.sub(r"(?m)^work_dir = .*$", "", config)
 
 
-def test_two_processes_train_as_dist_train_sh_rank_by_rank(config, tmp_path):
-    ours, ref = tmp_path / "ours", tmp_path / "ref"
-    _run([sys.executable, "-m", "lightning_hooks", "train", str(config), "--work-dir", str(ours), "--seed", "0",
+def _mmcls_sides(config: Path, tmp_path: Path, ours: Path, ref: Path, *flags: str) -> None:
+    """``lightning-hooks train CONFIG --devices 2`` in ``ours``, then mmcls's ``tools/train.py`` under torchrun in
+    ``ref``, both with ``--seed 0`` and ``flags``."""
+    _run([sys.executable, "-m", "lightning_hooks", "train", str(config), "--work-dir", str(ours), "--seed", "0", *flags,
           "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp"], cwd=tmp_path)  # fmt: skip
     _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", _port(),
-          str(HELPERS / "mmcv_dist_train.py"), "mmcls", str(config), "--work-dir", str(ref), "--seed", "0",
+          str(HELPERS / "mmcv_dist_train.py"), "mmcls", str(config), "--work-dir", str(ref), "--seed", "0", *flags,
           "--launcher", "pytorch"], cwd=tmp_path, paths=(tmp_path,))  # fmt: skip
-    names = [sorted(re.sub(r"^\d{8}_\d{6}", "TS", p.name) for p in d.iterdir()) for d in (ours, ref)]
-    assert names[0] == names[1] == sorted(["TS.log", "TS.log.json", config.name, "epoch_1.pth", "epoch_2.pth",
-                                           "latest.pth", "rank0.json", "rank1.json", "weights_rank0.pth",
-                                           "weights_rank1.pth"])  # fmt: skip
+
+
+def _assert_same_rank_records(ours: Path, ref: Path, what: str) -> list[list[dict]]:
+    """Rank by rank, :data:`RANK_RECORD`'s records (each iteration named in a failure) and final weights."""
     records = [[json.loads((d / f"rank{r}.json").read_text()) for r in (0, 1)] for d in (ours, ref)]
     for rank in (0, 1):
         mine, theirs = records[0][rank], records[1][rank]
         for i, (a, b) in enumerate(zip(mine["iters"], theirs["iters"])):
-            assert a == b, (f"{config.name}: rank {rank}, iteration {i}: [epoch, iter, inner_iter, batches, loss, lr, "
+            assert a == b, (f"{what}: rank {rank}, iteration {i}: [epoch, iter, inner_iter, batches, loss, lr, "
                             f"BN running means] {a} != {b}")
-        assert mine == theirs, f"rank {rank}"
+        assert mine == theirs, f"{what}: rank {rank}"
+        assert_same_weights(*(torch.load(d / f"weights_rank{rank}.pth", weights_only=False) for d in (ours, ref)),
+                            f"{what}: rank {rank}")  # fmt: skip  # arguments aligned under the call
+    return records
+
+
+def test_two_processes_train_as_dist_train_sh_rank_by_rank(config, tmp_path):
+    """3 epochs, a checkpoint every 3 iterations (epoch_2.pth inside epoch 2); then both resumed from that mid-epoch
+    checkpoint with ``--resume-from`` (mmcls 0.25's ``tools/train.py`` has no ``--auto-resume``)."""
+    ours, ref = tmp_path / "ours", tmp_path / "ref"
+    _mmcls_sides(config, tmp_path, ours, ref)
+    names = [sorted(re.sub(r"^\d{8}_\d{6}", "TS", p.name) for p in d.iterdir()) for d in (ours, ref)]
+    assert names[0] == names[1] == sorted(["TS.log", "TS.log.json", config.name, "epoch_2.pth", "epoch_3.pth",
+                                           "latest.pth", "rank0.json", "rank1.json", "weights_rank0.pth",
+                                           "weights_rank1.pth"])  # fmt: skip
+    records = _assert_same_rank_records(ours, ref, config.name)
+    for rank in (0, 1):
+        theirs = records[1][rank]
         assert theirs["rank"] == rank and theirs["world_size"] == 2
         assert theirs["wrapper"] and theirs["mmddp"] and theirs["inner"] == "ImageClassifier"
-        assert_same_weights(*(torch.load(d / f"weights_rank{rank}.pth", weights_only=False) for d in (ours, ref)),
-                            f"rank {rank}")  # fmt: skip  # arguments aligned under the call
     # runner.iter before it counts the iteration; the sampler's epoch before DistSamplerSeedHook (NORMAL, registered
     # after the custom hooks) sets it: the previous epoch's
-    assert [r[1] for r in records[1][0]["iters"]] == [0, 1, 2, 3] and records[1][0]["sampler_epochs"] == [0, 0]
+    assert [r[1] for r in records[1][0]["iters"]] == list(range(6)) and records[1][0]["sampler_epochs"] == [0, 0, 1]
     assert records[1][0]["iters"][0][4] != records[1][1]["iters"][0][4]  # each rank trains its own shard
     assert records[1][0]["iters"][1][6] != records[1][1]["iters"][1][6]  # and keeps its own BN statistics
     assert json_log(ours) == json_log(ref)
-    assert [r["mode"] for r in json_log(ref)[1:]] == ["train", "train", "val"] * 2
+    assert [r["mode"] for r in json_log(ref)[1:]] == ["train", "train", "val"] * 3
     starts = ("Epoch", "Saving checkpoint", "Set random seed", "Distributed")
     assert text_log(ours, "mmcls", starts) == text_log(ref, "mmcls", starts)
     assert "Distributed training: True" in text_log(ref, "mmcls", starts)
     assert run_opening(ours) == run_opening(ref)
     assert "(NORMAL      ) DistSamplerSeedHook" in run_opening(ref)
     assert _without_work_dir((ours / config.name).read_text()) == _without_work_dir((ref / config.name).read_text())
-    for name in ("epoch_1.pth", "epoch_2.pth"):
+    for name in ("epoch_2.pth", "epoch_3.pth"):
         mine, theirs = checkpoint(ours / name), checkpoint(ref / name)
         assert mine["meta"] == theirs["meta"], name
         assert_same_weights(mine["state_dict"], theirs["state_dict"], name)
         assert str(mine["optimizer"]) == str(theirs["optimizer"]), name
-    assert os.readlink(ours / "latest.pth") == "epoch_2.pth"
+    assert os.readlink(ours / "latest.pth") == "epoch_3.pth"
+    # resumed from epoch_2.pth (meta epoch 2: written after the first iteration of epoch 2): epoch 3, validated
+    ours_resumed, ref_resumed = tmp_path / "ours_resumed", tmp_path / "ref_resumed"
+    _mmcls_sides(config, tmp_path, ours_resumed, ref_resumed, "--resume-from", str(ref / "epoch_2.pth"))
+    records = _assert_same_rank_records(ours_resumed, ref_resumed, f"{config.name} resumed")
+    assert [r[:3] for r in records[1][0]["iters"]] == [[2, 2, 0], [2, 3, 1]]
+    assert json_log(ours_resumed) == json_log(ref_resumed)
+    assert [r["mode"] for r in json_log(ref_resumed)[1:]] == ["train", "train", "val"]
+    starts = ("resumed", *starts)
+    assert text_log(ours_resumed, "mmcls", starts) == text_log(ref_resumed, "mmcls", starts)
+    assert "resumed epoch 2, iter 2" in text_log(ref_resumed, "mmcls", starts)
+    assert_same_checkpoint(ours_resumed / "epoch_3.pth", ref_resumed / "epoch_3.pth")
 
 
 ITER_RECORD = '''
