@@ -1,6 +1,6 @@
 """``lightning-hooks train TASK.json`` with and without ``--logger csv --logger tensorboard`` and ``--trainer.KEY``
 on Classy's shrunk ResNet-50 config (subprocess side, with the real torchvision; classy_train_runs.py's config and
-recorder). Saves, per run, the points each logger stored, the checkpoint folder's files and final weights, the
+recorder; one run with TensorboardPlotHook logs every step: ``--log_freq 1``). Saves, per run, the points each logger stored, the checkpoint folder's files and final weights, the
 Trainer options the fit ran with, and the errors of options the config decides. The logged run keeps
 classy_train.py's TensorboardPlotHook; its event files and those of ``classy_train.py`` itself (the reference, run in
 its own working directory) are read back too. VISSL's SimCLR config likewise, the logged run and VISSL's launcher with
@@ -129,6 +129,7 @@ def child_main(out: str) -> None:
               "--trainer.callbacks+=LambdaCallback"]  # fmt: skip
     for name, run in (("plain", lambda: _run(root, "plain", [])),
                       ("logged", lambda: _run(root, "logged", logged, tensorboard=True)),
+                      ("every_step", lambda: _run(root, "every_step", ["--log_freq", "1", *logged[:4]], tensorboard=True)),
                       ("classy", lambda: _classy_reference(root))):  # fmt: skip
         try:
             results[name] = run()

@@ -20,7 +20,7 @@ import torch
 from typing_extensions import override
 
 from lightning_hooks.core.errors import ConfigError
-from lightning_hooks.core.lightning_api import ddp_kwargs, pl
+from lightning_hooks.core.lightning_api import ddp_kwargs, pl, train_batch_index
 from lightning_hooks.families.classy.adapter import ClassyAdapter
 from lightning_hooks.families.classy.data import load_task_config
 
@@ -259,13 +259,17 @@ class ClassyTaskModule(pl.LightningModule):
     # ------------------------------------------------------------------------------- values to the loggers
     @override
     def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        """On Lightning's logging steps (``log_every_n_steps``), the step's loss (this rank's, as Classy's ``on_step``
-        hooks see it) and LR as ``train/loss`` and ``train/lr``; after a train phase's last batch (its phase end has
-        run), the phase's values."""
-        if self.trainer.global_step % self.trainer.log_every_n_steps == 0:  # type: ignore[attr-defined]  # Lightning's logger connector sets it; Trainer does not declare it
+        """Every ``log_every_n_steps`` (``--log_freq``) train steps, the step's loss (this rank's, as Classy's
+        ``on_step`` hooks see it) and LR as ``train/loss`` and ``train/lr``, to the loggers at Classy's step: the
+        train step count from 1 (TensorboardPlotHook's ``Learning Rate/train`` step, every batch counted); after a
+        train phase's last batch (its phase end has run), the phase's values."""
+        step = train_batch_index(self.trainer) + 1
+        if step % self.trainer.log_every_n_steps == 0:  # type: ignore[attr-defined]  # Lightning's logger connector sets it; Trainer does not declare it
             loss, lr = self._step_loss, self._step_lr
             assert loss is not None and lr is not None, "each train step sets its loss and LR before this hook"
-            self.log_dict({"train/loss": loss, "train/lr": lr}, on_step=True, on_epoch=False, batch_size=1)
+            self.log_dict({"train/loss": loss, "train/lr": lr}, on_step=True, on_epoch=False, batch_size=1, logger=False)
+            for logger in self.trainer.loggers:
+                logger.log_metrics({"train/loss": float(loss), "train/lr": float(lr)}, step=step)
         if batch_idx + 1 == self.trainer.num_training_batches:
             self._log_phase("train")
 

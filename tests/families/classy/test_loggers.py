@@ -26,7 +26,7 @@ def _runs(results, *names):
     return [real_torchvision.scenario_result(results, name) for name in names]
 
 
-#: what the modules log at Lightning's steps (every --log_freq / LOG_FREQUENCY steps), besides the hooks' scalars
+#: what the modules log at the host's steps (every --log_freq / LOG_FREQUENCY steps), besides the hooks' scalars
 PER_STEP = ("train/loss", "train/lr")
 
 
@@ -168,3 +168,18 @@ def test_ssl_tensorboard_hook_writes_as_under_vissl_and_the_loggers_get_it(runs)
     [csv], [tensorboard] = logged["points"]["csv"], logged["points"]["tensorboard"]
     assert _hook_tags(tensorboard) == ours
     _same_plot(_float32(_hook_tags(csv)), ours, timed=())
+
+
+def test_the_per_step_values_reach_the_loggers_at_classys_step(runs):
+    """``train/loss`` and ``train/lr`` (``--log_freq 1``: every step) at Classy's step, the train step count from 1
+    over all phases: at each step TensorboardPlotHook plots ``Learning Rate/train`` at (the first of each phase, its
+    ``log_period`` of 10 being longer than a phase), the loggers hold the same LR (CSV: as logged; TensorBoard:
+    float32)."""
+    [run] = _runs(runs, "every_step")
+    [hook], [csv], [tensorboard] = run["hook"], run["csv"], run["tensorboard"]
+    plotted = [(step, value) for step, name, value in hook if name == "Learning Rate/train"]
+    assert [step for step, _ in plotted] == [1, 5, 9]  # 4 steps a phase, 3 phases
+    for points in (csv, tensorboard):
+        assert [step for step, name, _ in points if name == "train/loss"] == list(range(1, 13))
+        lrs = {step: value for step, name, value in points if name == "train/lr"}
+        assert [lrs[step] for step, _ in plotted] == pytest.approx([value for _, value in plotted], rel=1e-6)
