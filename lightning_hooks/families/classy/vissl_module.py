@@ -242,14 +242,14 @@ def check_test_phases(config: Any) -> None:
     VISSL's ``_build_phases`` puts a test phase after every train phase (``TEST_EVERY_NUM_EPOCH`` 1, or at most 2
     epochs: VISSL tests after phases 0, N, 2N, ... and the last); other schedules and ``TEST_ONLY`` are refused
     naming the option and the way out."""
-    if not config.TEST_MODEL:
-        return
     if config.TEST_ONLY:
         raise ConfigError(
             "config.TEST_ONLY=true: VISSL's test-only run (OPTIMIZER.num_epochs test phases of the loaded weights, no "
             "training) is not a lightning-hooks train run; evaluate with VISSL's own launcher, or train with "
             "config.TEST_ONLY=false (test phases after each epoch with config.TEST_MODEL=true)."
         )
+    if not config.TEST_MODEL:
+        return
     epochs, every = int(config.OPTIMIZER.num_epochs), int(config.TEST_EVERY_NUM_EPOCH)
     tested = [phase for phase in range(epochs) if phase % every == 0 or phase == epochs - 1]
     if len(tested) != epochs:

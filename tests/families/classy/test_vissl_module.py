@@ -125,9 +125,10 @@ def test_a_test_schedule_lightning_cannot_give_is_refused_naming_the_option(epoc
         check_test_phases(_schedule(epochs, every))
 
 
-def test_test_only_is_refused_naming_the_option_and_the_way_out():
+@pytest.mark.parametrize("test_model", [True, False])
+def test_test_only_is_refused_naming_the_option_and_the_way_out(test_model):
     with pytest.raises(ConfigError, match=r"config.TEST_ONLY=true: .*VISSL's own launcher.*config.TEST_ONLY=false"):
-        check_test_phases(_schedule(2, 1, test_only=True))
+        check_test_phases(_schedule(2, 1, test_only=True, test_model=test_model))
 
 
 def test_classy_adapter_vissl_builds_the_config_s_meters_as_vissl_s_task(runs):
