@@ -24,10 +24,11 @@ class TinyPose(CocoDataset):
     """``n`` random ``size`` x ``size`` images, each with one person: a box and COCO's 17 keypoints inside it (some
     invisible), as COCO's keypoint annotations give them (``raw_ann_info`` kept, which ``CocoMetric`` evaluates
     against without an annotation file); the image travels in ``img``, which mmpose's ``LoadImage`` takes as
-    loaded."""
+    loaded. ``area``: each person's annotated area, the scale of COCO's keypoint similarity (OKS): its box's by
+    default; a larger one lets the keypoints of a barely trained model score a partial OKS (a nonzero AP)."""
 
-    def __init__(self, n: int = 4, seed: int = 0, size: int = 64, **kwargs: Any) -> None:
-        self.n, self.seed, self.size = n, seed, size
+    def __init__(self, n: int = 4, seed: int = 0, size: int = 64, area: float | None = None, **kwargs: Any) -> None:
+        self.n, self.seed, self.size, self.area = n, seed, size, area
         super().__init__(ann_file=None, serialize_data=False, **kwargs)  # CocoMetric reads no file: the ground truth
 
     def _load_annotations(self) -> tuple[list[dict], list[dict]]:
@@ -43,7 +44,7 @@ class TinyPose(CocoDataset):
                      "height": self.size}  # fmt: skip
             ann = {"id": i + 1, "image_id": i, "category_id": 1, "bbox": [float(x), float(y), float(w), float(h)],
                    "keypoints": points.reshape(-1).tolist(), "num_keypoints": int((points[:, 2] > 0).sum()),
-                   "area": float(w * h), "iscrowd": 0}  # fmt: skip
+                   "area": float(self.area or w * h), "iscrowd": 0}  # fmt: skip
             instance = self.parse_data_info({"raw_ann_info": ann, "raw_img_info": image})
             instance["img"] = rng.integers(0, 256, (self.size, self.size, 3), dtype=np.uint8)
             instances.append(instance)
