@@ -37,6 +37,7 @@ if [ "${1:-}" = test ]; then
   # setup.py imports numpy and Cython, unisolated
   "${pip[@]}" cython "setuptools<81" munkres==1.1.4 json_tricks==3.17.3
   "${pip[@]}" --no-deps --no-build-isolation --no-binary xtcocotools xtcocotools==1.14.3
+  "${pip[@]}" --no-deps albumentations==1.4.20 albucore==0.0.19 stringzilla==5.3.2  # RTMPose's pipelines: 2.x lacks the albumentations.augmentations.transforms mmpose 1.3.2 reads and seeds from OS entropy; with deps, opencv-python-headless would shadow opencv-python's cv2
   # The tests run Classy's ClassificationTask and VISSL's trainer in subprocesses that import the real torchvision
   # from .venv/vissl-site, outside the venv's import path (tests/helpers/real_torchvision.py says why): torchvision
   # (CUDA build, without its CUDA ops), fairscale, setuptools<81 for pkg_resources, and VISSL's own packages
