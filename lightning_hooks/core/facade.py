@@ -27,9 +27,18 @@ class Facade:
         names = {n for n in dir(type(self)) if not n.startswith("_")} | {n for n in vars(self) if not n.startswith("_")}
         return sorted(names - {"host", "provides", "adapter_attribute"})
 
+    #: (name, AttributeError) a property just raised, when it kept it: :meth:`__getattr__`, which Python calls next,
+    #: raises it without running the property again
+    _raised: tuple[str, AttributeError] | None = None
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
+        raised = self._raised
+        if raised is not None:
+            self._raised = None
+            if raised[0] == name:
+                raise raised[1]
         attribute = getattr(type(self), name, None)
         if attribute is not None and hasattr(attribute, "__get__"):  # a property of the facade raised AttributeError: raise its own message
             return attribute.__get__(self, type(self))

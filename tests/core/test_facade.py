@@ -52,3 +52,28 @@ def test_work_dir_given_default_and_fast_dev_run(tmp_path):
 def test_work_dir_refuses_a_non_path():
     with pytest.raises(TypeError, match=r"A\(work_dir=3\): work_dir must be a path"):
         WorkDir(3, "A", family="mmengine")  # type: ignore[arg-type]  # the wrong type is the test
+
+
+class Counters(Facade):
+    """A facade whose property keeps the error it raises (as iMIX's engine does for its epoch-loop counters)."""
+
+    host = "trainer"
+    reads = 0
+
+    @property
+    def epoch(self):
+        self.reads += 1
+        error = AttributeError("trainer.epoch is not available by iteration")
+        self._raised = ("epoch", error)
+        raise error
+
+
+def test_a_kept_property_error_is_raised_without_running_the_property_again():
+    counters = Counters()
+    assert getattr(counters, "epoch", "default") == "default"
+    assert counters.reads == 1  # Python's fallback to __getattr__ does not run the property a second time
+    with pytest.raises(AttributeError, match="not available by iteration"):
+        counters.epoch  # noqa: B018  # the read is the test
+    counters._raised = ("epoch", AttributeError("kept for another read"))
+    with pytest.raises(AttributeError, match="trainer facade has no attribute 'iteration'"):
+        counters.iteration  # noqa: B018  # a kept error of another name is not this read's

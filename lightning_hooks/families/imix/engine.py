@@ -65,6 +65,9 @@ class Engine(Facade):
         self._work_dir: WorkDir = WorkDir(work_dir, "IMIXAdapter", family="imix")
         self._cfg = Config(cfg) if isinstance(cfg, Mapping) else cfg
         self.output: dict[str, Any] = {}
+        #: ``max_iter`` of the current fit, with the batches per epoch it was computed from (hooks read it every
+        #: iteration, as iMIX's plain attribute)
+        self._max_iter: tuple[float, int] | None = None
 
     def _need(self, name: str, value: Any, why: str) -> Any:
         if value is None:
@@ -104,6 +107,7 @@ class Engine(Facade):
         """Bind the trainer of a new run (its optimizers are read again)."""
         self.lightning = trainer
         self._optimizer = None
+        self._max_iter = None
 
     @property
     def iter(self) -> int:
@@ -140,11 +144,22 @@ class Engine(Facade):
         """An epoch-loop counter where iMIX's engine has set it; elsewhere the AttributeError iMIX raises, so that a
         hook's ``getattr(trainer, name, default)`` takes the branch it takes under iMIX."""
         if not self.by_epoch:
-            raise AttributeError(
+            raise self._unset(name, AttributeError(
                 f"lightning-hooks' iMIX engine facade: {name!r} is not available by iteration: iMIX's train_by_iter "
                 "never sets it (use trainer.iter)"
-            )
-        return self._need(name, value, f"{when}: iMIX's engine sets it in its epoch loop")
+            ))  # fmt: skip
+        if value is None:
+            raise self._unset(name, AttributeError(
+                f"lightning-hooks' iMIX engine facade: {name!r} is not available {when}: iMIX's engine sets it in "
+                "its epoch loop"
+            ))  # fmt: skip
+        return value
+
+    def _unset(self, name: str, error: AttributeError) -> AttributeError:
+        """``error``, kept for :meth:`Facade.__getattr__`, which Python calls next: it raises the kept error instead of
+        running the property again (by iteration, hooks probe ``epoch`` and ``inner_iter`` every iteration)."""
+        self._raised = (name, error)
+        return error
 
     @property
     def max_epoch(self) -> int:
@@ -160,8 +175,14 @@ class Engine(Facade):
     def max_iter(self) -> int:
         """Iterations the fit runs (``max_steps`` times the batches per step), divided by the accumulation steps
         when ``is_lr_accumulation`` is set, as iMIX counts them."""
-        iters = int(self._iterations(self._lightning("max_iter")))
-        return iters // self.gradient_accumulation_steps if self.is_lr_accumulation else iters
+        trainer = self._lightning("max_iter")
+        batches, cached = trainer.fit_loop.max_batches, self._max_iter
+        if cached is not None and cached[0] == batches:
+            return cached[1]
+        iters = int(self._iterations(trainer))
+        value = iters // self.gradient_accumulation_steps if self.is_lr_accumulation else iters
+        self._max_iter = (batches, value)
+        return value
 
     def _iterations(self, trainer: pl.Trainer) -> float:
         """Batches the fit runs: ``max_epochs`` epochs, or ``max_steps`` optimizer steps if they end it sooner."""

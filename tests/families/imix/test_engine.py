@@ -80,3 +80,25 @@ def test_levels_order_hooks_as_imix_add_custom_hooks(tmp_path):
     assert names[0] == names[1]
     assert names[1] == ["OptimizerHook", "LRSchedulerHook", "high", "high2", "IterationTimerHook", "PeriodicLogger",
                         "CheckPointHook", "normal", "low", "lower"]  # fmt: skip
+
+
+def test_max_iter_is_kept_per_fit_and_follows_the_batches_per_epoch():
+    """``max_iter``, read by hooks every iteration, is computed once per batch count of the fit (a reloaded loader of
+    another length changes it) and again for the next fit's trainer."""
+    from types import SimpleNamespace
+
+    from imix.engine.hooks import IterationTimerHook
+
+    engine = IMIXAdapter([IterationTimerHook()], cfg=dict(total_epochs=2)).engine
+
+    def trainer(batches):
+        return SimpleNamespace(fit_loop=SimpleNamespace(max_batches=batches), max_epochs=2, num_training_batches=batches,
+                               max_steps=-1)  # fmt: skip
+
+    engine._attach(run := trainer(5))
+    assert engine.max_iter == 10
+    run.fit_loop.max_batches = run.num_training_batches = 4
+    assert engine.max_iter == 8
+    engine._attach(trainer(4))
+    engine.lightning.max_epochs = 3
+    assert engine.max_iter == 12
