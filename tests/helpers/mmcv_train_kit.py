@@ -257,7 +257,7 @@ def tiny_retinanet(folder: Path, *, images: int = 8, val: int = 0, imports: tupl
     the first ``val`` images and their boxes are also a COCO val / test set (``val.json``, ``CocoDataset`` with the
     shipped test pipeline at 64x64) that the shipped ``evaluation = dict(interval=1, metric='bbox')`` scores, every
     score kept before NMS (``score_thr=0``: the barely trained head's scores are under the shipped 0.05); the NMS op
-    this mmcv build lacks is ``mmcv_cpu_ops.cpu_nms``."""
+    this mmcv build lacks is tests/helpers/torch_ops.py's stand-in (openmmlab_stubs)."""
     import pickle
 
     import mmcv
