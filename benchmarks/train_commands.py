@@ -44,8 +44,20 @@ after the first iteration tools vs lightning):
   ``_call_impl`` / the optimizer's Python are alike; both processes run one thread (``/proc/self/task``), and the
   next pair, timed by thread CPU ticks, read 27 vs 25 ms/iter the other way round; neither process flushes denormals
   (FTZ/DAZ checked in both). A third run, ``--rounds 5``: 23.4 vs 27.3, 1.209 [1.071-1.277]; RSS 458 vs 517 MiB,
-  growth 2.8 vs 2.8 MiB. So the gap is consistent, and sits in the kernels' CPU time, not in per-step Python; its
-  cause (mmseg 0.x's FCN under the same command is at parity) is open.
+  growth 2.8 vs 2.8 MiB. So the gap is consistent, and sits in the kernels' CPU time, not in per-step Python.
+  Round 6 (#35, a host under load 10-13), the two processes at the first iteration compared: the same torch threads
+  (1, one OS thread each), inter-op threads, oneDNN on, deterministic algorithms, anomaly detection and autocast off,
+  the 20 BatchNorm layers in eval mode in both (``norm_eval``), 205,974 of 209,534 parameters trainable in both (the
+  frozen stage), inputs 2x3x64x64, the same initial weights and the same first 8 losses (to 6 decimals);
+  ``setup_multi_processes`` runs in both (the command calls it since 56f8fea). The difference is user CPU time (system
+  time under 0.6 ms/iter, under 20 minor page faults per iteration in either). Ratios: 1.134 [1.078-1.169] (3
+  rounds), 1.141 [0.931-1.302] and 1.276 [0.632-1.493] (4 rounds each). A third command in the same rounds, the
+  library's ``tools/train.py`` in a process that first imports ``lightning.pytorch`` and the 1.x train command
+  without using them, read 1.064, 1.133, 1.214 and 0.779 of ``tools/train.py``; a conv + BatchNorm training loop
+  timed in one process before and after those imports read a median 1.15 [0.92-1.27] after/before (7 processes),
+  against 1.03 [0.93-1.08] for the same loop around imports of nothing new. So the slowdown follows the imports, not
+  the command's per-step work (the likeliest cause: the larger process's memory and cache footprint; this VM has no
+  hardware counters to show it, and its load moves single runs by 30%).
 * ``mmseg0-fcn``: 30.5 vs 30.5, 0.989 [0.902-1.011]; 477 vs 540 MiB (1.130); 12.3 vs 11.8 MiB.
 
 Training's own memory (the growth after the first iteration) is the host's or less in every case; the peak's
