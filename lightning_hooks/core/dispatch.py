@@ -144,12 +144,16 @@ class HookDispatch:
         for index, row, when, names, calls in steps:
             if when is not None and not when():
                 continue
-            # a row takes its arguments from the context by name: the context itself when it holds exactly those
-            kwargs = context if context.keys() == names else self._arguments(trigger, row, context)
+            # a row takes its arguments from the context by name: the context itself when it holds exactly those; a
+            # row without arguments calls its hooks with the host alone (no keyword dict: most rows, every step)
+            kwargs = (context if context.keys() == names else self._arguments(trigger, row, context)) if names else None
             self._fired[index] += 1
             for hook, fn in calls:
                 try:
-                    fn(*host, **kwargs)
+                    if kwargs is None:
+                        fn(*host)
+                    else:
+                        fn(*host, **kwargs)
                 except Exception as err:
                     if errors == "raise":
                         self.failed_at = (row.mount, hook)

@@ -441,11 +441,17 @@ def start_fit_after(trainer: Any, epochs: int, steps: int) -> None:
         loop.epoch_loop._restarting = True
 
 
+#: Trainer class -> its namespace's ``trainer.call`` module (:func:`call_before_backward`)
+_CALL_MODULES: dict[type, types.ModuleType] = {}
+
+
 def call_before_backward(trainer: Any, loss: Any) -> None:
     """Run ``on_before_backward(loss)`` of the trainer's callbacks and then its LightningModule, as Lightning does
     before a backward it runs (``trainer.call._call_callback_hooks``, ``_call_lightning_module_hook``).
-    Checked on :data:`CHECKED_ON`."""
-    call = importlib.import_module(f"{namespace_of(trainer).__name__}.trainer.call")
+    Checked on :data:`CHECKED_ON`. Called every step a hook owns backward: the module is found once per Trainer class."""
+    call = _CALL_MODULES.get(type(trainer))
+    if call is None:
+        call = _CALL_MODULES[type(trainer)] = importlib.import_module(f"{namespace_of(trainer).__name__}.trainer.call")
     call._call_callback_hooks(trainer, "on_before_backward", loss)
     call._call_lightning_module_hook(trainer, "on_before_backward", loss)
 
