@@ -8,7 +8,8 @@ import pickle
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, cast
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, cast
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from typing_extensions import override
@@ -20,7 +21,7 @@ from lightning_hooks.core.checks import check_hook
 from lightning_hooks.core.dispatch import HookCaller, HookDispatch
 from lightning_hooks.core.events import EventTable, Mount
 from lightning_hooks.core.facade import Facade
-from lightning_hooks.core.host_loop import HostLoop
+from lightning_hooks.core.host_loop import EvalLoop, EvalRows, Evaluation, HostLoop, evaluation
 from lightning_hooks.core.lightning_api import Callback, pl, rank_zero_warn
 from lightning_hooks.core.state_keys import UniqueStateKey
 from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, LightningEvent, Patch, Trigger
@@ -31,8 +32,8 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
     """One Lightning callback that drives a list of legacy hooks of one family through its host facade.
 
     Subclasses set ``family``, ``events`` (the family's :class:`EventTable`), implement :meth:`base_classes` and
-    build ``self.host`` (a :class:`Facade`). Every Lightning event fires its table rows through :meth:`fire`; a family
-    overrides an event only to update its facade first. The table's other triggers are patches installed for the run
+    build ``self.host`` (a :class:`Facade`). Every Lightning event fires its table rows through :meth:`fire`, most of
+    them in the family's host loop (the translator, below). The table's other triggers are patches installed for the run
     (:mod:`lightning_hooks.core.triggers`), which call back :meth:`trigger` or :meth:`run_step`. Hooks are ordered once
     by :meth:`order`; for every trigger the adapter keeps only the hooks that override each mount point, so N hooks
     cost one Lightning callback plus one Python call per hook that does something.
@@ -46,8 +47,15 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
     the one place it is declared), the plan and the fired counts, and records a hook's error in ``failed_at``, which
     the adapter clears once ``on_exception`` ran; its rows' ``when`` conditions are methods of the adapter.
     ``self.state`` (:class:`AdapterState`) writes and loads the checkpoint state, asking the adapter for the family's
-    per-hook and host state (:meth:`hook_state`, :meth:`host_state`, ...). A family supplies its table, its host loop
-    and its facade, and overrides the Lightning methods whose rows need more than the standard context.
+    per-hook and host state (:meth:`hook_state`, :meth:`host_state`, ...).
+
+    The translator: every Lightning train and evaluation event is a step of the host loop (``self.loop``, a
+    :class:`~lightning_hooks.core.host_loop.HostLoop`), through the adapter's steps :meth:`start_train`,
+    :meth:`start_train_epoch`, :meth:`start_train_batch`, :meth:`end_train_batch`, :meth:`end_train_epoch`,
+    :meth:`end_train`, :meth:`start_eval` and :meth:`start_eval_epoch` (an evaluation's other events go to the loop
+    directly), and a fit with nothing left to train is translated once (:meth:`fit_loop_returned`). A family supplies
+    its table, its host loop and its facade, and overrides the steps where its adapter (not its loop) does something
+    first; it overrides Lightning methods only for its run's environment and per-step events only it uses.
     """
 
     family: ClassVar[str]
@@ -107,6 +115,7 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         self._patches: list[tuple[bool, Callable[[], None]]] = []  # (environment, remove) of each installed patch
         self._train_epoch_open = False  # a train epoch started in the host and has not ended
         self._resumed_without_state = False  # see on_load_checkpoint
+        self._train_started = False  # Lightning's fit loop started training in this run (see fit_loop_returned)
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (``strategy="ddp_spawn"`` sends the callbacks to its ranks so): a hook that cannot travel (an open
@@ -284,8 +293,9 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
     def run_patches(self, stage: str) -> tuple[Patch, ...]:
         """The patches installed for a run of ``stage`` (``"fit"``, ``"validate"``, ...): one per patch trigger of the
         table; a family adds, after them, patches of its own machinery that fire no row (a checkpoint-load wrapper, the
-        endless train loader of an iteration-based host). All are removed at ``teardown`` or on a failure."""
-        return self.events.patches()
+        endless train loader of an iteration-based host). All are removed at ``teardown`` or on a failure. In a fit,
+        :data:`EMPTY_FIT` comes first: the fit loop's return, where a fit with nothing left to train is translated."""
+        return (*((EMPTY_FIT,) if stage == "fit" else ()), *self.events.patches())
 
     # ------------------------------------------------------------------------------------------ lightning glue
     def _install_patches(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -311,6 +321,7 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         self._trainer = trainer
         self._mark_train_epoch(False)
         self._resumed_without_state = False
+        self._train_started = False
         self._install_patches(trainer, pl_module, stage)
 
     def _check_hooks_not_shared(self, trainer: pl.Trainer) -> None:
@@ -399,11 +410,12 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
     def restore_live_weights(self) -> None:
         """Put the live weights back into the model when a run ends while EMA hooks have theirs swapped in."""
 
-    # Events whose rows need nothing but the standard context (batch_idx, data_batch, outputs, checkpoint); a family
-    # overrides an event when its facade must change first, then calls ``fire`` itself.
+    # The translator's train events: each calls a step of the adapter (start_train, start_train_epoch, ...), which
+    # calls the host loop; a family overrides a step where its adapter does something first, never the event.
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire(ON["on_train_start"])
+        self._train_started = True
+        self.start_train(trainer)
 
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -442,65 +454,113 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.end_train(trainer)
+
+    def start_train(self, trainer: pl.Trainer) -> None:
+        """Training starts (``on_train_start``, Lightning's loop restored if the fit resumed): the host's
+        ``before_train``. A family overrides it to set up its loop first, and starts the loop there."""
+        self.fire(ON["on_train_start"])
+
+    def end_train(self, trainer: pl.Trainer) -> None:
+        """Training ends (``on_train_end``): the host's ``after_train``; a family ends its loop there."""
         self.fire(ON["on_train_end"])
 
+    #: the host opens (and closes) its train epoch even when it has nothing left to train (MMEngine's
+    #: ``IterBasedTrainLoop``: one epoch for the whole run): see :meth:`fit_loop_returned`
+    empty_train_opens_epoch: bool = False
+
+    def fit_loop_returned(self, trainer: pl.Trainer) -> None:
+        """Lightning's fit loop returned (:class:`EmptyFit`). If it never started training, the fit had nothing left
+        to train (resumed from a checkpoint at ``max_epochs`` / ``max_steps``): Lightning skips ``on_train_start`` and
+        ``on_train_end`` then, while every legacy host runs its train loop, empty (MMEngine's ``Runner.train``:
+        ``before_train``, ``after_train``; mmcv's ``runner.run``, Classy's trainer and iMIX's engine alike): the
+        train's start and end run here, back to back, around an empty epoch where the host opens one."""
+        if self._train_started:
+            return
+        self._train_started = True
+        self.start_train(trainer)
+        if self.empty_train_opens_epoch:
+            self._start_train_epoch(trainer, trainer.lightning_module, mid_epoch=False)
+            self._end_train_epoch(trainer, ON["on_train_epoch_end"])
+        self.end_train(trainer)
+
+    # Lightning's evaluation events, translated once: each is a step of the host loop's evaluation (an
+    # :class:`Evaluation`, built from the Trainer's state), which fires its rows (:class:`EvalRows`).
     @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire(ON["on_validation_start"])
+        self.start_eval(trainer, self._evaluation(trainer, "val"))
 
     @override
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire(ON["on_validation_epoch_start"])
+        self.start_eval_epoch(trainer, self._evaluation(trainer, "val"))
 
     @override
     def on_validation_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0
     ) -> None:
-        self.fire(ON["on_validation_batch_start"], batch_idx=batch_idx, data_batch=batch)
+        self.eval_loop.start_eval_iter(self._evaluation(trainer, "val"), batch, batch_idx)
 
     @override
     def on_validation_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:  # fmt: skip  # Lightning's signature, dataloader_idx on its own line
-        self.fire(ON["on_validation_batch_end"], batch_idx=batch_idx, data_batch=batch, outputs=outputs)
+        self.eval_loop.end_eval_iter(self._evaluation(trainer, "val"), outputs, batch, batch_idx)
 
     @override
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire(ON["on_validation_epoch_end"])
+        self.eval_loop.end_eval_epoch(self._evaluation(trainer, "val"))
 
     @override
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire(ON["on_validation_end"])
+        self.eval_loop.end_eval(self._evaluation(trainer, "val"))
 
     @override
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire(ON["on_test_start"])
+        self.start_eval(trainer, self._evaluation(trainer, "test"))
 
     @override
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire(ON["on_test_epoch_start"])
+        self.start_eval_epoch(trainer, self._evaluation(trainer, "test"))
 
     @override
     def on_test_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0
     ) -> None:
-        self.fire(ON["on_test_batch_start"], batch_idx=batch_idx, data_batch=batch)
+        self.eval_loop.start_eval_iter(self._evaluation(trainer, "test"), batch, batch_idx)
 
     @override
     def on_test_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
         dataloader_idx: int = 0,
     ) -> None:  # fmt: skip  # Lightning's signature, dataloader_idx on its own line
-        self.fire(ON["on_test_batch_end"], batch_idx=batch_idx, data_batch=batch, outputs=outputs)
+        self.eval_loop.end_eval_iter(self._evaluation(trainer, "test"), outputs, batch, batch_idx)
 
     @override
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire(ON["on_test_epoch_end"])
+        self.eval_loop.end_eval_epoch(self._evaluation(trainer, "test"))
 
     @override
     def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.fire(ON["on_test_end"])
+        self.eval_loop.end_eval(self._evaluation(trainer, "test"))
+
+    @staticmethod
+    def _evaluation(trainer: pl.Trainer, stage: Literal["val", "test"]) -> Evaluation:
+        return evaluation(stage, trainer.sanity_checking, trainer.state.fn == "fit")
+
+    @property
+    def eval_loop(self) -> EvalLoop:
+        """What runs the evaluation steps: the host loop, or (no loop: the toy family) one that fires the rows."""
+        return self.loop if self.loop is not None else _RowsOnly(AdapterCaller(self))
+
+    def start_eval(self, trainer: pl.Trainer, run: Evaluation) -> None:
+        """An evaluation starts in the host loop. A family overrides it (or :meth:`start_eval_epoch`) for what its
+        adapter, not its loop, checks first (MMEngine's sampler check, Classy's end of a train phase cut short)."""
+        self.eval_loop.start_eval(run)
+
+    def start_eval_epoch(self, trainer: pl.Trainer, run: Evaluation) -> None:
+        """An evaluation epoch starts in the host loop (see :meth:`start_eval`)."""
+        self.eval_loop.start_eval_epoch(run)
 
     @override
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
@@ -538,6 +598,29 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         self._resumed_without_state = trainer.state.fn == "fit" and self.checkpoint_state(trainer, checkpoint) is None
 
 
+@dataclass(frozen=True)
+class EmptyFit(Patch):
+    """Lightning's ``fit_loop.run``, after it returned: the adapter's :meth:`~LegacyHookAdapter.fit_loop_returned`
+    translates a fit that had nothing left to train (Lightning skipped its train loop). Fires no row."""
+
+    def __str__(self) -> str:
+        return "FitLoop.run (after it returned)"
+
+    def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Callable[[], None]:
+        def wrap(original: Callable[[], None]) -> Callable[[], None]:
+            def run() -> None:
+                original()
+                adapter.fit_loop_returned(trainer)
+
+            return run
+
+        return lightning_api.wrap_fit_loop_run(trainer, wrap)
+
+
+#: the one :class:`EmptyFit` patch
+EMPTY_FIT = EmptyFit()
+
+
 class AdapterCaller:
     """The :class:`~lightning_hooks.core.dispatch.HookCaller` of an adapter: what a facade may call on it."""
 
@@ -549,6 +632,13 @@ class AdapterCaller:
 
     def call_hook(self, mount: str, **context: Any) -> None:
         self._adapter.call_hook(mount, **context)
+
+
+class _RowsOnly(EvalRows):
+    """The evaluation steps of an adapter without a host loop: the rows, nothing else."""
+
+    def __init__(self, caller: HookCaller) -> None:
+        self.caller = caller
 
 
 def _container(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -201,6 +201,17 @@ def wrap_strategy_training_step(
     return patch_method(strategy, "training_step", wrapper(strategy.training_step))
 
 
+def wrap_fit_loop_run(trainer: Any, wrapper: Callable[[Callable[[], None]], Callable[[], None]]) -> Callable[[], None]:
+    """Route ``trainer.fit_loop.run`` through ``wrapper(original)``; returns the function that undoes it.
+
+    ``Trainer.fit`` calls ``fit_loop.run()`` (looked up on the loop instance) between restoring a checkpoint's
+    training state and tearing the strategy down; it returns at once, without ``on_train_start`` /
+    ``on_train_end``, when the fit has nothing left to train (its ``skip``: ``done``, ``limit_train_batches=0``).
+    Checked on :data:`CHECKED_ON`."""
+    loop = trainer.fit_loop
+    return patch_method(loop, "run", wrapper(loop.run))
+
+
 def setup_train_data(trainer: Any) -> None:
     """Build and size the train loader now (``fit_loop.setup_data``), for a host asked for it before Lightning's
     loop does so; Lightning's own later call then finds it built. Checked on :data:`CHECKED_ON`."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -30,7 +31,7 @@ def _example_class() -> type:
     """The ``CountingLoop`` of :mod:`lightning_hooks.core.host_loop`'s docstring, as written there."""
     doc = host_loop.__doc__
     code = textwrap.dedent(doc[doc.index("class CountingLoop") - 4:])
-    namespace: dict[str, Any] = {"ON": ON}
+    namespace: dict[str, Any] = {"ON": ON, "EvalRows": host_loop.EvalRows}
     exec(compile(code, "core/host_loop.py docstring", "exec"), namespace)
     return namespace["CountingLoop"]
 
@@ -82,3 +83,25 @@ def test_the_mmengine_loop_is_a_host_loop():
     from lightning_hooks.families.mmengine.host_loop import MMEngineLoop
 
     assert isinstance(MMEngineLoop(RecordingCaller(), None), HostLoop)
+
+
+def test_eval_rows_fire_each_evaluation_event_with_the_standard_context():
+    fired: list[tuple[str, dict[str, Any]]] = []
+    rows = host_loop.EvalRows()
+    rows.caller = SimpleNamespace(fire=lambda trigger, **context: fired.append((str(trigger), context)))
+    for stage, event in (("val", "validation"), ("test", "test")):
+        run = host_loop.evaluation(stage, False, stage == "val")
+        assert run is host_loop.evaluation(stage, False, stage == "val")  # one instance per kind of evaluation
+        fired.clear()
+        rows.start_eval(run)
+        rows.start_eval_epoch(run)
+        rows.start_eval_iter(run, "b", 0)
+        rows.end_eval_iter(run, "out", "b", 0)
+        rows.end_eval_epoch(run)
+        rows.end_eval(run)
+        assert fired == [
+            (f"on_{event}_start", {}), (f"on_{event}_epoch_start", {}),
+            (f"on_{event}_batch_start", {"batch_idx": 0, "data_batch": "b"}),
+            (f"on_{event}_batch_end", {"batch_idx": 0, "data_batch": "b", "outputs": "out"}),
+            (f"on_{event}_epoch_end", {}), (f"on_{event}_end", {}),
+        ]  # fmt: skip  # the six events in Lightning's order

@@ -385,6 +385,43 @@ def test_validate_after_and_end_train_epoch_at_steer_the_fit(ns, tmp_path):
     assert validated == [2] and trainer.global_step == 3
 
 
+def test_wrap_fit_loop_run_wraps_the_loop_fit_runs_which_skips_a_finished_fit(ns, tmp_path):
+    """``fit`` calls the wrapped ``fit_loop.run`` after restoring the checkpoint, before the strategy's teardown; for a
+    fit resumed at ``max_epochs`` it returns without ``on_train_start`` / ``on_train_end``; the undo restores it."""
+    seen: list[str] = []
+
+    class Probe(ns.Callback):
+        def setup(self, trainer, pl_module, stage):
+            def wrap(original):
+                def run():
+                    seen.append(f"run from epoch {trainer.current_epoch}")
+                    original()
+                    seen.append("returned")
+
+                return run
+
+            self.undo = lightning_api.wrap_fit_loop_run(trainer, wrap)
+
+        def on_train_start(self, trainer, pl_module):
+            seen.append("on_train_start")
+
+        def on_train_end(self, trainer, pl_module):
+            seen.append("on_train_end")
+
+        def on_fit_end(self, trainer, pl_module):
+            self.undo()
+            seen.append(f"undone {'run' not in vars(trainer.fit_loop)}")
+
+    first = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=1, limit_train_batches=2)
+    first.fit(_boring(ns)())
+    first.save_checkpoint(tmp_path / "finished.ckpt")
+    assert seen == ["run from epoch 0", "on_train_start", "on_train_end", "returned", "undone True"]
+    seen.clear()
+    again = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=1, limit_train_batches=2)
+    again.fit(_boring(ns)(), ckpt_path=tmp_path / "finished.ckpt")
+    assert seen == ["run from epoch 1", "returned", "undone True"]
+
+
 def test_validate_now_runs_the_fits_validation_from_a_callback(ns, tmp_path):
     """``validate_now`` at train start runs the validation loop inside ``fit``; training goes on after it."""
     seen: list[tuple[str, bool]] = []

@@ -66,19 +66,23 @@ def total_steps(spec: dict[str, Any]) -> int:
 
 
 class Recorder(ClassyHook):
-    """Records the phase counters at ``on_start`` and, at every phase end: phase counters, losses, LR (train), meter
+    """Records the phase counters at ``on_start`` and ``on_end`` and, at every phase end: phase counters, losses, LR (train), meter
     values, ``num_updates``, ``where`` (train) and, for test phases, the model state the phase ran with (Classy's
     trunk)."""
 
-    on_phase_start = on_step = on_end = ClassyHook._noop
+    on_phase_start = on_step = ClassyHook._noop
 
     def __init__(self) -> None:
         super().__init__()
         self.start: tuple[int, int] | None = None
+        self.end: tuple[int, int] | None = None
         self.phases: list[dict[str, Any]] = []
 
     def on_start(self, task: Any) -> None:
         self.start = (task.phase_idx, task.train_phase_idx)
+
+    def on_end(self, task: Any) -> None:
+        self.end = (task.phase_idx, task.train_phase_idx)
 
     def on_phase_end(self, task: Any) -> None:
         record = {
@@ -151,7 +155,8 @@ def _main(spec_file: str, out_file: str) -> None:
         recorder = Recorder()
         task = _classy_task(spec, recorder)
         LocalTrainer().train(task)
-        results.append({"phases": recorder.phases, "start": recorder.start, "log": list(lines), "hooks": task.hooks[1:]})
+        results.append({"phases": recorder.phases, "start": recorder.start, "end": recorder.end, "log": list(lines),
+                        "hooks": task.hooks[1:]})  # fmt: skip  # the record's keys, continued
         results[-1]["hook_state"] = {h.name(): _plain_state(h) for h in task.hooks[1:]}
         del results[-1]["hooks"]
     torch.save(results, out_file)
@@ -165,7 +170,8 @@ def _plain_state(hook: Any) -> Any:
 
 
 def reference(specs: list[dict[str, Any]], folder: Path) -> list[dict[str, Any]]:
-    """Run ``specs`` with the real ClassificationTask in one subprocess; per spec ``{"phases", "start", "log", "hook_state"}``."""
+    """Run ``specs`` with the real ClassificationTask in one subprocess; per spec ``{"phases", "start", "end", "log",
+    "hook_state"}``."""
     folder.mkdir(parents=True, exist_ok=True)
     spec_file, out_file = folder / "specs.json", folder / "reference.pt"
     spec_file.write_text(json.dumps(specs))

@@ -142,4 +142,4 @@ def lightning_run(spec: dict[str, Any], folder: Any, ckpt_path: Any = None, **tr
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
-    return {"phases": recorder.phases, "start": recorder.start, "log": lines, "adapter": adapter}
+    return {"phases": recorder.phases, "start": recorder.start, "end": recorder.end, "log": lines, "adapter": adapter}

@@ -15,6 +15,7 @@ from typing_extensions import override
 from lightning_hooks.compat import classy as compat
 from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
 from lightning_hooks.core.checks import Periods, check_periods
+from lightning_hooks.core.host_loop import Evaluation
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.core.triggers import ON, Patch, Trigger
 from lightning_hooks.families.classy import vissl as vissl_host
@@ -133,7 +134,6 @@ class ClassyAdapter(LegacyHookAdapter):
         self.dispatch.build_plan((self.task,))
         self._in_step = False
         self._forwarded = False
-        self._sanity_checking = False  # Lightning's sanity check runs (its steps fill nothing)
         self._module_name = ""  # the LightningModule's class name, for the step's errors
         self.legacy_start = LegacyStart(self.task, self.hooks, self.family, saved=self)
 
@@ -197,7 +197,7 @@ class ClassyAdapter(LegacyHookAdapter):
     # ----------------------------------------------------------------------------------------- step triggers
     def run_step(self, method: str, step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A step method: ``last_batch`` filled from the batch and the step's result, then ``on_loss_and_meter``."""
-        if self._sanity_checking:
+        if self._trainer is not None and self._trainer.sanity_checking:  # Lightning's sanity check fills nothing
             return step(*args, **kwargs)
         fetch_time = self._clock.start_step()
         self.task.last_batch = LastBatch(sample=args[0] if args else kwargs["batch"], step_data={"sample_fetch_time": fetch_time})
@@ -259,7 +259,7 @@ class ClassyAdapter(LegacyHookAdapter):
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self.task.trainer = trainer
-        self._module_name, self._sanity_checking = type(pl_module).__name__, False
+        self._module_name = type(pl_module).__name__
         self.task.find_model(pl_module)  # before the patches: the forward trigger hooks task.base_model
         super().setup(trainer, pl_module, stage)
         if stage == "fit":  # Lightning restores a checkpoint's counters after setup
@@ -275,14 +275,6 @@ class ClassyAdapter(LegacyHookAdapter):
         device index VISSL's trainer sets up."""
         vissl = (vissl_host.RUNTIME,) if self.vissl else ()
         return (*super().run_patches(stage), LOAD_CHECKPOINT, vissl_host.RANK_VARIABLES, *vissl)
-
-    @override
-    def on_sanity_check_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._sanity_checking = True
-
-    @override
-    def on_sanity_check_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._sanity_checking = False
 
     @override
     def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:
@@ -308,8 +300,7 @@ class ClassyAdapter(LegacyHookAdapter):
             if isinstance(hook, self.weight_swap_classes()) and hook.state.model_state:
                 hook.set_model_state(self.task, use_ema=False)
 
-    @override
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def start_train(self, trainer: pl.Trainer) -> None:
         self.legacy_start.apply(trainer)
         _warn_if_no_final_test_phase(trainer)
         self._schedule.attach(trainer, vissl=self.vissl)
@@ -333,22 +324,12 @@ class ClassyAdapter(LegacyHookAdapter):
         self.legacy_start.end_train_epoch()
         self.loop.end_epoch(trigger)
 
-    @override
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def end_train(self, trainer: pl.Trainer) -> None:
         self.loop.end_run()
 
-    @override
-    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.standalone_validation():
-            self.loop.test_mode()
-        self.fire(ON["on_validation_start"])
-
-    @override
-    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def start_eval_epoch(self, trainer: pl.Trainer, run: Evaluation) -> None:
         """A test phase; a train phase still open ends first when Lightning validates because the fit stops early."""
-        if trainer.sanity_checking:
-            return
-        if self.train_epoch_open():
+        if run.stage == "val" and not run.sanity_check and self.train_epoch_open():
             if not trainer.should_stop:
                 raise ValueError(
                     "ClassyAdapter: validation started in the middle of a train epoch (val_check_interval < 1.0 or "
@@ -358,40 +339,7 @@ class ClassyAdapter(LegacyHookAdapter):
             # should_stop (max_time, EarlyStopping, a callback) inside the epoch: Lightning validates before it stops.
             # The train phase ends here, cut short, so its on_phase_end hooks (CheckpointHook) see the steps trained.
             self._end_train_epoch(trainer, ON["on_train_epoch_end"])
-        self.loop.start_phase(ON["on_validation_epoch_start"], train=False)
-
-    @override
-    def on_validation_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:  # fmt: skip  # Lightning's signature, dataloader_idx on its own line
-        if not trainer.sanity_checking:
-            self.loop.end_eval_iter(ON["on_validation_batch_end"])
-
-    @override
-    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not trainer.sanity_checking:
-            self.loop.end_phase(ON["on_validation_epoch_end"])
-
-    @override
-    def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.loop.test_mode()
-        self.fire(ON["on_test_start"])
-
-    @override
-    def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.loop.start_phase(ON["on_test_epoch_start"], train=False)
-
-    @override
-    def on_test_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:  # fmt: skip  # Lightning's signature, dataloader_idx on its own line
-        self.loop.end_eval_iter(ON["on_test_batch_end"])
-
-    @override
-    def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.loop.end_phase(ON["on_test_epoch_end"])
+        super().start_eval_epoch(trainer, run)
 
 
 def _warn_if_no_final_test_phase(trainer: pl.Trainer) -> None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from lightning_hooks.core.dispatch import HookCaller
+from lightning_hooks.core.host_loop import EvalRows, Evaluation
 from lightning_hooks.core.triggers import ON, Trigger
 from lightning_hooks.families.classy.timing import StepClock
 
@@ -53,7 +54,7 @@ class PhaseRecords(Protocol):
         """The global batch size the last step trained on (what ``num_updates`` grows by)."""
 
 
-class ClassyLoop:
+class ClassyLoop(EvalRows):
     """The phase loop of ``ClassificationTask`` + ``LocalTrainer`` (VISSL's trainer: the same counters, plus
     ``iteration``, ``local_iteration_num``, ``batches`` and ``batch_time``), driven by the adapter.
 
@@ -162,10 +163,28 @@ class ClassyLoop:
         self._count_batch()
         self.caller.fire(ON["on_train_batch_end"])
 
-    def end_eval_iter(self, trigger: Trigger) -> None:
-        """A test step done: the batch counted, then ``trigger``'s rows (``on_step``)."""
-        self._count_batch()
-        self.caller.fire(trigger)
+    def start_eval(self, run: Evaluation) -> None:
+        """``trainer.validate`` / ``trainer.test``: Classy's test-only task, in test mode from its ``on_start``
+        hooks on; then the rows."""
+        if not run.in_fit:
+            self.test_mode()
+        self.caller.fire(run.on("start"))
+
+    def start_eval_epoch(self, run: Evaluation) -> None:
+        """A test phase (none for Lightning's sanity check)."""
+        if not run.sanity_check:
+            self.start_phase(run.on("epoch_start"), train=False)
+
+    def end_eval_iter(self, run: Evaluation, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """A test step done: the batch counted, then its rows (``on_step``)."""
+        if not run.sanity_check:
+            self._count_batch()
+            self.caller.fire(run.on("batch_end"))
+
+    def end_eval_epoch(self, run: Evaluation) -> None:
+        """The test phase ends (``on_phase_end``)."""
+        if not run.sanity_check:
+            self.end_phase(run.on("epoch_end"))
 
     def end_epoch(self, trigger: Trigger) -> None:
         """The open train phase ends, firing ``trigger``'s rows."""

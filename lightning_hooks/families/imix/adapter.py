@@ -230,8 +230,7 @@ class IMIXAdapter(ManualStepAdapter):
         self._check_trainer(trainer)
         self.loop.start_run()
 
-    @override
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def start_train(self, trainer: pl.Trainer) -> None:
         self._check_schedulers(trainer)
         self._check_epochs(trainer)
         epoch, start_iter = self.loop.restored or (trainer.current_epoch, lightning_api.train_batches_fetched(trainer))
@@ -278,8 +277,7 @@ class IMIXAdapter(ManualStepAdapter):
         super().end_train_batch(trainer, pl_module, outputs, batch, batch_idx)
         self._data_start = time.perf_counter()
 
-    @override
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def end_train(self, trainer: pl.Trainer) -> None:
         self._remove_patches()  # before after_train: EvaluateHook pickles the whole model there
         self._train_running = False
         try:

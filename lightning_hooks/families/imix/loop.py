@@ -21,6 +21,8 @@ after the step / ``on_train_batch_end``        :meth:`end_iter`: ``after_train_i
                                                ``iter += 1`` (by epoch)
 ``on_train_epoch_end``                         :meth:`end_epoch`: ``after_train_epoch``, the log buffer's epoch step
 ``on_train_end`` / ``teardown``                :meth:`close_log_buffer`
+evaluation events                              :class:`~lightning_hooks.core.host_loop.EvalRows`: their rows (iMIX
+                                               has none: its evaluation is a hook's)
 =============================================  ===================================================================
 
 A resumed fit's iteration and epoch come from the loop's own state in the adapter's checkpoint state (as iMIX's
@@ -33,13 +35,14 @@ from __future__ import annotations
 from typing import Any
 
 from lightning_hooks.core.dispatch import HookCaller
+from lightning_hooks.core.host_loop import EvalRows
 from lightning_hooks.core.manual_step import AFTER_STEP, BEFORE_STEP
 from lightning_hooks.core.triggers import ON, Trigger
 
 _BEFORE_ITER = ON["on_train_batch_start"]
 
 
-class IMIXLoop:
+class IMIXLoop(EvalRows):
     """iMIX's engine loop as Lightning's events drive it: counters, the log buffer, the train rows.
 
     ``by_epoch``: ``train_by_epoch`` (else ``train_by_iter``); ``hooks_step``: an ``OptimizerHook`` owns the step, so

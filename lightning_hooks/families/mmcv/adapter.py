@@ -18,6 +18,7 @@ from lightning_hooks.core.adapter import warn_if_last_epoch_unvalidated
 from lightning_hooks.core.checks import check_argument, is_int
 from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.core.family import adapter_options
+from lightning_hooks.core.host_loop import Evaluation
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.manual_step import ManualStepAdapter
 from lightning_hooks.core.triggers import ON, ModuleLoadCheckpoint, Patch, Remove, Trigger
@@ -128,7 +129,9 @@ class MMCVAdapter(ManualStepAdapter):
         real = _runner_module()
         self.steppers = [h for h in self.hooks if isinstance(h, real.OptimizerHook)]
         #: mmcv's runner loop: counters, lengths, mode; fires the train and val rows (the runner facade reads it)
-        self.loop = MMCVLoop(self, runner_type == "IterBasedRunner", hooks_step=bool(self.steppers))
+        self.loop = MMCVLoop(
+            self, runner_type == "IterBasedRunner", hooks_step=bool(self.steppers), take_outputs=self._take_outputs
+        )
         self.runner = self.host = Runner(self.hooks, self.hook_caller, self.loop, runner_type, work_dir, meta, logger,
                                          model)  # fmt: skip  # Runner's arguments, continued
         self.dispatch.build_plan((self.runner,))
@@ -285,8 +288,7 @@ class MMCVAdapter(ManualStepAdapter):
         self.fire(ON["on_fit_start"])
         self._restore_held_back(pl_module)
 
-    @override
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def start_train(self, trainer: pl.Trainer) -> None:
         # the loader was built at on_fit_start, before Lightning restored its mid-epoch position: apply it now
         lightning_api.load_combined_loader_states(trainer)
         self.loop.start_train(passes=trainer.current_epoch)
@@ -343,34 +345,13 @@ class MMCVAdapter(ManualStepAdapter):
         super()._release_work_dir()
 
     # ------------------------------------------------------------------------------------------ validation
-    @override
-    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._start_validation(trainer)
-        self.fire(ON["on_validation_epoch_start"])
-
-    def _start_validation(self, trainer: pl.Trainer) -> None:
-        """mmcv's ``val`` workflow: ``mode="val"`` and the val loader (not for Lightning's sanity check)."""
-        if self.real_validation():
+    def start_eval_epoch(self, trainer: pl.Trainer, run: Evaluation) -> None:
+        """mmcv's ``val`` workflow starts: ``mode="val"`` and the val loader (not for Lightning's sanity check)."""
+        if run.stage == "val" and not run.sanity_check:
             loaders = trainer.val_dataloaders
             loader = loaders[0] if isinstance(loaders, (list, tuple)) else loaders
             self.loop.start_mode("val", loader, _batches(sum(trainer.num_val_batches)))
-
-    @override
-    def on_validation_batch_start(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0
-    ) -> None:
-        if self.loop.mode != "val":  # a validation that started without an epoch start
-            self._start_validation(trainer)
-        self.loop.start_val_iter(batch, batch_idx)
-
-    @override
-    def on_validation_batch_end(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int,
-        dataloader_idx: int = 0,
-    ) -> None:  # fmt: skip  # Lightning's signature, dataloader_idx on its own line
-        if self.real_validation() and outputs is not None:
-            self._take_outputs(outputs, "validation_step")
-        self.loop.end_val_iter()
+        super().start_eval_epoch(trainer, run)
 
     # ------------------------------------------------------------------------------------------ checkpoint state
     def host_state(self) -> dict[str, Any]:

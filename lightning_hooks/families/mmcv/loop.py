@@ -24,17 +24,23 @@ after the step / ``on_train_batch_end``        :meth:`end_iter`: ``after_train_i
                                                (IterBasedRunner: ``inner_iter += 1``)
 last batch / ``on_train_epoch_end``            :meth:`end_epoch`: ``after_train_epoch``, then ``epoch += 1``
                                                (IterBasedRunner: the loader's pass ends)
-``on_validation_epoch_start``                  :meth:`start_mode` ``"val"``
-``on_validation_batch_start`` / ``_end``       :meth:`start_val_iter` / :meth:`end_val_iter`
+``on_validation_epoch_start``                  :meth:`start_mode` ``"val"`` (the adapter: it has the loader),
+                                               then ``before_val_epoch``
+``on_validation_batch_start`` / ``_end``       :meth:`start_eval_iter` / :meth:`end_eval_iter`: ``inner_iter``,
+                                               ``data_batch``, ``runner.outputs``; ``before_val_iter`` /
+                                               ``after_val_iter``
+other evaluation events                        :class:`~lightning_hooks.core.host_loop.EvalRows`: their rows
 =============================================  ===================================================================
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from lightning_hooks.core.dispatch import HookCaller
+from lightning_hooks.core.host_loop import EvalRows, Evaluation
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.loaders import Loader
 from lightning_hooks.core.manual_step import AFTER_STEP, BEFORE_STEP
@@ -42,11 +48,9 @@ from lightning_hooks.core.triggers import ON, Trigger
 
 _BEFORE_ITER = ON["on_train_batch_start"]
 _AFTER_ITER = ON["on_train_batch_end"]
-_BEFORE_VAL_ITER = ON["on_validation_batch_start"]
-_AFTER_VAL_ITER = ON["on_validation_batch_end"]
 
 
-class MMCVLoop:
+class MMCVLoop(EvalRows):
     """mmcv 1.x's runner loop as Lightning's events drive it: counters, lengths, mode, the train and val rows.
 
     ``iter_based``: ``IterBasedRunner`` (else ``EpochBasedRunner``); ``hooks_step``: an ``OptimizerHook`` owns the
@@ -65,8 +69,13 @@ class MMCVLoop:
         loop.end_epoch(LAST_TRAIN_BATCH)  # after_train_epoch; loop.epoch == 1
     """
 
-    def __init__(self, caller: HookCaller, iter_based: bool, hooks_step: bool) -> None:
+    def __init__(
+        self, caller: HookCaller, iter_based: bool, hooks_step: bool,
+        take_outputs: Callable[[Any, str], None] | None = None,
+    ) -> None:  # fmt: skip  # the optional collaborator on its own line
         self.caller = caller
+        #: what makes a step's result ``runner.outputs`` (and logs its ``log_vars``): the adapter's, for val steps
+        self.take_outputs = take_outputs
         self.iter_based = iter_based
         self._after_iter: Trigger = AFTER_STEP if hooks_step else _AFTER_ITER
         self.hooks_step = hooks_step
@@ -149,15 +158,25 @@ class MMCVLoop:
             self.epoch += 1
 
     # ------------------------------------------------------------------------------------------------ val
-    def start_val_iter(self, batch: Any, batch_idx: int) -> None:
-        """``val``'s iteration: ``inner_iter`` (the batch index), ``data_batch``, ``before_val_iter``."""
+    def start_eval_iter(self, run: Evaluation, batch: Any, batch_idx: int) -> None:
+        """``val``'s iteration: ``inner_iter`` (the batch index), ``data_batch``, ``before_val_iter`` (mmcv has no
+        test workflow: a test batch fires its rows only)."""
+        if run.stage != "val":
+            super().start_eval_iter(run, batch, batch_idx)
+            return
         self.inner_iter = batch_idx
         self.data_batch = batch
-        self.caller.fire(_BEFORE_VAL_ITER)
+        self.caller.fire(run.on("batch_start"))
 
-    def end_val_iter(self) -> None:
-        """``after_val_iter``; IterBasedRunner's ``inner_iter`` then moves."""
-        self.caller.fire(_AFTER_VAL_ITER)
+    def end_eval_iter(self, run: Evaluation, outputs: Any, batch: Any, batch_idx: int) -> None:
+        """The val step's result becomes ``runner.outputs`` (not in Lightning's sanity check), ``after_val_iter``;
+        IterBasedRunner's ``inner_iter`` then moves."""
+        if run.stage != "val":
+            super().end_eval_iter(run, outputs, batch, batch_idx)
+            return
+        if not run.sanity_check and outputs is not None and self.take_outputs is not None:
+            self.take_outputs(outputs, "validation_step")
+        self.caller.fire(run.on("batch_end"))
         self.data_batch = None
         if self.iter_based:
             self.inner_iter += 1

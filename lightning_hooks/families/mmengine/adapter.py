@@ -12,6 +12,7 @@ from typing_extensions import override
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.adapter import LegacyHookAdapter
 from lightning_hooks.core.checks import check_argument, check_period, is_int
+from lightning_hooks.core.host_loop import Evaluation
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.core.safety import plain
 from lightning_hooks.core.triggers import ON, Patch, Trigger
@@ -106,7 +107,6 @@ class MMEngineAdapter(LegacyHookAdapter):
         #: weights loaded into ``runner.model`` once, after ``before_run`` of the first run (``Runner.load_or_resume``)
         self._load_from = None if load_from is None else os.fspath(load_from)
         self._scheduler_states: list[dict] | None = None
-        self._ema_swapped = False  # between before_{val,test}_epoch and after_{val,test}_epoch
         self.dispatch.build_plan((self.runner,))
 
     @classmethod
@@ -254,7 +254,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         ``LoggerHook``) keep MMEngine's schedule; the hooks' own state and the message hub start fresh (warned)."""
         batches = lightning_api.train_batches_fetched(trainer)
         self.loop.load_state_dict({"iter": batches})
-        epoch = trainer.current_epoch if self.runner.by_epoch else 0  # IterBasedTrainLoop's epoch stays 0
+        self.loop.follow_lightning_epoch()
+        epoch = self.loop.epoch
         rank_zero_warn(
             f"MMEngineAdapter ({', '.join(self.hook_keys())}): the checkpoint this fit resumes from holds no "
             f"MMEngineAdapter state (it was written without it): runner.iter {batches} and runner.epoch "
@@ -289,8 +290,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         schedulers.start_fit(trainer, schedulers.stateful(self.runner.param_schedulers), self._scheduler_states)
         self._scheduler_states = None
 
-    @override
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def start_train(self, trainer: pl.Trainer) -> None:
         # the facade may have sized the train loader before Lightning restored its mid-epoch position: apply it now
         lightning_api.load_combined_loader_states(trainer)
         self.runner.restore_optim_wrappers()
@@ -300,37 +300,19 @@ class MMEngineAdapter(LegacyHookAdapter):
             trainer_checks.warn_loop_differences(trainer, self.runner.max_iters)
         self.loop.start_train()
 
-    @override
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def end_train(self, trainer: pl.Trainer) -> None:
         self.loop.end_train()
 
+    @property
+    def empty_train_opens_epoch(self) -> bool:  # type: ignore[override]  # a property where the base adapter has a class attribute: the loop's type decides
+        """``IterBasedTrainLoop.run`` opens and closes its one epoch with no iteration left to run."""
+        return not self.loop.by_epoch
+
     # -------------------------------------------------------------------------------------- validation, test
-    @override
-    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        hook_checks.refuse_wrapped_samplers(self.hooks, self.runner.val_dataloader, "val")
-        self._ema_swapped = self.real_validation()  # EMAHook.before_val_epoch swaps the EMA weights in
-        self.fire(ON["on_validation_epoch_start"])
-
-    @override
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        from lightning_hooks.families.mmengine.eval_loops import epoch_metrics
-
-        self.fire(ON["on_validation_end"], metrics=epoch_metrics(trainer))
-        self._ema_swapped = False
-        self.loop.end_validation()
-
-    @override
-    def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        hook_checks.refuse_wrapped_samplers(self.hooks, self.runner.test_dataloader, "test")
-        self._ema_swapped = True
-        self.fire(ON["on_test_epoch_start"])
-
-    @override
-    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        from lightning_hooks.families.mmengine.eval_loops import epoch_metrics
-
-        self.fire(ON["on_test_end"], metrics=epoch_metrics(trainer))
-        self._ema_swapped = False
+    def start_eval_epoch(self, trainer: pl.Trainer, run: Evaluation) -> None:
+        """Refuse hooks that wrap the evaluation loader's sampler (MMEngine builds it; Lightning does here) first."""
+        hook_checks.refuse_wrapped_samplers(self.hooks, getattr(self.runner, f"{run.stage}_dataloader"), run.stage)
+        super().start_eval_epoch(trainer, run)
 
     @classmethod
     def weight_swap_classes(cls) -> tuple[type, ...]:
@@ -340,8 +322,8 @@ class MMEngineAdapter(LegacyHookAdapter):
 
     def restore_live_weights(self) -> None:
         """Swap back every ``EMAHook`` that swapped the EMA in and did not swap back (see :func:`ema.swap_back`)."""
-        if self._ema_swapped:
-            self._ema_swapped = False
+        if self.loop.weights_swapped:
+            self.loop.weights_swapped = False
             ema.swap_back(self.hooks, self.dispatch.failed_at)
 
     # ------------------------------------------------------------------------------------------- checkpoints

@@ -19,11 +19,15 @@ Lightning event (adapter)                  loop call: rows fired, counters moved
                                            validate after it or not, stop at ``max_iters``
 last batch / ``on_train_epoch_end``        :meth:`end_epoch`: ``after_train_epoch``, then ``epoch += 1``; a planned
                                            epoch schedule: validate after it or not
-``on_validation_end``                      :meth:`end_validation`: a stop requested in validation ends the run
+``on_{validation,test}_epoch_start``       :meth:`start_eval_epoch`: ``before_{val,test}_epoch`` (EMAHook swaps in)
+``on_{validation,test}_end``               :meth:`end_eval`: ``after_{val,test}_epoch`` with the metrics, ``after_val``
+                                           / ``after_test``; after validation, :meth:`end_validation`: a stop
+                                           requested in it ends the run
+other evaluation events                    :class:`~lightning_hooks.core.host_loop.EvalRows`: their rows
 ``on_train_end``                           :meth:`end_train`: ``after_train``
 =========================================  =============================================================
 
-Lightning's epoch is read in one place, where the loop cannot count it (:meth:`_follow_lightning_epoch`): when training
+Lightning's epoch is read in one place, where the loop cannot count it (:meth:`follow_lightning_epoch`): when training
 starts (Lightning has restored a resumed fit's loop). Everywhere else the loop counts: from 0 when a fit starts.
 """
 
@@ -35,13 +39,14 @@ from typing import Any
 
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.dispatch import HookCaller
+from lightning_hooks.core.host_loop import EvalRows, Evaluation
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.triggers import ON, Trigger
 from lightning_hooks.families.mmengine import iter_based
 from lightning_hooks.families.mmengine.iter_based import EpochLoopConfig, IterLoopConfig
 
 
-class MMEngineLoop:
+class MMEngineLoop(EvalRows):
     """MMEngine's train loop as Lightning's events drive it: counters, stop rule, validation schedule, train rows.
 
     ``cfg`` is the parsed ``train_cfg`` (None: an epoch-based run whose limits and validation are the Trainer's).
@@ -69,6 +74,8 @@ class MMEngineLoop:
         self.stop_requested = False
         #: values that hold for the open train epoch (``runner.train_loop.per_epoch``); None outside one
         self.epoch_values: dict[str, Any] | None = None
+        #: between ``before_{val,test}_epoch`` and ``after_{val,test}_epoch``, where ``EMAHook`` has its weights in
+        self.weights_swapped = False
 
     # ------------------------------------------------------------------------------------------------ the run
     def start_run(self, trainer: pl.Trainer, stage: str) -> None:
@@ -94,7 +101,7 @@ class MMEngineLoop:
         """Training starts (``on_train_start``), Lightning's loop restored if the fit resumed: fire ``before_train``.
         ``IterBasedTrainLoop`` validates only after an iteration of its own, and ends at once if its iterations are
         done (:func:`~lightning_hooks.families.mmengine.iter_based.plan_start`)."""
-        self._follow_lightning_epoch()
+        self.follow_lightning_epoch()
         if isinstance(self.cfg, IterLoopConfig):
             iter_based.plan_start(self.attached, self.cfg, self.iter, self.stop_requested)
         self.caller.fire(ON["on_train_start"])
@@ -145,6 +152,23 @@ class MMEngineLoop:
         if isinstance(self.cfg, EpochLoopConfig) and self.cfg.scheduled:
             iter_based.plan_epoch(self.attached, self.cfg, self.epoch)
 
+    # ------------------------------------------------------------------------------------------------ evaluation
+    def start_eval_epoch(self, run: Evaluation) -> None:
+        """``before_val_epoch`` / ``before_test_epoch`` (where ``EMAHook`` swaps its weights in; not in Lightning's
+        sanity check, whose rows do not fire)."""
+        self.weights_swapped = not run.sanity_check
+        self.caller.fire(run.on("epoch_start"))
+
+    def end_eval(self, run: Evaluation) -> None:
+        """``after_val_epoch`` with the metrics the evaluation logged, then ``after_val`` (``after_test_*`` alike);
+        a validation then ends as :meth:`end_validation` says."""
+        from lightning_hooks.families.mmengine.eval_loops import epoch_metrics  # imports mmengine: where a run has it
+
+        self.caller.fire(run.on("end"), metrics=epoch_metrics(self.attached))
+        self.weights_swapped = False
+        if run.stage == "val":
+            self.end_validation()
+
     def end_validation(self) -> None:
         """A validation ended (its rows fired): a stop a hook requested on one rank stops every rank, and an
         ``IterBasedTrainLoop`` fit ends there if it is done (after the check, as MMEngine's ``while`` reads it)."""
@@ -175,9 +199,10 @@ class MMEngineLoop:
         if self.stop_requested and self.trainer is not None:
             self.trainer.should_stop = True
 
-    def _follow_lightning_epoch(self) -> None:
+    def follow_lightning_epoch(self) -> None:
         """``epoch`` from Lightning's (``IterBasedTrainLoop``'s stays 0), read in one place: training's start, once
-        Lightning has restored a resumed fit's loop (the loop counts every epoch after it)."""
+        Lightning has restored a resumed fit's loop (the loop counts every epoch after it); the adapter's warning for a
+        fit resumed without its state reads it here first."""
         self.epoch = self.attached.current_epoch if self.by_epoch else 0
 
     # ------------------------------------------------------------------------------------------------ state

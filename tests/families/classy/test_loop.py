@@ -10,7 +10,7 @@ import pytest
 import real_torchvision
 from classy_hook_order import reference
 
-from lightning_hooks.core.host_loop import HostLoop
+from lightning_hooks.core.host_loop import HostLoop, evaluation
 from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, Trigger
 from lightning_hooks.families.classy.events import EVENTS
 from lightning_hooks.families.classy.loop import COUNTERS, ClassyLoop
@@ -68,10 +68,11 @@ def _epoch(loop: ClassyLoop, train_batches: int, test_batches: int) -> None:
         loop.start_iter(None, i)
         loop.end_iter(None, None, i)
     loop.end_epoch(LAST_TRAIN_BATCH)
-    loop.start_phase(ON["on_validation_epoch_start"], train=False)
-    for _ in range(test_batches):
-        loop.end_eval_iter(ON["on_validation_batch_end"])
-    loop.end_phase(ON["on_validation_epoch_end"])
+    run = evaluation("val", sanity_check=False, in_fit=True)  # its start and end rows are trainer.validate()'s only
+    loop.start_eval_epoch(run)
+    for i in range(test_batches):
+        loop.end_eval_iter(run, None, None, i)
+    loop.end_eval_epoch(run)
 
 
 def _run(epochs: int, train_batches: int, test_batches: int) -> tuple[ClassyLoop, Caller, Records]:

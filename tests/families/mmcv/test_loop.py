@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from mmcv_testkit import mmcv_runner, run_mmcv
 
-from lightning_hooks.core.host_loop import HostLoop
+from lightning_hooks.core.host_loop import HostLoop, evaluation
 from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, Trigger
 from lightning_hooks.families.mmcv.events import EVENTS
 from lightning_hooks.families.mmcv.loop import MMCVLoop
@@ -71,12 +71,15 @@ def _iteration(caller: Caller, batch_idx: int) -> None:
 
 def _validation(caller: Caller) -> None:
     loop = caller.loop
+    run = evaluation("val", sanity_check=False, in_fit=True)
+    loop.start_eval(run)
     loop.start_mode("val", "val loader", VAL_BATCHES)
-    caller.fire(ON["on_validation_epoch_start"])
+    loop.start_eval_epoch(run)
     for i in range(VAL_BATCHES):
-        loop.start_val_iter(("val", i), i)
-        loop.end_val_iter()
-    caller.fire(ON["on_validation_epoch_end"])
+        loop.start_eval_iter(run, ("val", i), i)
+        loop.end_eval_iter(run, None, ("val", i), i)
+    loop.end_eval_epoch(run)
+    loop.end_eval(run)
 
 
 def epoch_based_fit(caller: Caller, epochs: int) -> None:
