@@ -52,6 +52,14 @@ four calls per step without perf stats from the facade side (``timing.py``: ``st
 ``record_step``); the adapter still makes five (``run_step``'s and ``trigger``'s ``_clock.mark`` / ``section``), which
 a ``clock.active`` check there would drop. The adapter-side rows above belong to the adapter and loop (T-translator's
 restructuring, issue #31).
+
+Round 6 (#35): the facade's ``param_options`` copies each param group without ``params`` (a dict copy, about a fifth
+of the comprehension's time) and ``dispatch.fire`` calls a row without arguments (``on_step``) with the task alone;
+profiled Python calls per iteration on ``tiny`` 2137.8 -> 2135.8, 74.8 -> 72.8 of them into lightning_hooks. Two runs
+of 7 repeats: at a load average of 10-13 on the 2 cores 3.47 tiny, 1.86 CNN (hooks 402 vs 116 us on ``tiny``), in a
+quieter one 2.20 tiny (121 vs 55 us): not met, and the remaining cost is the adapter's (see the
+profile above: ``run_step``, ``trigger`` and ``_fire_rows``/``has_rows`` of the forward and optimizer triggers, the
+forward pre/post hooks and the optimizer post-hook it installs every step, ``state_key``).
 """
 
 from __future__ import annotations
