@@ -147,12 +147,12 @@ class Engine(Facade):
             raise self._unset(name, AttributeError(
                 f"lightning-hooks' iMIX engine facade: {name!r} is not available by iteration: iMIX's train_by_iter "
                 "never sets it (use trainer.iter)"
-            ))  # fmt: skip
+            ))  # fmt: skip  # the message inside the call
         if value is None:
             raise self._unset(name, AttributeError(
                 f"lightning-hooks' iMIX engine facade: {name!r} is not available {when}: iMIX's engine sets it in "
                 "its epoch loop"
-            ))  # fmt: skip
+            ))  # fmt: skip  # the message inside the call
         return value
 
     def _unset(self, name: str, error: AttributeError) -> AttributeError:
