@@ -87,10 +87,6 @@ class HookDispatch:
         """Forget the last hook error (the adapter calls it once the failure has been handled)."""
         self.failed_at = None
 
-    def has_rows(self, trigger: Trigger) -> bool:
-        """Whether ``trigger`` fires any row (a hook overrides one of its mount points)."""
-        return self._plan.get(id(trigger)) != ()
-
     def active(self, hook: Any, mount: str) -> bool:
         """Whether ``hook`` does something at ``mount``: it is not muted and overrides the mount point or one of its
         delegates (or, with ``instance_mounts``, has it set on the instance)."""

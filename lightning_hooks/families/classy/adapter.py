@@ -208,13 +208,9 @@ class ClassyAdapter(LegacyHookAdapter):
             self._in_step = False
         self._clock.section("loss_compute", "forward.fired" if self._forwarded else "step")
         record_step(self.task, self._clock, result, self._module_name)
-        self._fire_rows(STEPS[method])
+        self.dispatch.fire(STEPS[method])
         return result
 
-    def _fire_rows(self, trigger: Trigger) -> None:
-        """``fire``, skipped where no hook of this run has a row at ``trigger`` (the step triggers, every step)."""
-        if self.dispatch.has_rows(trigger):
-            self.fire(trigger)
 
     def trigger(self, trigger: Trigger, **context: Any) -> None:
         if trigger is FORWARD:  # the step's first forward of task.base_model: its output is the model output
@@ -228,12 +224,12 @@ class ClassyAdapter(LegacyHookAdapter):
             last_batch = self.task.last_batch
             assert last_batch is not None, "the step method fills last_batch before its forward"
             last_batch.model_output = self.task.model_output(context["output"])
-            self._fire_rows(trigger)
+            self.dispatch.fire(trigger)
             self._clock.mark("forward.fired")
             return
         if trigger is OPTIMIZER_STEP:
             self._clock.section("optimizer_step", "optimizer")
-            self._fire_rows(trigger)
+            self.dispatch.fire(trigger)
             return
         self.fire(trigger)
 
@@ -283,7 +279,7 @@ class ClassyAdapter(LegacyHookAdapter):
     @override
     def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._clock.section("backward", "backward")
-        self._fire_rows(ON["on_after_backward"])
+        self.dispatch.fire(ON["on_after_backward"])
         self._clock.mark("optimizer")
 
     @classmethod

@@ -404,7 +404,7 @@ class MMCVAdapter(ManualStepAdapter):
             )
         if "log_vars" in result:
             self.runner.log_buffer.update(result["log_vars"], result.get("num_samples", 1))
-        self.runner.outputs = dict(result)
+        self.runner.outputs = result if type(result) is dict else dict(result)  # run_iter keeps the step's dict itself
 
     def _check_trainer(self, trainer: pl.Trainer) -> None:
         # Trainer(fast_dev_run=n) runs n batches of one epoch whatever the runner's length
