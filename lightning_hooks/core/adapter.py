@@ -21,7 +21,7 @@ from lightning_hooks.core.checks import check_hook
 from lightning_hooks.core.dispatch import HookCaller, HookDispatch
 from lightning_hooks.core.events import EventTable, Mount
 from lightning_hooks.core.facade import Facade
-from lightning_hooks.core.host_loop import EvalLoop, EvalRows, Evaluation, HostLoop, evaluation
+from lightning_hooks.core.host_loop import EvalLoop, EvalRows, Evaluation, HostLoop, TrainStart, evaluation
 from lightning_hooks.core.lightning_api import Callback, pl, rank_zero_warn
 from lightning_hooks.core.state_keys import UniqueStateKey
 from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, LightningEvent, Patch, Trigger
@@ -457,13 +457,22 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         self.end_train(trainer)
 
     def start_train(self, trainer: pl.Trainer) -> None:
-        """Training starts (``on_train_start``, Lightning's loop restored if the fit resumed): the host's
-        ``before_train``. A family overrides it to set up its loop first, and starts the loop there."""
-        self.fire(ON["on_train_start"])
+        """Training starts (``on_train_start``, Lightning's loop restored if the fit resumed): the host loop's
+        :meth:`~lightning_hooks.core.host_loop.HostLoop.start_train` at the Trainer's :func:`train_start` (the host's
+        ``before_train``). A family overrides it for what its adapter does around the loop (checks, schedules).
+        Without a host loop, fire the rows."""
+        if self.loop is None:
+            self.fire(ON["on_train_start"])
+        else:
+            self.loop.start_train(train_start(trainer))
 
     def end_train(self, trainer: pl.Trainer) -> None:
-        """Training ends (``on_train_end``): the host's ``after_train``; a family ends its loop there."""
-        self.fire(ON["on_train_end"])
+        """Training ends (``on_train_end``): the host loop's ``end_train`` (the host's ``after_train``). Without a host
+        loop, fire the rows."""
+        if self.loop is None:
+            self.fire(ON["on_train_end"])
+        else:
+            self.loop.end_train()
 
     #: the host opens (and closes) its train epoch even when it has nothing left to train (MMEngine's
     #: ``IterBasedTrainLoop``: one epoch for the whole run): see :meth:`fit_loop_returned`
@@ -596,6 +605,11 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         #: the fit resumes from a checkpoint with no state of this adapter (a plain Lightning one, written without it):
         #: the family's host counters then follow Lightning's restored loop (MMEngine) or start fresh
         self._resumed_without_state = trainer.state.fn == "fit" and self.checkpoint_state(trainer, checkpoint) is None
+
+
+def train_start(trainer: pl.Trainer) -> TrainStart:
+    """Where ``trainer``'s fit starts training, read once at ``on_train_start`` for the host loop."""
+    return TrainStart(trainer.current_epoch, lightning_api.train_batches_fetched(trainer), trainer.num_training_batches)
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ hooks and move ``self._epoch`` / ``self._iter`` themselves. Each family has one 
 (:class:`HostLoop`): it holds the counters the hooks read through the facade (the facade reads them, never writes
 them), decides when the host's run stops and when it validates, and fires its own rows through the
 :class:`~lightning_hooks.core.dispatch.HookCaller` it is given. The adapter (:class:`~lightning_hooks.core.adapter.LegacyHookAdapter`) only
-translates Lightning's events into the loop's calls: the train steps, and the evaluation steps of one
-:class:`Evaluation` (MMEngine's ``ValLoop.run``: ``before_val``, ``before_val_epoch``, ``run_iter`` per batch,
+translates Lightning's events into the loop's calls: the train's start (at a :class:`TrainStart`) and end, the train
+steps, and the evaluation steps of one :class:`Evaluation` (MMEngine's ``ValLoop.run``: ``before_val``, ``before_val_epoch``, ``run_iter`` per batch,
 ``after_val_epoch``, ``after_val``), which :class:`EvalRows` gives a loop whose host needs nothing but its rows.
 
 Example, a loop as a family writes it (``tests/core/test_host_loop.py`` runs this one)::
@@ -14,6 +14,9 @@ Example, a loop as a family writes it (``tests/core/test_host_loop.py`` runs thi
     class CountingLoop(EvalRows):
         def __init__(self, caller):
             self.caller, self.epoch, self.iter, self.inner_iter = caller, 0, 0, 0
+        def start_train(self, at):
+            self.epoch, self.iter = at.epoch, at.batches_fetched
+            self.caller.fire(ON["on_train_start"])
         def start_epoch(self, mid_epoch):
             if not mid_epoch:
                 self.inner_iter = 0
@@ -27,6 +30,8 @@ Example, a loop as a family writes it (``tests/core/test_host_loop.py`` runs thi
         def end_epoch(self, trigger):
             self.caller.fire(trigger)
             self.epoch += 1
+        def end_train(self):
+            self.caller.fire(ON["on_train_end"])
         def state_dict(self):
             return {"epoch": self.epoch, "iter": self.iter, "inner_iter": self.inner_iter}
         def load_state_dict(self, state):
@@ -41,6 +46,21 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from lightning_hooks.core.dispatch import HookCaller
 from lightning_hooks.core.triggers import ON, LightningEvent, Trigger
+
+
+@dataclass(frozen=True)
+class TrainStart:
+    """Where Lightning's fit starts training (``on_train_start``, its loop restored if the fit resumed), as the legacy
+    hosts read it; the adapter derives it once from the Trainer.
+
+    ``epoch``: Lightning's epoch (``trainer.current_epoch``); ``batches_fetched``: the train batches fetched in the fit
+    so far, restored ones included (MMEngine's and iMIX's ``iter`` of a fit resumed without the loop's own state);
+    ``epoch_batches``: the train batches of an epoch (``trainer.num_training_batches``; ``inf`` for an endless
+    loader)."""
+
+    epoch: int
+    batches_fetched: int
+    epoch_batches: int | float
 
 
 @dataclass(frozen=True)
@@ -95,9 +115,9 @@ class EvalLoop(Protocol):
 @runtime_checkable
 class HostLoop(EvalLoop, Protocol):
     """What a family's host loop provides: the counters (read-only here: a loop may derive them, as Classy's does from
-    its phases), the four train steps of the host's own loop, the six steps of an evaluation (:class:`EvalRows` fires
-    their rows), and its state. A family's loop may have more steps (the run's start and end, a phase of Classy's),
-    called by its own adapter."""
+    its phases), the train's start and end and the four train steps of the host's own loop, the six steps of an
+    evaluation (:class:`EvalRows` fires their rows), and its state. A family's loop may have more steps (a fit's
+    setup, a phase of Classy's, mmcv's workflow mode), called by its own adapter."""
 
     @property
     def epoch(self) -> int:
@@ -112,6 +132,10 @@ class HostLoop(EvalLoop, Protocol):
     def inner_iter(self) -> int:
         """Train iterations finished in the open epoch (``runner.inner_iter``)."""
 
+    def start_train(self, at: TrainStart) -> None:
+        """Training starts (``on_train_start``; also a fit with nothing left to train): set the counters the host sets
+        before its train loop from ``at`` where it reads them from Lightning, then fire ``before_train``."""
+
     def start_epoch(self, mid_epoch: bool) -> None:
         """Start a train epoch; ``mid_epoch`` when a fit resumed inside it (its counters come from the checkpoint)."""
 
@@ -125,6 +149,9 @@ class HostLoop(EvalLoop, Protocol):
 
     def end_epoch(self, trigger: Trigger) -> None:
         """End the open train epoch, firing ``trigger``'s rows, and move the epoch counter as the host does."""
+
+    def end_train(self) -> None:
+        """Training ends (``on_train_end``): fire ``after_train``, and leave what the host's train loop entered."""
 
     def state_dict(self) -> dict[str, Any]:
         """The counters a checkpoint keeps, as plain values."""

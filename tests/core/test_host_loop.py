@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from lightning_hooks.core import host_loop
-from lightning_hooks.core.host_loop import HostLoop
+from lightning_hooks.core.host_loop import HostLoop, TrainStart
 from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON
 
 
@@ -41,28 +41,37 @@ def test_the_docstring_example_is_a_host_loop_that_counts_after_its_rows():
     loop = caller.loop = _example_class()(caller)
     assert isinstance(loop, HostLoop)
 
+    loop.start_train(TrainStart(epoch=0, batches_fetched=0, epoch_batches=3))
     for _ in range(2):
         loop.start_epoch(mid_epoch=False)
         for i in range(3):
             loop.start_iter(batch=f"b{i}", batch_idx=i)
             loop.end_iter(outputs=None, batch=f"b{i}", batch_idx=i)
         loop.end_epoch(LAST_TRAIN_BATCH)
+    loop.end_train()
 
     counters = [(event, epoch, it, inner) for event, epoch, it, inner, _ in caller.fired]
-    assert counters[:8] == [
+    assert counters[0] == (str(ON["on_train_start"]), 0, 0, 0)
+    assert counters[1:9] == [
         (str(ON["on_train_epoch_start"]), 0, 0, 0),
         (str(ON["on_train_batch_start"]), 0, 0, 0), (str(ON["on_train_batch_end"]), 0, 0, 0),
         (str(ON["on_train_batch_start"]), 0, 1, 1), (str(ON["on_train_batch_end"]), 0, 1, 1),
         (str(ON["on_train_batch_start"]), 0, 2, 2), (str(ON["on_train_batch_end"]), 0, 2, 2),
         (str(LAST_TRAIN_BATCH), 0, 3, 3),
     ]  # fmt: skip  # one row per line pair: event, epoch, iter, inner_iter
-    assert counters[8] == (str(ON["on_train_epoch_start"]), 1, 3, 0)
-    assert caller.fired[2][4] == {"batch_idx": 0, "data_batch": "b0", "outputs": None}
+    assert counters[9] == (str(ON["on_train_epoch_start"]), 1, 3, 0)
+    assert counters[-1] == (str(ON["on_train_end"]), 2, 6, 3)
+    assert caller.fired[3][4] == {"batch_idx": 0, "data_batch": "b0", "outputs": None}
     assert loop.state_dict() == {"epoch": 2, "iter": 6, "inner_iter": 3}
 
     resumed = _example_class()(RecordingCaller())
     resumed.load_state_dict(loop.state_dict())
     assert (resumed.epoch, resumed.iter, resumed.inner_iter) == (2, 6, 3)
+
+    following = RecordingCaller()
+    following.loop = _example_class()(following)
+    following.loop.start_train(TrainStart(epoch=1, batches_fetched=4, epoch_batches=3))  # a resumed fit's Lightning counts
+    assert following.fired[0][:3] == (str(ON["on_train_start"]), 1, 4)
 
 
 def test_a_loop_missing_a_step_is_not_a_host_loop():

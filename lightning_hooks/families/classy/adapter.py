@@ -300,7 +300,7 @@ class ClassyAdapter(LegacyHookAdapter):
         self.legacy_start.apply(trainer)
         _warn_if_no_final_test_phase(trainer)
         self._schedule.attach(trainer, vissl=self.vissl)
-        self.loop.start_run()
+        super().start_train(trainer)  # on_start
         self.legacy_start.run_pending_test_phase(trainer)
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
@@ -319,9 +319,6 @@ class ClassyAdapter(LegacyHookAdapter):
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         self.legacy_start.end_train_epoch()
         self.loop.end_epoch(trigger)
-
-    def end_train(self, trainer: pl.Trainer) -> None:
-        self.loop.end_run()
 
     def start_eval_epoch(self, trainer: pl.Trainer, run: Evaluation) -> None:
         """A test phase; a train phase still open ends first when Lightning validates because the fit stops early."""

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from lightning_hooks.core.dispatch import HookCaller
-from lightning_hooks.core.host_loop import EvalRows, Evaluation
+from lightning_hooks.core.host_loop import EvalRows, Evaluation, TrainStart
 from lightning_hooks.core.triggers import ON, Trigger
 from lightning_hooks.families.classy.timing import StepClock
 
@@ -110,12 +110,13 @@ class ClassyLoop(EvalRows):
         return self.phase_batches if self.train else 0
 
     # ------------------------------------------------------------------------------------------------ phases
-    def start_run(self) -> None:
-        """The ``on_start`` hooks (VISSL's ``task.start_time`` first: the first batch's time runs from here)."""
+    def start_train(self, at: TrainStart) -> None:
+        """The ``on_start`` hooks (VISSL's ``task.start_time`` first: the first batch's time runs from here); the
+        counters are the task's (a resumed fit's come from its checkpoint), not ``at``'s."""
         self.clock.start_run()
         self.caller.fire(ON["on_train_start"])
 
-    def end_run(self) -> None:
+    def end_train(self) -> None:
         """The ``on_end`` hooks of a fit."""
         self.caller.fire(ON["on_train_end"])
 

@@ -21,7 +21,7 @@ from lightning_hooks.core import lightning_api
 from lightning_hooks.core.checks import Periods, check_argument, check_periods
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.manual_step import ManualStepAdapter
-from lightning_hooks.core.triggers import ON, Patch, Remove
+from lightning_hooks.core.triggers import Patch, Remove
 from lightning_hooks.families.imix.engine import Engine
 from lightning_hooks.families.imix.events import EVENTS
 from lightning_hooks.families.imix.loop import IMIXLoop
@@ -233,20 +233,12 @@ class IMIXAdapter(ManualStepAdapter):
     def start_train(self, trainer: pl.Trainer) -> None:
         self._check_schedulers(trainer)
         self._check_epochs(trainer)
-        epoch, start_iter = self.loop.restored or (trainer.current_epoch, lightning_api.train_batches_fetched(trainer))
-        # a checkpoint written at an epoch's last batch, before validation: Lightning goes on with the next epoch
-        epoch = max(epoch, trainer.current_epoch)
         real = compat.real_hooks()
-        buffer = None
+        self.loop.log_buffer_class = None if real is None else real.LogBufferStorage
         if real is not None:
-            if self.engine.by_epoch:
-                buffer = real.LogBufferStorage(start_iter, int(trainer.num_training_batches), epoch)
-            else:
-                buffer = real.LogBufferStorage(start_iter, by_epoch=False)
-            buffer = buffer.__enter__()
             self._write_metrics = real.periods.write_metrics
         self._train_running = True
-        self.loop.start_train(start_iter, epoch, buffer)
+        super().start_train(trainer)
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         self.loop.start_epoch(mid_epoch)
@@ -281,7 +273,7 @@ class IMIXAdapter(ManualStepAdapter):
         self._remove_patches()  # before after_train: EvaluateHook pickles the whole model there
         self._train_running = False
         try:
-            self.fire(ON["on_train_end"])
+            super().end_train(trainer)  # after_train, then the loop leaves its log buffer
         finally:
             self._close_buffer()
 

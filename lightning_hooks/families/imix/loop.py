@@ -11,8 +11,8 @@ every ``after_train_iter`` and ``after_train_epoch``. The
 Lightning event (adapter)                      loop call: rows fired, counters moved
 =============================================  ===================================================================
 ``setup`` (fit)                                :meth:`start_run`: ``epoch`` / ``inner_iter`` unset
-``on_train_start``                             :meth:`start_train`: ``start_iter``, ``iter``, the log buffer;
-                                               ``before_train``
+``on_train_start``                             :meth:`start_train`: ``start_iter``, ``iter``, the log buffer
+                                               entered; ``before_train``
 ``on_train_epoch_start`` (or the 1st batch)    :meth:`start_epoch`: ``epoch``; ``before_train_epoch``
 ``on_train_batch_start``                       :meth:`start_iter`: ``iter``, ``inner_iter``; ``before_train_iter``
                                                when Lightning steps
@@ -20,7 +20,8 @@ wrapped ``training_step``                      :meth:`before_step`: ``before_tra
 after the step / ``on_train_batch_end``        :meth:`end_iter`: ``after_train_iter``, the log buffer's step, then
                                                ``iter += 1`` (by epoch)
 ``on_train_epoch_end``                         :meth:`end_epoch`: ``after_train_epoch``, the log buffer's epoch step
-``on_train_end`` / ``teardown``                :meth:`close_log_buffer`
+``on_train_end``                               :meth:`end_train`: ``after_train``, the log buffer left
+failure / ``teardown``                         :meth:`close_log_buffer`
 evaluation events                              :class:`~lightning_hooks.core.host_loop.EvalRows`: their rows (iMIX
                                                has none: its evaluation is a hook's)
 =============================================  ===================================================================
@@ -35,7 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from lightning_hooks.core.dispatch import HookCaller
-from lightning_hooks.core.host_loop import EvalRows
+from lightning_hooks.core.host_loop import EvalRows, TrainStart
 from lightning_hooks.core.manual_step import AFTER_STEP, BEFORE_STEP
 from lightning_hooks.core.triggers import ON, Trigger
 
@@ -55,10 +56,12 @@ class IMIXLoop(EvalRows):
     Example (one epoch of two batches, Lightning stepping)::
 
         loop = IMIXLoop(adapter, by_epoch=True, hooks_step=False)
-        loop.start_run(); loop.start_train(start_iter=0, epoch=0); loop.start_epoch(False)
+        loop.start_run(); loop.start_train(TrainStart(epoch=0, batches_fetched=0, epoch_batches=2))
+        loop.start_epoch(False)
         loop.start_iter(batch, 0); loop.end_iter(outputs, batch, 0)  # before/after_train_iter; loop.iter == 1
         loop.start_iter(batch, 1); loop.end_iter(outputs, batch, 1)
         loop.end_epoch(ON["on_train_epoch_end"])  # after_train_epoch; loop.epoch == 0, as iMIX's
+        loop.end_train()  # after_train
     """
 
     def __init__(self, caller: HookCaller, by_epoch: bool, hooks_step: bool) -> None:
@@ -66,6 +69,8 @@ class IMIXLoop(EvalRows):
         self.by_epoch = by_epoch
         self.hooks_step = hooks_step
         self._after_iter: Trigger = AFTER_STEP if hooks_step else ON["on_train_batch_end"]
+        #: iMIX's ``LogBufferStorage`` class, which :meth:`start_train` enters (None: imix is not loaded)
+        self.log_buffer_class: Any = None
         #: iMIX's ``LogBufferStorage`` of the open training (None: not training, or imix not installed)
         self.log_buffer: Any = None
         self.iter = self.first_iter = 0
@@ -87,14 +92,34 @@ class IMIXLoop(EvalRows):
         #: (epoch, iteration) a resumed fit goes on at, from the adapter's checkpoint state; None: not resumed so
         self.restored: tuple[int, int] | None = None
 
-    def start_train(self, start_iter: int, epoch: int, log_buffer: Any = None) -> None:
-        """Training starts at iteration ``start_iter`` and epoch ``epoch`` (:attr:`restored` when the fit resumed from
-        the adapter's state, else Lightning's), ``log_buffer`` entered as iMIX's ``with LogBufferStorage(...)``:
+    def start_train(self, at: TrainStart) -> None:
+        """Training starts at an epoch and iteration (:attr:`restored` when the fit resumed from the adapter's state,
+        else Lightning's, ``at``; a checkpoint written at an epoch's last batch, before validation, goes on with
+        Lightning's next epoch), :attr:`log_buffer_class` entered as iMIX's ``with LogBufferStorage(...)``:
         ``before_train``."""
+        epoch, start_iter = self.restored or (at.epoch, at.batches_fetched)
+        epoch = max(epoch, at.epoch)
         self.first_iter = self.iter = self._next_iter = start_iter
         self._next_epoch = epoch
-        self.log_buffer = log_buffer
+        self.log_buffer = self._enter_log_buffer(start_iter, epoch, at.epoch_batches)
         self.caller.fire(ON["on_train_start"])
+
+    def _enter_log_buffer(self, start_iter: int, epoch: int, epoch_batches: int | float) -> Any:
+        """iMIX's ``LogBufferStorage`` of a training from ``start_iter``, entered (None without :attr:`log_buffer_class`)."""
+        if self.log_buffer_class is None:
+            return None
+        if self.by_epoch:
+            buffer = self.log_buffer_class(start_iter, int(epoch_batches), epoch)
+        else:
+            buffer = self.log_buffer_class(start_iter, by_epoch=False)
+        return buffer.__enter__()
+
+    def end_train(self) -> None:
+        """Training ends: ``after_train``, then leave the log buffer's ``with`` (also when a hook fails)."""
+        try:
+            self.caller.fire(ON["on_train_end"])
+        finally:
+            self.close_log_buffer()
 
     def close_log_buffer(self) -> None:
         """Leave the log buffer's ``with`` (training ended or failed); idempotent."""

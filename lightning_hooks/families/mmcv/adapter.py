@@ -291,7 +291,7 @@ class MMCVAdapter(ManualStepAdapter):
     def start_train(self, trainer: pl.Trainer) -> None:
         # the loader was built at on_fit_start, before Lightning restored its mid-epoch position: apply it now
         lightning_api.load_combined_loader_states(trainer)
-        self.loop.start_train(passes=trainer.current_epoch)
+        super().start_train(trainer)
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         # mmcv's runner.train() puts the model in train mode first: an EvalHook's test left it in eval mode

@@ -30,6 +30,7 @@ last batch / ``on_train_epoch_end``            :meth:`end_epoch`: ``after_train_
                                                ``data_batch``, ``runner.outputs``; ``before_val_iter`` /
                                                ``after_val_iter``
 other evaluation events                        :class:`~lightning_hooks.core.host_loop.EvalRows`: their rows
+``on_train_end``                               :meth:`end_train`: IterBasedRunner's ``after_epoch``, ``after_run``
 =============================================  ===================================================================
 """
 
@@ -40,7 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lightning_hooks.core.dispatch import HookCaller
-from lightning_hooks.core.host_loop import EvalRows, Evaluation
+from lightning_hooks.core.host_loop import EvalRows, Evaluation, TrainStart
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.loaders import Loader
 from lightning_hooks.core.manual_step import AFTER_STEP, BEFORE_STEP
@@ -63,7 +64,8 @@ class MMCVLoop(EvalRows):
     Example (one epoch of two batches, Lightning stepping)::
 
         loop = MMCVLoop(adapter, iter_based=False, hooks_step=False)
-        loop.start_run(); loop.start_train(passes=0); loop.start_mode("train", loader, 2); loop.start_epoch(False)
+        loop.start_run(); loop.start_train(TrainStart(0, 0, 2)); loop.start_mode("train", loader, 2)
+        loop.start_epoch(False)
         loop.start_iter(batch, 0); loop.end_iter(outputs, batch, 0)  # before/after_train_iter; loop.iter == 1
         loop.start_iter(batch, 1); loop.end_iter(outputs, batch, 1)
         loop.end_epoch(LAST_TRAIN_BATCH)  # after_train_epoch; loop.epoch == 1
@@ -98,12 +100,16 @@ class MMCVLoop(EvalRows):
         """The run's lengths as mmcv's runner knows them from ``before_run`` on (None: unbounded)."""
         self.max_epochs, self.max_iters = max_epochs, max_iters
 
-    def start_train(self, passes: int) -> None:
+    def start_train(self, at: TrainStart) -> None:
         """Training starts (``on_train_start``; a resumed fit's Lightning loop is restored): IterBasedRunner's
-        ``before_epoch``, its epoch the loader's ``passes`` (Lightning's epoch)."""
+        ``before_epoch``, its epoch the loader's passes (Lightning's epoch, ``at.epoch``)."""
         if self.iter_based:
-            self.passes = self.epoch = passes
+            self.passes = self.epoch = at.epoch
         self.caller.fire(ON["on_train_start"])
+
+    def end_train(self) -> None:
+        """Training ends (``on_train_end``): IterBasedRunner's ``after_epoch``, the runners' ``after_run``."""
+        self.caller.fire(ON["on_train_end"])
 
     def start_mode(self, mode: str, loader: Any, batches: int) -> None:
         """A workflow phase starts: ``mode`` (``"train"`` / ``"val"``) and its loader of ``batches`` batches."""

@@ -254,7 +254,7 @@ class MMEngineAdapter(LegacyHookAdapter):
         ``LoggerHook``) keep MMEngine's schedule; the hooks' own state and the message hub start fresh (warned)."""
         batches = lightning_api.train_batches_fetched(trainer)
         self.loop.load_state_dict({"iter": batches})
-        self.loop.follow_lightning_epoch()
+        self.loop.follow_lightning_epoch(trainer.current_epoch)
         epoch = self.loop.epoch
         rank_zero_warn(
             f"MMEngineAdapter ({', '.join(self.hook_keys())}): the checkpoint this fit resumes from holds no "
@@ -298,10 +298,7 @@ class MMEngineAdapter(LegacyHookAdapter):
             self._follow_restored_loop(trainer)
         if self.runner.by_epoch:
             trainer_checks.warn_loop_differences(trainer, self.runner.max_iters)
-        self.loop.start_train()
-
-    def end_train(self, trainer: pl.Trainer) -> None:
-        self.loop.end_train()
+        super().start_train(trainer)
 
     @property
     def empty_train_opens_epoch(self) -> bool:  # type: ignore[override]  # a property where the base adapter has a class attribute: the loop's type decides

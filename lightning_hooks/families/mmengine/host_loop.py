@@ -39,7 +39,7 @@ from typing import Any
 
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.dispatch import HookCaller
-from lightning_hooks.core.host_loop import EvalRows, Evaluation
+from lightning_hooks.core.host_loop import EvalRows, Evaluation, TrainStart
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.triggers import ON, Trigger
 from lightning_hooks.families.mmengine import iter_based
@@ -57,7 +57,7 @@ class MMEngineLoop(EvalRows):
     Example (the adapter's calls for one batch)::
 
         loop = MMEngineLoop(adapter.hook_caller, iter_based.parse_train_cfg(dict(by_epoch=True, max_epochs=2)))
-        loop.start_run(trainer, "fit"); loop.start_train(); loop.start_epoch(mid_epoch=False)
+        loop.start_run(trainer, "fit"); loop.start_train(train_start(trainer)); loop.start_epoch(mid_epoch=False)
         loop.start_iter(batch, 0); loop.end_iter(outputs, batch, 0)  # before/after_train_iter; loop.iter == 1
     """
 
@@ -97,11 +97,11 @@ class MMEngineLoop(EvalRows):
             raise AttributeError("MMEngineLoop: no Lightning trainer is running yet")
         return self.trainer
 
-    def start_train(self) -> None:
-        """Training starts (``on_train_start``), Lightning's loop restored if the fit resumed: fire ``before_train``.
-        ``IterBasedTrainLoop`` validates only after an iteration of its own, and ends at once if its iterations are
-        done (:func:`~lightning_hooks.families.mmengine.iter_based.plan_start`)."""
-        self.follow_lightning_epoch()
+    def start_train(self, at: TrainStart) -> None:
+        """Training starts (``on_train_start``), Lightning's loop restored if the fit resumed: ``epoch`` is ``at``'s,
+        then fire ``before_train``. ``IterBasedTrainLoop`` validates only after an iteration of its own, and ends at
+        once if its iterations are done (:func:`~lightning_hooks.families.mmengine.iter_based.plan_start`)."""
+        self.follow_lightning_epoch(at.epoch)
         if isinstance(self.cfg, IterLoopConfig):
             iter_based.plan_start(self.attached, self.cfg, self.iter, self.stop_requested)
         self.caller.fire(ON["on_train_start"])
@@ -199,11 +199,11 @@ class MMEngineLoop(EvalRows):
         if self.stop_requested and self.trainer is not None:
             self.trainer.should_stop = True
 
-    def follow_lightning_epoch(self) -> None:
-        """``epoch`` from Lightning's (``IterBasedTrainLoop``'s stays 0), read in one place: training's start, once
-        Lightning has restored a resumed fit's loop (the loop counts every epoch after it); the adapter's warning for a
-        fit resumed without its state reads it here first."""
-        self.epoch = self.attached.current_epoch if self.by_epoch else 0
+    def follow_lightning_epoch(self, epoch: int) -> None:
+        """``epoch`` from Lightning's ``epoch`` (``IterBasedTrainLoop``'s stays 0), read in one place: training's start,
+        once Lightning has restored a resumed fit's loop (the loop counts every epoch after it); the adapter's warning
+        for a fit resumed without its state reads it here first."""
+        self.epoch = epoch if self.by_epoch else 0
 
     # ------------------------------------------------------------------------------------------------ state
     @property

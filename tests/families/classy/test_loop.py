@@ -10,8 +10,8 @@ import pytest
 import real_torchvision
 from classy_hook_order import reference
 
-from lightning_hooks.core.host_loop import HostLoop, evaluation
-from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, Trigger
+from lightning_hooks.core.host_loop import HostLoop, TrainStart, evaluation
+from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, Trigger
 from lightning_hooks.families.classy.events import EVENTS
 from lightning_hooks.families.classy.loop import COUNTERS, ClassyLoop
 from lightning_hooks.families.classy.timing import StepClock
@@ -77,10 +77,10 @@ def _epoch(loop: ClassyLoop, train_batches: int, test_batches: int) -> None:
 
 def _run(epochs: int, train_batches: int, test_batches: int) -> tuple[ClassyLoop, Caller, Records]:
     loop, caller, records = _loop()
-    loop.start_run()
+    loop.start_train(TrainStart(epoch=0, batches_fetched=0, epoch_batches=train_batches))
     for _ in range(epochs):
         _epoch(loop, train_batches, test_batches)
-    loop.end_run()
+    loop.end_train()
     return loop, caller, records
 
 

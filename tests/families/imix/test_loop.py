@@ -11,7 +11,7 @@ import pytest
 from imix.engine.hooks.periods import LogBufferStorage
 from imix_reference import config, recorder, train
 
-from lightning_hooks.core.host_loop import HostLoop
+from lightning_hooks.core.host_loop import HostLoop, TrainStart
 from lightning_hooks.core.triggers import ON, Trigger
 from lightning_hooks.families.imix.engine import Engine
 from lightning_hooks.families.imix.events import EVENTS
@@ -48,9 +48,8 @@ def fit(caller: Caller, epochs: int) -> None:
     """The IMIXAdapter's loop calls in a fit of ``epochs`` epochs of :data:`BATCHES` batches from iteration 0."""
     loop = caller.loop
     loop.start_run()
-    by_epoch = loop.by_epoch
-    buffer = LogBufferStorage(0, BATCHES, 0) if by_epoch else LogBufferStorage(0, by_epoch=False)
-    loop.start_train(start_iter=0, epoch=0, log_buffer=buffer.__enter__())
+    loop.log_buffer_class = LogBufferStorage
+    loop.start_train(TrainStart(epoch=0, batches_fetched=0, epoch_batches=BATCHES))
     try:
         for _ in range(epochs):
             loop.start_epoch(mid_epoch=False)
@@ -60,7 +59,7 @@ def fit(caller: Caller, epochs: int) -> None:
                     loop.before_step()
                 loop.end_iter(None, ("batch", i), i)
             loop.end_epoch(ON["on_train_epoch_end"])
-        caller.fire(ON["on_train_end"])
+        loop.end_train()
     finally:
         loop.close_log_buffer()
 
@@ -89,7 +88,7 @@ def test_resumed_training_starts_at_lightnings_count_and_keeps_the_counters_in_i
     loop = caller.loop
     assert isinstance(loop, HostLoop)
     loop.start_run()
-    loop.start_train(start_iter=9, epoch=1, log_buffer=None)  # a fit resumed at batch 3 of epoch 1
+    loop.start_train(TrainStart(epoch=1, batches_fetched=9, epoch_batches=6))  # a fit resumed at batch 3 of epoch 1
     loop.start_epoch(mid_epoch=True)
     loop.start_iter(None, 3)
     assert (caller.engine.iter, caller.engine.inner_iter, caller.engine.epoch, caller.engine.start_iter) == (9, 3, 1, 9)

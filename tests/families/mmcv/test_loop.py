@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from mmcv_testkit import mmcv_runner, run_mmcv
 
-from lightning_hooks.core.host_loop import HostLoop, evaluation
+from lightning_hooks.core.host_loop import HostLoop, TrainStart, evaluation
 from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, Trigger
 from lightning_hooks.families.mmcv.events import EVENTS
 from lightning_hooks.families.mmcv.loop import MMCVLoop
@@ -88,7 +88,7 @@ def epoch_based_fit(caller: Caller, epochs: int) -> None:
     loop = caller.loop
     loop.start_run()
     caller.fire(ON["on_fit_start"])
-    loop.start_train(passes=0)
+    loop.start_train(TrainStart(epoch=0, batches_fetched=0, epoch_batches=BATCHES))
     for _ in range(epochs):
         loop.start_mode("train", "train loader", BATCHES)
         loop.start_epoch(mid_epoch=False)
@@ -99,7 +99,7 @@ def epoch_based_fit(caller: Caller, epochs: int) -> None:
         caller.epoch_open = False
         _validation(caller)
         caller.fire(ON["on_train_epoch_end"])  # the epoch ended at its last batch: fires nothing
-    caller.fire(ON["on_train_end"])
+    loop.end_train()
 
 
 def iter_based_fit(caller: Caller, iters: int) -> None:
@@ -108,7 +108,7 @@ def iter_based_fit(caller: Caller, iters: int) -> None:
     loop = caller.loop
     loop.start_run()
     caller.fire(ON["on_fit_start"])
-    loop.start_train(passes=0)
+    loop.start_train(TrainStart(epoch=0, batches_fetched=0, epoch_batches=BATCHES))
     for k in range(iters):
         batch_idx = k % BATCHES
         if batch_idx == 0:
@@ -117,7 +117,7 @@ def iter_based_fit(caller: Caller, iters: int) -> None:
         _iteration(caller, batch_idx)
         if batch_idx == BATCHES - 1 or k == iters - 1:
             loop.end_epoch(ON["on_train_epoch_end"])
-    caller.fire(ON["on_train_end"])
+    loop.end_train()
 
 
 @pytest.mark.parametrize("hooks_step", [False, True], ids=["lightning_steps", "hooks_step"])

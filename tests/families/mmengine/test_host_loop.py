@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from mmengine_testkit import RecorderHook, hook_of, run_mmengine
 
+from lightning_hooks.core.host_loop import TrainStart
 from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON
 from lightning_hooks.families.mmengine.events import EVENTS
 from lightning_hooks.families.mmengine.host_loop import MMEngineLoop
@@ -54,7 +55,7 @@ def drive(train_cfg: dict, max_epochs: int = 0) -> tuple[MMEngineLoop, list[tupl
     caller, trainer = RecordingCaller(), fake_trainer()
     loop = caller.loop = MMEngineLoop(caller, parse_train_cfg(train_cfg))
     loop.start_run(trainer, "fit")
-    loop.start_train()
+    loop.start_train(TrainStart(trainer.current_epoch, 0, BATCHES))
     while True:
         loop.start_epoch(mid_epoch=False)
         for batch_idx in range(BATCHES if loop.by_epoch else 10**6):
@@ -111,7 +112,7 @@ def test_a_stop_requested_inside_an_epoch_stops_lightning_after_it_and_between_e
     caller, trainer = RecordingCaller(), fake_trainer()
     loop = caller.loop = MMEngineLoop(caller, None)
     loop.start_run(trainer, "fit")
-    loop.start_train()
+    loop.start_train(TrainStart(trainer.current_epoch, 0, BATCHES))
     loop.start_epoch(mid_epoch=False)
     loop.request_stop(True)
     assert not trainer.should_stop  # MMEngine's loop reads the flag between epochs
@@ -131,7 +132,7 @@ def test_a_checkpoint_written_in_after_train_iter_resumes_after_that_iteration()
     saved: list[dict] = []
     caller.fire = lambda trigger, **context: saved.append(loop.state_dict()) if trigger == ON["on_train_batch_end"] else None
     loop.start_run(trainer, "fit")
-    loop.start_train()
+    loop.start_train(TrainStart(trainer.current_epoch, 0, BATCHES))
     loop.start_epoch(mid_epoch=False)
     loop.start_iter(None, 0)
     loop.end_iter(None, None, 0)
