@@ -110,7 +110,7 @@ class ClassyAdapter(LegacyHookAdapter):
                 hooks, vissl, config, checkpoint_folder, hook_generator
             )
             if meters is None:
-                from lightning_hooks.families.classy.vissl_module import vissl_meters
+                from lightning_hooks.families.classy.meters import vissl_meters
 
                 meters = vissl_meters(config)
         super().__init__(hooks)

@@ -166,3 +166,13 @@ def _number(value: Any) -> Any:
     return value
 
 
+def vissl_meters(config: Any) -> list[Any]:
+    """VISSL's ``SelfSupervisionTask`` meters: one Classy meter per ``METERS.names`` entry, built from
+    ``METERS[name]`` through Classy's registry (where ``vissl.meters`` registers VISSL's list meters). The adapter's
+    task updates them at each step (train steps only with ``METERS.enable_training_meter``), syncs them over ranks at
+    each phase end and resets them at each phase start, as VISSL's trainer; VISSL's hooks write their values."""
+    import vissl.meters  # noqa: F401  (registers VISSL's meters)
+    from classy_vision.meters import build_meter
+
+    meters = config.METERS
+    return [build_meter({"name": name, **meters[name]}) for name in meters.get("names", None) or []]

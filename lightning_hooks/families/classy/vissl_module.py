@@ -64,7 +64,7 @@ class VisslConfigModule(pl.LightningModule):
 
     def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
         """A :class:`ClassyAdapter` with VISSL's ``default_hook_generator(config)`` hooks, then ``hooks``, and the
-        config's meters (:func:`vissl_meters`, which ``ClassyAdapter(vissl=...)`` builds) as ``task.meters``."""
+        config's meters (:func:`~lightning_hooks.families.classy.meters.vissl_meters`, which ``ClassyAdapter(vissl=...)`` builds) as ``task.meters``."""
         return ClassyAdapter(hooks or [], vissl=self.config, loss="criterion", **options)
 
     def datamodule(self) -> Any:
@@ -259,18 +259,6 @@ def check_test_phases(config: Any) -> None:
             "(after epochs N-1, 2N-1, ...) cannot give; set config.TEST_EVERY_NUM_EPOCH=1 (a test phase after every "
             "epoch), or config.TEST_MODEL=false."
         )
-
-
-def vissl_meters(config: Any) -> list[Any]:
-    """VISSL's ``SelfSupervisionTask`` meters: one Classy meter per ``METERS.names`` entry, built from
-    ``METERS[name]`` through Classy's registry (where ``vissl.meters`` registers VISSL's list meters). The adapter's
-    task updates them at each step (train steps only with ``METERS.enable_training_meter``), syncs them over ranks at
-    each phase end and resets them at each phase start, as VISSL's trainer; VISSL's hooks write their values."""
-    import vissl.meters  # noqa: F401  (registers VISSL's meters)
-    from classy_vision.meters import build_meter
-
-    meters = config.METERS
-    return [build_meter({"name": name, **meters[name]}) for name in meters.get("names", None) or []]
 
 
 def check_fsdp(config: Any) -> None:

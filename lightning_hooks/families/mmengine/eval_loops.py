@@ -11,7 +11,6 @@ from mmengine.runner import TestLoop, ValLoop
 
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.dispatch import HookCaller
-from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.triggers import ON
 from lightning_hooks.families.mmengine.loops import LoopFacade
 
@@ -129,19 +128,3 @@ _MULTI_LOOPS = ("MultiValLoop", "MultiTestLoop")
 def _first(loaders: Any) -> Any:
     return loaders[0] if isinstance(loaders, (list, tuple)) else loaders
 
-
-def epoch_metrics(trainer: pl.Trainer) -> dict[str, Any]:
-    """Metrics logged during the evaluation epoch that just ended (MMEngine names them, e.g. ``toy/mse``): one-element
-    tensors as Python numbers, other values as logged.
-
-    Under DDP the float metrics are averaged over the ranks, so every rank's hooks see the same values, as MMEngine's
-    evaluator gives them (for per-rank means over equal-size shards, their mean is the mean over the whole set).
-    Every rank must log the same metric names."""
-    metrics = lightning_api.evaluation_metrics(trainer)
-    metrics = trainer.callback_metrics if metrics is None else metrics
-    out = {k: v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v for k, v in metrics.items()}
-    if trainer.world_size > 1:
-        names = sorted(k for k, v in out.items() if isinstance(v, float))
-        values = torch.tensor([out[k] for k in names], dtype=torch.float64, device=trainer.strategy.root_device)
-        out.update(zip(names, trainer.strategy.reduce(values, reduce_op="mean").tolist(), strict=True))
-    return out

@@ -37,6 +37,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import torch
+
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.dispatch import HookCaller
 from lightning_hooks.core.host_loop import EvalRows, Evaluation, TrainStart
@@ -162,7 +164,6 @@ class MMEngineLoop(EvalRows):
     def end_eval(self, run: Evaluation) -> None:
         """``after_val_epoch`` with the metrics the evaluation logged, then ``after_val`` (``after_test_*`` alike);
         a validation then ends as :meth:`end_validation` says."""
-        from lightning_hooks.families.mmengine.eval_loops import epoch_metrics  # imports mmengine: where a run has it
 
         self.caller.fire(run.on("end"), metrics=epoch_metrics(self.attached))
         self.weights_swapped = False
@@ -239,3 +240,20 @@ class MMEngineLoop(EvalRows):
         ran = loop.get("epoch_progress", {}).get("current", {}).get("processed")
         if ran is not None and meta.get("epoch") == ran:
             lightning_api.restart_epoch_at_start(checkpoint)
+
+
+def epoch_metrics(trainer: pl.Trainer) -> dict[str, Any]:
+    """Metrics logged during the evaluation epoch that just ended (MMEngine names them, e.g. ``toy/mse``): one-element
+    tensors as Python numbers, other values as logged.
+
+    Under DDP the float metrics are averaged over the ranks, so every rank's hooks see the same values, as MMEngine's
+    evaluator gives them (for per-rank means over equal-size shards, their mean is the mean over the whole set).
+    Every rank must log the same metric names."""
+    metrics = lightning_api.evaluation_metrics(trainer)
+    metrics = trainer.callback_metrics if metrics is None else metrics
+    out = {k: v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v for k, v in metrics.items()}
+    if trainer.world_size > 1:
+        names = sorted(k for k, v in out.items() if isinstance(v, float))
+        values = torch.tensor([out[k] for k in names], dtype=torch.float64, device=trainer.strategy.root_device)
+        out.update(zip(names, trainer.strategy.reduce(values, reduce_op="mean").tolist(), strict=True))
+    return out
