@@ -162,8 +162,17 @@ def test_classy_ddp_model_zoo_resnext_per_rank(resnext_out, rank):
     theirs, ours = _runs(resnext_out, rank)
     assert [(p["type"], p["phase_idx"]) for p in theirs["phases"]] == [("train", 0), ("test", 1), ("train", 2),
                                                                        ("test", 3)]  # fmt: skip
+    lines = _assert_same_phases(theirs, ours, "resnext", rank)
+    assert lines[0] and lines[1] == lines[0]
+    other = _runs(resnext_out, 1 - rank)[0]
+    assert theirs["phases"][0]["step_losses"] != other["phases"][0]["step_losses"]
+
+
+def _assert_same_phases(theirs: dict, ours: dict, label: str, rank: int) -> list[list[str]]:
+    """Each phase's counters, step losses, synced losses and meters, LR, weights and buffers, then the final weights,
+    equal on both sides; returns both sides' meter log lines (Classy's, then ours)."""
     for mine, ref in zip(ours["phases"], theirs["phases"], strict=True):
-        where = f"resnext, rank {rank}: {ref['type']} phase {ref['phase_idx']}"
+        where = f"{label}, rank {rank}: {ref['type']} phase {ref['phase_idx']}"
         for key in ("type", "phase_idx", "train_phase_idx", "num_updates", "step_losses", "losses", "meters", "lr"):
             assert mine.get(key) == ref.get(key), (where, key, mine.get(key), ref.get(key))
         for kind in ("weights", "buffers"):
@@ -171,10 +180,7 @@ def test_classy_ddp_model_zoo_resnext_per_rank(resnext_out, rank):
                 assert mine[kind][key] == value, (where, kind, key)
     for key, value in theirs["final"].items():
         assert ours["final"][key] == value, (rank, key)
-    lines = [[line for line in run["log"] if "meters: [" in line] for run in (theirs, ours)]
-    assert lines[0] and lines[1] == lines[0]
-    other = _runs(resnext_out, 1 - rank)[0]
-    assert theirs["phases"][0]["step_losses"] != other["phases"][0]["step_losses"]
+    return [[line for line in run["log"] if "meters: [" in line] for run in (theirs, ours)]
 
 
 @pytest.fixture(scope="module")
@@ -209,16 +215,7 @@ def test_classy_ddp_rerun_after_a_preemption_mid_phase_per_rank(mid_phase_out, r
     assert left[0] == left[1] == ["checkpoint.torch", "model_phase-0_end.torch"]
     theirs, ours = _runs(out, rank)
     assert [(p["type"], p["phase_idx"]) for p in theirs["phases"]] == [("test", 1), ("train", 2), ("test", 3)]
-    for mine, ref in zip(ours["phases"], theirs["phases"], strict=True):
-        where = f"mid-phase rerun, rank {rank}: {ref['type']} phase {ref['phase_idx']}"
-        for key in ("type", "phase_idx", "train_phase_idx", "num_updates", "step_losses", "losses", "meters", "lr"):
-            assert mine.get(key) == ref.get(key), (where, key, mine.get(key), ref.get(key))
-        for kind in ("weights", "buffers"):
-            for key, value in ref.get(kind, {}).items():
-                assert mine[kind][key] == value, (where, kind, key)
-    for key, value in theirs["final"].items():
-        assert ours["final"][key] == value, (rank, key)
-    lines = [[line for line in run["log"] if "meters: [" in line] for run in (theirs, ours)]
+    lines = _assert_same_phases(theirs, ours, "mid-phase rerun", rank)
     assert lines[0] and lines[1] == lines[0] and all(f"[{rank}]" in line for line in lines[0])
     other = _runs(out, 1 - rank)[0]
     assert theirs["phases"][1]["step_losses"] != other["phases"][1]["step_losses"]  # each rank's own shard
