@@ -206,7 +206,8 @@ class ClassyAdapter(LegacyHookAdapter):
             result = step(*args, **kwargs)
         finally:
             self._in_step = False
-        self._clock.section("loss_compute", "forward.fired" if self._forwarded else "step")
+        if self._clock.active is not None:  # perf stats this step: the clock's calls cost nothing without them
+            self._clock.section("loss_compute", "forward.fired" if self._forwarded else "step")
         record_step(self.task, self._clock, result, self._module_name)
         self.dispatch.fire(STEPS[method])
         return result
@@ -216,19 +217,24 @@ class ClassyAdapter(LegacyHookAdapter):
         if trigger is FORWARD:  # the step's first forward of task.base_model: its output is the model output
             if not self._in_step or self._forwarded:
                 return
+            clock = self._clock if self._clock.active is not None else None  # None: no perf stats this step
             if context.get("before"):
-                self._clock.mark("forward")
+                if clock is not None:
+                    clock.mark("forward")
                 return
             self._forwarded = True
-            self._clock.section("forward", "forward")
+            if clock is not None:
+                clock.section("forward", "forward")
             last_batch = self.task.last_batch
             assert last_batch is not None, "the step method fills last_batch before its forward"
             last_batch.model_output = self.task.model_output(context["output"])
             self.dispatch.fire(trigger)
-            self._clock.mark("forward.fired")
+            if clock is not None:
+                clock.mark("forward.fired")
             return
         if trigger is OPTIMIZER_STEP:
-            self._clock.section("optimizer_step", "optimizer")
+            if self._clock.active is not None:
+                self._clock.section("optimizer_step", "optimizer")
             self.dispatch.fire(trigger)
             return
         self.fire(trigger)
@@ -274,13 +280,17 @@ class ClassyAdapter(LegacyHookAdapter):
 
     @override
     def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:
-        self._clock.mark("backward")
+        if self._clock.active is not None:
+            self._clock.mark("backward")
 
     @override
     def on_after_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._clock.section("backward", "backward")
+        timed = self._clock.active is not None
+        if timed:
+            self._clock.section("backward", "backward")
         self.dispatch.fire(ON["on_after_backward"])
-        self._clock.mark("optimizer")
+        if timed:
+            self._clock.mark("optimizer")
 
     @classmethod
     def weight_swap_classes(cls) -> tuple[type[Any], ...]:
