@@ -74,6 +74,8 @@ class IMIXLoop(EvalRows):
         #: iMIX's ``LogBufferStorage`` of the open training (None: not training, or imix not installed)
         self.log_buffer: Any = None
         self.iter = self.first_iter = 0
+        #: the batches of an epoch in this fit (``TrainStart.epoch_batches``): its last one ends the epoch
+        self.epoch_batches: int | float = 0
         self.start_run()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -94,11 +96,10 @@ class IMIXLoop(EvalRows):
 
     def start_train(self, at: TrainStart) -> None:
         """Training starts at an epoch and iteration (:attr:`restored` when the fit resumed from the adapter's state,
-        else Lightning's, ``at``; a checkpoint written at an epoch's last batch, before validation, goes on with
-        Lightning's next epoch), :attr:`log_buffer_class` entered as iMIX's ``with LogBufferStorage(...)``:
-        ``before_train``."""
+        else Lightning's, ``at``), :attr:`log_buffer_class` entered as iMIX's ``with LogBufferStorage(...)``:
+        ``before_train``. ``at.epoch_batches`` is the epoch length :meth:`end_iter` ends epochs at."""
         epoch, start_iter = self.restored or (at.epoch, at.batches_fetched)
-        epoch = max(epoch, at.epoch)
+        self.epoch_batches = at.epoch_batches
         self.first_iter = self.iter = self._next_iter = start_iter
         self._next_epoch = epoch
         self.log_buffer = self._enter_log_buffer(start_iter, epoch, at.epoch_batches)
@@ -129,7 +130,10 @@ class IMIXLoop(EvalRows):
 
     def state_dict(self) -> dict[str, Any]:
         """The counters a resumed fit goes on from (the adapter's checkpoint state): the epoch it runs or continues,
-        the next iteration's index, the last iteration's index in its epoch."""
+        the next iteration's index, the last iteration's index in its epoch. As iMIX's own rule, an epoch whose
+        iterations all ran is done from its last iteration on (its ``after_train_epoch`` may not have run yet):
+        ``resume_or_load`` goes on at the next epoch (``epoch + 1``), at the iterations done (``epoch_iter``); an epoch
+        not done goes on at its next iteration (iMIX itself resumes only at an epoch's start)."""
         return {"epoch": self._next_epoch, "iter": self._next_iter, "inner_iter": self.inner_iter}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -164,7 +168,8 @@ class IMIXLoop(EvalRows):
 
     def end_iter(self, outputs: Any, batch: Any, batch_idx: int) -> None:
         """The step ran: ``after_train_iter`` (a step-owning hook's backward and step), the log buffer's step (by
-        epoch also its ``epoch_iter``), then by epoch ``iter += 1``."""
+        epoch also its ``epoch_iter``), then by epoch ``iter += 1``; after the epoch's last iteration the epoch is
+        done, and the next one is the epoch a resumed fit runs (:meth:`state_dict`)."""
         self.caller.fire(self._after_iter)
         buffer = self.log_buffer
         if buffer is not None:
@@ -173,6 +178,8 @@ class IMIXLoop(EvalRows):
                 buffer.epoch_iter(self.inner_iter)
         if self.by_epoch:
             self.iter += 1
+            if self.inner_iter + 1 == self.epoch_batches:
+                self._next_epoch = self.epoch + 1
 
     def end_epoch(self, trigger: Trigger) -> None:
         """The epoch ends: ``trigger``'s rows (``after_train_epoch``), then the log buffer's ``epoch_step`` (by

@@ -27,21 +27,22 @@ def _resume(tmp_path, name, checkpoint, edit):
 @pytest.mark.filterwarnings("ignore::UserWarning")  # Lightning's notes on a mid-epoch resume
 def test_a_fit_resumed_mid_epoch_goes_on_at_the_counters_of_the_adapters_state(tmp_path):
     """iMIX resumes only at an epoch's start (``resume_or_load``: ``start_epoch = epoch + 1``); its uninterrupted run
-    is the reference for the iterations after a mid-epoch Lightning checkpoint. The counters come from the adapter's
-    state (an edited state moves them), strictly (a missing counter is an error naming it)."""
+    is the reference for the iterations after a mid-epoch Lightning checkpoint, here at the epoch's last batch but one
+    (one batch later, the epoch is done: test_engine's resume from a checkpoint at an epoch's last batch). The counters
+    come from the adapter's state (an edited state moves them), strictly (a missing counter is an error naming it)."""
     reference = recorder(train(config(tmp_path / "imix"))._hooks).events  # 2 epochs of 6 iterations
-    every = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=9, save_top_k=-1)
+    every = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=11, save_top_k=-1)
     fit(config(tmp_path / "first"), callbacks=[every], enable_checkpointing=True)
-    [path] = (tmp_path / "ckpt").glob("*.ckpt")  # after iteration 8 (batch 2 of epoch 1)
+    [path] = (tmp_path / "ckpt").glob("*.ckpt")  # after iteration 10 (batch 4 of epoch 1's 6)
     checkpoint = torch.load(path, weights_only=True)
     [state] = [s for k, s in checkpoint["callbacks"].items() if k.startswith("IMIXAdapter")]
-    assert state["host"]["loop"] == {"epoch": 1, "iter": 9, "inner_iter": 2}
+    assert state["host"]["loop"] == {"epoch": 1, "iter": 11, "inner_iter": 4}
 
     resumed = _resume(tmp_path, "resumed", checkpoint, lambda s: s)
-    assert resumed[0][:5] == ("before_train", 9, None, None, 9)  # before the epoch loop sets inner_iter / epoch
-    assert _counters(resumed, 9) == _counters(reference, 9)
+    assert resumed[0][:5] == ("before_train", 11, None, None, 11)  # before the epoch loop sets inner_iter / epoch
+    assert _counters(resumed, 11) == _counters(reference, 11)
 
     moved = _resume(tmp_path, "moved", checkpoint, lambda s: {**s, "host": {"loop": {**s["host"]["loop"], "iter": 20}}})
-    assert _counters(moved, 20)[0] == ("before_train_iter", 20, 3, 1)
+    assert _counters(moved, 20)[0] == ("before_train_iter", 20, 5, 1)
     with pytest.raises(KeyError, match=r"IMIXLoop.load_state_dict: the state has no counters \['inner_iter'\]"):
-        _resume(tmp_path, "strict", checkpoint, lambda s: {**s, "host": {"loop": {"epoch": 1, "iter": 9}}})
+        _resume(tmp_path, "strict", checkpoint, lambda s: {**s, "host": {"loop": {"epoch": 1, "iter": 11}}})

@@ -7,6 +7,7 @@ The tests the README names for single hooks run the cases that show them, beside
 from __future__ import annotations
 
 import pytest
+import torch
 from imix.engine.hooks import PriorityStatus
 from imix_reference import assert_runs_as_imix, assert_same, checkpoints, config, fit, organize, recorder, train
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -42,21 +43,34 @@ def test_lightning_runs_the_config_as_imix_engine(tmp_path, case):
     assert_runs_as_imix(tmp_path, **CASES[case])
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")  # Lightning's note on a checkpoint written before an epoch's end
 def test_resume_continues_as_imix_resumes_from_its_checkpoint_hook_files(tmp_path):
     """iMIX trains one epoch, then resumes from CheckPointHook's file (Organizer.resume_or_load: model, optimizer,
     scheduler, start_iter / start_epoch) for the second; Lightning trains one epoch, then resumes from its own
-    checkpoint. And iMIX resumes from the file CheckPointHook wrote under Lightning just as from its own."""
+    checkpoint, written at the epoch's end or at its last batch (before ``after_train_epoch``: iMIX writes no file
+    there, ``_is_save_epoch_state``; its epoch file, written right after, holds the same iterations and resumes at
+    ``epoch + 1``, iteration ``epoch_iter``). And iMIX resumes from the file CheckPointHook wrote under Lightning just
+    as from its own."""
     first = "TinyNet_TinyData_epoch0(6iters)_model.pth"
     train(config(tmp_path / "imix-1", total_epochs=1))
     engine = train(config(tmp_path / "imix-2", resume_from=str(tmp_path / "imix-1" / first)))
     last = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)
-    fit(config(tmp_path / "lightning-1", total_epochs=1), callbacks=[last], enable_checkpointing=True)
+    at_last_batch = ModelCheckpoint(dirpath=tmp_path / "at-last-batch", every_n_train_steps=6)
+    fit(config(tmp_path / "lightning-1", total_epochs=1), callbacks=[last, at_last_batch], enable_checkpointing=True)
     organizer = fit(config(tmp_path / "lightning-2"), ckpt_path=str(tmp_path / "ckpt" / "last.ckpt"))[0]
+    [batch_ckpt] = (tmp_path / "at-last-batch").glob("*.ckpt")
+    [state] = [s for k, s in torch.load(batch_ckpt)["callbacks"].items() if k.startswith("IMIXAdapter")]
+    imix_file = torch.load(tmp_path / "imix-1" / first, weights_only=False)  # resume_or_load's epoch + 1, epoch_iter
+    assert state["host"]["loop"] == {"epoch": imix_file["epoch"] + 1, "iter": imix_file["epoch_iter"],
+                                     "inner_iter": imix_file["epoch_inner_iter"]} == {"epoch": 1, "iter": 6, "inner_iter": 5}
+    from_batch = fit(config(tmp_path / "lightning-3"), ckpt_path=str(batch_ckpt))[0]
     crossed = train(config(tmp_path / "imix-from-lightning", resume_from=str(tmp_path / "lightning-1" / first)))
 
     ref = recorder(engine._hooks)
     assert ref.events[0][:5] == ("before_train", 6, None, None, 6)  # resumed at iteration 6, epoch 1
+    assert ref.events[1][:4] == ("before_train_epoch", 6, None, 1) and ref.events[2][:4] == ("before_train_iter", 6, 0, 1)
     for hooks, model, work_dir in [(organizer.hooks, organizer.model, "lightning-2"),
+                                   (from_batch.hooks, from_batch.model, "lightning-3"),
                                    (crossed._hooks, crossed.model, "imix-from-lightning")]:  # fmt: skip
         mine = recorder(hooks)
         assert (mine.events, mine.scalars, mine.lrs, mine.history) == (ref.events, ref.scalars, ref.lrs, ref.history)
