@@ -57,6 +57,14 @@ class Owned:
 #: an :class:`Owned` value that every value given another way contradicts
 ANY = object()
 
+#: ``Trainer`` options that together say what one setting of a legacy loop says, with Lightning's defaults: how long
+#: it runs (a second stop rule beside the config's ``max_epochs`` / ``max_iters`` cuts its loop short) and when it
+#: validates. A config that decides one of a group decides the others: each must keep its default.
+LOOP_GROUPS: tuple[dict[str, Any], ...] = (
+    {"max_epochs": None, "max_steps": -1, "fast_dev_run": False},
+    {"check_val_every_n_epoch": 1, "val_check_interval": None},
+)
+
 
 def add_arguments(group: Any) -> None:
     """``--logger`` (repeatable) and ``--trainer-config FILE`` in a family's "Lightning" argument group; the
@@ -164,7 +172,7 @@ class TrainerRequest:
                     "give the loggers one way (--logger for the built-in ones, --trainer.logger for another class)."
                 )
             asked["logger"] = build_loggers(self.loggers, save_dir, name)
-        for key, own in {**self.flags, **owned}.items():
+        for key, own in {**self.flags, **with_loop_groups(owned)}.items():
             if key in asked and key in self.origins and (own.value is ANY or asked[key] != own.value):
                 raise TrainerOptionError(
                     f"{self.origins[key]} contradicts {own.side}"
@@ -175,6 +183,19 @@ class TrainerRequest:
         if any(isinstance(cb, pl.callbacks.ModelCheckpoint) for cb in options["callbacks"]):
             options["enable_checkpointing"] = True
         return {k: v for k, v in options.items() if v is not None or k in asked}
+
+
+def with_loop_groups(owned: Mapping[str, Owned]) -> dict[str, Owned]:
+    """``owned`` and, for each of :data:`LOOP_GROUPS` one of whose options it holds, the group's other options at
+    Lightning's defaults, decided by the same side: ``--trainer.max_steps 4`` beside ``max_epochs`` from
+    ``train_cfg`` contradicts ``train_cfg``, as ``--trainer.val_check_interval 2`` beside its ``val_interval``."""
+    result = dict(owned)
+    for group in LOOP_GROUPS:
+        decided = next((owned[key] for key in group if key in owned), None)
+        if decided is not None:
+            for key, default in group.items():
+                result.setdefault(key, Owned(default, decided.side, decided.way_out))
+    return result
 
 
 def _as_list(value: Any) -> list[Any]:

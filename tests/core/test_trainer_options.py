@@ -69,11 +69,15 @@ def test_a_bad_option_is_an_error_naming_it(argv: list[str], message: list[str])
 
 
 OWNED = {"max_epochs": Owned(2, "train_cfg.max_epochs=2", "use --cfg-options"),
+         "check_val_every_n_epoch": Owned(1, "train_cfg.val_interval=1"),
          "gradient_clip_val": Owned(None, "optim_wrapper.clip_grad"), "precision": Owned(ANY, "--amp")}  # fmt: skip
 
 
 @pytest.mark.parametrize(("argv", "sides"), [
     (["--trainer.max_epochs", "5"], ["--trainer.max_epochs 5 contradicts train_cfg.max_epochs=2: use --cfg-options"]),
+    (["--trainer.max_steps", "4"], ["--trainer.max_steps 4 contradicts train_cfg.max_epochs=2: use --cfg-options"]),
+    (["--trainer.fast_dev_run", "true"], ["--trainer.fast_dev_run true contradicts train_cfg.max_epochs=2"]),
+    (["--trainer.val_check_interval", "2"], ["--trainer.val_check_interval 2 contradicts train_cfg.val_interval=1"]),
     (["--trainer.gradient_clip_val", "1"], ["--trainer.gradient_clip_val 1", "optim_wrapper.clip_grad"]),
     (["--trainer.precision", "32"], ["--trainer.precision 32", "--amp"]),
     (["--devices", "1", "--trainer.devices", "2"], ["--trainer.devices 2 contradicts --devices 1"]),

@@ -122,6 +122,8 @@ def built(argv: list[str]) -> Any:
 
 @pytest.mark.parametrize(("flags", "both_sides"), [
     (["--trainer.max_epochs", "5"], ["--trainer.max_epochs 5", "train_cfg=", "max_epochs=2"]),
+    (["--trainer.max_steps", "4"], ["--trainer.max_steps 4", "train_cfg=", "max_epochs=2"]),
+    (["--trainer.val_check_interval", "2"], ["--trainer.val_check_interval 2", "train_cfg=", "val_interval"]),
     (["--trainer.gradient_clip_val", "1.0"], ["--trainer.gradient_clip_val 1.0", "optim_wrapper=", "clip_grad"]),
     (["--trainer.accumulate_grad_batches", "2"], ["--trainer.accumulate_grad_batches 2", "accumulative_counts"]),
     (["--trainer.enable_checkpointing", "true"], ["--trainer.enable_checkpointing true", "CheckpointHook"]),
