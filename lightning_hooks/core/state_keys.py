@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import weakref
+from functools import cached_property
 from typing import Any
 
 from typing_extensions import override
@@ -19,6 +20,9 @@ class UniqueStateKey:
     from construction on, and at ``setup`` it becomes the instance's position among the Trainer's callbacks with the
     same base key (``EMA``, ``EMA#1``, ...), so a new process with the same callbacks in the same order resumes each
     one from its own state.
+
+    The key is computed once per index (Lightning reads it at every callback call, several times a step) and kept in
+    the instance until the index changes.
     """
 
     _base_state_key: str
@@ -30,6 +34,7 @@ class UniqueStateKey:
         taken = {other._state_key_index for other in live}
         self._base_state_key = base
         self._state_key_index = next(i for i in range(len(taken) + 1) if i not in taken)
+        self.__dict__.pop("state_key", None)  # the key of the new index
         live.add(self)
 
     def _key_by_position(self, trainer: pl.Trainer) -> None:
@@ -42,12 +47,13 @@ class UniqueStateKey:
         callbacks = trainer.callbacks  # type: ignore[attr-defined]  # Lightning's callback connector sets it; Trainer does not declare it
         equal = [c for c in callbacks if getattr(c, "_base_state_key", None) == self._base_state_key]
         self._state_key_index = next(i for i, c in enumerate(equal) if c is self)
+        self.__dict__.pop("state_key", None)  # the key of the new index
         live = _live.get(self._base_state_key)
         if live is not None:
             live.discard(self)
 
-    @property
+    @cached_property
     @override
-    def state_key(self) -> str:  # type: ignore[misc]  # a mixin: it overrides Callback.state_key where mixed in
+    def state_key(self) -> str:  # type: ignore[misc]  # a mixin: it overrides Callback.state_key where mixed in; kept in the instance (a plain attribute read after the first)
         index = self._state_key_index
         return self._base_state_key if index == 0 else f"{self._base_state_key}#{index}"

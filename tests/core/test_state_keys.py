@@ -106,5 +106,16 @@ def test_equal_callbacks_resume_their_own_state_in_a_new_process(tmp_path):
     ]  # numbered by position in trainer.callbacks  # fmt: skip
 
 
+
+def test_a_key_read_before_setup_follows_the_position_setup_gives(tmp_path):
+    """The key is kept in the instance once read (Lightning reads it at every callback call): the index setup gives
+    replaces the one claimed at construction, and a new claim replaces the kept key too."""
+    first, second = AnomalyDetector(policy="skip"), AnomalyDetector(policy="skip")
+    assert first.state_key != second.state_key  # claimed at construction (instances of other tests may hold some)
+    _fit([second, first], tmp_path, max_epochs=1)
+    assert (second.state_key, first.state_key) == ("AnomalyDetector", "AnomalyDetector#1")
+    first._init_state_key("Other")
+    assert first.state_key == "Other"
+
 if __name__ == "__main__":
     _resume(Path(sys.argv[1]), Path(sys.argv[2]))
