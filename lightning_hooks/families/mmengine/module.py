@@ -360,7 +360,11 @@ class MMEngineModule(pl.LightningModule):
     @override
     def on_train_start(self) -> None:
         """Step through Lightning's optimizers (so ``trainer.global_step`` counts the steps) and start the
-        gradient-accumulation count where the run is (``OptimWrapper.initialize_count_status``, as ``Runner.train``)."""
+        gradient-accumulation count where the run is (``OptimWrapper.initialize_count_status``, as ``Runner.train``);
+        ``model.train()`` before the first iteration, as MMEngine's train loops: a fit resumed inside an epoch (an
+        ``IterBasedTrainLoop`` fit always is) gets no ``on_train_epoch_start``, and its model would train in the modes
+        it was built with (a backbone's ``norm_eval`` batch norms in train mode)."""
+        self.train()
         optimizers = self.optimizers()
         optimizers = optimizers if isinstance(optimizers, list) else [optimizers]
         done = self.trainer.global_step  # optimizer steps so far: a run resumes at a step

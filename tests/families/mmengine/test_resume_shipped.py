@@ -1,0 +1,71 @@
+"""Shipped OpenMMLab 2.0 configs outside the resume corpus (tests/families/mmengine/test_resume_corpus.py) where
+``lightning-hooks train`` once parted from the Runner: each the smallest derived config that shows the difference,
+stopped at an arbitrary iteration and resumed with ``--resume`` against ``tools/train.py`` stopped and resumed the
+same way (tests/helpers/resume_kit.py), compared bitwise on this CPU as in the corpus.
+
+- ``mmdet-retinanet-90k``: mmdet's iteration-based RetinaNet (``IterBasedTrainLoop``, ``InfiniteSampler`` under
+  ``AspectRatioBatchSampler``), whose ResNet keeps its batch norms in eval mode (``norm_eval=True``) through its own
+  ``train()``. A resumed iteration-based fit gets no ``on_train_epoch_start`` from Lightning; the model trained in the
+  modes it was built with (batch norms in train mode) where the Runner calls ``model.train()`` before each iteration:
+  the loss parted at the first resumed iteration.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import train_kit
+from resume_kit import first_difference, pretty_text_once, stopped_then_resumed
+
+_MMDET = Path(importlib.util.find_spec("mmdet").origin).parent / ".mim" / "configs"  # type: ignore[union-attr,arg-type]
+
+#: name: (shipped config under mmdet's configs, derived lines, the iteration the run stops after)
+CASES = {
+    "mmdet-retinanet-90k": ("retinanet/retinanet_r50_fpn_90k_coco.py", """
+model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
+             neck=dict(in_channels=[32, 64, 128, 256], out_channels=32),
+             bbox_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
+""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_iters=4, val_interval=100)
+param_scheduler = [dict(type="LinearLR", start_factor=0.001, by_epoch=False, begin=0, end=3),
+                   dict(type="MultiStepLR", begin=0, end=4, by_epoch=False, milestones=[3], gamma=0.1)]
+""", 2),
+}
+
+
+def derived_config(directory: Path, case: str) -> Path:
+    """The case's config: the shipped config as ``_base_``, the case's lines, a log line every iteration, ``seed=0``,
+    a checkpoint every ``stop`` iterations and the hook that stops the first run (resume_kit.StopRunHook)."""
+    shipped, lines, stop = CASES[case]
+    path = directory / f"{case}.py"
+    path.write_text(f"_base_ = [{str(_MMDET / shipped)!r}]\n{lines}"
+                    f"default_hooks = dict(logger=dict(interval=1), checkpoint=dict(by_epoch=False, interval={stop}))\n"
+                    "randomness = dict(seed=0)\n"
+                    "custom_hooks = [*_base_.get('custom_hooks', []), dict(type='StopRunHook')]\n")  # fmt: skip
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _runner_resume(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mmengine.runner.loops
+    from mmengine.config import Config
+
+    # MMEngine's own resume loads the message hub's pickled buffers with torch.load's default
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    # MMEngine's _InfiniteDataloaderIterator sleeps 2 s whenever it restarts a finite loader
+    monkeypatch.setattr(mmengine.runner.loops, "time", SimpleNamespace(sleep=lambda _: None))
+    monkeypatch.setattr(Config, "pretty_text", pretty_text_once())
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_resumed_run_continues_as_the_runners_resume(tmp_path: Path, case: str) -> None:
+    stop = CASES[case][2]
+    runner, lightning = stopped_then_resumed(derived_config(tmp_path, case), tmp_path, stop)
+    checkpoints = sorted(path.name for path in runner.glob("*.pth"))
+    assert f"iter_{stop}.pth" in checkpoints and len(checkpoints) > 1, checkpoints
+    assert first_difference(case, runner, lightning, checkpoints) is None
