@@ -120,7 +120,7 @@ class ManualStepAdapter(LegacyHookAdapter):
 
     def trigger(self, trigger: Trigger, **context: Any) -> None:
         """``after_train_iter`` once the strategy returned from the step, when a hook owns backward and step."""
-        if trigger == AFTER_STEP:
+        if trigger is AFTER_STEP:  # the table's one instance (its patch calls back with it)
             if self.steppers:
                 # the hook calls loss.backward() itself: tell Lightning's callbacks and module (on_before_backward:
                 # the loss AnomalyDetector checks) and arm DDP's reducer first, as LightningModule.manual_backward does

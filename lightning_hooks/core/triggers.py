@@ -166,8 +166,10 @@ class OptimizerStep(Patch):
 
     def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
         def after_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-            if any(optimizer is o for o in trainer.optimizers):
-                adapter.trigger(self)
+            for trained in trainer.optimizers:  # a loop, not any(generator): every optimizer step of the run
+                if optimizer is trained:
+                    adapter.trigger(self)
+                    return
 
         return register_optimizer_step_post_hook(after_step).remove
 

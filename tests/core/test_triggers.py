@@ -66,6 +66,19 @@ def test_each_patch_fires_at_its_place_in_a_training_step_in_order(tmp_path):
                                "Optimizer.step"]  # fmt: skip  # the order is the point
 
 
+class OtherStep(Installer):
+    """Also steps an optimizer the run does not train, in every train batch (as a hook stepping its own would)."""
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        other = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+        other.step()
+
+
+def test_the_optimizer_step_patch_fires_only_for_the_runs_optimizers(tmp_path):
+    installer = OtherStep()
+    _fit(tmp_path, installer, max_steps=2)
+    assert installer.fired.count("Optimizer.step") == 2
+
 def test_the_load_checkpoint_patch_fires_on_a_resume_and_every_undo_restores_the_original(tmp_path):
     _fit(tmp_path, Installer())
     [checkpoint] = tmp_path.rglob("*.ckpt")
