@@ -551,3 +551,11 @@ class RichProgressBar(_progress.RichProgressBar):  # type: ignore[name-defined] 
     def train_description(self, current_epoch: int) -> str:
         """The text before an epoch's train bar; Lightning's is ``Epoch N/M``."""
         return super()._get_train_description(current_epoch)
+
+
+def drop_unset_wandb_anonymous(logger: Any) -> None:
+    """Leave ``anonymous`` out of what a ``WandbLogger`` hands ``wandb.init`` (``_wandb_init``) when it was not set:
+    Lightning passes ``anonymous=None``, which wandb 0.19 and later warn about whatever its value ("The anonymous
+    setting has no effect and will be removed"). Checked on :data:`CHECKED_ON`."""
+    if logger._wandb_init.get("anonymous", False) is None:
+        del logger._wandb_init["anonymous"]

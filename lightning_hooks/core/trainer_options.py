@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from lightning_hooks.core.errors import InputError, unknown_name
-from lightning_hooks.core.lightning_api import pl, submodule
+from lightning_hooks.core.lightning_api import drop_unset_wandb_anonymous, pl, submodule
 
 #: the ``--logger`` choices, in the order their help lists them
 LOGGERS = ("tensorboard", "csv", "wandb", "mlflow")
@@ -247,12 +248,21 @@ def _tensorboard(save_dir: str, name: str) -> Any:
 def _wandb(save_dir: str, name: str) -> Any:
     configured = any(os.environ.get(v) for v in ("WANDB_API_KEY", "WANDB_BASE_URL", "WANDB_MODE"))
     os.makedirs(save_dir, exist_ok=True)
-    return submodule("loggers").WandbLogger(name=name, save_dir=save_dir, offline=not configured)
+    logger = submodule("loggers").WandbLogger(name=name, save_dir=save_dir, offline=not configured)
+    drop_unset_wandb_anonymous(logger)  # else wandb warns on every run that a setting nobody gave will go away
+    return logger
 
 
 def _mlflow(save_dir: str, name: str) -> Any:
-    uri = os.environ.get("MLFLOW_TRACKING_URI") or f"file:{os.path.join(save_dir, 'mlruns')}"
-    return submodule("loggers").MLFlowLogger(experiment_name=name, tracking_uri=uri)
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return submodule("loggers").MLFlowLogger(experiment_name=name, tracking_uri=uri)
+    with warnings.catch_warnings():
+        # MLflow 3.x warns that the file: store (which the logger opens here) is deprecated: a store the user did not
+        # choose; MLFLOW_TRACKING_URI (e.g. sqlite:///mlflow.db) chooses one, and then the warning is theirs
+        warnings.filterwarnings("ignore", message="The filesystem tracking backend", category=FutureWarning)
+        return submodule("loggers").MLFlowLogger(experiment_name=name,
+                                                 tracking_uri=f"file:{os.path.join(save_dir, 'mlruns')}")  # fmt: skip  # arguments aligned under the call
 
 
 _BUILDERS: dict[str, Callable[[str, str], Any]] = {"csv": _csv, "tensorboard": _tensorboard, "wandb": _wandb,

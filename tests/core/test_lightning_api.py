@@ -658,3 +658,15 @@ def test_pending_train_loader_is_the_replaced_loader_until_the_fit_loop_builds_i
     trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=2, limit_val_batches=0)
     trainer.fit(_boring(ns)(), torch.utils.data.DataLoader(torch.randn(4, 32), batch_size=4))
     assert seen == [None, new, None] and trainer.train_dataloader is new
+
+
+def test_drop_unset_wandb_anonymous_leaves_out_the_anonymous_none_wandb_warns_about(ns, tmp_path):
+    pytest.importorskip("wandb")
+    unset = ns.loggers.WandbLogger(save_dir=str(tmp_path), offline=True)
+    assert unset._wandb_init["anonymous"] is None  # what Lightning hands wandb.init without anonymous=...
+    lightning_api.drop_unset_wandb_anonymous(unset)
+    assert "anonymous" not in unset._wandb_init and unset._wandb_init["dir"] == str(tmp_path)
+    chosen = ns.loggers.WandbLogger(save_dir=str(tmp_path), offline=True, anonymous=True)
+    lightning_api.drop_unset_wandb_anonymous(chosen)
+    assert chosen._wandb_init["anonymous"] == "allow"  # the user's setting stays
+

@@ -5,6 +5,7 @@ families' train commands are tested with real configs in ``tests/families/*/test
 from __future__ import annotations
 
 import argparse
+import warnings
 from pathlib import Path
 
 import pytest
@@ -109,10 +110,14 @@ def test_resolve_keeps_the_config_s_values_and_adds_the_asked_ones(tmp_path: Pat
 def test_loggers_write_under_the_save_dir_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("WANDB_API_KEY", "WANDB_BASE_URL", "WANDB_MODE", "MLFLOW_TRACKING_URI"):
         monkeypatch.delenv(name, raising=False)
-    loggers = {type(lg).__name__: lg for lg in build_loggers(["csv", "tensorboard", "wandb", "mlflow"], str(tmp_path), "run")}
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        loggers = {type(lg).__name__: lg for lg in build_loggers(["csv", "tensorboard", "wandb", "mlflow"], str(tmp_path), "run")}
+    assert not [w for w in seen if issubclass(w.category, FutureWarning)]  # MLflow 3.x: the file: store is deprecated
     assert Path(loggers["CSVLogger"].log_dir).parent == tmp_path / "lightning_logs"
     assert Path(loggers["TensorBoardLogger"].log_dir).parent == tmp_path / "tensorboard"
     assert loggers["WandbLogger"]._offline and loggers["WandbLogger"].save_dir == str(tmp_path)
+    assert "anonymous" not in loggers["WandbLogger"]._wandb_init  # wandb warns about anonymous=None on every run
     assert loggers["MLFlowLogger"]._tracking_uri == f"file:{tmp_path / 'mlruns'}"
     assert loggers["MLFlowLogger"]._experiment_name == "run"
     monkeypatch.setenv("WANDB_API_KEY", "x")
