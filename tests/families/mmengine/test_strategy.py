@@ -2,14 +2,17 @@
 (``lightning_hooks/families/mmengine/strategy.py``).
 
 Lightning refuses FSDP and DeepSpeed without a GPU, so here each of the five FlexibleRunner configs mmpretrain ships
-gives its strategy object (FSDP) or DeepSpeed config dict, and every option that reaches it is checked;
+(no other installed OpenMMLab library ships one) gives its strategy object (FSDP) or DeepSpeed config dict and
+``inputs_to_half`` cast, and every option that reaches it is checked;
 ``scripts/gpu-check.sh`` trains them on a GPU.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -30,9 +33,23 @@ MINIGPT4 = "minigpt4/minigpt-4_baichuan-7b_caption.py"
 HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
 
 
+def _shipped_config_folders() -> list[Path]:
+    """``<package>/.mim/configs`` of every installed package that ships one (the OpenMMLab libraries: mmpretrain,
+    mmdet, mmseg, mmpose, mmyolo, mmagic, ...)."""
+    names = {name for name in importlib.metadata.packages_distributions() if name.isidentifier()}
+    specs = (importlib.util.find_spec(name) for name in sorted(names))
+    folders = (Path(spec.origin).parent / ".mim" / "configs" for spec in specs if spec is not None and spec.origin)
+    return [folder for folder in folders if folder.is_dir()]
+
+
 def test_the_shipped_flexible_runner_configs_are_these_five():
-    found = sorted(str(p.relative_to(CONFIGS)) for p in CONFIGS.rglob("*.py") if "FlexibleRunner" in p.read_text())
-    assert found == sorted([*FSDP_CONFIGS, *DEEPSPEED_CONFIGS, MINIGPT4])
+    """Every config of every installed OpenMMLab library that names a runner type or a strategy (a FlexibleRunner's
+    ``strategy=dict(...)``) is one of the five the tests below build the strategy of."""
+    folders = _shipped_config_folders()
+    assert CONFIGS in folders and {"mmdet", "mmseg", "mmpose"} <= {folder.parents[1].name for folder in folders}
+    named = re.compile(r"^(runner_type\s*=|strategy\s*=\s*dict\()|FlexibleRunner", re.MULTILINE)
+    found = sorted(str(p) for folder in folders for p in folder.rglob("*.py") if named.search(p.read_text()))
+    assert found == sorted(str(CONFIGS / name) for name in [*FSDP_CONFIGS, *DEEPSPEED_CONFIGS, MINIGPT4])
 
 
 @pytest.mark.parametrize("name", FSDP_CONFIGS)
@@ -234,3 +251,50 @@ def test_the_runners_optim_wrapper_under_deepspeed_wraps_the_optimizer_its_zero_
     adamw = torch.optim.AdamW(torch.nn.Linear(2, 2).parameters(), lr=0.5)
     assert torch_optimizer(adamw) is adamw and torch_optimizer(ZeroOptimizer(adamw)) is adamw
     assert OptimWrapper(torch_optimizer(ZeroOptimizer(adamw))).get_lr() == {"lr": [0.5]}
+
+
+class _Forward(torch.nn.Module):
+    """A model of float16 weights whose forward records the dtypes of what it is given."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1, dtype=torch.float16))
+        self.seen = []
+
+    def forward(self, *args, mode="tensor", **kwargs):
+        from mmengine.utils import apply_to
+
+        def dtypes(value):
+            return apply_to(value, lambda x: isinstance(x, torch.Tensor), lambda x: x.dtype)
+
+        self.seen.append((dtypes(args), dtypes(kwargs), mode))
+        return {}
+
+
+@pytest.mark.parametrize("name", [DEEPSPEED_CONFIGS[0], MINIGPT4])
+def test_inputs_to_half_casts_the_forwards_inputs_as_mmengines_deepspeed_wrapper(name):
+    """The shipped ``inputs_to_half`` (MAE: ``['inputs']`` of a dict batch; MiniGPT-4: position ``[0]`` of a tuple),
+    which reaches ``DeepSpeedStrategy(inputs_to_half=...)`` and its :class:`strategy.InputsToHalf` patch: the model's
+    forward receives what MMEngine's ``MMDeepSpeedEngineWrapper`` hands it (its ``_cast_inputs_half`` and
+    ``_run_forward``), the named inputs in the model's dtype and the others as they were."""
+    from types import SimpleNamespace
+
+    from mmengine._strategy.deepspeed import MMDeepSpeedEngineWrapper
+
+    names = list(Config.fromfile(str(CONFIGS / name)).strategy.inputs_to_half)
+
+    def batch():
+        images, other = [torch.ones(2, 3)], torch.ones(2)
+        return {"inputs": images, "data_samples": other} if isinstance(names[0], str) else (images, other)
+
+    reference = _Forward()
+    wrapper = MMDeepSpeedEngineWrapper(model=reference, inputs_to_half=names)
+    wrapper._run_forward(wrapper._cast_inputs_half(batch()), mode="loss")
+    ours = _Forward()
+    remove = strategy.InputsToHalf(tuple(names)).install(None, None, SimpleNamespace(model=ours))
+    data = batch()
+    ours(**data, mode="loss") if isinstance(data, dict) else ours(*data, mode="loss")
+    assert ours.seen == reference.seen and "float16" in repr(ours.seen) and "float32" in repr(ours.seen)
+    remove()
+    ours(*batch()) if isinstance(data, tuple) else ours(**batch())
+    assert "float16" not in repr(ours.seen[-1])  # the patch undone
