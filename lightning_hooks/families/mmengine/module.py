@@ -25,6 +25,7 @@ from mmengine.runner import set_random_seed
 from mmengine.runner.loops import _parse_losses, _update_losses
 from typing_extensions import override
 
+from lightning_hooks.core import lightning_api
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.families.mmengine.vis_backend import sends_scalars
 
@@ -360,18 +361,19 @@ class MMEngineModule(pl.LightningModule):
     @override
     def on_train_start(self) -> None:
         """Step through Lightning's optimizers (so ``trainer.global_step`` counts the steps) and start the
-        gradient-accumulation count where the run is (``OptimWrapper.initialize_count_status``, as ``Runner.train``);
+        gradient-accumulation count at the iterations done (``OptimWrapper.initialize_count_status(model, iter,
+        max_iters)``, as ``Runner.train``: a run resumed inside an ``accumulative_counts`` window updates where the
+        window ends, not after as many iterations as a whole window, which counting the optimizer steps gave);
         ``model.train()`` before the first iteration, as MMEngine's train loops: a fit resumed inside an epoch (an
         ``IterBasedTrainLoop`` fit always is) gets no ``on_train_epoch_start``, and its model would train in the modes
         it was built with (a backbone's ``norm_eval`` batch norms in train mode)."""
         self.train()
         optimizers = self.optimizers()
         optimizers = optimizers if isinstance(optimizers, list) else [optimizers]
-        done = self.trainer.global_step  # optimizer steps so far: a run resumes at a step
+        done = lightning_api.train_batches_fetched(self.trainer)  # iterations so far (the Runner's runner.iter)
         for wrapper, optimizer in zip(self._wrappers(), optimizers, strict=False):
             wrapper.optimizer = optimizer
-            wrapper.initialize_count_status(self.model, done * wrapper._accumulative_counts,
-                                            int(self.trainer.estimated_stepping_batches))  # fmt: skip  # arguments aligned under the call
+            wrapper.initialize_count_status(self.model, done, int(self.trainer.estimated_stepping_batches))
             if "backward" not in vars(wrapper):
                 wrapper.backward = _strategy_backward(wrapper.backward, self.trainer.strategy)
 

@@ -8,6 +8,11 @@ same way (tests/helpers/resume_kit.py), compared bitwise on this CPU as in the c
   ``train()``. A resumed iteration-based fit gets no ``on_train_epoch_start`` from Lightning; the model trained in the
   modes it was built with (batch norms in train mode) where the Runner calls ``model.train()`` before each iteration:
   the loss parted at the first resumed iteration.
+- ``mmseg-beit-large-upernet-accum``: mmseg's BEiT-large UPerNet, whose optimizer wrapper accumulates gradients over
+  two iterations (``accumulative_counts=2``; in fp32, as the shipped ``AmpOptimWrapper`` needs a GPU under the
+  Runner), stopped after iteration 3, inside a window. The Runner resumes the count at ``runner.iter`` (3) and updates
+  after iteration 4; the count started at the optimizer steps times the window (2) and updated after iteration 5: the
+  validation after iteration 4 parted.
 """
 
 from __future__ import annotations
@@ -20,11 +25,9 @@ import pytest
 import train_kit
 from resume_kit import first_difference, pretty_text_once, stopped_then_resumed
 
-_MMDET = Path(importlib.util.find_spec("mmdet").origin).parent / ".mim" / "configs"  # type: ignore[union-attr,arg-type]
-
-#: name: (shipped config under mmdet's configs, derived lines, the iteration the run stops after)
+#: name: (library, its shipped config, derived lines, the iteration the run stops after)
 CASES = {
-    "mmdet-retinanet-90k": ("retinanet/retinanet_r50_fpn_90k_coco.py", """
+    "mmdet-retinanet-90k": ("mmdet", "retinanet/retinanet_r50_fpn_90k_coco.py", """
 model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
              neck=dict(in_channels=[32, 64, 128, 256], out_channels=32),
              bbox_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1))
@@ -35,15 +38,32 @@ train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
 param_scheduler = [dict(type="LinearLR", start_factor=0.001, by_epoch=False, begin=0, end=3),
                    dict(type="MultiStepLR", begin=0, end=4, by_epoch=False, milestones=[3], gamma=0.1)]
 """, 2),
+    "mmseg-beit-large-upernet-accum": ("mmseg", "beit/beit-large_upernet_8xb1-amp-160k_ade20k-640x640.py", """
+model = dict(pretrained=None, data_preprocessor=dict(size=(32, 32)),
+             backbone=dict(img_size=(32, 32), patch_size=8, embed_dims=16, num_layers=4, num_heads=2, out_indices=[0, 1, 2, 3]),
+             neck=dict(embed_dim=16), decode_head=dict(in_channels=[16, 16, 16, 16], channels=16, num_classes=4),
+             auxiliary_head=dict(in_channels=16, channels=8, num_classes=4), test_cfg=dict(_delete_=True, mode="whole"))
+optim_wrapper = dict(type="OptimWrapper", paramwise_cfg=dict(num_layers=4))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinySegmentation", n=4, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackSegInputs")]))
+val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinySegmentation", n=2, seed=2, _delete_=True, pipeline=[dict(type="PackSegInputs")]))
+test_dataloader = val_dataloader
+train_cfg = dict(max_iters=5, val_interval=4)
+param_scheduler = [dict(type="LinearLR", start_factor=1e-6, by_epoch=False, begin=0, end=3),
+                   dict(type="PolyLR", power=1.0, begin=3, end=5, eta_min=0.0, by_epoch=False)]
+""", 3),
 }
 
 
 def derived_config(directory: Path, case: str) -> Path:
     """The case's config: the shipped config as ``_base_``, the case's lines, a log line every iteration, ``seed=0``,
     a checkpoint every ``stop`` iterations and the hook that stops the first run (resume_kit.StopRunHook)."""
-    shipped, lines, stop = CASES[case]
+    library, shipped, lines, stop = CASES[case]
+    configs = Path(importlib.util.find_spec(library).origin).parent / ".mim" / "configs"  # type: ignore[arg-type]
     path = directory / f"{case}.py"
-    path.write_text(f"_base_ = [{str(_MMDET / shipped)!r}]\n{lines}"
+    path.write_text(f"_base_ = [{str(configs / shipped)!r}]\n{lines}"
                     f"default_hooks = dict(logger=dict(interval=1), checkpoint=dict(by_epoch=False, interval={stop}))\n"
                     "randomness = dict(seed=0)\n"
                     "custom_hooks = [*_base_.get('custom_hooks', []), dict(type='StopRunHook')]\n")  # fmt: skip
@@ -64,7 +84,7 @@ def _runner_resume(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_resumed_run_continues_as_the_runners_resume(tmp_path: Path, case: str) -> None:
-    stop = CASES[case][2]
+    stop = CASES[case][3]
     runner, lightning = stopped_then_resumed(derived_config(tmp_path, case), tmp_path, stop)
     checkpoints = sorted(path.name for path in runner.glob("*.pth"))
     assert f"iter_{stop}.pth" in checkpoints and len(checkpoints) > 1, checkpoints
