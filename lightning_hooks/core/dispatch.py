@@ -116,6 +116,11 @@ class HookDispatch:
         self._plan = {id(trigger): steps for trigger, steps in self._plan_by_value.items()}
         self._by_name = {}
 
+    def fires(self, trigger: Trigger) -> bool:
+        """Whether ``trigger`` has a row with an active hook in the plan (an adapter leaves out a patch whose rows
+        would call nothing)."""
+        return bool(self._plan_by_value.get(trigger))
+
     def mute(self, why: str, hooks: list[Any]) -> None:
         """Fire nothing for ``hooks`` (and again everything for those muted before for the same reason ``why``) from
         now on: checkpoint hooks under ``fast_dev_run``, iMIX's main-process-only hooks on other ranks. Rebuilds the

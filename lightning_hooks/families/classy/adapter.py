@@ -37,6 +37,18 @@ _PERIODS: Periods = {
 }
 
 
+#: Classy's own hooks (``classy_vision.hooks``) that never read ``task.last_batch.output`` nor ``model_output`` (the
+#: step's output, or the model's when the step returns none): a run with only these, no meters, no VISSL and no
+#: ``on_forward`` row watches no forward of the model (OutputCSVHook reads the output)
+OUTPUT_BLIND = frozenset({
+    "CheckpointHook", "ExponentialMovingAverageModelHook", "LossLrMeterLoggingHook", "ModelComplexityHook",
+    "ModelTensorboardHook", "PreciseBatchNormHook", "ProfilerHook", "ProgressBarHook", "TensorboardPlotHook",
+    "TorchscriptHook", "VisdomHook",
+})  # fmt: skip
+#: the mount points that fire while a step's ``last_batch`` is filled (a hook there may read its output)
+_STEP_MOUNTS = ("on_forward", "on_loss_and_meter", "on_backward", "on_update", "on_step", "on_exception")
+
+
 class ClassyAdapter(LegacyHookAdapter):
     """Run ``classy_vision.hooks.ClassyHook`` (and VISSL) hooks inside ``lightning.Trainer``.
 
@@ -276,7 +288,24 @@ class ClassyAdapter(LegacyHookAdapter):
         checkpoints; the rank variables VISSL reads from ``os.environ``; with VISSL, the process group and Classy's
         device index VISSL's trainer sets up."""
         vissl = (vissl_host.RUNTIME,) if self.vissl else ()
-        return (*super().run_patches(stage), LOAD_CHECKPOINT, vissl_host.RANK_VARIABLES, *vissl)
+        unused = {  # a patch that would fire nothing and feed nothing: left out (each costs every step)
+            FORWARD: not self._watches_forward(),
+            OPTIMIZER_STEP: not (self.vissl or self.dispatch.fires(OPTIMIZER_STEP)),  # VISSL: its optimizer timer
+        }
+        table = tuple(patch for patch in super().run_patches(stage) if not unused.get(patch, False))
+        return (*table, LOAD_CHECKPOINT, vissl_host.RANK_VARIABLES, *vissl)
+
+    def _watches_forward(self) -> bool:
+        """Whether the run needs the model's forward hooks (:data:`FORWARD`): with VISSL (``model_output``, its
+        forward timer), meters (updated with the step's output, else the model's), or a hook at a step's mount point
+        (``on_forward`` among them) that is not one of Classy's :data:`OUTPUT_BLIND` ones (it may read the output)."""
+        if self.vissl or self.task.meters:
+            return True
+        return any(
+            not (type(hook).__module__.startswith("classy_vision.hooks.") and type(hook).__name__ in OUTPUT_BLIND)
+            for hook in self.hooks
+            if any(self.dispatch.active(hook, mount) for mount in _STEP_MOUNTS)
+        )
 
     @override
     def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:

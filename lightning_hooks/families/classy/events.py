@@ -22,8 +22,8 @@ from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, ModuleStep, Opti
 @dataclass(frozen=True)
 class ModelForward(Patch):
     """Every forward of the model hooks see (``task.base_model``: the LightningModule, or the model it holds, which a
-    step may call directly); a pre-hook reports the start (``before=True``) for VISSL's forward timer. The adapter
-    decides which forwards fire."""
+    step may call directly); with VISSL, a pre-hook reports the start (``before=True``) for VISSL's forward timer. The
+    adapter decides which forwards fire, and whether a run needs the patch at all."""
 
     def __str__(self) -> str:
         return "task.base_model.forward"
@@ -31,8 +31,10 @@ class ModelForward(Patch):
     def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
         model = adapter.task.base_model
         # plain functions, not bound methods: a hook that deep-copies the model shares this adapter, not a copy
-        before = model.register_forward_pre_hook(lambda module, args: adapter.trigger(self, before=True))
         after = model.register_forward_hook(lambda module, args, output: adapter.trigger(self, output=output))
+        if not adapter.vissl:  # no forward timer (perf stats are VISSL's)
+            return after.remove
+        before = model.register_forward_pre_hook(lambda module, args: adapter.trigger(self, before=True))
 
         def remove() -> None:
             before.remove()

@@ -20,10 +20,12 @@ from classy_vision.hooks import (
 from classy_testkit import Net, loader, make_trainer
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from torch.optim import optimizer as optimizer_module
 from torch.utils.tensorboard import SummaryWriter
 from torchmetrics.classification import MulticlassAccuracy, MulticlassAUROC
 
 from lightning_hooks import ClassyAdapter
+from lightning_hooks.families.classy.adapter import OUTPUT_BLIND
 from lightning_hooks.families.classy.meters import MetricMeter
 
 
@@ -229,3 +231,88 @@ def test_classy_fit_stopped_inside_a_train_epoch_ends_the_phase_and_checkpoints_
     assert set(saved["hooks"]) == {hook.name() for hook in adapter.hooks}
     trunk = saved["base_model"]["model"]["trunk"]
     assert trunk.keys() == log.trained.keys() and all(torch.equal(trunk[k], log.trained[k]) for k in trunk)
+
+
+# ------------------------------------------------------------------------------ the patches a run needs, no others
+class LossOnly(Net):
+    """Steps that return the loss alone: ``task.last_batch.output`` is then the model's output."""
+
+    def _step(self, batch):
+        return torch.nn.functional.cross_entropy(self(batch["input"]), batch["target"])
+
+
+class Watch(Callback):
+    """What watches the model's forwards and the optimizer steps inside each train step."""
+
+    def on_train_batch_end(self, trainer, pl_module, *args):
+        forward_hooks = len(pl_module._forward_hooks) + len(pl_module._forward_pre_hooks)
+        self.seen = (forward_hooks, len(optimizer_module._global_optimizer_post_hooks))
+
+
+class ReadsOutput(ClassyHook):
+    """A hook of the user's at ``on_step``: it may read the step's output."""
+
+    on_start = on_phase_start = on_phase_end = on_end = ClassyHook._noop
+
+    def __init__(self):
+        super().__init__()
+        self.outputs = []
+
+    def on_step(self, task):
+        self.outputs.append(task.last_batch.output)
+
+
+def test_output_blind_hooks_read_no_output_in_classys_sources():
+    """OUTPUT_BLIND's hooks touch ``last_batch`` only for its ``sample`` and ``step_data`` (as installed)."""
+    import inspect
+    import re
+
+    import classy_vision.hooks
+
+    for name in OUTPUT_BLIND | {"OutputCSVHook"}:
+        source = inspect.getsource(inspect.getmodule(getattr(classy_vision.hooks, name)))
+        reads = set(re.findall(r"last_batch(\.\w+)?", source)) | set(re.findall(r"model_output", source))
+        assert (reads <= {".sample", ".step_data"}) == (name in OUTPUT_BLIND), (name, reads)
+
+
+def test_a_run_of_output_blind_classy_hooks_watches_no_forward_and_no_optimizer_step(tmp_path):
+    watch = Watch()
+    adapter = ClassyAdapter([LossLrMeterLoggingHook(), ExponentialMovingAverageModelHook(decay=0.9, device="cpu")])
+    make_trainer(tmp_path, [adapter, watch], max_epochs=1).fit(LossOnly(), loader())
+    assert watch.seen == (0, 0) and adapter.fired["on_step"] == 4
+
+
+def test_a_hook_that_may_read_the_output_gets_the_models_output(tmp_path):
+    watch, hook = Watch(), ReadsOutput()
+    make_trainer(tmp_path, [ClassyAdapter([hook, LossLrMeterLoggingHook()]), watch], max_epochs=1).fit(LossOnly(), loader())
+    assert watch.seen == (1, 0)  # the forward's output, no pre-hook (perf stats are VISSL's), no optimizer hook
+    assert [tuple(o.shape) for o in hook.outputs] == [(4, 3)] * 4 and all(o.grad_fn is not None for o in hook.outputs)
+
+
+def test_meters_of_a_step_that_returns_the_loss_alone_update_from_the_models_output(tmp_path):
+    meters = {"acc": MulticlassAccuracy(3, average="micro")}
+    adapter, model = _fit(tmp_path, [LossLrMeterLoggingHook()], model=LossOnly(), meters=meters)
+    model.eval()
+    data = next(iter(loader(8, seed=1, batch_size=8)))
+    with torch.no_grad():
+        expected = (model(data["input"]).argmax(1) == data["target"]).float().mean().item()
+    assert adapter.task.meters[0].value == {"acc": pytest.approx(expected)}
+
+
+class AtForward(ClassyHook):
+    """A hook at ``on_forward`` only (VISSL's mount point, on a plain Classy hook)."""
+
+    on_start = on_phase_start = on_step = on_phase_end = on_end = ClassyHook._noop
+
+    def __init__(self):
+        super().__init__()
+        self.outputs = []
+
+    def on_forward(self, task):
+        self.outputs.append(task.last_batch.model_output)
+
+
+def test_a_hook_at_on_forward_alone_gets_the_models_output(tmp_path):
+    hook = AtForward()
+    make_trainer(tmp_path, [ClassyAdapter([hook])], max_epochs=1).fit(LossOnly(), loader())
+    assert [tuple(o.shape) for o in hook.outputs] == [(4, 3)] * 4
