@@ -5,6 +5,7 @@ neither Lightning's ``LeafSpec`` deprecation (Lightning's own code, not the user
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +21,7 @@ def assert_one_banner(output: str) -> None:
     assert sum(line.startswith("GPU available:") for line in lines) == 1, output[-3000:]
     assert sum(line.startswith("TPU available:") for line in lines) == 1
     assert "LeafSpec" not in output and "💡 Tip" not in output, output[-3000:]
+    assert "You have overridden" not in output, output[-3000:]  # Lightning on our module's hooks, not the user's
 
 
 def train(args: list[str], cwd: Path, prelude: str = "") -> str:
@@ -52,3 +54,14 @@ def test_classy_train_prints_one_banner(tmp_path):
     prelude = f"import sys; sys.path.insert(0, {str(HELPERS)!r}); import real_torchvision; real_torchvision.activate(); "
     output = train(["task.json", "--checkpoint_folder", str(tmp_path / "ckpt")], tmp_path, prelude)
     assert_one_banner(output)
+
+
+def test_vissl_train_prints_one_banner(tmp_path):
+    """README's small VISSL command (SimCLR's integration-test config on 8 synthetic images, 1 epoch)."""
+    readme = (ROOT / "README.md").read_text()
+    command = readme[readme.index("lightning-hooks train config=test/integration_test/quick_simclr_synthetic"):]
+    command = command[:command.index("config.CHECKPOINT.DIR=")].replace("\\\n", " ")
+    args = [arg.strip('"') for arg in re.findall(r'"[^"]*"|\S+', command)][2:]
+    prelude = f"import sys; sys.path.insert(0, {str(HELPERS)!r}); import real_torchvision; real_torchvision.activate(); "
+    assert_one_banner(train([*args, f"config.CHECKPOINT.DIR={tmp_path / 'simclr'}"], tmp_path, prelude))
+

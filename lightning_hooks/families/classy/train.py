@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import warnings
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -335,7 +336,11 @@ def vissl_main(argv: list[str]) -> None:
             accelerator="gpu" if config.MACHINE.DEVICE == "gpu" else "cpu",
             devices=distributed.NUM_PROC_PER_NODE, num_nodes=distributed.NUM_NODES,
         )  # fmt: skip  # the keywords grouped by what they hand over, a few to a line
-        trainer.fit(module, datamodule=module.datamodule(), ckpt_path=checkpoint)
+        with warnings.catch_warnings():
+            # Lightning warns that the module's on_after_batch_transfer runs beside a datamodule: it is meant to
+            # (VISSL's construct_sample_for_model), nothing the user wrote or can change
+            warnings.filterwarnings("ignore", message="You have overridden `on_after_batch_transfer` in `LightningModule`")
+            trainer.fit(module, datamodule=module.datamodule(), ckpt_path=checkpoint)
         logging.getLogger().info("All Done!")
     finally:
         shutdown_logging()
