@@ -1,4 +1,5 @@
-"""Generated CIFAR-like data for benchmarks/mmengine_train.py, without the tests' helpers: :class:`BenchCifar` in
+"""Generated CIFAR-like data for benchmarks/mmengine_train.py (and scripts/gpu_check_flexible.py's derived MAE
+config, which imports this file from its folder), without the tests' helpers: :class:`BenchCifar` in
 mmpretrain's ``DATASETS`` registry and :func:`resnet_cifar`, the lines of a config derived from mmpretrain's shipped
 ResNet-18 CIFAR config that train on it. mmpretrain imports the real torchvision, which ``bash scripts/setup.sh
 test`` installs off the venv's path (``PYTHONPATH=$PWD/scripts/vissl-site``, as the README's benchmark commands)."""

@@ -14,36 +14,21 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 from openmmlab_stubs import import_openmmlab  # tests/helpers: mmcv-lite lacks the compiled ops module
 
 import_openmmlab(("mmpretrain",))
 
 import mmpretrain  # noqa: E402
-from mmengine.dataset import BaseDataset  # noqa: E402
-from mmpretrain.registry import DATASETS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@DATASETS.register_module(force=True)
-class GpuCheckImages(BaseDataset):
-    """``n`` random 32x32 RGB images with labels of 10 classes, as mmpretrain's ``CIFAR10`` yields them: the derived
-    config imports this module (``custom_imports``), as a user's config imports its dataset."""
-
-    METAINFO = {"classes": tuple(f"class{i}" for i in range(10))}
-
-    def __init__(self, n: int = 8, seed: int = 0, **kwargs: object) -> None:
-        self.n, self.seed = n, seed
-        super().__init__(ann_file="", serialize_data=False, **kwargs)
-
-    def load_data_list(self) -> list[dict]:
-        rng = np.random.default_rng(self.seed)
-        images = rng.integers(0, 256, (self.n, 32, 32, 3), dtype=np.uint8)
-        return [{"img": img, "gt_label": int(label)} for img, label in zip(images, rng.integers(0, 10, self.n))]
+# the generated CIFAR-like images the benchmarks train on (benchmarks/_cifar_data.py: BenchCifar in mmpretrain's
+# DATASETS), found from this file: the derived config imports this module (custom_imports), as a user's config imports
+# its dataset, in each process of the run
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import _cifar_data  # noqa: E402, F401
 
 SHIPPED = Path(mmpretrain.__file__).parent / ".mim" / "configs" / "mae" / "benchmarks"
-#: the derived config's lines: a 2-layer ViT, 8 generated images (:class:`GpuCheckImages`) through the
+#: the derived config's lines: a 2-layer ViT, 8 generated images (``BenchCifar``) through the
 #: shipped train pipeline after its LoadImageFromFile, so 2 iterations of 4
 LINES = """
 custom_imports = dict(imports=["gpu_check_flexible"], allow_failed_imports=False)
@@ -51,7 +36,7 @@ model = dict(backbone=dict(arch=dict(embed_dims=64, num_layers=2, num_heads=2, f
                            drop_path_rate=0.0, init_cfg=None), head=dict(in_channels=64, num_classes=10))
 data_preprocessor = dict(num_classes=10)
 train_dataloader = dict(batch_size=4, num_workers=0, persistent_workers=False,
-    dataset=dict(type="GpuCheckImages", n=8, seed=1, _delete_=True, pipeline=PIPELINE))
+    dataset=dict(type="BenchCifar", n=8, seed=1, _delete_=True, pipeline=PIPELINE))
 val_dataloader = None
 val_cfg = None
 val_evaluator = None
