@@ -225,8 +225,8 @@ def runtime_options(
 ) -> tuple[dict[str, Any], str | None, list[str], list[str]]:
     """Split a whole MMEngine config (``default_runtime.py`` + schedule + model/data keys) for ``from_config``.
 
-    Returns the adapter options (``param_scheduler`` becomes ``param_schedulers``; ``load_from`` without ``resume``
-    stays ``load_from``), the checkpoint a ``resume=True`` config resumes from (``load_from``, else the
+    Returns the adapter options (``param_scheduler`` becomes ``param_schedulers``; ``load_from`` stays ``load_from``
+    only without ``resume``), the checkpoint a ``resume=True`` config resumes from (``load_from``, else the
     ``last_checkpoint`` in ``work_dir``, as the Runner finds it; None to start fresh), notes on the keys ignored and
     on the keys that run differently from the Runner (``val_cfg`` / ``test_cfg``). A key that looks like a misspelled
     runtime key raises a ``ValueError`` with a "did you mean"; other unknown keys are the config's own variables
@@ -247,7 +247,8 @@ def runtime_options(
     differences = [note for key, loop in _EVAL_LOOPS.items() for note in _eval_cfg_notes(key, loop, config.get(key))]
     ckpt_path = None
     load_from, resume = config.get("load_from"), config.get("resume", False)
-    if resume:
+    if resume:  # Runner.load_or_resume: the checkpoint is resumed, not also loaded as weights before it
+        options.pop("load_from", None)
         work_dir = config.get("work_dir")
         ckpt_path = load_from or (find_latest_checkpoint(str(work_dir)) if work_dir else None)
     elif load_from:

@@ -146,6 +146,9 @@ def test_mmengine_resume_config_gives_the_checkpoint_to_resume_from(tmp_path):
     runtime = dict(work_dir=str(tmp_path), default_hooks=dict(checkpoint=None), param_scheduler=[])
     assert MMEngineAdapter.from_config(**runtime, resume=True).ckpt_path == str(tmp_path / "iter_6.pth")
     assert MMEngineAdapter.from_config(**runtime, resume=True, load_from="a.pth").ckpt_path == "a.pth"
+    # resumed only (tools/train.py --resume a.pth): not also loaded as weights in setup, which logged "Load checkpoint
+    # from a.pth" twice and ran after_load_checkpoint twice (mmseg's upernet_r50 resumed from a named iter_4.pth)
+    assert MMEngineAdapter.from_config(**runtime, resume=True, load_from="a.pth")._load_from is None
     assert MMEngineAdapter.from_config(**runtime, resume=False).ckpt_path is None
     assert MMEngineAdapter.from_config(**runtime, load_from="a.pth")._load_from == "a.pth"
 
