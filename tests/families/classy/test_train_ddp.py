@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -187,11 +188,13 @@ def _assert_same_phases(theirs: dict, ours: dict, label: str, rank: int) -> list
 def mid_phase_out(tmp_path_factory) -> Path:
     """Each side preempted inside train phase 2 (classy_ddp_runs.PREEMPT_AT), then the same command again with
     ``--checkpoint_load_path`` on its checkpoint folder, both in 2 processes: classy_train.py under torchrun, then
-    lightning-hooks train --devices 2. The files the preempted run left are listed in ``OUT/<side>/left.json``."""
+    lightning-hooks train --devices 2. The files the preempted run left are listed in ``OUT/<side>/left.json``. The
+    ``torchrun`` side is only a rerun: ``lightning-hooks train --distributed_backend ddp`` under torchrun, as a Classy
+    user relaunches a job, on a copy of the folder classy_train.py's preempted run left."""
     out = tmp_path_factory.mktemp("classy_ddp_mid_phase")
     env = subprocess_env(drop=(*DDP_LAUNCH_VARIABLES, "LOCAL_WORLD_SIZE"))
-    for side in SIDES[:2]:
-        for stage in ("preempted", "rerun"):
+    for side in SIDES:
+        for stage in ("rerun",) if side == "torchrun" else ("preempted", "rerun"):
             prepare_mid_phase(out, side, preempt=stage == "preempted")
             launch = [sys.executable] if side == "lightning" else [
                 sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port())]
@@ -201,32 +204,36 @@ def mid_phase_out(tmp_path_factory) -> Path:
             if stage == "preempted":
                 left = sorted(p.name for p in (out / side / "ckpt").iterdir() if p.name != "lightning_logs")
                 (out / side / "left.json").write_text(json.dumps(left))
+            if side == "classy" and stage == "preempted":
+                shutil.copytree(out / side / "ckpt", out / "torchrun" / "ckpt")
     return out
 
 
+@pytest.mark.parametrize("side", SIDES[1:])
 @pytest.mark.parametrize("rank", [0, 1])
-def test_classy_ddp_rerun_after_a_preemption_mid_phase_per_rank(mid_phase_out, rank):
+def test_classy_ddp_rerun_after_a_preemption_mid_phase_per_rank(mid_phase_out, rank, side):
     """Preempted after the first step of train phase 2 on both ranks, Classy's checkpoint.torch is the one of train
     phase 0's end; the rerun on the folder runs test phase 1 again, then train phase 2 from its first step and test
     phase 3: each phase's step losses, synced losses and meters, LR, weights and buffers, the final weights and the
-    meter lines, rank by rank, as classy_train.py's DistributedTrainer rerun; and the checkpoint files rank 0 wrote."""
+    meter lines, rank by rank, as classy_train.py's DistributedTrainer rerun; and the checkpoint files rank 0 wrote.
+    ``side`` ``torchrun``: our command under torchrun, rerun on classy_train.py's preempted folder."""
     out = mid_phase_out
-    left = [json.loads((out / side / "left.json").read_text()) for side in SIDES[:2]]
+    left = [json.loads((out / run / "left.json").read_text()) for run in SIDES[:2]]
     assert left[0] == left[1] == ["checkpoint.torch", "model_phase-0_end.torch"]
-    theirs, ours = _runs(out, rank)
+    theirs, ours = _runs(out, rank, side)
     assert [(p["type"], p["phase_idx"]) for p in theirs["phases"]] == [("test", 1), ("train", 2), ("test", 3)]
     lines = _assert_same_phases(theirs, ours, "mid-phase rerun", rank)
     assert lines[0] and lines[1] == lines[0] and all(f"[{rank}]" in line for line in lines[0])
-    other = _runs(out, 1 - rank)[0]
+    other = _runs(out, 1 - rank, side)[0]
     assert theirs["phases"][1]["step_losses"] != other["phases"][1]["step_losses"]  # each rank's own shard
     if rank == 0:  # the rerun's CSVLogger: Classy's train step count (from 1, 2 a phase) goes on from the checkpoint
-        metrics = max((out / "lightning" / "ckpt" / "lightning_logs").glob("version_*/metrics.csv"))
+        metrics = max((out / side / "ckpt" / "lightning_logs").glob("version_*/metrics.csv"))
         rows = list(csv.DictReader(io.StringIO(metrics.read_text())))
         logged = [(int(r["step"]), float(r["train/loss"])) for r in rows if r.get("train/loss")]
         assert [step for step, _ in logged] == [3, 4]
         assert [loss for _, loss in logged] == pytest.approx(theirs["phases"][1]["step_losses"], rel=1e-6)
-        files = [{p.name: torch.load(p, weights_only=False) for p in (out / side / "ckpt").glob("*.torch")}
-                 for side in SIDES[:2]]  # fmt: skip
+        files = [{p.name: torch.load(p, weights_only=False) for p in (out / run / "ckpt").glob("*.torch")}
+                 for run in ("classy", side)]  # fmt: skip
         assert sorted(files[0]) == sorted(files[1]) == ["checkpoint.torch", "model_phase-0_end.torch",
                                                         "model_phase-2_end.torch"]  # fmt: skip
         for file, ref in files[0].items():
