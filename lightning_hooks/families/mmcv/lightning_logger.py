@@ -1,15 +1,16 @@
-"""``LightningLoggerHook``: an mmcv 1.x logger hook that sends the log buffer's scalars to the Trainer's loggers.
+"""``LightningLoggerHook``: an mmcv 1.x logger hook that sends the log buffer's scalars to the Trainer's loggers, and
+the evaluation's metrics to ``trainer.callback_metrics``.
 
-``lightning-hooks train --logger ...`` adds one after the config's ``log_config`` hooks, with their interval; a
-config may also list it (``log_config = dict(hooks=[dict(type="LightningLoggerHook")])``) once this module is
-imported.
+``lightning-hooks train --logger ...`` (or ``--trainer.callbacks``) adds one after the config's ``log_config`` hooks,
+with their interval; a config may also list it (``log_config = dict(hooks=[dict(type="LightningLoggerHook")])``) once
+this module is imported.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from mmcv.runner import HOOKS, LoggerHook, master_only
+from mmcv.runner import HOOKS, LoggerHook, get_dist_info
 
 
 @HOOKS.register_module()
@@ -39,9 +40,19 @@ class LightningLoggerHook(LoggerHook):
             return cls()
         return cls(interval=last.interval, ignore_last=last.ignore_last, by_epoch=last.by_epoch)
 
-    @master_only
     def log(self, runner: Any) -> None:
         tags = self.get_loggable_tags(runner)
-        if tags and self.trainer is not None:
+        if not tags or self.trainer is None:
+            return
+        if get_dist_info()[0] == 0:  # the loggers write on the main process, as mmcv's logger hooks (master_only)
             for logger in self.trainer.loggers:
                 logger.log_metrics(tags, step=self.get_iter(runner))
+        self.monitor(tags)
+
+    def monitor(self, tags: dict[str, Any]) -> None:
+        """The evaluation's metrics among ``tags`` (``val/accuracy_top-1``, ...) in ``trainer.callback_metrics``,
+        for callbacks that monitor them (``EarlyStopping``, ``ModelCheckpoint(monitor=...)``); not to the loggers a
+        second time."""
+        metrics = {name: float(value) for name, value in tags.items() if name.startswith("val/")}
+        if metrics and (self.trainer.training or self.trainer.validating):
+            self.trainer.lightning_module.log_dict(metrics, on_step=False, on_epoch=True, batch_size=1, logger=False)

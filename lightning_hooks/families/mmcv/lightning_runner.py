@@ -155,10 +155,11 @@ def fit(runner: LightningRunner, data_loaders: list[Any], workflow: list[tuple[s
         )
     request = runner.trainer_options.pop("request", None)  # --logger, --trainer.KEY (core/trainer_options.py)
     bridge = None
-    if request is not None and request.has_loggers:
+    if request is not None and (request.has_loggers or request.options.get("callbacks")):
         from lightning_hooks.families.mmcv.lightning_logger import LightningLoggerHook
 
-        bridge = LightningLoggerHook.after(runner.hooks)  # the log buffer's scalars to the Trainer's loggers
+        # the log buffer's scalars to the Trainer's loggers, its metrics to callback_metrics (for EarlyStopping, ...)
+        bridge = LightningLoggerHook.after(runner.hooks)
         runner.register_hook(bridge, priority="VERY_LOW")
     adapter = MMCVAdapter(runner.hooks, runner=runner.runner_cfg, work_dir=runner.work_dir, meta=runner.meta,
                           logger=runner.logger, model="model")  # fmt: skip  # arguments aligned under the call

@@ -74,7 +74,9 @@ def test_mlflow_and_wandb_get_the_log_buffers_scalars(config, tmp_path, monkeypa
 
 
 def test_trainer_options_reach_the_trainer(config, tmp_path):
-    from lightning.pytorch.callbacks import LambdaCallback
+    """``--trainer.KEY`` and callbacks reach the Trainer; EarlyStopping and ModelCheckpoint monitor the EvalHook's
+    metric under the name the loggers get (``val/accuracy_top-1``), the json log's value."""
+    from lightning.pytorch.callbacks import EarlyStopping, LambdaCallback, ModelCheckpoint
 
     trainer = None
 
@@ -87,11 +89,18 @@ def test_trainer_options_reach_the_trainer(config, tmp_path):
     lightning_runner.fit = capture
     try:
         run(config, tmp_path / "w", "--trainer.log_every_n_steps", "3", "--trainer.max_time", "00:01:00:00",
-            "--trainer.callbacks+=LambdaCallback", "--cfg-options", "runner.max_epochs=1")
+            "--trainer.callbacks+=LambdaCallback", "--cfg-options", "runner.max_epochs=1",
+            *[f"--trainer.callbacks{item}" for kind in ("EarlyStopping", "ModelCheckpoint")
+              for item in (f"+={kind}", ".monitor=val/accuracy_top-1", ".mode=max")])  # fmt: skip
     finally:
         lightning_runner.fit = original
     assert trainer.log_every_n_steps == 3 and trainer.max_epochs == 1
     assert any(isinstance(cb, LambdaCallback) for cb in trainer.callbacks)
+    [accuracy] = [record["accuracy_top-1"] for record in json_log(tmp_path / "w") if record.get("mode") == "val"]
+    assert float(trainer.callback_metrics["val/accuracy_top-1"]) == pytest.approx(accuracy, abs=1e-4)
+    for kind in (EarlyStopping, ModelCheckpoint):
+        assert next(cb for cb in trainer.callbacks if isinstance(cb, kind)).monitor == "val/accuracy_top-1"
+    assert float(next(cb for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint)).best_model_score) == pytest.approx(accuracy, abs=1e-4)
     assert next(cb for cb in trainer.callbacks if type(cb).__name__ == "Timer")._duration == 3600
 
 
