@@ -9,9 +9,10 @@ the listing covers the other rank's log), and each checkpoint's weights, optimiz
 Two processes averaging their gradients over gloo sum two values, which is exact whatever the order, so the runs agree
 to the bit on this CPU. The cases: mmpretrain's ResNet-18 CIFAR (also stopped mid-epoch and resumed), mmseg's SegFormer
 (iteration-based), mmpose's top-down heatmap config (``SyncBuffersHook``, CocoMetric over both ranks' results) and
-mmdet's Faster R-CNN (two-stage: each rank's RPN proposals through NMS and RoIAlign, the pure-torch stand-ins of
-tests/helpers/torch_ops.py in every process of both hosts, its samplers drawing from each rank's generator; CocoMetric
-over both ranks' predictions).
+mmdet's Mask R-CNN, stopped mid-epoch and resumed (the stopped run compared as a fresh one; two-stage instance
+segmentation: each rank's RPN proposals through NMS and RoIAlign, the pure-torch stand-ins of tests/helpers/torch_ops.py
+in every process of both hosts, its samplers drawing from each rank's generator; CocoMetric on boxes and masks over
+both ranks' predictions). Mask R-CNN runs Faster R-CNN's path and its mask head, so Faster R-CNN is not run again here.
 """
 
 from __future__ import annotations
@@ -33,10 +34,16 @@ _spec.loader.exec_module(corpus)
 
 #: the corpus's cases run in two processes: epoch-based classification (DefaultSampler sharding by rank), an
 #: iteration-based segmentor (InfiniteSampler, validation by iteration with IoUMetric gathering both ranks' results),
-#: top-down pose (SyncBuffersHook averaging the BN statistics, CocoMetric on both ranks' results) and a two-stage
-#: detector (AspectRatioBatchSampler by rank, RPN and RoI samplers)
-CASES = {"mmpretrain-resnet18-cifar": 29561, "mmseg-segformer-b0": 29562, "mmpose-topdown-res50": 29565,
-         "mmdet-faster-rcnn-r50": 29566}  # case: torchrun's master port
+#: top-down pose (SyncBuffersHook averaging the BN statistics, CocoMetric on both ranks' results)
+CASES = {"mmpretrain-resnet18-cifar": 29561, "mmseg-segformer-b0": 29562, "mmpose-topdown-res50": 29565}
+#: the cases stopped mid-epoch in two processes and resumed (the stopped run compared too, as a fresh one): the
+#: iteration both processes stop after, the lines that give each rank two iterations an epoch, the two runs' ports;
+#: Mask R-CNN (two-stage instance segmentation: each rank's RPN proposals through NMS and RoIAlign, the pure-torch
+#: stand-ins of tests/helpers/torch_ops.py in every process of both hosts, its samplers drawing from each rank's
+#: generator, AspectRatioBatchSampler by rank; CocoMetric on boxes and masks over both ranks' predictions, after
+#: epoch 1 in the stopped run and epochs 2 and 3 in the resumed one, which runs epoch 2 again as the Runner does)
+RESUMED = {"mmpretrain-resnet18-cifar": (3, "", (29563, 29564)),
+           "mmdet-mask-rcnn-r50": (3, "train_dataloader['batch_size'] = 1\n", (29567, 29568))}
 #: lines a case adds for two CPU processes: torch's DistributedDataParallel takes SyncBatchNorm on GPU modules only
 #: (under both hosts), so SegFormer's decode head normalises with BN in each process
 CPU_LINES = {"mmseg-segformer-b0": "model['decode_head']['norm_cfg'] = dict(type='BN', requires_grad=True)\n"}
@@ -92,16 +99,20 @@ def test_two_processes_match_the_runner_under_torchrun_rank_by_rank(tmp_path: Pa
     assert_same_ranks(case, runner, lightning)
 
 
-def test_two_processes_stopped_mid_epoch_resume_as_the_runner_under_torchrun(tmp_path: Path) -> None:
-    """ResNet-18 CIFAR in two processes (2 iterations an epoch per rank), stopped after iteration 3 (mid-epoch, its
-    checkpoint saved), then ``--resume``d in two processes under each host: the resumed runs agree rank by rank."""
-    case = "mmpretrain-resnet18-cifar"
+@pytest.mark.parametrize("case", sorted(RESUMED))
+def test_two_processes_stopped_mid_epoch_resume_as_the_runner_under_torchrun(tmp_path: Path, case: str) -> None:
+    """A corpus case in two processes (two iterations an epoch per rank), stopped after iteration 3 (the first of
+    epoch 2, its checkpoint saved), then ``--resume``d in two processes under each host: both runs agree rank by rank
+    (the stopped one as a fresh run)."""
+    stop, lines, ports = RESUMED[case]
     path = two_process_config(tmp_path, case)
-    path.write_text(path.read_text() + "default_hooks['checkpoint']['interval'] = 3\n")
-    run_both(path, tmp_path, 29563, stop_after=3)
+    path.write_text(path.read_text() + lines + f"default_hooks['checkpoint']['interval'] = {stop}\n")
+    run_both(path, tmp_path, ports[0], stop_after=stop)
     for side in ("runner", "lightning"):
-        assert (tmp_path / side / "iter_3.pth").is_file(), side
-    runner, lightning = run_both(path, tmp_path, 29564, "--resume")
+        assert (tmp_path / side / f"iter_{stop}.pth").is_file(), side
+    runner, lightning = run_both(path, tmp_path, ports[1], "--resume")
+    keys = {key for run in (0, 1) for row in scalars(runner, run) for key in row}
+    assert keys >= set(corpus.METRICS.get(case, ())), sorted(keys)  # it trains and validates as meant, under the Runner
     assert_same_ranks(case, runner, lightning)
 
 
