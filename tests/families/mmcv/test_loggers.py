@@ -57,6 +57,12 @@ def test_csv_and_tensorboard_get_the_log_buffers_scalars_and_the_logs_stay(confi
     assert [p for p in tensorboard_points(logged / "tensorboard" / "version_0") if p[1] not in ("train/time", "train/data_time")] == untimed
     csv = csv_points(logged / "lightning_logs" / "version_0" / "metrics.csv")
     assert [p for p in as_float32(csv) if p[1] not in ("train/time", "train/data_time")] == untimed
+    # resumed for a third epoch: the loggers' steps go on from the checkpoint's, as TensorboardLoggerHook's
+    run(config, logged, "--logger", "tensorboard", "--resume-from", str(logged / "epoch_2.pth"),
+        "--cfg-options", "runner.max_epochs=3")
+    resumed = [p for p in tensorboard_points(logged / "tensorboard" / "version_1") if "time" not in p[1]]
+    assert min(step for step, _, _ in resumed) > max(step for step, name, _ in untimed if name == "train/loss")
+    assert sorted([*untimed, *resumed]) == [p for p in tensorboard_points(logged / "tf_logs") if "time" not in p[1]]
 
 
 def test_mlflow_and_wandb_get_the_log_buffers_scalars(config, tmp_path, monkeypatch):
