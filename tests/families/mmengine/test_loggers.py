@@ -33,9 +33,11 @@ def config(directory: Path, epochs: int = 2) -> Path:
     return path
 
 
-def legacy_points(work_dir: Path) -> list[tuple[int, str, float]]:
-    """Every scalar of ``scalars.json`` (what ``LoggerHook`` wrote through the visualizer) at its step."""
-    (stamp,) = [d for d in os.listdir(work_dir) if STAMP.fullmatch(d)]
+def legacy_points(work_dir: Path, run: int | None = None) -> list[tuple[int, str, float]]:
+    """Every scalar of ``scalars.json`` (what ``LoggerHook`` wrote through the visualizer) at its step; ``run``: of
+    that run's timestamp folder (in time order), where the work dir has several."""
+    stamps = sorted(d for d in os.listdir(work_dir) if STAMP.fullmatch(d))
+    (stamp,) = stamps if run is None else [stamps[run]]
     lines = [json.loads(line) for line in (work_dir / stamp / "vis_data" / "scalars.json").read_text().splitlines()]
     return sorted((line["step"], k, float(v)) for line in lines for k, v in line.items() if k != "step")
 
@@ -69,6 +71,11 @@ def test_csv_and_tensorboard_get_loggerhooks_scalars_and_the_legacy_files_stay(t
     assert csv_points(logged / "lightning_logs" / "version_0" / "metrics.csv") == expected
     assert tensorboard_points(logged / "tensorboard" / "version_0") == as_float32(expected)
     assert untimed(expected) == untimed(legacy_points(plain))
+    # --resume for a third epoch: the CSV logger's steps go on from the checkpoint's, as the new scalars.json's
+    mmengine_train.main([str(path), "--work-dir", str(logged), "--logger", "csv", "--resume",
+                         "--cfg-options", "train_cfg.max_epochs=3"])  # fmt: skip
+    resumed = csv_points(logged / "lightning_logs" / "version_1" / "metrics.csv")
+    assert resumed == legacy_points(logged, -1) and min(step for step, name, _ in resumed if name == "iter") == 7
 
 
 def test_mlflow_and_wandb_get_loggerhooks_scalars(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
