@@ -209,7 +209,8 @@ class ClassyAdapter(LegacyHookAdapter):
     # ----------------------------------------------------------------------------------------- step triggers
     def run_step(self, method: str, step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A step method: ``last_batch`` filled from the batch and the step's result, then ``on_loss_and_meter``."""
-        if self._trainer is not None and self._trainer.sanity_checking:  # Lightning's sanity check fills nothing
+        sanity = method != "training_step" and self._trainer is not None and self._trainer.sanity_checking
+        if sanity:  # Lightning's sanity check (validation steps only) fills nothing
             return step(*args, **kwargs)
         fetch_time = self._clock.start_step()
         self.task.last_batch = LastBatch(sample=args[0] if args else kwargs["batch"], step_data={"sample_fetch_time": fetch_time})
@@ -249,7 +250,7 @@ class ClassyAdapter(LegacyHookAdapter):
                 self._clock.section("optimizer_step", "optimizer")
             self.dispatch.fire(trigger)
             return
-        self.fire(trigger)
+        self.dispatch.fire(trigger)  # the rows (on_step at every step): the dispatch's own fire, one call fewer
 
     @override
     def on_before_optimizer_step(

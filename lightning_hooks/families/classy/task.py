@@ -347,7 +347,8 @@ class Task(ClassyTaskState, Facade):
         self._batchsize = self._device = None
 
     def global_batchsize(self) -> int:
-        return self.get_global_batchsize()
+        size = self._batchsize  # kept while the phase is open: read every step
+        return size if size is not None else self.get_global_batchsize()
 
     # ----------------------------------------------------------------------------------------------------- data
     def get_global_batchsize(self) -> int:
