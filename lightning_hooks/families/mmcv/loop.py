@@ -102,9 +102,11 @@ class MMCVLoop(EvalRows):
 
     def start_train(self, at: TrainStart) -> None:
         """Training starts (``on_train_start``; a resumed fit's Lightning loop is restored): IterBasedRunner's
-        ``before_epoch``, its epoch the loader's passes (Lightning's epoch, ``at.epoch``)."""
+        ``before_epoch``. Its loader's passes are Lightning's epoch (``at.epoch``); ``epoch`` stays what the run
+        started with (0, or a checkpoint's ``meta['epoch']``, as ``runner.resume`` sets it) until the first iteration
+        reads the loader's pass, as ``IterBasedRunner.train`` does."""
         if self.iter_based:
-            self.passes = self.epoch = at.epoch
+            self.passes = at.epoch
         self.caller.fire(ON["on_train_start"])
 
     def end_train(self) -> None:
@@ -117,10 +119,14 @@ class MMCVLoop(EvalRows):
         self.data_loader = Loader(loader, batches)
 
     def state_dict(self) -> dict[str, Any]:
-        """``epoch`` and ``iter``: what mmcv's checkpoints keep in ``meta`` (``inner_iter`` starts over)."""
-        return {"epoch": self.epoch, "iter": self.iter}
+        """``epoch`` and ``iter`` as mmcv's ``save_checkpoint`` keeps them in ``meta`` (``inner_iter`` starts over):
+        IterBasedRunner's epoch plus one, the loader's pass counted as begun; EpochBasedRunner's finished epochs (its
+        ``epoch + 1`` at ``after_train_epoch``, where its CheckpointHook saves)."""
+        return {"epoch": self.epoch + 1 if self.iter_based else self.epoch, "iter": self.iter}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` as ``runner.resume`` restores ``meta``: ``epoch`` and ``iter`` as they are
+        (IterBasedRunner's hooks see ``meta['epoch']`` until its first iteration)."""
         self.epoch, self.iter = state["epoch"], state["iter"]
 
     # ------------------------------------------------------------------------------------------------ train

@@ -25,9 +25,12 @@ for _mount in ("before_run", "after_run", "before_epoch", "after_epoch", "before
     setattr(Mounts, _mount, lambda self, runner, _m=_mount: self.seen.append((_m, runner.epoch, runner.iter)))
 
 
-def _fit(runner: dict, work_dir, ckpt_path=None) -> tuple[Mounts, pl.Trainer]:
+def _fit(runner: dict, work_dir, ckpt_path=None, after=None) -> tuple[Mounts, pl.Trainer]:
+    """A fit of the toy module; ``after``: an mmcv checkpoint's (epoch, iter) to go on from (``start_after``)."""
     mounts = Mounts()
     adapter = MMCVAdapter([mounts], runner=runner, work_dir=work_dir)
+    if after is not None:
+        adapter.start_after(*after)
     trainer = pl.Trainer(callbacks=[adapter], logger=False, enable_progress_bar=False, enable_model_summary=False,
                          enable_checkpointing=False, default_root_dir=work_dir, limit_val_batches=0,
                          **adapter.trainer_kwargs())  # fmt: skip
@@ -57,8 +60,11 @@ def test_resuming_a_finished_run_fires_the_empty_run_as_mmcvs_runner(tmp_path, r
     ours, _ = _fit(runner, tmp_path / "b", ckpt_path=str(tmp_path / "finished.ckpt"))
 
     assert "after_run" in [mount for mount, *_ in reference.seen]  # mmcv runs its loop, empty
-    if kind == "EpochBasedRunner":
-        assert ours.seen == reference.seen
-    else:  # IterBasedRunner.resume reads the epoch its save_checkpoint wrote plus one; from before_epoch on, the same
-        assert [mount for mount, *_ in ours.seen] == [mount for mount, *_ in reference.seen]
-        assert ours.seen[1:] == reference.seen[1:]
+    assert ours.seen == reference.seen
+    # the counters in our checkpoint are those of mmcv's meta (IterBasedRunner's epoch + 1): either resumes the other's
+    [state] = [s["host"] for k, s in torch.load(tmp_path / "finished.ckpt")["callbacks"].items() if k.startswith("MMCV")]
+    meta = torch.load(finished, weights_only=False)["meta"]
+    assert (state["epoch"], state["iter"]) == (meta["epoch"], meta["iter"])
+    if kind == "IterBasedRunner":  # and from mmcv's file, as train --resume-from starts a fit (start_after)
+        assert (meta["epoch"], meta["iter"]) == (2, 2 * N_BATCHES)
+        assert _fit(runner, tmp_path / "c", after=(meta["epoch"], meta["iter"]))[0].seen == reference.seen
