@@ -257,8 +257,14 @@ def listing(work_dir: Path) -> list[str]:
     return sorted(STAMP.sub("STAMP", str(p.relative_to(work_dir))) for p in work_dir.rglob("*") if p.is_file())
 
 
-def _iteration(row: dict[str, Any]) -> str:
-    return f"iteration {row.get('step', row.get('iter', '?'))}"
+def _iteration(rows: list[dict[str, Any]], i: int) -> str:
+    """Where ``rows[i]`` was logged: a train row's iteration; a validation row (no ``iter``; its ``step`` is the epoch
+    of an epoch-based run) as the validation after the last train row's iteration before it."""
+    if "iter" in rows[i]:
+        return f"iteration {rows[i]['iter']}"
+    done = next((row["iter"] for row in reversed(rows[:i]) if "iter" in row), None)
+    after = f"after iteration {done}" if done is not None else "before the run's first iteration"
+    return f"the validation {after} (step {rows[i].get('step', '?')})"
 
 
 def first_difference(name: str, runner: Path, lightning: Path, checkpoints: Iterable[str], every_run: bool = True) -> str | None:
@@ -289,7 +295,7 @@ def _run_difference(runner: Path, lightning: Path, run: int) -> str | None:
     for i, (a, b) in enumerate(zip(theirs, ours)):
         for key in sorted(a.keys() | b.keys()):
             if a.get(key) != b.get(key):
-                return f"scalar {key!r} parts at {_iteration(a)} (row {i}): Runner {a.get(key)!r}, Lightning {b.get(key)!r}"
+                return f"scalar {key!r} parts at {_iteration(theirs, i)} (row {i}): Runner {a.get(key)!r}, Lightning {b.get(key)!r}"
     if len(theirs) != len(ours):
         return f"scalars.json has {len(theirs)} rows under the Runner, {len(ours)} under Lightning"
     a_lines, b_lines = log_lines(runner, run), log_lines(lightning, run)

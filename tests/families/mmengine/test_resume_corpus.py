@@ -15,8 +15,9 @@ Compared, bitwise on this CPU (both hosts run the same kernels in the same order
 first k iterations (the fresh run against ``Runner.train()``) and the resumed run's: the loss, learning rates and
 metrics of every iteration, the log lines of training; then the work-dir files and each checkpoint's weights, EMA
 weights, optimizer, scheduler and message-hub state. A failure names the config, the run, the quantity and the first
-iteration where the two sides part. The SIGKILL case compares the resumed runs only (the killed runs' logs end
-wherever the kill landed). tests/families/mmengine/test_train_ddp.py runs some of these cases in two processes.
+iteration where the two sides part. The SIGKILL case (Mask R-CNN, killed mid-epoch between two validations)
+compares the resumed runs only (the killed runs' logs end wherever the kill landed).
+tests/families/mmengine/test_train_ddp.py runs some of these cases in two processes.
 
 What the derived configs change beyond size, and why: validation is dropped where it would only slow a case down
 (the one-stage and DETR-style detectors, SOLO; Faster and Mask R-CNN validate with mmdet's CocoMetric on boxes large
@@ -457,22 +458,30 @@ def test_resume_at_an_arbitrary_iteration_continues_as_the_runners_resume(tmp_pa
     assert first_difference(case, runner, lightning, checkpoints) is None
 
 
-#: the killed runs: the case, the checkpoint the kill follows, the iteration the process is held before
-KILLED = ("mmpretrain-resnet18-cifar", 4, 6)
+#: the killed runs: case: (the checkpoint the kill follows, the iteration the process is held before, the checkpoint
+#: files after the resume). Mask R-CNN (2 iterations an epoch, CocoMetric on boxes and masks each epoch; the two-stage
+#: path, its samplers drawing from torch's generator, and the mask head): killed in iteration 4 (mid-epoch 2), in epoch
+#: 2's validation or at the start of iteration 5, wherever the kill lands; both hosts resume from iter_3.pth by running
+#: epoch 2 again (iterations 4 to 7), validating after epochs 2 and 3
+KILLED = {"mmdet-mask-rcnn-r50": (3, 5, ["iter_3.pth", "iter_6.pth"])}
 
 
-def test_resume_after_a_sigkill_continues_as_the_runners_resume(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", sorted(KILLED))
+def test_resume_after_a_sigkill_continues_as_the_runners_resume(tmp_path: Path, case: str, library: str) -> None:
     """``lightning-hooks train`` and ``tools/train.py`` of a shipped config, each in a process of its own, killed with
-    SIGKILL once ``iter_4.pth`` is written (mid-epoch; the kill lands in iteration 5 or before, its work lost), then
-    resumed with ``--resume`` (``resume=True``): the resumed runs agree as in the corpus (losses, lr, metrics, log
-    lines, files, every checkpoint's weights and optimizer state)."""
-    case, checkpoint, hold = KILLED
+    SIGKILL once the checkpoint is written (:data:`KILLED`; the kill lands in the iteration after it, its work lost),
+    then resumed with ``--resume`` (``resume=True``), each in a new second (its own time-stamp folder): the resumed
+    runs agree as in the corpus (losses, lr, metrics, log lines, files, every checkpoint's weights and optimizer
+    state)."""
+    checkpoint, hold, expected = KILLED[case]
     config = derived_config(tmp_path, case)
     config.write_text(config.read_text() + "custom_hooks = [*custom_hooks, dict(type='HoldHook')]\n"
                       "custom_imports = dict(imports=['train_kit', 'resume_kit'], allow_failed_imports=False)\n")  # fmt: skip
     runner, lightning = killed_then_resumed(config, tmp_path, checkpoint, hold)
     checkpoints = sorted(path.name for path in runner.glob("*.pth"))
-    assert checkpoints == ["iter_4.pth", "iter_8.pth", "iter_9.pth"], checkpoints
+    assert checkpoints == expected, checkpoints
     assert scalars(runner)[0]["step"] == checkpoint + 1  # the resumed run starts after the checkpoint
+    keys = {key for row in scalars(runner) for key in row}
+    assert keys >= set(METRICS.get(case, ())), sorted(keys)  # the resumed run trains and validates as meant
     # the killed runs' logs end wherever the kill landed: the resumed runs are compared
     assert first_difference(case, runner, lightning, checkpoints, every_run=False) is None
