@@ -141,6 +141,8 @@ def fit(runner: LightningRunner, data_loaders: list[Any], workflow: list[tuple[s
     """Train ``runner.model`` on ``data_loaders`` under ``lightning.Trainer`` with ``runner``'s hooks in an
     :class:`MMCVAdapter`; ``workflow`` ``[('train', 1)]`` or ``[('train', 1), ('val', 1)]`` (the val loader's
     ``val_step`` as Lightning's validation). Returns the trainer."""
+    from mmcv.runner import LoggerHook
+
     from lightning_hooks.core import lightning_api
     from lightning_hooks.core.lightning_api import pl
     from lightning_hooks.families.mmcv.adapter import MMCVAdapter
@@ -177,6 +179,8 @@ def fit(runner: LightningRunner, data_loaders: list[Any], workflow: list[tuple[s
         num_sanity_val_steps=0,
         use_distributed_sampler=False,  # the library's build_dataloader shards by rank itself
         limit_val_batches=None if "val" in modes else 0,
+        # Lightning's own logging (a callback's, e.g. LearningRateMonitor) at the logger hooks' interval
+        log_every_n_steps=next((h.interval for h in reversed(runner.hooks) if isinstance(h, LoggerHook)), None),
     )
     options.update(runner.trainer_options)
     options.update(adapter.trainer_kwargs())

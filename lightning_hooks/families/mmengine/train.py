@@ -111,6 +111,8 @@ def build(cfg: Any, request: Any = None, **trainer_options: Any) -> tuple[Any, A
         inference_mode=False,  # ValLoop runs under torch.no_grad
         use_distributed_sampler=False,  # DefaultSampler / InfiniteSampler shard by rank themselves
         deterministic=True if randomness.get("deterministic") else None,
+        # Lightning's own logging (a callback's, e.g. LearningRateMonitor) at LoggerHook's interval, as the scalars
+        log_every_n_steps=((cfg.get("default_hooks") or {}).get("logger") or {}).get("interval", 10),
     )
     options.update({k: v for k, v in trainer_options.items() if v is not None})
     if request is not None:

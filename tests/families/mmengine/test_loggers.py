@@ -115,6 +115,17 @@ def test_trainer_options_reach_the_trainer(tmp_path: Path) -> None:
     assert timer._duration == 3600
 
 
+def test_lightnings_logging_interval_is_loggerhooks(tmp_path: Path) -> None:
+    """Without ``--trainer.log_every_n_steps``, Lightning logs (a callback's values, e.g. LearningRateMonitor's) at
+    ``default_hooks.logger.interval`` (1 here), as the scalars arrive: not at 50, which with ``--logger`` made
+    Lightning warn on every short epoch that the logs were too sparse."""
+    work = str(tmp_path / "w")
+    assert built([str(config(tmp_path)), "--work-dir", work, "--logger", "csv"]).log_every_n_steps == 1
+    default = tmp_path / "default_logger_hook.py"
+    default.write_text(f"_base_ = [{str(config(tmp_path))!r}]\ndefault_hooks = dict(logger=dict(_delete_=True, type='LoggerHook'))\n")
+    assert built([str(default), "--work-dir", work]).log_every_n_steps == 10  # LoggerHook's own default
+
+
 def built(argv: list[str]) -> Any:
     """The Trainer ``main(argv)`` would fit."""
     from lightning_hooks.core.trainer_options import TrainerRequest, split_argv
