@@ -252,7 +252,10 @@ class IMIXAdapter(ManualStepAdapter):
         """One iMIX iteration inside ``training_step``: [before_train_iter], forward, metrics; ``after_train_iter``
         follows from the strategy (:meth:`trigger`) or ``on_train_batch_end``."""
         self.loop.before_step()
-        with self._autocast():
+        if self.scalers:
+            with self._autocast():
+                result = step(*args, **kwargs)
+        else:  # no Fp16OptimizerHook: no autocast context to enter at every step
             result = step(*args, **kwargs)
         output = _loss_dict(result)
         self.engine.output = output
@@ -371,7 +374,7 @@ def _loss_dict(result: Any) -> dict[str, Any]:
     """iMIX's loss output: ``{"total_loss": float, ..., "loss": tensor}`` (a bare tensor gets its ``total_loss``)."""
     if isinstance(result, torch.Tensor):
         return {"total_loss": result.item(), "loss": result}
-    if isinstance(result, Mapping) and isinstance(result.get("loss"), torch.Tensor):
+    if (type(result) is dict or isinstance(result, Mapping)) and isinstance(result.get("loss"), torch.Tensor):
         return dict(result)
     raise TypeError(
         "IMIXAdapter: training_step must return the loss tensor or iMIX's loss dict with a tensor under 'loss' "
