@@ -297,6 +297,35 @@ def restart_epoch_at_start(checkpoint: dict[str, Any]) -> bool:
     return True
 
 
+def start_next_epoch(checkpoint: dict[str, Any]) -> bool:
+    """Make a fit checkpoint written at a train epoch's last batch (``on_train_batch_end``: every batch ran, the epoch
+    not ended) resume as from the end of that epoch: the next epoch starts as a fresh one, so Lightning calls
+    ``on_train_epoch_start`` before it iterates the train loader, as an epoch-based host loop starts each epoch
+    (restored as written, Lightning 2.6 ends the epoch without ``on_train_epoch_start`` of the next, whose first batch
+    it fetches before any callback runs). Returns whether the checkpoint was written at an epoch's last batch (else it
+    is left as it is).
+
+    Rewrites ``loops.fit_loop``'s ``epoch_progress`` (the epoch processed and completed),
+    ``epoch_loop.batch_progress`` (no batch of the next epoch, the total settled) and
+    ``epoch_loop.state_dict._batches_that_stepped``, and drops the train loaders' saved position. Checked on
+    :data:`CHECKED_ON`."""
+    loop = checkpoint.get("loops", {}).get("fit_loop")
+    if not loop or "epoch_progress" not in loop:
+        return False
+    epochs, batches = loop["epoch_progress"], loop["epoch_loop.batch_progress"]
+    if epochs["total"]["processed"] != epochs["total"]["started"] - 1 or not batches.get("is_last_batch"):
+        return False  # between epochs, or inside one
+    for part in ("total", "current"):
+        epochs[part]["processed"] = epochs[part]["completed"] = epochs[part]["started"]
+    done = batches["total"]["processed"]
+    loop["epoch_loop.state_dict"]["_batches_that_stepped"] += done - batches["total"]["completed"]
+    batches["total"] = dict(ready=done, started=done, processed=done, completed=done)
+    batches["current"] = dict(ready=0, started=0, processed=0, completed=0)
+    batches["is_last_batch"] = False
+    loop.get("state_dict", {}).pop("combined_loader", None)
+    return True
+
+
 def _data_connector(ns: types.ModuleType) -> types.ModuleType:
     return importlib.import_module(f"{ns.__name__}.trainer.connectors.data_connector")
 

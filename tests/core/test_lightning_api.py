@@ -624,6 +624,43 @@ def test_restart_epoch_at_start_reruns_the_epoch_a_mid_epoch_checkpoint_was_writ
     assert seen == [(1, 0, 6), (1, 1, 7), (1, 2, 8), (1, 3, 9)]
 
 
+def test_start_next_epoch_resumes_a_last_batch_checkpoint_at_the_next_epochs_start(ns, tmp_path):
+    """A checkpoint written in ``on_train_batch_end`` of epoch 0's last batch (4 batches an epoch): resumed as
+    rewritten, epoch 1 starts with ``on_train_epoch_start`` before its first batch, ``global_step`` going on from 4 and
+    epoch 0 not run again; a checkpoint written inside an epoch or between epochs is left as it is."""
+
+    class Save(ns.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if trainer.current_epoch == 0 and batch_idx in (1, 3):
+                trainer.save_checkpoint(tmp_path / f"batch{batch_idx}.ckpt")
+
+        def on_train_epoch_end(self, trainer, pl_module):
+            if trainer.current_epoch == 0:
+                trainer.save_checkpoint(tmp_path / "end.ckpt")
+
+    trainer = _trainer(ns, tmp_path, max_steps=-1, max_epochs=2, limit_train_batches=4, limit_val_batches=0,
+                       callbacks=[Save()])  # fmt: skip
+    trainer.fit(_boring(ns)())
+    for other in ("batch1.ckpt", "end.ckpt"):
+        assert not lightning_api.start_next_epoch(torch.load(tmp_path / other, weights_only=False)), other
+    checkpoint = torch.load(tmp_path / "batch3.ckpt", weights_only=False)
+    assert lightning_api.start_next_epoch(checkpoint)
+    torch.save(checkpoint, tmp_path / "next.ckpt")
+    seen: list[tuple[Any, ...]] = []
+
+    class Probe(ns.Callback):
+        def on_train_epoch_start(self, trainer, pl_module):
+            seen.append(("epoch", trainer.current_epoch))
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            seen.append((trainer.current_epoch, batch_idx, trainer.global_step))
+
+    resumed = _trainer(ns, tmp_path, max_steps=-1, max_epochs=2, limit_train_batches=4, limit_val_batches=0,
+                       callbacks=[Probe()])  # fmt: skip
+    resumed.fit(_boring(ns)(), ckpt_path=tmp_path / "next.ckpt")
+    assert seen == [("epoch", 1), (1, 0, 4), (1, 1, 5), (1, 2, 6), (1, 3, 7)]
+
+
 def test_launch_processes_starts_nothing_for_one_process_and_launches_through_the_strategy(ns):
     """One process: nothing starts. Several: the strategy the Trainer would build launches them (its launcher, the
     script launcher that re-runs the command) and then sets up its environment (the process group); the run of 2

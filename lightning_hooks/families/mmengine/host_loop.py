@@ -231,7 +231,10 @@ class MMEngineLoop(EvalRows):
         ``EpochBasedTrainLoop.run_epoch`` iterates its whole loader again after ``Runner.resume``: the epoch's batches
         all run once more, ``iter`` going on from the checkpoint's. Without ``train_cfg`` (MMEngine hooks in a Trainer
         of your own, maybe beside other families' adapters) Lightning's own resume stands: it goes on from the batch
-        after the saved one."""
+        after the saved one. A checkpoint written at an epoch's end (``CheckpointHook`` by epoch, in
+        ``after_train_epoch``: its ``meta`` epoch the next one) resumes at the next epoch's start, whose
+        ``before_train_epoch`` hooks (``PipelineSwitchHook``, ...) run before its first batch is drawn, as under the
+        Runner."""
         meta: Mapping[str, Any] = checkpoint.get("meta") or {}
         logger.info(f"resumed epoch: {meta.get('epoch', 0)}, iter: {meta.get('iter', 0)}")
         if not isinstance(self.cfg, EpochLoopConfig):
@@ -240,6 +243,8 @@ class MMEngineLoop(EvalRows):
         ran = loop.get("epoch_progress", {}).get("current", {}).get("processed")
         if ran is not None and meta.get("epoch") == ran:
             lightning_api.restart_epoch_at_start(checkpoint)
+        elif ran is not None and meta.get("epoch") == ran + 1:  # CheckpointHook(by_epoch=True) at the epoch's end
+            lightning_api.start_next_epoch(checkpoint)
 
 
 def epoch_metrics(trainer: pl.Trainer) -> dict[str, Any]:

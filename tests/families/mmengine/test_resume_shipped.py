@@ -13,17 +13,31 @@ same way (tests/helpers/resume_kit.py), compared bitwise on this CPU as in the c
   Runner), stopped after iteration 3, inside a window. The Runner resumes the count at ``runner.iter`` (3) and updates
   after iteration 4; the count started at the optimizer steps times the window (2) and updated after iteration 5: the
   validation after iteration 4 parted.
+
+:func:`test_a_run_resumed_from_an_epoch_checkpoint_starts_the_next_epoch_as_the_runners_resume`: an epoch-based run
+resumed from the checkpoint ``CheckpointHook`` writes by epoch (``after_train_epoch``), the shipped configs' default;
+found on mmdet's RTMDet-tiny, whose ``PipelineSwitchHook`` switches the train pipeline in ``before_train_epoch``: the
+resumed epoch's first batch was drawn before ``before_train_epoch`` ran, through the old pipeline.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import train_kit
-from resume_kit import first_difference, pretty_text_once, stopped_then_resumed
+from resume_kit import (
+    StopRun,
+    StopRunHook,
+    first_difference,
+    pretty_text_once,
+    run_lightning,
+    run_runner,
+    stopped_then_resumed,
+)
 
 #: name: (library, its shipped config, derived lines, the iteration the run stops after)
 CASES = {
@@ -89,3 +103,27 @@ def test_a_resumed_run_continues_as_the_runners_resume(tmp_path: Path, case: str
     checkpoints = sorted(path.name for path in runner.glob("*.pth"))
     assert f"iter_{stop}.pth" in checkpoints and len(checkpoints) > 1, checkpoints
     assert first_difference(case, runner, lightning, checkpoints) is None
+
+
+def test_a_run_resumed_from_an_epoch_checkpoint_starts_the_next_epoch_as_the_runners_resume(tmp_path: Path) -> None:
+    """mmpretrain's ResNet-18 CIFAR config (3 iterations an epoch) with a checkpoint every epoch and mmdet's
+    ``PipelineSwitchHook`` switching to always-flipped images at epoch 1, stopped after iteration 5 and resumed with
+    ``--resume`` from ``epoch_1.pth``, against the Runner: both start epoch 1 with the switched pipeline."""
+    configs = Path(importlib.util.find_spec("mmpretrain").origin).parent / ".mim" / "configs"  # type: ignore[arg-type]
+    config = tmp_path / "resnet18-epoch-checkpoints.py"
+    config.write_text(f"_base_ = [{str(configs / 'resnet/resnet18_8xb16_cifar10.py')!r}]\n{train_kit.resnet_cifar()}"
+                      "param_scheduler = dict(milestones=[2])\ntrain_cfg = dict(max_epochs=3)\nrandomness = dict(seed=0)\n"
+                      "default_hooks = dict(logger=dict(interval=1), checkpoint=dict(by_epoch=True, interval=1))\n"
+                      "custom_hooks = [dict(type='mmdet.PipelineSwitchHook', switch_epoch=1, switch_pipeline=["
+                      "dict(type='RandomFlip', prob=1.0, direction='horizontal'), dict(type='PackInputs')]), "
+                      "dict(type='StopRunHook')]\n")  # fmt: skip
+    sides = tmp_path / "runner", tmp_path / "lightning"
+    for side, run in zip(sides, (run_runner, run_lightning), strict=True):
+        StopRunHook.after = 5
+        with pytest.raises(StopRun):
+            run(config, side)
+        StopRunHook.after = None
+        assert (side / "last_checkpoint").read_text().endswith("epoch_1.pth")
+        time.sleep(1 - time.time() % 1)  # a new second: the resumed run's {timestamp} folder is its own
+        run(config, side, "--resume")
+    assert first_difference("resnet18-epoch-checkpoints", *sides, ["epoch_1.pth", "epoch_2.pth", "epoch_3.pth"]) is None
