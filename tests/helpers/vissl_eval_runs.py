@@ -8,11 +8,8 @@ logger stored, as ``(step, name, value)`` points."""
 from __future__ import annotations
 
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
-
-import torch
 
 HERE = Path(__file__).resolve().parent
 
@@ -72,23 +69,10 @@ def direct_adapter(root: Path) -> dict[str, Any]:
 
 
 def child_main(out: str) -> None:
-    torch.set_num_threads(1)
     sys.path.insert(0, str(HERE))
-    import real_torchvision
-    from vissl_train_runs import drop_checkpoints, track_log_hooks
+    from vissl_train_runs import prepare_child, run_scenarios
 
-    real_torchvision.activate()
-    track_log_hooks()
+    prepare_child()
     root = Path(out)
-    results: dict[str, Any] = {}
-    for name in SCENARIOS:
-        try:
-            results[name] = run(root, name)
-        except Exception:  # noqa: BLE001  (reported by the scenario's test)
-            results[name] = {"failed": traceback.format_exc()}
-        drop_checkpoints(root / name)
-    try:
-        results["direct_adapter"] = direct_adapter(root)
-    except Exception:  # noqa: BLE001  (reported by its test)
-        results["direct_adapter"] = {"failed": traceback.format_exc()}
-    torch.save(results, root / "results.pt")
+    scenarios = {name: (lambda name=name: run(root, name)) for name in SCENARIOS}
+    run_scenarios(root, {**scenarios, "direct_adapter": lambda: direct_adapter(root)})

@@ -24,12 +24,9 @@ import signal
 import subprocess
 import sys
 import time
-import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import torch
 
 HERE = Path(__file__).resolve().parent
 #: the configs resumed (vissl_train_runs.CONFIGS), the checkpoint period and the iteration after which run A dies
@@ -137,23 +134,10 @@ def _wait_for_link(link: Path, target: str, proc: subprocess.Popen, log: Path, t
 
 
 def child_main(out: str) -> None:
-    torch.set_num_threads(1)
     sys.path.insert(0, str(HERE))
-    import real_torchvision
+    from vissl_train_runs import prepare_child, run_scenarios
 
-    real_torchvision.activate()
-    import vissl_train_runs
-
-    vissl_train_runs.track_log_hooks()
+    prepare_child()
     root = Path(out)
-    results: dict[str, Any] = {}
-    for name in NAMES:
-        try:
-            results[name] = interrupted_then_rerun(root, name)
-        except Exception:  # noqa: BLE001  (reported by the scenario's test)
-            results[name] = {"failed": traceback.format_exc()}
-    try:
-        results["two_processes"] = killed_then_rerun_two_processes(root)
-    except Exception:  # noqa: BLE001
-        results["two_processes"] = {"failed": traceback.format_exc()}
-    torch.save(results, root / "results.pt")
+    scenarios = {name: (lambda name=name: interrupted_then_rerun(root, name)) for name in NAMES}
+    run_scenarios(root, {**scenarios, "two_processes": lambda: killed_then_rerun_two_processes(root)})

@@ -1,14 +1,15 @@
 """A VISSL config trained by VISSL's own launcher and by ``lightning-hooks train config=...`` (subprocess side).
 
 Both read VISSL's shipped integration-test configs (``quick_simclr_synthetic``, ``quick_moco``, ``quick_swav``,
-``quick_dino``; ``quick_eval_in1k_linear`` for VISSL's meters) composed by VISSL's
+``quick_dino``; ``quick_eval_in1k_linear`` for VISSL's meters, run by vissl_eval_runs.py) composed by VISSL's
 hydra plugin with the same overrides, which make them small for a CPU: synthetic 32 px images, a handful of samples,
 the configs' own transforms at 32 px (SwAV's and DINO's multi-crop at 32/16 px), in-process loading, gloo, one
 process, no LARC (it needs Apex), no SyncBN (a user on CPU overrides both, as here). The reference is what
 ``tools/run_distributed_engines.py`` runs: ``launch_distributed(cfg, node_id=0, engine_name="train",
 hook_generator=default_hook_generator)``. Compared by the tests: ``stdout.json``, ``metrics.json``, the checkpoint
 files and the final weights, as :func:`digest` s; a scenario's checkpoint files are deleted once read
-(:func:`drop_checkpoints`: ResNet-50 ones are 190 MB each).
+(:func:`drop_checkpoints`: ResNet-50 ones are 190 MB each). :func:`run_scenarios` is the subprocess loop of every
+VISSL differential (this file's, vissl_eval_runs.py's, vissl_resume_runs.py's).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -220,28 +223,55 @@ def drop_checkpoints(folder: Path, keep: tuple[str, ...] = ()) -> None:
             path.unlink()
 
 
-def child_main(out: str) -> None:
+def prepare_child() -> None:
+    """The subprocess's setup before any scenario: one torch thread, this folder on the path, the real torchvision,
+    and LogLossLrEtaHook tracked (:func:`track_log_hooks`)."""
     torch.set_num_threads(1)
-    sys.path.insert(0, str(HERE))
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
     import real_torchvision
 
     real_torchvision.activate()
     track_log_hooks()
-    root = Path(out)
+
+
+def run_scenarios(root: Path, scenarios: dict[str, Callable[[], Any]], keep: dict[str, tuple[str, ...]] | None = None,
+                  ) -> None:  # fmt: skip
+    """The subprocess side of a VISSL differential: each scenario in order, its result or its traceback (reported by
+    the scenario's test, :func:`real_torchvision.scenario_result`), its checkpoint files (under ``root/<name>``)
+    deleted once read but those ``keep`` names for it (a later scenario's start); all of them saved to
+    ``root/results.pt``."""
     results: dict[str, Any] = {}
-    for name in ("simclr", "moco", "swav", "dino", "meters"):
-        try:
-            results[name] = {"vissl": run_vissl(name, root / name / "vissl"),
-                             "lightning": run_lightning(name, root / name / "lightning")}  # fmt: skip
-        except Exception:  # noqa: BLE001  (reported by the scenario's test)
-            results[name] = {"failed": traceback.format_exc()}
-        drop_checkpoints(root / name, keep=("vissl/model_phase0.torch",) if name == "simclr" else ())  # resume's
-    for name, scenario in (("resume", lambda: resume(root, "simclr")), ("two_processes", lambda: run_two_processes(root)),
-                           ("dino_two_processes", lambda: run_two_processes(root, "dino", "dino_two_processes"))):
+    for name, scenario in scenarios.items():
+        started = time.perf_counter(), _cpu_seconds()
         try:
             results[name] = scenario()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001  (reported by the scenario's test)
             results[name] = {"failed": traceback.format_exc()}
-        drop_checkpoints(root / name)
+        drop_checkpoints(root / name, keep=(keep or {}).get(name, ()))
+        wall, cpu = time.perf_counter() - started[0], _cpu_seconds() - started[1]
+        print(f"scenario {name}: {wall:.1f} s wall, {cpu:.1f} s CPU", file=sys.stderr, flush=True)  # in its stderr
     drop_checkpoints(root)
     torch.save(results, root / "results.pt")
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of the processes it started and waited for (the commands a user runs)."""
+    import resource
+
+    usages = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return sum(usage.ru_utime + usage.ru_stime for usage in usages)
+
+
+def child_main(out: str) -> None:
+    prepare_child()
+    root = Path(out)
+    one_process = {name: (lambda name=name: {"vissl": run_vissl(name, root / name / "vissl"),
+                                             "lightning": run_lightning(name, root / name / "lightning")})
+                   for name in ("simclr", "moco", "swav", "dino")}  # fmt: skip  # meters: vissl_eval_runs.py's
+    # resume: from DINO's phase 0 (its loss state: teacher, center; a ResNet-50 checkpoint costs VISSL's resume ~15 s
+    # of CPU, Classy's broadcast_object turning 190 MB into a tensor byte by byte)
+    run_scenarios(root, {**one_process, "resume": lambda: resume(root, "dino"),
+                         "two_processes": lambda: run_two_processes(root),
+                         "dino_two_processes": lambda: run_two_processes(root, "dino", "dino_two_processes")},
+                  keep={"dino": ("vissl/model_phase0.torch",)})  # resume's start  # fmt: skip

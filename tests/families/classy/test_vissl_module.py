@@ -29,6 +29,30 @@ def _run(runs, name):
     return result["vissl"], result["lightning"]
 
 
+#: stdout.json fields that hold times, which differ between any two runs.
+TIMES = ("btime", "eta", "rolling_eta", "peak_mem")
+
+
+def _untimed(rows):
+    return [{k: v for k, v in row.items() if not k.startswith(TIMES)} for row in rows]
+
+
+def _assert_same_checkpoints(theirs, ours):
+    """The same checkpoint files, the last one final; each file's counters, loss state, task state (meters, losses),
+    weights and optimizer state, bitwise (digests)."""
+    assert ours["files"] == theirs["files"] and theirs["final"] == "model_final_checkpoint_phase1.torch"
+    for file, ref in theirs["checkpoints"].items():
+        mine = ours["checkpoints"][file]
+        assert sorted(mine) == sorted(ref), file
+        for key in ("iteration", "iteration_num", "phase_idx", "train_phase_idx", "type", "loss"):
+            assert mine[key] == ref[key], (file, key)
+        task, ref_task = mine["classy_state_dict"], ref["classy_state_dict"]
+        assert sorted(task) == sorted(ref_task), file
+        for key in ("train", "phase_idx", "train_phase_idx", "num_updates", "losses", "meters", "base_model"):
+            assert task[key] == ref_task[key], (file, key)
+        assert task["optimizer"]["optim"]["state"] == ref_task["optimizer"]["optim"]["state"], file
+
+
 def _meter_points(metrics):
     """metrics.json's meter values as ``(train_phase_idx, name, value)``, nested keys joined by ``/``."""
     points = []
@@ -49,6 +73,21 @@ def _meter_points(metrics):
 
 def _logged(points, prefix):
     return [point for point in points if point[1].startswith(prefix)]
+
+
+def test_meters_write_metrics_json_as_vissl(runs):
+    """VISSL's linear evaluation (``quick_eval_in1k_linear``: frozen trunk, two heads): its ``accuracy_list_meter``,
+    built from ``METERS`` and updated at each train step with both heads' outputs, and each phase's values in
+    ``metrics.json`` (LogLossMetricsCheckpointHook) as under VISSL's launcher, bitwise; the same stdout.json rows
+    (LOG_FREQUENCY=4: iterations 0, 1, 4, 5), checkpoint files, weights and optimizer state."""
+    theirs, ours = _run(runs, "train_only")
+    values = [row["train_accuracy_list_meter"] for row in theirs["metrics"]]
+    assert [row["train_phase_idx"] for row in theirs["metrics"]] == [0, 1]
+    assert all(sorted(value["top_5"]) == ["res4", "res5"] for value in values) and values[0] != values[1]
+    assert ours["metrics"] == theirs["metrics"]
+    assert [row["iter"] for row in theirs["stdout"]] == [0, 1, 4, 5]
+    assert _untimed(ours["stdout"]) == _untimed(theirs["stdout"])
+    _assert_same_checkpoints(theirs, ours)
 
 
 @pytest.mark.parametrize("logger", ["csv", "tensorboard"])
@@ -87,18 +126,8 @@ def test_test_model_runs_vissl_s_test_phases_as_vissl(runs):
     assert [sorted(row) for row in theirs["metrics"]][1::2] == [
         ["iteration", "phase_idx", "test_accuracy_list_meter", "train_phase_idx"]] * 2
     assert ours["metrics"] == theirs["metrics"]
-    untimed = [[{k: v for k, v in row.items() if not k.startswith(("btime", "eta", "rolling_eta", "peak_mem"))}
-                for row in run["stdout"]] for run in (theirs, ours)]  # fmt: skip
-    assert untimed[0] == untimed[1] and untimed[0]
-    assert ours["files"] == theirs["files"] and theirs["final"] == "model_final_checkpoint_phase1.torch"
-    for file, ref in theirs["checkpoints"].items():
-        mine = ours["checkpoints"][file]
-        for key in ("iteration", "iteration_num", "phase_idx", "train_phase_idx", "type"):
-            assert mine[key] == ref[key], (file, key)
-        task, ref_task = mine["classy_state_dict"], ref["classy_state_dict"]
-        for key in ("train", "phase_idx", "train_phase_idx", "num_updates", "losses", "meters", "base_model"):
-            assert task[key] == ref_task[key], (file, key)
-        assert task["optimizer"]["optim"]["state"] == ref_task["optimizer"]["optim"]["state"], file
+    assert _untimed(ours["stdout"]) == _untimed(theirs["stdout"]) and theirs["stdout"]
+    _assert_same_checkpoints(theirs, ours)
     [points] = ours["points"]["csv"]
     expected = _meter_points(theirs["metrics"])
     logged = _logged(points, ("train_", "test_"))

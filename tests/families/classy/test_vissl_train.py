@@ -2,11 +2,12 @@
 
 One subprocess (the real torchvision and VISSL) runs ``quick_simclr_synthetic``, ``quick_moco``, ``quick_swav`` and
 ``quick_dino``, made small by overrides, through VISSL's ``launch_distributed`` (what ``tools/run_distributed_engines.py``
-calls) and through ``lightning-hooks train`` (vissl_train_runs.py), and ``quick_eval_in1k_linear`` for VISSL's meters; then both auto-resume from VISSL's
+calls) and through ``lightning-hooks train`` (vissl_train_runs.py); then both auto-resume from VISSL's DINO
 ``model_phase0.torch`` (random transforms: the data's random stream must match too); then both train SwAV and DINO on
 two CPU processes (gloo) as the commands a user runs (vissl_cli.py): VISSL with ``NUM_PROC_PER_NODE=2``, Lightning with
 ``--devices 2``. Compared: ``stdout.json`` (losses and LRs per iteration), ``metrics.json``, the checkpoint files and
 their contents, the final weights, the values Lightning's CSVLogger received, and per rank what each process trained on.
+VISSL's meters (``quick_eval_in1k_linear``) are test_vissl_module.py's.
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ pytestmark = pytest.mark.skipif(not real_torchvision.available(), reason="run `b
 #: stdout.json fields that hold times, which differ between any two runs.
 TIMES = ("btime", "eta", "rolling_eta", "peak_mem")
 #: the scenarios and their iterations (resume: the second phase only; two processes: 16 samples in 2 shards of 8)
-ITERATIONS = {"simclr": 6, "moco": 6, "swav": 6, "dino": 6, "meters": 6, "resume": 3, "two_processes": 4,
-              "dino_two_processes": 4}  # fmt: skip
+ITERATIONS = {"simclr": 6, "moco": 6, "swav": 6, "dino": 6, "resume": 3, "two_processes": 4, "dino_two_processes": 4}
 SCENARIOS = tuple(ITERATIONS)
 
 
@@ -65,17 +65,6 @@ def test_vissl_train_checkpoint_files_and_final_weights(runs, name):
             assert task[key] == ref_task[key], (file, key)
         assert task["base_model"] == ref_task["base_model"], file  # the weights, bitwise
         assert task["optimizer"]["optim"]["state"] == ref_task["optimizer"]["optim"]["state"], file
-
-
-def test_vissl_train_meters_write_metrics_json_as_vissl(runs):
-    """VISSL's linear evaluation (``quick_eval_in1k_linear``: frozen trunk, two heads): its ``accuracy_list_meter``,
-    built from ``METERS`` and updated at each train step with both heads' outputs, and each phase's values in
-    ``metrics.json`` (LogLossMetricsCheckpointHook) as under VISSL's launcher, bitwise."""
-    theirs, ours = _run(runs, "meters")
-    values = [row["train_accuracy_list_meter"] for row in theirs["metrics"]]
-    assert [row["train_phase_idx"] for row in theirs["metrics"]] == [0, 1]
-    assert all(sorted(value["top_5"]) == ["res4", "res5"] for value in values) and values[0] != values[1]
-    assert ours["metrics"] == theirs["metrics"]
 
 
 @pytest.mark.parametrize("name", ("simclr", "moco", "swav", "dino", "two_processes", "dino_two_processes"))
