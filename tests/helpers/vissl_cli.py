@@ -4,7 +4,7 @@ multi-process scenario (vissl_train_runs.py runs them).
 ``python vissl_cli.py vissl|lightning config=... [overrides] [--devices N]`` (the output: ``CHECKPOINT.DIR``). Both spawn their workers themselves:
 VISSL with ``torch.multiprocessing.spawn`` (whose children import this file again as ``__mp_main__``), Lightning's
 DDP by running this file again with ``LOCAL_RANK`` set; so the real torchvision and VISSL are activated on import,
-in every process. Each process also records, per train iteration, what it trained on (:class:`RankRecorder`, added
+in every process. Each process also records, per step, what it trained or tested on (:class:`RankRecorder`, added
 to VISSL's ``default_hook_generator``, which both sides call) in ``OUT/rank<R>.jsonl``; with :data:`HOLD_ENV` set,
 each holds after that train iteration until it is killed (:class:`Hold`).
 """
@@ -42,23 +42,31 @@ def _digest(tensors: Any) -> str:
 
 
 class RankRecorder(ClassyHook):
-    """After each train step: the iteration, the rank's input and target (digests), and the loss averaged over ranks."""
+    """After each step: the iteration, the rank's input and target (digests), and the loss averaged over ranks (a test
+    phase's steps also name their ``test_phase``); after each phase end with meters, their values on this rank
+    (``phase_end``: synced over the ranks, as metrics.json has them)."""
 
     on_start = on_phase_start = on_forward = on_loss_and_meter = on_backward = ClassyHook._noop
-    on_update = on_phase_end = on_end = ClassyHook._noop
+    on_update = on_end = ClassyHook._noop
 
     def __init__(self, folder: str) -> None:
         super().__init__()
         self.folder = folder
 
     def on_step(self, task: Any) -> None:
-        if not task.train:
-            return
         sample = task.last_batch.sample
         row = {"iteration": task.iteration, "loss": task.last_batch.loss.item(), "input": _digest(sample["input"]),
                "target": _digest(sample["target"])}  # fmt: skip
+        self._write(row if task.train else {"test_phase": task.phase_idx, **row})
+
+    def on_phase_end(self, task: Any) -> None:
+        if task.meters:
+            values = {meter.name: meter.value for meter in task.meters}
+            self._write({"phase_end": task.phase_idx, "train": task.train, "meters": values})
+
+    def _write(self, row: dict[str, Any]) -> None:
         with open(f"{self.folder}/rank{torch.distributed.get_rank()}.jsonl", "a") as file:
-            file.write(json.dumps(row) + "\n")
+            file.write(json.dumps(row, default=lambda value: value.tolist()) + "\n")
 
 
 #: the train iteration after which every process holds until killed (vissl_resume_runs.py kills the run there)

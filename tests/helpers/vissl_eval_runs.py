@@ -2,8 +2,9 @@
 ``meters`` one: a frozen ResNet-50 trunk, two linear heads, one ``accuracy_list_meter``), with and without its test
 phases (``TEST_MODEL``), trained by VISSL's launcher
 and by ``lightning-hooks train config=... --logger csv --logger tensorboard`` without SSLTensorboardHook (subprocess
-side). Saved per run: stdout.json and metrics.json rows, the checkpoint files (as digests) and what each Lightning
-logger stored, as ``(step, name, value)`` points."""
+side); with its test phases in two processes too, as the commands a user runs (``NUM_PROC_PER_NODE=2`` against
+``--devices 2``). Saved per run: stdout.json and metrics.json rows, the checkpoint files (as digests), what each
+Lightning logger stored, as ``(step, name, value)`` points, and in two processes each rank's steps and meters."""
 
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ TEST_MODEL = ["config.TEST_MODEL=true", "config.DATA.TEST.DATA_SOURCES=[syntheti
 #: the scenarios: extra overrides on the ``meters`` config (train phases only); LogLossLrEtaHook every 4 iterations
 #: (and at 1 and every 5 up to 100); with the config's test phases
 SCENARIOS: dict[str, list[str]] = {"train_only": ["config.LOG_FREQUENCY=4"], "test_model": TEST_MODEL}
+
+#: the config's test phases in two processes (gloo), as the commands a user runs (vissl_cli.py, each rank's steps and
+#: meters recorded): 12 train and 12 test samples (the heads' 12 classes), each rank its shard of 6 in 2 batches of 3
+TWO_PROCESSES = [*TEST_MODEL, "config.DATA.TRAIN.DATA_LIMIT=12", "config.DATA.TRAIN.BATCHSIZE_PER_REPLICA=3",
+                 "config.DATA.TEST.DATA_LIMIT=12", "config.DATA.TEST.BATCHSIZE_PER_REPLICA=3"]  # fmt: skip
 
 
 def run(root: Path, name: str) -> dict[str, Any]:
@@ -70,9 +76,11 @@ def direct_adapter(root: Path) -> dict[str, Any]:
 
 def child_main(out: str) -> None:
     sys.path.insert(0, str(HERE))
-    from vissl_train_runs import prepare_child, run_scenarios
+    from vissl_train_runs import prepare_child, run_scenarios, run_two_processes
 
     prepare_child()
     root = Path(out)
     scenarios = {name: (lambda name=name: run(root, name)) for name in SCENARIOS}
-    run_scenarios(root, {**scenarios, "direct_adapter": lambda: direct_adapter(root)})
+    run_scenarios(root, {**scenarios, "direct_adapter": lambda: direct_adapter(root),
+                         "test_model_two_processes": lambda: run_two_processes(root, "meters", "test_model_two_processes",
+                                                                               TWO_PROCESSES)})  # fmt: skip

@@ -174,13 +174,16 @@ def fresh_shell() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key not in RANK_VARIABLES}
 
 
-def run_two_processes(root: Path, name: str = "swav", folder: str = "two_processes") -> dict[str, Any]:
-    """Both sides as the commands a user runs (vissl_cli.py), two processes each; their per-rank records too."""
+def run_two_processes(root: Path, name: str = "swav", folder: str = "two_processes", extra: list[str] = ()
+                      ) -> dict[str, Any]:  # fmt: skip
+    """Both sides as the commands a user runs (vissl_cli.py), two processes each, ``extra`` overrides after
+    :data:`TWO_PROCESSES`; their per-rank records too."""
     runs = {}
     for side, world in (("vissl", ["config.DISTRIBUTED.NUM_PROC_PER_NODE=2"]), ("lightning", ["--devices", "2"])):
         out = root / folder / side
         out.mkdir(parents=True)
-        command = [sys.executable, str(HERE / "vissl_cli.py"), side, *overrides(name, out), *TWO_PROCESSES, *world]
+        command = [sys.executable, str(HERE / "vissl_cli.py"), side, *overrides(name, out), *TWO_PROCESSES, *extra,
+                   *world]  # fmt: skip
         proc = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False, env=fresh_shell())
         if proc.returncode:
             raise RuntimeError(f"{side} exited with {proc.returncode}:\n{proc.stderr[-6000:]}")

@@ -2,9 +2,9 @@
 --logger tensorboard`` against VISSL's own launcher on VISSL's linear-evaluation integration-test config
 (``quick_eval_in1k_linear``, small: vissl_eval_runs.py), without VISSL's TensorBoard hook: the values VISSL writes to
 stdout.json (loss, LR at ``iter``) and metrics.json (its meters at ``train_phase_idx``) reach each Lightning logger
-under VISSL's names at VISSL's steps; with the config's ``TEST_MODEL``, its test phases run as under VISSL (bitwise).
-One subprocess (the real torchvision). What cannot map (``TEST_ONLY``, a test schedule Lightning's validation
-cannot give) is refused naming the option."""
+under VISSL's names at VISSL's steps; with the config's ``TEST_MODEL``, its test phases run as under VISSL (bitwise),
+in one process and in two (rank by rank). One subprocess (the real torchvision). What cannot map (``TEST_ONLY``, a
+test schedule Lightning's validation cannot give) is refused naming the option."""
 
 from __future__ import annotations
 
@@ -133,6 +133,27 @@ def test_test_model_runs_vissl_s_test_phases_as_vissl(runs):
     logged = _logged(points, ("train_", "test_"))
     assert [(step, name) for step, name, _ in logged] == [(step, name) for step, name, _ in expected]
     assert [value for *_, value in logged] == pytest.approx([value for *_, value in expected], rel=1e-6)
+
+
+def test_test_model_in_two_processes_runs_vissl_s_test_phases_rank_by_rank(runs):
+    """``TEST_MODEL: True`` in two processes (gloo; ``--devices 2`` against VISSL's launcher with
+    ``NUM_PROC_PER_NODE=2``): each rank trains and tests on its shard of VISSL's samplers (inputs, targets, the loss
+    averaged over ranks, at every train and test step) and ends each phase with the same meter values (synced over the
+    ranks); rank 0's stdout.json, metrics.json lines (train and test meters at each phase) and checkpoints as VISSL's."""
+    theirs, ours = _run(runs, "test_model_two_processes")
+    for rank in (0, 1):
+        rows = theirs["ranks"][rank]
+        assert [row.get("test_phase") for row in rows if "iteration" in row] == [None, None, 1, 1, None, None, 3, 3]
+        assert [(row["phase_end"], row["train"]) for row in rows if "phase_end" in row] == [
+            (0, True), (1, False), (2, True), (3, False)]  # fmt: skip
+        assert ours["ranks"][rank] == rows, rank
+    inputs = [[row["input"] for row in theirs["ranks"][rank] if "input" in row] for rank in (0, 1)]
+    assert inputs[0] != inputs[1] and len(inputs[0]) == 8  # 2 shards
+    assert [(row["phase_idx"], row["train_phase_idx"]) for row in theirs["metrics"]] == [(0, 0), (1, 0), (2, 1), (3, 1)]
+    assert ours["metrics"] == theirs["metrics"]
+    assert [row["iter"] for row in theirs["stdout"]] == [0, 1, 2, 3]
+    assert _untimed(ours["stdout"]) == _untimed(theirs["stdout"])
+    _assert_same_checkpoints(theirs, ours)
 
 
 def _schedule(epochs, every, test_only=False, test_model=True):
