@@ -25,6 +25,7 @@ LONGEST_FIRST = (
     "tests/families/mmcv/test_venv_ddp.py",
     "tests/families/classy/test_vissl_resume.py",
     "tests/families/classy/test_vissl_train.py",
+    "tests/families/classy/test_vissl_module.py",
     "tests/families/classy/test_project.py",
     "tests/families/classy/test_train_resume.py",
     "tests/core/test_lightning_versions.py",
