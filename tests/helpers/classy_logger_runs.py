@@ -4,7 +4,7 @@ recorder; one run with TensorboardPlotHook logs every step: ``--log_freq 1``). S
 Trainer options the fit ran with, and the errors of options the config decides. The logged run keeps
 classy_train.py's TensorboardPlotHook; its event files and those of ``classy_train.py`` itself (the reference, run in
 its own working directory) are read back too. VISSL's SimCLR config likewise, the logged run and VISSL's launcher with
-``SSLTensorboardHook`` (and its activation statistics) on."""
+``SSLTensorboardHook`` (and its activation statistics) on; and the errors of options the VISSL config decides."""
 
 from __future__ import annotations
 
@@ -179,4 +179,21 @@ def _vissl(root: Path) -> dict[str, Any]:
             results[name] = run
         except Exception:  # noqa: BLE001  (reported by the scenario's test)
             results[name] = {"failed": traceback.format_exc()}
+    results["vissl_errors"] = _vissl_errors(root)
     return results
+
+
+def _vissl_errors(root: Path) -> dict[str, str | None]:
+    """The error of each ``--trainer.KEY`` the VISSL config decides (refused before training), by its flags."""
+    from vissl_train_runs import overrides
+
+    from lightning_hooks.families.classy.train import vissl_main
+
+    errors: dict[str, str | None] = {}
+    for flags, extra in ((["--trainer.gradient_clip_val", "0.5"], ["config.MODEL.GRAD_CLIP.USE_GRAD_CLIP=true"]),):
+        try:
+            vissl_main([*overrides("simclr", root / "vissl_error", extra), *flags])
+            errors[" ".join(flags)] = None
+        except Exception as err:  # noqa: BLE001
+            errors[" ".join(flags)] = f"{type(err).__name__}: {err}"
+    return errors

@@ -75,7 +75,7 @@ def _owned(options: dict[str, Any], defaults: dict[str, Any], folder: str) -> di
 
 def _trainer(
     args: argparse.Namespace, options: dict[str, Any], callbacks: list[Any], folder: str,
-    request: Any = None, name: str = "classy", clip: float | None = None, **defaults: Any
+    request: Any = None, name: str = "classy", clip: str | None = None, **defaults: Any
 ) -> Any:
     """A ``lightning.Trainer`` with the config's options, the flags over the defaults, and a CSVLogger in ``folder``
     (``request``: the ``--logger`` loggers instead, and ``--trainer.KEY`` options, checked against the config's);
@@ -87,9 +87,9 @@ def _trainer(
     callbacks = [*callbacks, HookScalars()]
 
     owned = _owned(options, defaults, folder)
-    if clip is not None:  # ClassyTaskModule.configure_gradient_clipping clips with it, whatever Lightning's setting
+    if clip is not None:  # the config's clipping (``clip``: it in words), which Lightning's would clip again
         for key in ("gradient_clip_val", "gradient_clip_algorithm"):
-            owned[key] = Owned(None, f"clip_grad_norm={clip} in the task config (Classy's clipping)", "drop one")
+            owned[key] = Owned(None, clip, "drop one")
 
     hardware = {"accelerator": args.accelerator, "devices": _devices(args.devices), "num_nodes": args.num_nodes,
                 "strategy": args.strategy, "precision": args.precision}  # fmt: skip  # the five hardware flags on two lines
@@ -204,8 +204,10 @@ def classy_main(argv: list[str]) -> None:
     accelerator = {"cpu": "cpu", "gpu": "gpu", None: None}[args.device]
     if accelerator is None and config.get("use_gpu") is not None:
         accelerator = "gpu" if config["use_gpu"] else "cpu"
+    norm = module.task.clip_grad_norm  # ClassyTaskModule.configure_gradient_clipping clips with it
+    clip = None if norm is None else f"clip_grad_norm={norm} in the task config (Classy's clipping)"
     trainer = _trainer(args, options, [module.adapter(hooks)], args.checkpoint_folder, request=request,
-                       name=Path(args.config_file).stem, clip=module.task.clip_grad_norm, accelerator=accelerator,
+                       name=Path(args.config_file).stem, clip=clip, accelerator=accelerator,
                        **_classy_distributed(args))  # fmt: skip  # arguments aligned under the call
     if trainer.world_size > 1:
         args.distributed_backend = "ddp"  # as CheckpointHook stores the flags of a distributed classy_train.py run
@@ -330,9 +332,12 @@ def vissl_main(argv: list[str]) -> None:
         module = VisslConfigModule(config)
         distributed = config.DISTRIBUTED
         adapter = module.adapter(hook_generator=hook_generator)
+        grad_clip = config.MODEL.GRAD_CLIP  # VISSL's GradClipHook (default_hook_generator) clips in on_backward
+        clip = (f"config.MODEL.GRAD_CLIP.USE_GRAD_CLIP=True (MAX_NORM={grad_clip.MAX_NORM}, NORM_TYPE="
+                f"{grad_clip.NORM_TYPE}: VISSL's GradClipHook clips)") if grad_clip.USE_GRAD_CLIP else None  # fmt: skip  # the text continued under its first half
         trainer = _trainer(
             args, {**module.trainer_options(), "log_every_n_steps": config.LOG_FREQUENCY}, [adapter], folder, request,
-            "vissl",
+            "vissl", clip,
             accelerator="gpu" if config.MACHINE.DEVICE == "gpu" else "cpu",
             devices=distributed.NUM_PROC_PER_NODE, num_nodes=distributed.NUM_NODES,
         )  # fmt: skip  # the keywords grouped by what they hand over, a few to a line

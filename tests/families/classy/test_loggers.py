@@ -137,6 +137,15 @@ def test_an_option_the_config_decides_is_refused_naming_both_sides(runs, flags, 
         assert side in error
 
 
+def test_vissl_s_own_clipping_refuses_lightnings_naming_both_sides(runs):
+    """``MODEL.GRAD_CLIP.USE_GRAD_CLIP`` (VISSL's GradClipHook clips in ``on_backward``) beside
+    ``--trainer.gradient_clip_val``: Lightning would clip the same gradients a second time."""
+    error = runs["vissl_errors"]["--trainer.gradient_clip_val 0.5"]
+    assert error is not None and error.startswith("TrainerOptionError")
+    for side in ("--trainer.gradient_clip_val 0.5", "config.MODEL.GRAD_CLIP.USE_GRAD_CLIP=True", "GradClipHook"):
+        assert side in error
+
+
 def test_vissl_s_values_reach_the_loggers_and_its_files_stay(runs):
     """VISSL's SimCLR integration-test config: ``train/loss`` and ``train/lr`` every ``LOG_FREQUENCY`` step in CSV
     and TensorBoard as in the default CSVLogger; VISSL's stdout.json and metrics.json, its checkpoints and the
