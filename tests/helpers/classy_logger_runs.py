@@ -190,7 +190,8 @@ def _vissl_errors(root: Path) -> dict[str, str | None]:
     from lightning_hooks.families.classy.train import vissl_main
 
     errors: dict[str, str | None] = {}
-    for flags, extra in ((["--trainer.gradient_clip_val", "0.5"], ["config.MODEL.GRAD_CLIP.USE_GRAD_CLIP=true"]),):
+    for flags, extra in ((["--trainer.gradient_clip_val", "0.5"], ["config.MODEL.GRAD_CLIP.USE_GRAD_CLIP=true"]),
+                         (["--trainer.accelerator", "gpu"], [])):  # fmt: skip  # one (flags, overrides) pair per line
         try:
             vissl_main([*overrides("simclr", root / "vissl_error", extra), *flags])
             errors[" ".join(flags)] = None

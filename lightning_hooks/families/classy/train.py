@@ -55,7 +55,8 @@ _SOURCES = {"max_epochs": "num_epochs (VISSL: OPTIMIZER.num_epochs)", "check_val
             "use_distributed_sampler": "the datasets' own samplers", "limit_val_batches": "VISSL's train-only loop: TEST_MODEL false",
             "num_sanity_val_steps": "no validation before training, as in Classy / VISSL",
             "devices": "the world size (VISSL: config.DISTRIBUTED.NUM_PROC_PER_NODE, or --devices)",
-            "num_nodes": "the world size (VISSL: config.DISTRIBUTED.NUM_NODES, or --num-nodes)"}  # fmt: skip  # one entry per Trainer option, a few to a line
+            "num_nodes": "the world size (VISSL: config.DISTRIBUTED.NUM_NODES, or --num-nodes)",
+            "accelerator": "the device (Classy: --device, use_gpu; VISSL: config.MACHINE.DEVICE; or --accelerator)"}  # fmt: skip  # one entry per Trainer option, a few to a line
 
 
 def _owned(options: dict[str, Any], defaults: dict[str, Any], folder: str) -> dict[str, Any]:
@@ -65,7 +66,7 @@ def _owned(options: dict[str, Any], defaults: dict[str, Any], folder: str) -> di
 
     owned = {key: Owned(value, f"Trainer({key}={value!r}), which the config decides ({_SOURCES.get(key, 'the task')})")
              for key, value in options.items()}  # fmt: skip  # the comprehension's for clause under its first half
-    owned.update({key: Owned(ANY, f"{_SOURCES[key]}", "use the flag") for key in ("devices", "num_nodes")
+    owned.update({key: Owned(ANY, f"{_SOURCES[key]}", "use the flag") for key in ("devices", "num_nodes", "accelerator")
                   if defaults.get(key) is not None})  # fmt: skip  # the comprehension's condition under its first half
     owned["default_root_dir"] = Owned(folder, f"the checkpoint folder {folder!r}", "set the checkpoint folder")
     owned["enable_checkpointing"] = Owned(False, "the task's CheckpointHook, which writes the checkpoints", "for "

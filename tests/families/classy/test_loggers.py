@@ -137,12 +137,17 @@ def test_an_option_the_config_decides_is_refused_naming_both_sides(runs, flags, 
         assert side in error
 
 
-def test_vissl_s_own_clipping_refuses_lightnings_naming_both_sides(runs):
-    """``MODEL.GRAD_CLIP.USE_GRAD_CLIP`` (VISSL's GradClipHook clips in ``on_backward``) beside
-    ``--trainer.gradient_clip_val``: Lightning would clip the same gradients a second time."""
-    error = runs["vissl_errors"]["--trainer.gradient_clip_val 0.5"]
+@pytest.mark.parametrize(("flags", "both_sides"), [
+    # VISSL's GradClipHook clips in on_backward: Lightning would clip the same gradients a second time
+    ("--trainer.gradient_clip_val 0.5", ["--trainer.gradient_clip_val 0.5", "config.MODEL.GRAD_CLIP.USE_GRAD_CLIP=True",
+                                         "GradClipHook"]),
+    # config.MACHINE.DEVICE=cpu: was Lightning's 'No supported gpu backend found!' traceback on a CPU machine
+    ("--trainer.accelerator gpu", ["--trainer.accelerator gpu", "config.MACHINE.DEVICE"]),
+])  # fmt: skip
+def test_an_option_the_vissl_config_decides_is_refused_naming_both_sides(runs, flags, both_sides):
+    error = runs["vissl_errors"][flags]
     assert error is not None and error.startswith("TrainerOptionError")
-    for side in ("--trainer.gradient_clip_val 0.5", "config.MODEL.GRAD_CLIP.USE_GRAD_CLIP=True", "GradClipHook"):
+    for side in both_sides:
         assert side in error
 
 
