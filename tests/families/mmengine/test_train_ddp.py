@@ -3,13 +3,16 @@
 ``tools/dist_train.sh`` launches it (torchrun, 2 processes, ``--launcher pytorch``, gloo; tests/helpers/runner_train.py),
 rank by rank.
 
-Compared bitwise: each rank's train outputs (loss terms) at every iteration (:class:`resume_kit.RankLossHook`), rank
-0's scalars, log lines of training and work-dir files (a rank other than 0 writes no log file under either host, so
-the listing covers the other rank's log), and each checkpoint's weights, optimizer, scheduler and message-hub state.
-Two processes averaging their gradients over gloo sum two values, which is exact whatever the order, so the runs agree
-to the bit on this CPU. The cases: mmpretrain's ResNet-18 CIFAR (also stopped mid-epoch and resumed), mmseg's SegFormer
-(iteration-based), mmpose's top-down heatmap config (``SyncBuffersHook``, CocoMetric over both ranks' results) and
-mmdet's Mask R-CNN, stopped mid-epoch and resumed (the stopped run compared as a fresh one; two-stage instance
+Compared bitwise: each rank's train outputs (loss terms) at every iteration and, with an ``EMAHook``, a digest of its
+EMA weights (:class:`resume_kit.RankLossHook`; rank 0 alone saves them), rank 0's scalars, log lines of training and
+work-dir files (a rank other than 0 writes no log file under either host, so the listing covers the other rank's log),
+and each checkpoint's weights, optimizer, scheduler and message-hub state. Two processes averaging their gradients over
+gloo sum two values, which is exact whatever the order, so the runs agree to the bit on this CPU.
+
+The cases: mmpretrain's ResNet-18 CIFAR, mmseg's SegFormer (iteration-based), mmpose's top-down heatmap config
+(``SyncBuffersHook``, CocoMetric over both ranks' results) and RTMPose-s (the shipped ``EMAHook``, whose EMA of each
+rank's own BN statistics differs by rank, and mmdet's ``PipelineSwitchHook`` switching both ranks' data at epoch 2);
+and mmdet's Mask R-CNN stopped mid-epoch and resumed (the stopped run compared as a fresh one; two-stage instance
 segmentation: each rank's RPN proposals through NMS and RoIAlign, the pure-torch stand-ins of tests/helpers/torch_ops.py
 in every process of both hosts, its samplers drawing from each rank's generator; CocoMetric on boxes and masks over
 both ranks' predictions). Mask R-CNN runs Faster R-CNN's path and its mask head, so Faster R-CNN is not run again here.
@@ -34,19 +37,24 @@ _spec.loader.exec_module(corpus)
 
 #: the corpus's cases run in two processes: epoch-based classification (DefaultSampler sharding by rank), an
 #: iteration-based segmentor (InfiniteSampler, validation by iteration with IoUMetric gathering both ranks' results),
-#: top-down pose (SyncBuffersHook averaging the BN statistics, CocoMetric on both ranks' results)
-CASES = {"mmpretrain-resnet18-cifar": 29561, "mmseg-segformer-b0": 29562, "mmpose-topdown-res50": 29565}
+#: top-down pose (SyncBuffersHook averaging the BN statistics, CocoMetric on both ranks' results), RTMPose (EMAHook and
+#: PipelineSwitchHook in each process, the EMA weights validated on each rank's share of the persons)
+CASES = {"mmpretrain-resnet18-cifar": 29561, "mmseg-segformer-b0": 29562, "mmpose-topdown-res50": 29565,
+         "mmpose-rtmpose-s": 29569}
+#: the cases with an EMAHook: each rank's rows must carry its EMA digest
+EMA = {"mmpose-rtmpose-s"}
 #: the cases stopped mid-epoch in two processes and resumed (the stopped run compared too, as a fresh one): the
 #: iteration both processes stop after, the lines that give each rank two iterations an epoch, the two runs' ports;
 #: Mask R-CNN (two-stage instance segmentation: each rank's RPN proposals through NMS and RoIAlign, the pure-torch
 #: stand-ins of tests/helpers/torch_ops.py in every process of both hosts, its samplers drawing from each rank's
 #: generator, AspectRatioBatchSampler by rank; CocoMetric on boxes and masks over both ranks' predictions, after
-#: epoch 1 in the stopped run and epochs 2 and 3 in the resumed one, which runs epoch 2 again as the Runner does)
-RESUMED = {"mmpretrain-resnet18-cifar": (3, "", (29563, 29564)),
-           "mmdet-mask-rcnn-r50": (3, "train_dataloader['batch_size'] = 1\n", (29567, 29568))}
+#: epoch 1 in the stopped run and epochs 2 and 3 in the resumed one, which runs epoch 2 again as the Runner does;
+#: DefaultSampler under its batch sampler, as ResNet-18's, which ran here too before)
+RESUMED = {"mmdet-mask-rcnn-r50": (3, "train_dataloader['batch_size'] = 1\n", (29567, 29568))}
 #: lines a case adds for two CPU processes: torch's DistributedDataParallel takes SyncBatchNorm on GPU modules only
-#: (under both hosts), so SegFormer's decode head normalises with BN in each process
-CPU_LINES = {"mmseg-segformer-b0": "model['decode_head']['norm_cfg'] = dict(type='BN', requires_grad=True)\n"}
+#: (under both hosts), so SegFormer's decode head and RTMPose's CSPNeXt normalise with BN in each process
+CPU_LINES = {"mmseg-segformer-b0": "model['decode_head']['norm_cfg'] = dict(type='BN', requires_grad=True)\n",
+             "mmpose-rtmpose-s": "model['backbone']['norm_cfg'] = dict(type='BN')\n"}
 
 
 #: a line of a model's weight-initialisation report (``BaseModule._dump_init_info``) on the console
@@ -96,6 +104,8 @@ def test_two_processes_match_the_runner_under_torchrun_rank_by_rank(tmp_path: Pa
     runner, lightning = run_both(two_process_config(tmp_path, case), tmp_path, CASES[case])
     keys = {key for row in scalars(runner) for key in row}
     assert keys >= set(corpus.METRICS.get(case, ())), sorted(keys)  # it trains and validates as meant, under the Runner
+    if case in EMA:
+        assert all("ema" in row for rank in (0, 1) for row in rank_losses(runner, rank)), "no EMAHook found"
     assert_same_ranks(case, runner, lightning)
 
 
