@@ -224,6 +224,30 @@ def train_batches_fetched(trainer: Any) -> int:
     return trainer.fit_loop.epoch_loop.batch_progress.total.ready
 
 
+def fetch_train_batches_when_run(trainer: Any) -> Callable[[], None]:
+    """Make ``trainer``'s fit loop draw each train batch when it runs it, not one ahead: the fit loop's data fetcher
+    (``fit_loop._select_data_fetcher``, for this trainer only) gets ``prefetch_batches=0``. With a loader without a
+    length Lightning draws the next batch before it runs the current one (and the first at the fit's data setup), so a
+    data pipeline drawing from the global random generators draws before the hooks, the train step and a validation
+    in between, not after them as a loop that fetches each batch when it runs it (an endless loader never ends, so
+    Lightning need not look ahead for its last batch). Returns the undo. Checked on :data:`CHECKED_ON`."""
+    module = importlib.import_module(f"{namespace_of(trainer).__name__}.loops.fit_loop")
+    original = module._select_data_fetcher
+
+    def select(fitting: Any, stage: Any) -> Any:
+        fetcher = original(fitting, stage)
+        if fitting is trainer and hasattr(fetcher, "prefetch_batches"):
+            fetcher.prefetch_batches = 0
+        return fetcher
+
+    module._select_data_fetcher = select
+
+    def undo() -> None:
+        module._select_data_fetcher = original
+
+    return undo
+
+
 def train_batch_index(trainer: Any) -> int:
     """Index of the current train batch counted over all epochs (``fit_loop.epoch_loop.total_batch_idx``).
     Checked on :data:`CHECKED_ON`."""

@@ -366,6 +366,41 @@ def test_refetch_train_batches_draws_the_batch_fetched_ahead_again_from_the_iter
     assert seen == [1, 1, 2, 1, 3, -1, -2]
 
 
+def test_fetch_train_batches_when_run_draws_each_batch_at_its_step_for_that_trainer_only(ns, tmp_path):
+    """A loader without length: Lightning draws batch 0 at its data setup and each next batch before the current one
+    runs; with ``fetch_train_batches_when_run`` each batch is drawn right before its ``on_train_batch_start`` (nothing
+    at setup), for that trainer only, and the undo gives Lightning's own fetching back."""
+    events: list[Any] = []
+
+    class Counting(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            for i in range(100):
+                events.append(("drawn", i))
+                yield torch.full((32,), float(i))
+
+    class Probe(ns.Callback):
+        def on_train_start(self, trainer, pl_module):
+            events.append("train_start")
+
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            events.append(("step", int(batch[0, 0])))
+
+    def fit(when_run: bool) -> list[Any]:
+        events.clear()
+        trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=2, limit_val_batches=0)
+        undo = lightning_api.fetch_train_batches_when_run(trainer) if when_run else lambda: None
+        other = _trainer(ns, tmp_path, max_steps=1, limit_val_batches=0)  # another trainer keeps Lightning's fetching
+        other.fit(_boring(ns)(), torch.utils.data.DataLoader(Counting(), batch_size=1))
+        assert events[:2] == [("drawn", 0), ("drawn", 1)], events
+        events.clear()
+        trainer.fit(_boring(ns)(), torch.utils.data.DataLoader(Counting(), batch_size=1))
+        undo()
+        return list(events)
+
+    assert fit(True) == ["train_start", ("drawn", 0), ("step", 0), ("drawn", 1), ("step", 1)]
+    assert fit(False) == [("drawn", 0), "train_start", ("drawn", 1), ("step", 0), ("drawn", 2), ("step", 1)]
+
+
 def test_validate_after_and_end_train_epoch_at_steer_the_fit(ns, tmp_path):
     """``val_check_batch`` set before a batch ends decides validation there; bounding the epoch loop's
     ``max_steps`` ends the fit after that step."""

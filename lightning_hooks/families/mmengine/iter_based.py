@@ -265,8 +265,10 @@ class EndlessSource(lightning_api.DataLoaderSource):
 @dataclass(frozen=True)
 class EndlessTrainData(Patch):
     """Lightning's train data source, served as :class:`Endless` for an ``IterBasedTrainLoop`` fit (it skips the
-    iterations a resumed run has done, the host loop's ``finished_iters``); removing it gives a later fit or a plain
-    Trainer the loader as given. Fires no row."""
+    iterations a resumed run has done, the host loop's ``finished_iters``), each batch drawn when its iteration runs
+    (``IterBasedTrainLoop`` calls ``next()`` at each iteration: a pipeline's random draws follow the hooks' and a
+    validation's, not one batch ahead of them); removing it gives a later fit or a plain Trainer the loader as given
+    and Lightning's fetching. Fires no row."""
 
     def __str__(self) -> str:
         return "Trainer's train data source"
@@ -274,7 +276,13 @@ class EndlessTrainData(Patch):
     def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Remove:
         loop = adapter.loop
         serve_endless(trainer, skip=lambda: loop.finished_iters)
-        return lambda: restore_source(trainer)
+        fetch_ahead = lightning_api.fetch_train_batches_when_run(trainer)
+
+        def remove() -> None:
+            fetch_ahead()
+            restore_source(trainer)
+
+        return remove
 
 
 #: the one :class:`EndlessTrainData` patch (installed for a fit with an ``IterBasedTrainLoop``)

@@ -13,6 +13,11 @@ same way (tests/helpers/resume_kit.py), compared bitwise on this CPU as in the c
   Runner), stopped after iteration 3, inside a window. The Runner resumes the count at ``runner.iter`` (3) and updates
   after iteration 4; the count started at the optimizer steps times the window (2) and updated after iteration 5: the
   validation after iteration 4 parted.
+- ``mmseg-fcn-r18-random-val``: an iteration-based config whose validation pipeline draws from NumPy's generator, as
+  mmagic's LIIF validates (``RandomDownSampling``; found on ``liif-edsr-norm_c64b16_1xb16-1000k_div2k``): here mmseg's
+  FCN on ResNet-18 validating flipped images every 2 iterations. Lightning drew each train batch one ahead (a loader
+  without length), so the batch after a validation took its random flips before the validation's: the loss parted at
+  the first iteration after it (iteration 3).
 
 :func:`test_a_run_resumed_from_an_epoch_checkpoint_starts_the_next_epoch_as_the_runners_resume`: an epoch-based run
 resumed from the checkpoint ``CheckpointHook`` writes by epoch (``after_train_epoch``), the shipped configs' default;
@@ -67,6 +72,19 @@ test_dataloader = val_dataloader
 train_cfg = dict(max_iters=5, val_interval=4)
 param_scheduler = [dict(type="LinearLR", start_factor=1e-6, by_epoch=False, begin=0, end=3),
                    dict(type="PolyLR", power=1.0, begin=3, end=5, eta_min=0.0, by_epoch=False)]
+""", 3),
+    "mmseg-fcn-r18-random-val": ("mmseg", "fcn/fcn_r18-d8_4xb2-80k_cityscapes-512x1024.py", """
+model = dict(pretrained=None, data_preprocessor=dict(size=(32, 32)),
+             backbone=dict(stem_channels=16, base_channels=8), decode_head=dict(in_channels=64, channels=16, num_classes=4),
+             auxiliary_head=dict(in_channels=32, channels=8, num_classes=4))
+train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinySegmentation", n=4, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackSegInputs")]))
+val_dataloader = dict(batch_size=1, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinySegmentation", n=2, seed=2, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackSegInputs")]))
+test_dataloader = val_dataloader
+train_cfg = dict(max_iters=5, val_interval=2)
 """, 3),
 }
 
