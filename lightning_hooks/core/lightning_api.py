@@ -231,7 +231,7 @@ def fetch_train_batches_when_run(trainer: Any) -> Callable[[], None]:
     data pipeline drawing from the global random generators draws before the hooks, the train step and a validation
     in between, not after them as a loop that fetches each batch when it runs it (an endless loader never ends, so
     Lightning need not look ahead for its last batch). Returns the undo. Checked on :data:`CHECKED_ON`."""
-    module = importlib.import_module(f"{namespace_of(trainer).__name__}.loops.fit_loop")
+    module: Any = importlib.import_module(f"{namespace_of(trainer).__name__}.loops.fit_loop")
     original = module._select_data_fetcher
 
     def select(fitting: Any, stage: Any) -> Any:
