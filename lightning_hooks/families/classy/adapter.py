@@ -44,7 +44,7 @@ OUTPUT_BLIND = frozenset({
     "CheckpointHook", "ExponentialMovingAverageModelHook", "LossLrMeterLoggingHook", "ModelComplexityHook",
     "ModelTensorboardHook", "PreciseBatchNormHook", "ProfilerHook", "ProgressBarHook", "TensorboardPlotHook",
     "TorchscriptHook", "VisdomHook",
-})  # fmt: skip
+})  # fmt: skip  # the names packed, not one a line
 #: the mount points that fire while a step's ``last_batch`` is filled (a hook there may read its output)
 _STEP_MOUNTS = ("on_forward", "on_loss_and_meter", "on_backward", "on_update", "on_step", "on_exception")
 
