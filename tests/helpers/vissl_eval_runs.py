@@ -25,8 +25,9 @@ TEST_MODEL = ["config.TEST_MODEL=true", "config.DATA.TEST.DATA_SOURCES=[syntheti
               "config.DATA.TEST.RANDOM_SYNTHETIC_IMAGES=true", "config.DATA.TEST.DEFAULT_GRAY_IMG_SIZE=32",
               "config.DATA.TEST.TRANSFORMS=[{name: Resize, size: 36}, {name: CenterCrop, size: 32}, {name: ToTensor}]"]  # fmt: skip
 
-#: the scenarios: extra overrides on the ``meters`` config (train phases only); LogLossLrEtaHook every 4 iterations
-#: (and at 1 and every 5 up to 100); with the config's test phases
+#: the scenarios: extra overrides on the ``meters`` config (train phases only, from a pretrained trunk:
+#: :func:`pretrained`); LogLossLrEtaHook every 4 iterations (and at 1 and every 5 up to 100); with the config's test
+#: phases
 SCENARIOS: dict[str, list[str]] = {"train_only": ["config.LOG_FREQUENCY=4"], "test_model": TEST_MODEL}
 
 #: the config's test phases in two processes (gloo), as the commands a user runs (vissl_cli.py, each rank's steps and
@@ -41,8 +42,9 @@ def run(root: Path, name: str) -> dict[str, Any]:
     from vissl_train_runs import run_lightning, run_vissl
 
     out = root / name
-    vissl = run_vissl("meters", out / "vissl", SCENARIOS[name])
-    lightning = run_lightning("meters", out / "lightning", LOGGERS, SCENARIOS[name])
+    extra = [*SCENARIOS[name], *(pretrained(out) if name == "train_only" else [])]
+    vissl = run_vissl("meters", out / "vissl", extra)
+    lightning = run_lightning("meters", out / "lightning", LOGGERS, extra)
     folder = out / "lightning"
     lightning["points"] = {
         "csv": [csv_points(p) for p in sorted(folder.glob("lightning_logs/version_*/metrics.csv"))],
@@ -72,6 +74,23 @@ def direct_adapter(root: Path) -> dict[str, Any]:
             "given": described(ClassyAdapter([], vissl=config, meters=[]).task.meters),
             "module": described(VisslConfigModule(config).adapter().task.meters),
             "vissl": described(SelfSupervisionTask.from_config(composed)._build_meters())}  # fmt: skip
+
+
+def pretrained(root: Path) -> list[str]:
+    """A pretrained trunk for the ``meters`` config (a ResNet-50 of seed 3, saved as a VISSL pretraining
+    checkpoint: ``classy_state_dict.base_model.model.trunk``) at ``root/pretrained.torch``, and the override that
+    starts from it (``MODEL.WEIGHTS_INIT.PARAMS_FILE``, which VISSL's ``_build_model`` loads)."""
+    import torch
+    from vissl.models import build_model
+    from vissl.utils.hydra_config import compose_hydra_configuration, convert_to_attrdict
+    from vissl_train_runs import overrides
+
+    _, config = convert_to_attrdict(compose_hydra_configuration(overrides("meters", root)))
+    torch.manual_seed(3)
+    trunk = build_model(config.MODEL, config.OPTIMIZER).trunk.base_model.state_dict()
+    root.mkdir(parents=True, exist_ok=True)
+    torch.save({"classy_state_dict": {"base_model": {"model": {"trunk": trunk, "heads": {}}}}}, root / "pretrained.torch")
+    return [f"config.MODEL.WEIGHTS_INIT.PARAMS_FILE={root / 'pretrained.torch'}"]
 
 
 def child_main(out: str) -> None:

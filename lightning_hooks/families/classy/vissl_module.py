@@ -56,7 +56,9 @@ class VisslConfigModule(pl.LightningModule):
         self.config = config = compose(config)
         check_test_phases(config)
         check_fsdp(config)
+        check_params_file(config)
         self.model = build_model(config.MODEL, config.OPTIMIZER)
+        init_weights(self.model, config)
         # VISSL's trainer sets train mode by model.train(True) at each (train) phase start, where a feature-extraction
         # trunk (linear evaluation) keeps its frozen base model in eval mode; Lightning keeps the modes it finds
         self.model.train(True)
@@ -258,6 +260,39 @@ def check_test_phases(config: Any) -> None:
             f"train phases {tested} (0, every {every}-th and the last), which Lightning's check_val_every_n_epoch "
             "(after epochs N-1, 2N-1, ...) cannot give; set config.TEST_EVERY_NUM_EPOCH=1 (a test phase after every "
             "epoch), or config.TEST_MODEL=false."
+        )
+
+
+def init_weights(model: torch.nn.Module, config: Any) -> None:
+    """What VISSL's ``_build_model`` does after it builds the model: with ``FEATURE_EVAL_SETTINGS.EVAL_MODE_ON``,
+    the trunk frozen (``FREEZE_TRUNK_ONLY``) or the trunk and heads (``FREEZE_TRUNK_AND_HEAD``); then the weights
+    of ``MODEL.WEIGHTS_INIT.PARAMS_FILE`` (:func:`check_params_file`) loaded by the model's own
+    ``init_model_from_weights_params_file`` (its ``APPEND_PREFIX``, ``REMOVE_PREFIX``, ``SKIP_LAYERS``,
+    ``STATE_DICT_KEY_NAME``); a resumed run's checkpoint then replaces them, as VISSL's does."""
+    settings = config.MODEL.FEATURE_EVAL_SETTINGS
+    if settings.EVAL_MODE_ON and settings.FREEZE_TRUNK_ONLY:
+        model.freeze_trunk()  # type: ignore[operator]  # VISSL's BaseSSLMultiInputOutputModel
+    elif settings.EVAL_MODE_ON and settings.FREEZE_TRUNK_AND_HEAD:
+        model.freeze_head_and_trunk()  # type: ignore[operator]  # VISSL model method
+    path = config.MODEL.WEIGHTS_INIT.PARAMS_FILE
+    if path:
+        from vissl.utils.checkpoint import CheckpointLoader
+
+        checkpoint = CheckpointLoader.load_and_broadcast_init_weights(checkpoint_path=path, device=torch.device("cpu"))
+        model.init_model_from_weights_params_file(config, checkpoint)  # type: ignore[operator]  # VISSL model method
+
+
+def check_params_file(config: Any) -> None:
+    """A ``MODEL.WEIGHTS_INIT.PARAMS_FILE`` that does not exist is refused, naming the option, as VISSL's trainer
+    asserts before it trains (and not a silent random initialization)."""
+    from iopath.common.file_io import g_pathmgr
+
+    path = config.MODEL.WEIGHTS_INIT.PARAMS_FILE
+    if path and not g_pathmgr.exists(path):
+        raise ConfigError(
+            f"config.MODEL.WEIGHTS_INIT.PARAMS_FILE={path!r} does not exist: VISSL initializes the model from it (and "
+            "its trainer refuses a missing one); give the path of the weights to start from, or "
+            "config.MODEL.WEIGHTS_INIT.PARAMS_FILE='' to train from a random initialization."
         )
 
 

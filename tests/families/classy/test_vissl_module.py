@@ -14,7 +14,7 @@ import pytest
 import real_torchvision
 
 from lightning_hooks.core.errors import ConfigError
-from lightning_hooks.families.classy.vissl_module import check_test_phases
+from lightning_hooks.families.classy.vissl_module import check_params_file, check_test_phases
 
 pytestmark = pytest.mark.skipif(not real_torchvision.available(), reason="run `bash scripts/setup.sh test` (real torchvision)")
 
@@ -79,7 +79,8 @@ def test_meters_write_metrics_json_as_vissl(runs):
     """VISSL's linear evaluation (``quick_eval_in1k_linear``: frozen trunk, two heads): its ``accuracy_list_meter``,
     built from ``METERS`` and updated at each train step with both heads' outputs, and each phase's values in
     ``metrics.json`` (LogLossMetricsCheckpointHook) as under VISSL's launcher, bitwise; the same stdout.json rows
-    (LOG_FREQUENCY=4: iterations 0, 1, 4, 5), checkpoint files, weights and optimizer state."""
+    (LOG_FREQUENCY=4: iterations 0, 1, 4, 5), checkpoint files, weights and optimizer state. Both start from a
+    pretrained trunk (``MODEL.WEIGHTS_INIT.PARAMS_FILE``, loaded by VISSL's ``_build_model``; #33)."""
     theirs, ours = _run(runs, "train_only")
     values = [row["train_accuracy_list_meter"] for row in theirs["metrics"]]
     assert [row["train_phase_idx"] for row in theirs["metrics"]] == [0, 1]
@@ -189,3 +190,17 @@ def test_classy_adapter_vissl_builds_the_config_s_meters_as_vissl_s_task(runs):
     assert [(kind, name) for kind, name, _ in result["vissl"]] == [("AccuracyListMeter", "accuracy_list_meter")]
     assert result["adapter"] == result["vissl"] == result["module"]
     assert result["given"] == []
+
+
+def test_a_params_file_that_does_not_exist_is_refused_naming_the_option(tmp_path):
+    """``quick_eval_finetune_in1k`` ships ``PARAMS_FILE: "specify model weights"``: refused as VISSL's trainer refuses
+    it, not trained from a random initialization (#33); no file or an existing one passes."""
+    def config(path):
+        return SimpleNamespace(MODEL=SimpleNamespace(WEIGHTS_INIT=SimpleNamespace(PARAMS_FILE=path)))
+
+    with pytest.raises(ConfigError, match=r"config.MODEL.WEIGHTS_INIT.PARAMS_FILE='specify model weights' does not "
+                                          r"exist: .*or config.MODEL.WEIGHTS_INIT.PARAMS_FILE='' to train"):  # fmt: skip
+        check_params_file(config("specify model weights"))
+    (tmp_path / "weights.torch").write_bytes(b"")
+    check_params_file(config(""))
+    check_params_file(config(str(tmp_path / "weights.torch")))
