@@ -93,6 +93,27 @@ def pretrained(root: Path) -> list[str]:
     return [f"config.MODEL.WEIGHTS_INIT.PARAMS_FILE={root / 'pretrained.torch'}"]
 
 
+def memory_bank(root: Path) -> dict[str, Any]:
+    """PIRL's loss (``quick_pirl``, whose ``num_train_samples`` VISSL's ``_build_loss`` sets to the dataset's length,
+    the config saying -1) as ``VisslConfigModule.setup`` on a Trainer builds it and as VISSL's ``SelfSupervisionTask``
+    does: the shapes of its state (the memory bank's rows)."""
+    from vissl.trainer.train_task import SelfSupervisionTask
+    from vissl.utils.hydra_config import compose_hydra_configuration, convert_to_attrdict
+    from vissl_train_runs import overrides
+
+    from lightning_hooks.core.lightning_api import pl
+    from lightning_hooks.families.classy.vissl_module import VisslConfigModule
+
+    config = overrides("pirl", root / "pirl")
+    task = SelfSupervisionTask.from_config(convert_to_attrdict(compose_hydra_configuration(config))[1])
+    task.datasets, task.data_and_label_keys = task.build_datasets()
+    module = VisslConfigModule(config)
+    module.trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_checkpointing=False)
+    module.setup("fit")
+    losses = {"vissl": task._build_loss(), "lightning": module.criterion}
+    return {side: {key: tuple(value.shape) for key, value in loss.state_dict().items()} for side, loss in losses.items()}
+
+
 def child_main(out: str) -> None:
     sys.path.insert(0, str(HERE))
     from vissl_train_runs import prepare_child, run_scenarios, run_two_processes
@@ -101,5 +122,6 @@ def child_main(out: str) -> None:
     root = Path(out)
     scenarios = {name: (lambda name=name: run(root, name)) for name in SCENARIOS}
     run_scenarios(root, {**scenarios, "direct_adapter": lambda: direct_adapter(root),
+                         "memory_bank": lambda: memory_bank(root),
                          "test_model_two_processes": lambda: run_two_processes(root, "meters", "test_model_two_processes",
                                                                                TWO_PROCESSES)})  # fmt: skip

@@ -79,6 +79,13 @@ CONFIGS: dict[str, list[str]] = {
     # VISSL's CPU-test SimCLR (ResNet-50), its transforms at 32 px; it turns auto-resume off, a rerun that resumes on
     "cpu_resnet_simclr": ["config=test/cpu_test/test_cpu_resnet_simclr", TRANSFORMS % 1.0,
                           "config.CHECKPOINT.AUTO_RESUME=true"],  # fmt: skip
+    # PIRL: the image and its 9 jigsaw patches (crops of 96 px, 11 px patches), a memory bank of the dataset's size
+    # (its num_train_samples, set by VISSL's task from the data), 8 negatives
+    "pirl": ["config=test/integration_test/quick_pirl", "config.DATA.TRAIN.DATASET_NAMES=[synthetic]",
+             "config.DATA.TRAIN.TRANSFORMS=[{name: ImgPilToPatchesAndImage, crop_scale_image: [0.08, 1.0],"
+             " crop_size_image: 32, crop_scale_patches: [0.6, 1.0], crop_size_patches: 96, num_patches: 9},"
+             " {name: RandomHorizontalFlip}, {name: ToTensor}]",
+             "config.LOSS.nce_loss_with_memory.negative_sampling_params.num_negatives=8"],  # fmt: skip
     # VISSL's linear evaluation integration test: a frozen ResNet-50 trunk (in eval mode) whose res4 and res5 features
     # feed two linear heads, one accuracy_list_meter over both outputs; train phases only (its test phases are
     # refused), synthetic data labelled by sample index (12 classes), 32 px crops

@@ -107,9 +107,24 @@ class VisslConfigModule(pl.LightningModule):
             return
         name = self.config.LOSS.name
         loss_config = copy.deepcopy(self.config.LOSS[name])
+        if "num_train_samples" in loss_config:  # memory banks (PIRL's nce_loss_with_memory, DeepClusterV2)
+            loss_config["num_train_samples"] = self._num_train_samples()
         loss_config["name"] = name
         self.criterion = build_loss(loss_config)
         self._keep_loss_out_of_ddp()
+
+    def _num_train_samples(self) -> int:
+        """VISSL's ``_build_loss``: a loss's ``num_train_samples`` (its memory bank's size) is the length of the
+        dataset of the last of VISSL's available splits (``TRAIN`` unless ``TEST_ONLY``), whatever the config says;
+        the datamodule's datasets (:class:`~lightning_hooks.families.classy.data.VisslConfigData`), else built as
+        VISSL builds them."""
+        from lightning_hooks.families.classy.data import VisslConfigData
+
+        data = getattr(self.trainer, "datamodule", None)
+        if not isinstance(data, VisslConfigData):
+            data = VisslConfigData(self.config)
+        data.setup("fit")
+        return len(data.datasets[data.splits[-1]])
 
     def _keep_loss_out_of_ddp(self) -> None:
         """VISSL's DDP wraps the model only: the loss's parameters and buffers (SwAV's per-rank queues, MoCo's

@@ -192,6 +192,13 @@ def test_classy_adapter_vissl_builds_the_config_s_meters_as_vissl_s_task(runs):
     assert result["given"] == []
 
 
+def test_pirl_s_memory_bank_holds_the_dataset_as_under_vissl(runs):
+    """``quick_pirl``'s ``nce_loss_with_memory`` (``num_train_samples: -1`` in the config): VISSL's ``_build_loss``
+    sizes its memory bank by the train dataset (12 samples); so does ``VisslConfigModule.setup`` (#33)."""
+    result = real_torchvision.scenario_result(runs, "memory_bank")
+    assert result["lightning"] == result["vissl"] and result["vissl"]["nce_average.memory"] == (12, 128)
+
+
 def test_a_params_file_that_does_not_exist_is_refused_naming_the_option(tmp_path):
     """``quick_eval_finetune_in1k`` ships ``PARAMS_FILE: "specify model weights"``: refused as VISSL's trainer refuses
     it, not trained from a random initialization (#33); no file or an existing one passes."""
