@@ -114,6 +114,42 @@ def memory_bank(root: Path) -> dict[str, Any]:
     return {side: {key: tuple(value.shape) for key, value in loss.state_dict().items()} for side, loss in losses.items()}
 
 
+def lars_step() -> dict[str, Any]:
+    """VISSL's LARS (``OPTIMIZER.name=lars``, Barlow Twins; its ``step`` takes no closure) on a small linear layer, two
+    steps each: as VISSL's train step calls it (backward, then ``step()``) and as Lightning does through
+    :func:`~lightning_hooks.families.classy.vissl_module.closure_step` (``step(closure=...)``); the weights as digests."""
+    import torch
+    import vissl.optimizers  # noqa: F401  (registers VISSL's optimizers)
+    from classy_vision.optim import build_optimizer
+    from vissl_train_runs import digest
+
+    from lightning_hooks.families.classy.vissl_module import closure_step
+
+    weights = {}
+    for side in ("vissl", "lightning"):
+        torch.manual_seed(0)
+        layer, data = torch.nn.Linear(4, 3), torch.randn(5, 4)
+        optimizer = build_optimizer({"name": "lars", "lr": 0.1, "momentum": 0.9, "weight_decay": 1e-4,
+                                     "exclude_bias_and_norm": True, "num_epochs": 1})  # fmt: skip
+        optimizer.set_param_groups(layer.parameters())
+        torch_optimizer = optimizer.optimizer
+
+        def closure() -> Any:
+            torch_optimizer.zero_grad()
+            loss = layer(data).square().mean()
+            loss.backward()
+            return loss
+
+        for _ in range(2):
+            if side == "vissl":
+                closure()
+                torch_optimizer.step()
+            else:
+                closure_step(torch_optimizer).step(closure=closure)
+        weights[side] = digest(layer.state_dict())
+    return weights
+
+
 def child_main(out: str) -> None:
     sys.path.insert(0, str(HERE))
     from vissl_train_runs import prepare_child, run_scenarios, run_two_processes
@@ -122,6 +158,6 @@ def child_main(out: str) -> None:
     root = Path(out)
     scenarios = {name: (lambda name=name: run(root, name)) for name in SCENARIOS}
     run_scenarios(root, {**scenarios, "direct_adapter": lambda: direct_adapter(root),
-                         "memory_bank": lambda: memory_bank(root),
+                         "memory_bank": lambda: memory_bank(root), "lars_step": lars_step,
                          "test_model_two_processes": lambda: run_two_processes(root, "meters", "test_model_two_processes",
                                                                                TWO_PROCESSES)})  # fmt: skip

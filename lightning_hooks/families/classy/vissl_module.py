@@ -236,7 +236,30 @@ class VisslConfigModule(pl.LightningModule):
         schedulers = build_optimizer_schedulers(optimizer_config)
         groups = get_optimizer_param_groups(self.model, self.config.MODEL, optimizer_config, schedulers)
         self.classy_optimizer.set_param_groups(groups)
-        return self.classy_optimizer.optimizer
+        return closure_step(self.classy_optimizer.optimizer)
+
+
+def closure_step(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """``optimizer``, whose ``step`` takes Lightning's ``closure``: VISSL's LARS (``OPTIMIZER.name=lars``, Barlow
+    Twins) steps without one (``step(self)``), as VISSL's train step calls it after the backward; Lightning calls
+    ``optimizer.step(closure=...)``, which then runs the forward and backward before the optimizer's own step. An
+    optimizer that takes a closure is returned as it is."""
+    import inspect
+
+    own_step = optimizer.step
+    if "closure" in inspect.signature(own_step).parameters:
+        return optimizer
+
+    def step(closure: Any = None) -> Any:
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        own_step()
+        return loss
+
+    optimizer.step = step  # type: ignore[method-assign]  # the optimizer this module built
+    return optimizer
 
 
 def _logging_iteration(iteration: int, log_freq: int) -> bool:

@@ -199,6 +199,13 @@ def test_pirl_s_memory_bank_holds_the_dataset_as_under_vissl(runs):
     assert result["lightning"] == result["vissl"] and result["vissl"]["nce_average.memory"] == (12, 128)
 
 
+def test_lars_steps_under_lightning_s_closure_as_under_vissl(runs):
+    """VISSL's LARS (Barlow Twins' ``OPTIMIZER.name: lars``) has a ``step()`` without a closure; stepped as Lightning
+    steps (``step(closure=...)``) it trains as under VISSL's train step, bitwise (#33)."""
+    result = real_torchvision.scenario_result(runs, "lars_step")
+    assert result["lightning"] == result["vissl"]
+
+
 def test_a_params_file_that_does_not_exist_is_refused_naming_the_option(tmp_path):
     """``quick_eval_finetune_in1k`` ships ``PARAMS_FILE: "specify model weights"``: refused as VISSL's trainer refuses
     it, not trained from a random initialization (#33); no file or an existing one passes."""
