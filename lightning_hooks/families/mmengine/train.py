@@ -18,6 +18,8 @@ import warnings
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from lightning_hooks.core.errors import InputError
+
 USAGE = ("CONFIG.py [--work-dir DIR] [--cfg-options KEY=VALUE ...] [--resume [CKPT]] [--amp] [--auto-scale-lr] "
          "[--devices N] [--num-nodes N] [--strategy S] [--precision P]")  # fmt: skip  # the usage line continued under its first half
 
@@ -100,6 +102,7 @@ def build(cfg: Any, request: Any = None, **trainer_options: Any) -> tuple[Any, A
     )
 
     loop_cfg = parse_train_cfg(cfg.train_cfg)  # a loop Lightning cannot run is refused before anything is built
+    check_eval_loops(cfg)
     randomness = dict(cfg.get("randomness") or {})
     options: dict[str, Any] = dict(
         default_root_dir=cfg.work_dir,
@@ -150,6 +153,36 @@ def build(cfg: Any, request: Any = None, **trainer_options: Any) -> tuple[Any, A
     if not data.has("val"):
         options["limit_val_batches"] = 0
     return pl.Trainer(**options), module, data, adapter
+
+
+#: the evaluation loops the command runs as the Runner does: MMEngine's, and mmagic's over several dataloaders
+RUNNABLE_EVAL_LOOPS = {"val_cfg": ("ValLoop", "MultiValLoop"), "test_cfg": ("TestLoop", "MultiTestLoop")}
+
+
+class EvalLoopError(InputError, ValueError):
+    """A ``val_cfg`` / ``test_cfg`` naming an evaluation loop with a ``run()`` of its own, which the command cannot
+    run as the Runner would."""
+
+
+def check_eval_loops(cfg: Any) -> None:
+    """Refuse a ``val_cfg`` / ``test_cfg`` whose loop has its own ``run()`` (mmdet's ``TeacherStudentValLoop``,
+    mmpretrain's ``RetrievalValLoop``): the Runner would run it, while Lightning runs one evaluation loop over the
+    stage's dataloaders, so the metrics would differ without a word. ``MMEngineAdapter.from_config`` (a Trainer the
+    user builds) only warns: there the LightningModule's ``validation_step`` is the user's.
+
+    Example: ``check_eval_loops(Config(dict(val_cfg=dict(type="ValLoop"))))`` returns; with
+    ``type="TeacherStudentValLoop"`` it raises :class:`EvalLoopError`."""
+    for key, loops in RUNNABLE_EVAL_LOOPS.items():
+        kind = (cfg.get(key) or {}).get("type", loops[0])
+        name = (kind if isinstance(kind, str) else getattr(kind, "__name__", repr(kind))).rpartition(".")[2]
+        if name not in loops:
+            raise EvalLoopError(
+                f"{key}=dict(type={name!r}) is an evaluation loop with its own run(), which "
+                f"Lightning's {'validation' if key == 'val_cfg' else 'test'} loop cannot run as MMEngine's Runner "
+                f"would (its metrics would differ). Evaluate with MMEngine's {loops[0]} instead: --cfg-options "
+                f"{key}.type={loops[0]}; or train from Python with MMEngineAdapter.from_config and put what "
+                f"{name}.run() does in the LightningModule's {'validation' if key == 'val_cfg' else 'test'}_step."
+            )
 
 
 @contextlib.contextmanager

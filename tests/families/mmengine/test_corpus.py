@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from mmengine.config import Config
 from mmengine.registry import LOOPS, DefaultScope
-from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop, Runner, get_priority
+from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop, Runner, TestLoop, ValLoop, get_priority
 from mmengine.utils import ManagerMixin
 from mmengine.visualization import Visualizer
 from openmmlab_stubs import MMAGIC, import_modules, import_openmmlab
@@ -34,6 +34,7 @@ from torch.utils.data import DataLoader
 
 from lightning_hooks.families.mmengine import MMEngineAdapter
 from lightning_hooks.families.mmengine.iter_based import EpochLoopConfig
+from lightning_hooks.families.mmengine.train import EvalLoopError, check_eval_loops
 
 #: the libraries whose shipped configs the corpus covers, each with the modules whose import registers what its
 #: configs name (None: the library's ``register_all_modules``); one that is not installed is skipped
@@ -201,7 +202,39 @@ def _compare_one(path: Path, work_dir: str) -> bool | str | None:
     except Exception:  # noqa: BLE001 - not a config the Runner takes in this venv
         return None
     actual = adapter_view(adapter, list(expected[1]["validates"]) if expected[1] else [])
-    return True if actual == expected else f"{path}: adapter {actual} != runner {expected}"
+    if actual != expected:
+        return f"{path}: adapter {actual} != runner {expected}"
+    own, refused = eval_loops_with_their_own_run(cfg), eval_loops_train_refuses(cfg)
+    return True if own == refused else f"{path}: the Runner runs its own run() of {own}, train refuses {refused}"
+
+
+def eval_loops_with_their_own_run(cfg: Config) -> list[str]:
+    """The ``val_cfg`` / ``test_cfg`` whose loop the Runner builds (``LOOPS`` in the config's scope) runs a ``run()``
+    other than MMEngine's ``ValLoop`` / ``TestLoop``'s, leaving out mmagic's ``MultiValLoop`` / ``MultiTestLoop``
+    (the command runs them over each dataloader, tests/families/mmengine/test_mmagic.py)."""
+    own = []
+    for key, base in (("val_cfg", ValLoop), ("test_cfg", TestLoop)):
+        loop = dict(cfg.get(key) or {})
+        if "type" not in loop:
+            continue
+        kind, scope = loop["type"], loop.get("_scope_", cfg.get("default_scope"))
+        if isinstance(kind, str) and scope and "." not in kind:
+            kind = f"{scope}.{kind}"  # the registry of the config's scope, where the Runner's LOOPS.build looks
+        cls = kind if isinstance(kind, type) else LOOPS.get(kind)
+        if cls.run is not base.run and cls.__name__ not in ("MultiValLoop", "MultiTestLoop"):
+            own.append(key)
+    return own
+
+
+def eval_loops_train_refuses(cfg: Config) -> list[str]:
+    """The keys ``lightning-hooks train`` refuses (:func:`check_eval_loops`, one key at a time)."""
+    refused = []
+    for key in ("val_cfg", "test_cfg"):
+        try:
+            check_eval_loops({key: cfg.get(key)})
+        except EvalLoopError:
+            refused.append(key)
+    return refused
 
 
 @contextlib.contextmanager
