@@ -59,6 +59,7 @@ class VisslConfigModule(pl.LightningModule):
         check_params_file(config)
         self.model = build_model(config.MODEL, config.OPTIMIZER)
         init_weights(self.model, config)
+        check_trainable(self.model, config)
         # VISSL's trainer sets train mode by model.train(True) at each (train) phase start, where a feature-extraction
         # trunk (linear evaluation) keeps its frozen base model in eval mode; Lightning keeps the modes it finds
         self.model.train(True)
@@ -318,6 +319,23 @@ def init_weights(model: torch.nn.Module, config: Any) -> None:
 
         checkpoint = CheckpointLoader.load_and_broadcast_init_weights(checkpoint_path=path, device=torch.device("cpu"))
         model.init_model_from_weights_params_file(config, checkpoint)  # type: ignore[operator]  # VISSL model method
+
+
+def check_trainable(model: torch.nn.Module, config: Any) -> None:
+    """A model left with no parameter to train (``FEATURE_EVAL_SETTINGS`` freezing all of it, as VISSL's
+    ``quick_knn*`` configs for its nearest-neighbour and feature-extraction tools do) is refused naming the options:
+    VISSL's trainer fails at its first backward."""
+    if any(parameter.requires_grad for parameter in model.parameters()):
+        return
+    settings = config.MODEL.FEATURE_EVAL_SETTINGS
+    flags = ", ".join(f"{name}={settings.get(name)}" for name in ("EVAL_MODE_ON", "FREEZE_TRUNK_ONLY",
+                      "FREEZE_TRUNK_AND_HEAD", "EXTRACT_TRUNK_FEATURES_ONLY"))  # fmt: skip  # the four flags
+    raise ConfigError(
+        f"config.MODEL.FEATURE_EVAL_SETTINGS ({flags}) leaves no parameter of the model to train: a config for "
+        "VISSL's feature extraction or nearest-neighbour evaluation (tools/nearest_neighbor_test.py), not for "
+        "training (VISSL's trainer fails at its first backward); run it with VISSL's tools, or unfreeze the heads "
+        "(config.MODEL.FEATURE_EVAL_SETTINGS.FREEZE_TRUNK_AND_HEAD=false)."
+    )
 
 
 def check_params_file(config: Any) -> None:

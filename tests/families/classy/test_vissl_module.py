@@ -14,7 +14,7 @@ import pytest
 import real_torchvision
 
 from lightning_hooks.core.errors import ConfigError
-from lightning_hooks.families.classy.vissl_module import check_params_file, check_test_phases
+from lightning_hooks.families.classy.vissl_module import check_params_file, check_test_phases, check_trainable
 
 pytestmark = pytest.mark.skipif(not real_torchvision.available(), reason="run `bash scripts/setup.sh test` (real torchvision)")
 
@@ -218,3 +218,20 @@ def test_a_params_file_that_does_not_exist_is_refused_naming_the_option(tmp_path
     (tmp_path / "weights.torch").write_bytes(b"")
     check_params_file(config(""))
     check_params_file(config(str(tmp_path / "weights.torch")))
+
+
+def test_a_model_with_nothing_to_train_is_refused_naming_the_options():
+    """VISSL's ``quick_knn`` (``EVAL_MODE_ON`` and ``FREEZE_TRUNK_AND_HEAD``: every parameter frozen, a config for its
+    nearest-neighbour tool) fails at VISSL's first backward; refused before training, naming the options (#33). A
+    model with one trainable parameter passes."""
+    import torch
+
+    flags = {"EVAL_MODE_ON": True, "FREEZE_TRUNK_ONLY": False, "FREEZE_TRUNK_AND_HEAD": True,
+             "EXTRACT_TRUNK_FEATURES_ONLY": False}  # fmt: skip  # quick_knn's
+    config = SimpleNamespace(MODEL=SimpleNamespace(FEATURE_EVAL_SETTINGS=flags))
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)).requires_grad_(False)
+    with pytest.raises(ConfigError, match=r"config.MODEL.FEATURE_EVAL_SETTINGS \(EVAL_MODE_ON=True, .*"
+                                          r"FREEZE_TRUNK_AND_HEAD=True.*\) leaves no parameter .*nearest_neighbor_test"):  # fmt: skip
+        check_trainable(model, config)
+    model[1].bias.requires_grad_(True)
+    check_trainable(model, config)
