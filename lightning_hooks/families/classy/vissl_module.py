@@ -57,6 +57,7 @@ class VisslConfigModule(pl.LightningModule):
         check_test_phases(config)
         check_fsdp(config)
         check_params_file(config)
+        check_amp_device(config)
         self.model = build_model(config.MODEL, config.OPTIMIZER)
         init_weights(self.model, config)
         check_trainable(self.model, config)
@@ -336,6 +337,18 @@ def check_trainable(model: torch.nn.Module, config: Any) -> None:
         "training (VISSL's trainer fails at its first backward); run it with VISSL's tools, or unfreeze the heads "
         "(config.MODEL.FEATURE_EVAL_SETTINGS.FREEZE_TRUNK_AND_HEAD=false)."
     )
+
+
+def check_amp_device(config: Any) -> None:
+    """``MODEL.AMP_PARAMS.USE_AMP`` off a GPU is refused, naming the options, as VISSL's task asserts (its mixed
+    precision is CUDA's); Lightning would train in CPU mixed precision instead (``quick_simclr_pytorch_amp`` with
+    ``config.MACHINE.DEVICE=cpu``)."""
+    if config.MODEL.get("AMP_PARAMS", {}).get("USE_AMP") and config.MACHINE.DEVICE != "gpu":
+        raise ConfigError(
+            f"config.MODEL.AMP_PARAMS.USE_AMP=true with config.MACHINE.DEVICE={config.MACHINE.DEVICE}: VISSL's mixed "
+            "precision runs on CUDA only (its trainer refuses it elsewhere); set config.MODEL.AMP_PARAMS.USE_AMP=false, "
+            "or train on a GPU (config.MACHINE.DEVICE=gpu)."
+        )
 
 
 def check_params_file(config: Any) -> None:

@@ -14,7 +14,12 @@ import pytest
 import real_torchvision
 
 from lightning_hooks.core.errors import ConfigError
-from lightning_hooks.families.classy.vissl_module import check_params_file, check_test_phases, check_trainable
+from lightning_hooks.families.classy.vissl_module import (
+    check_amp_device,
+    check_params_file,
+    check_test_phases,
+    check_trainable,
+)
 
 pytestmark = pytest.mark.skipif(not real_torchvision.available(), reason="run `bash scripts/setup.sh test` (real torchvision)")
 
@@ -235,3 +240,17 @@ def test_a_model_with_nothing_to_train_is_refused_naming_the_options():
         check_trainable(model, config)
     model[1].bias.requires_grad_(True)
     check_trainable(model, config)
+
+
+def test_mixed_precision_off_a_gpu_is_refused_naming_the_options():
+    """VISSL's ``quick_simclr_pytorch_amp`` (``USE_AMP: True``) on ``config.MACHINE.DEVICE=cpu``: VISSL's task asserts
+    mixed precision is CUDA's; refused naming both options, not trained in CPU mixed precision (#33). On a GPU, or
+    without AMP, it passes."""
+    def config(use_amp, device):
+        return SimpleNamespace(MODEL={"AMP_PARAMS": {"USE_AMP": use_amp}}, MACHINE=SimpleNamespace(DEVICE=device))
+
+    with pytest.raises(ConfigError, match=r"config.MODEL.AMP_PARAMS.USE_AMP=true with config.MACHINE.DEVICE=cpu: "
+                                          r".*USE_AMP=false, or train on a GPU \(config.MACHINE.DEVICE=gpu\)"):  # fmt: skip
+        check_amp_device(config(True, "cpu"))
+    check_amp_device(config(True, "gpu"))
+    check_amp_device(config(False, "cpu"))
