@@ -44,7 +44,6 @@ TESTED_WITH: dict[str, tuple[tuple[str, ...], str]] = {
                                     "Classy's and VISSL's param schedulers"),
     "families/classy/state.py": (("families/classy/test_hooks.py", "families/classy/test_vissl_host.py"),
                                  "the task state Classy's checkpoint hook writes"),
-    "families/classy/timing.py": (("families/classy/test_loop.py",), "Classy's perf stats"),
     "families/classy/vissl_task.py": (("families/classy/test_vissl_real.py", "families/classy/test_vissl_trainer.py"),
                                       "the task facade VISSL's hooks see"),
     "families/imix/demo.py": (("test_demo.py",), "the demo's iMIX hooks"),
