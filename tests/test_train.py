@@ -172,14 +172,16 @@ def test_an_mmengine_resume_or_load_from_file_that_is_no_checkpoint_is_named(cap
     ckpt.write_bytes(make())
     given = [flag, str(ckpt)] if flag == "--resume" else ["--cfg-options", f"load_from={ckpt}"]
     err = train_error(capsys, _tiny_mmengine_config(tmp_path), "--work-dir", str(tmp_path / "work"), *given)
-    assert f"runner.load_checkpoint: {str(ckpt)!r}" in err and problem in err
+    owner = "runner.resume" if flag == "--resume" else "runner.load_checkpoint"  # what MMEngine's Runner calls
+    assert f"{owner}: {str(ckpt)!r}" in err and problem in err
     assert "weights_only" not in err
+    assert not (tmp_path / "work").exists() or flag != "--resume"  # a file to resume from is checked first
 
 
 def test_an_mmengine_resume_file_that_does_not_exist_is_named(capsys, tmp_path):
     missing = tmp_path / "epoch_9.pth"
     err = train_error(capsys, _tiny_mmengine_config(tmp_path), "--work-dir", str(tmp_path / "w"), "--resume", str(missing))
-    assert f"runner.load_checkpoint: {str(missing)!r} does not exist. Check the path of the checkpoint." in err
+    assert f"runner.resume: {str(missing)!r} does not exist. Check the path of the checkpoint." in err
 
 
 # -------------------------------------------------------------------------------------- a name nobody registered

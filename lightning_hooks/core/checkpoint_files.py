@@ -13,6 +13,8 @@ import torch
 from lightning_hooks.core.errors import CheckpointFileError, add_note
 
 _ZIP, _PICKLE = b"PK", b"\x80"  # torch.save's zip format; the legacy format starts with a pickle protocol byte
+#: torch.save's legacy format pickles its magic number first (a LONG1 opcode and these 10 bytes), after the protocol
+_LEGACY_MAGIC = b"\x8a\nl\xfc\x9cF\xf9 j\xa8P\x19"
 
 
 def load_checkpoint_file(
@@ -113,15 +115,18 @@ def checkpoint_error(exception: BaseException) -> CheckpointFileError | None:
 def _not_a_checkpoint(path: str) -> str | None:
     """Why ``path`` is not a complete ``torch.save`` file, or None when it may be one."""
     with open(path, "rb") as f:
-        head = f.read(4)
+        head = f.read(32)
         size = os.fstat(f.fileno()).st_size
     if size == 0:
         return "is empty"
     if head.startswith(_ZIP):
         return None if zipfile.is_zipfile(path) else f"is truncated ({size} bytes; its zip directory is missing)"
-    if head.startswith(_PICKLE):
-        return None
-    return f"is not a PyTorch checkpoint (it starts with bytes {head!r})"
+    if head.startswith(_PICKLE):  # torch.save's legacy format, or a pickle torch.load cannot read
+        if _LEGACY_MAGIC in head:
+            return None
+        return (f"({size} bytes) is truncated or corrupt and cannot be read as a PyTorch checkpoint (a pickle "
+                "without torch.save's magic number)")  # fmt: skip  # one message continued under its first half
+    return f"is not a PyTorch checkpoint (it starts with bytes {head[:4]!r})"
 
 
 #: the lines of torch.load's errors that are about weights_only, not about the file

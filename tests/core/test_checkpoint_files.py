@@ -51,6 +51,21 @@ def test_check_checkpoint_file_passes_a_checkpoint_and_a_url_and_names_a_missing
         check_checkpoint_file(tmp_path / "nothere.pth", owner="load_from")
 
 
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_check_checkpoint_file_tells_torchs_legacy_format_from_another_pickle(tmp_path, protocol):
+    # torch.save's legacy format is a pickle that starts with torch's magic number; a plain pickle is no checkpoint
+    legacy, plain = tmp_path / "legacy.pth", tmp_path / "plain.pkl"
+    torch.save({"w": torch.ones(3)}, legacy, _use_new_zipfile_serialization=False, pickle_protocol=protocol)
+    plain.write_bytes(pickle.dumps({"w": [1.0, 1.0, 1.0]}, protocol=protocol))
+    check_checkpoint_file(legacy, owner="runner.resume")
+    assert torch.load(legacy, weights_only=False)["w"].sum() == 3  # what passes loads (a file this test wrote)
+    with pytest.raises(CheckpointFileError, match=r"runner\.resume: '.*plain\.pkl' \(\d+ bytes\) is truncated or "
+                       r"corrupt and cannot be read as a PyTorch checkpoint \(a pickle without torch\.save's magic"):  # fmt: skip
+        check_checkpoint_file(plain, owner="runner.resume")
+    with pytest.raises(Exception, match="magic number"):
+        torch.load(plain, weights_only=False)  # torch cannot read it either
+
+
 def test_load_checkpoint_file_keeps_torchs_error_as_the_cause_without_its_advice(tmp_path):
     garbage = tmp_path / "garbage.pth"
     garbage.write_bytes(b"\x80\x02garbage" * 4)  # a pickle header, then nothing torch can read

@@ -89,6 +89,7 @@ def build(cfg: Any, request: Any = None, **trainer_options: Any) -> tuple[Any, A
     against what the config decides (:func:`owned_options`). With loggers, ``LoggerHook``'s scalars reach them
     through a ``LightningLoggerVisBackend`` (added to the visualizer where the config lists none)."""
     from lightning_hooks.core import lightning_api
+    from lightning_hooks.core.checkpoint_files import check_checkpoint_file
     from lightning_hooks.core.lightning_api import pl
     from lightning_hooks.families.mmengine import strategy, vis_backend  # vis_backend: LightningLoggerVisBackend
     from lightning_hooks.families.mmengine.adapter import MMEngineAdapter
@@ -103,6 +104,8 @@ def build(cfg: Any, request: Any = None, **trainer_options: Any) -> tuple[Any, A
 
     loop_cfg = parse_train_cfg(cfg.train_cfg)  # a loop Lightning cannot run is refused before anything is built
     check_eval_loops(cfg)
+    if cfg.get("resume") and cfg.get("load_from"):  # the file Runner.load_or_resume resumes from, named if unreadable
+        check_checkpoint_file(cfg.load_from, owner="runner.resume")
     randomness = dict(cfg.get("randomness") or {})
     options: dict[str, Any] = dict(
         default_root_dir=cfg.work_dir,
