@@ -311,13 +311,7 @@ def restart_epoch_at_start(checkpoint: dict[str, Any]) -> bool:
         return False  # between epochs
     for part in ("total", "current"):
         epochs[part]["started"] = epochs[part]["processed"]
-    batches = loop["epoch_loop.batch_progress"]
-    done = batches["total"]["processed"]
-    loop["epoch_loop.state_dict"]["_batches_that_stepped"] += done - batches["total"]["completed"]
-    batches["total"] = dict(ready=done, started=done, processed=done, completed=done)
-    batches["current"] = dict(ready=0, started=0, processed=0, completed=0)
-    batches["is_last_batch"] = False
-    loop.get("state_dict", {}).pop("combined_loader", None)
+    _settle_batches(loop)
     return True
 
 
@@ -341,13 +335,20 @@ def start_next_epoch(checkpoint: dict[str, Any]) -> bool:
         return False  # between epochs, or inside one
     for part in ("total", "current"):
         epochs[part]["processed"] = epochs[part]["completed"] = epochs[part]["started"]
+    _settle_batches(loop)
+    return True
+
+
+def _settle_batches(loop: dict[str, Any]) -> None:
+    """The fit loop's saved batch progress as before an epoch's first batch, its totals settled on the batches
+    processed (the count of batches that stepped follows), the train loaders' saved position dropped."""
+    batches = loop["epoch_loop.batch_progress"]
     done = batches["total"]["processed"]
     loop["epoch_loop.state_dict"]["_batches_that_stepped"] += done - batches["total"]["completed"]
     batches["total"] = dict(ready=done, started=done, processed=done, completed=done)
     batches["current"] = dict(ready=0, started=0, processed=0, completed=0)
     batches["is_last_batch"] = False
     loop.get("state_dict", {}).pop("combined_loader", None)
-    return True
 
 
 def _data_connector(ns: types.ModuleType) -> types.ModuleType:
