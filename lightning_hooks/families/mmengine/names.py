@@ -3,6 +3,8 @@ hook, metric, loss, optimizer...), from MMEngine's own ``KeyError``: :func:`expl
 
 from __future__ import annotations
 
+from typing import Any
+
 from lightning_hooks.core.errors import UnknownNameError
 from lightning_hooks.core.unknown_names import openmmlab_unknown_name
 
@@ -15,3 +17,10 @@ def explain(err: BaseException) -> UnknownNameError | None:
     """``err`` (raised by ``lightning-hooks train CONFIG.py``) as an :class:`UnknownNameError` when an MMEngine
     registry did not know a type, else None."""
     return openmmlab_unknown_name(err, WHERE)
+
+
+def type_name(kind: Any) -> str:
+    """A config's ``type`` as the class name it registers, without the registry scope: ``"mmdet.RetinaNet"`` and the
+    class ``RetinaNet`` both give ``"RetinaNet"``."""
+    name = kind if isinstance(kind, str) else getattr(kind, "__name__", repr(kind))
+    return name.rpartition(".")[2]

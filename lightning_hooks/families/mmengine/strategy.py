@@ -20,6 +20,7 @@ import torch
 from lightning_hooks.core.errors import InputError
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.triggers import Patch, Remove
+from lightning_hooks.families.mmengine.names import type_name
 
 #: the strategy types ``FlexibleRunner`` runs as ``Runner`` does: one process, or DDP across several
 _PLAIN = ("SingleDeviceStrategy", "DDPStrategy")
@@ -53,11 +54,6 @@ def strategy_config(cfg: Mapping[str, Any]) -> dict | None:
     return copy.deepcopy(dict(strategy))
 
 
-def _type_name(kind: Any) -> str:
-    name = kind if isinstance(kind, str) else getattr(kind, "__name__", repr(kind))
-    return name.rpartition(".")[2]
-
-
 def from_config(cfg: Mapping[str, Any], chosen: Any = None) -> Any:
     """Lightning's strategy for the config's FlexibleRunner ``strategy``: ``FSDPStrategy`` / ``DeepSpeedStrategy``
     with MMEngine's options, or ``None`` where the config names no sharded strategy (``Runner``'s plain DDP then
@@ -70,7 +66,7 @@ def from_config(cfg: Mapping[str, Any], chosen: Any = None) -> Any:
     options = strategy_config(cfg)
     if options is None:
         return None
-    name = _type_name(options.pop("type", None))
+    name = type_name(options.pop("type", None))
     if chosen not in (None, "auto"):
         raise StrategyError(
             f"--strategy {chosen!r} and the config's strategy=dict(type={name!r}) both name "
@@ -128,7 +124,7 @@ def _fsdp_wrapper_kwargs(wrapper: dict[str, Any]) -> dict[str, Any]:
     name, ``cpu_offload`` a bool, ``mixed_precision`` a dict of dtype names. Other arguments go to torch's FSDP."""
     from torch.distributed.fsdp import BackwardPrefetch, CPUOffload, MixedPrecision, ShardingStrategy
 
-    kind = _type_name(wrapper.pop("type", "MMFullyShardedDataParallel"))
+    kind = type_name(wrapper.pop("type", "MMFullyShardedDataParallel"))
     if kind not in _FSDP_WRAPPERS:
         raise _refuse("model_wrapper.type", f"{kind!r} wraps the model its own way; Lightning's FSDPStrategy wraps "
                                             "it in torch's FullyShardedDataParallel (MMFullyShardedDataParallel)")  # fmt: skip  # the message continues under its first half
@@ -303,7 +299,7 @@ def _check_deepspeed_optim_wrapper(wrapper: Mapping[str, Any]) -> None:
     """DeepSpeed scales, clips and accumulates itself: the optim wrapper may only be ``DeepSpeedOptimWrapper`` (or a
     plain ``OptimWrapper``) without ``clip_grad`` or ``accumulative_counts``, as MMEngine's ``DeepSpeedOptimWrapper``
     takes none."""
-    kind = _type_name(wrapper.get("type", "OptimWrapper"))
+    kind = type_name(wrapper.get("type", "OptimWrapper"))
     if kind not in ("DeepSpeedOptimWrapper", "OptimWrapper"):
         raise StrategyError(
             f"optim_wrapper=dict(type={kind!r}) under strategy=dict(type='DeepSpeedStrategy'): "
@@ -324,10 +320,10 @@ def prepare_config(cfg: Any) -> None:
     becomes MMEngine's ``OptimWrapper``, whose backward Lightning's ``DeepSpeedStrategy`` runs through the DeepSpeed
     engine (see :class:`DeepSpeedBackward`)."""
     options = strategy_config(cfg)
-    if options is None or _type_name(options.get("type")) != "DeepSpeedStrategy":
+    if options is None or type_name(options.get("type")) != "DeepSpeedStrategy":
         return
     wrapper = cfg.get("optim_wrapper")
-    if wrapper is not None and _type_name(wrapper.get("type", "OptimWrapper")) == "DeepSpeedOptimWrapper":
+    if wrapper is not None and type_name(wrapper.get("type", "OptimWrapper")) == "DeepSpeedOptimWrapper":
         wrapper["type"] = "OptimWrapper"
 
 

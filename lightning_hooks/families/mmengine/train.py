@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from lightning_hooks.core.errors import InputError
+from lightning_hooks.families.mmengine.names import type_name
 
 USAGE = ("CONFIG.py [--work-dir DIR] [--cfg-options KEY=VALUE ...] [--resume [CKPT]] [--amp] [--auto-scale-lr] "
          "[--devices N] [--num-nodes N] [--strategy S] [--precision P]")  # fmt: skip  # the usage line continued under its first half
@@ -177,7 +178,7 @@ def check_eval_loops(cfg: Any) -> None:
     ``type="TeacherStudentValLoop"`` it raises :class:`EvalLoopError`."""
     for key, loops in RUNNABLE_EVAL_LOOPS.items():
         kind = (cfg.get(key) or {}).get("type", loops[0])
-        name = (kind if isinstance(kind, str) else getattr(kind, "__name__", repr(kind))).rpartition(".")[2]
+        name = type_name(kind)
         if name not in loops:
             raise EvalLoopError(
                 f"{key}=dict(type={name!r}) is an evaluation loop with its own run(), which "
@@ -257,7 +258,7 @@ def wrapper_strategy(cfg: Any, strategy: Any, world_size: int) -> Any:
                                          find_unused_parameters=bool(cfg.get("find_unused_parameters", False)))  # fmt: skip  # arguments aligned under the call
     kwargs = dict(wrapper)
     kind = kwargs.pop("type", "MMDistributedDataParallel")
-    name = (kind if isinstance(kind, str) else getattr(kind, "__name__", repr(kind))).rpartition(".")[2]
+    name = type_name(kind)
     way_out = ("train on one device, or wrap the whole model in one DistributedDataParallel as Lightning's "
                "DDPStrategy does: --cfg-options model_wrapper_cfg.type=MMDistributedDataParallel")  # fmt: skip  # one sentence continued under its first half
     if name not in _ONE_DDP:
