@@ -236,11 +236,12 @@ def run_task(case: Case, work_dir: str, with_hooks: bool = True) -> float:
     return clock.seconds / case.iters
 
 
-def run_lightning(case: Case, work_dir: str, with_hooks: bool = True) -> float:
-    """Seconds per iteration under lightning.Trainer, with ClassyAdapter holding the hooks or with no hooks at all."""
+def run_lightning(case: Case, work_dir: str, with_hooks: bool = True, adapter: bool = True) -> float:
+    """Seconds per iteration under lightning.Trainer: ClassyAdapter holding the hooks, ClassyAdapter holding no hook
+    but the timer (``with_hooks=False``), or without the adapter (``adapter=False``: a Lightning callback times)."""
     torch.manual_seed(0)
-    clock: Any = Clock() if with_hooks else LightningClock()
-    callbacks = [ClassyAdapter([clock, *hooks(work_dir)])] if with_hooks else [clock]
+    clock: Any = Clock() if adapter else LightningClock()
+    callbacks = [ClassyAdapter([clock, *(hooks(work_dir) if with_hooks else [])])] if adapter else [clock]
     trainer = pl.Trainer(callbacks=callbacks, default_root_dir=work_dir, max_epochs=case.epochs, **LIGHTNING_SETTINGS)
     trainer.fit(LitModel(case.model()), DataLoader(case.data(), batch_size=case.batch_size))
     return clock.seconds / case.iters
@@ -265,7 +266,8 @@ HOSTS = {
     "host": lambda c, d, warm: run_task(CASES[c], d),
     "bare host": lambda c, d, warm: run_task(CASES[c], d, with_hooks=False),
     "lightning": lambda c, d, warm: run_lightning(CASES[c], d),
-    "bare lightning": lambda c, d, warm: run_lightning(CASES[c], d, with_hooks=False),
+    "adapter, no hooks": lambda c, d, warm: run_lightning(CASES[c], d, with_hooks=False),
+    "bare lightning": lambda c, d, warm: run_lightning(CASES[c], d, with_hooks=False, adapter=False),
     "plain loop": lambda c, d, warm: run_plain(CASES[c], d),
 }
 

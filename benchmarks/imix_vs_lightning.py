@@ -226,6 +226,47 @@ def run_lightning(name: str, work_dir: str, all_hooks: bool = True) -> float:
     return clock_of(hooks).seconds / CASES[name].iters
 
 
+class BareModule(pl.LightningModule):
+    """The Organizer's model, loss and optimizer in Lightning's manual optimisation without the adapter: each step
+    does what OptimizerHook does under iMIX (``zero_grad``, forward, loss, backward, ``step``), nothing else."""
+
+    def __init__(self, organizer: Any) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.model, self.losses_fn, self.optimizer = organizer.model, organizer.losses_fn, organizer.optimizer
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        loss = self.losses_fn(self.model(batch))["loss"]
+        self.manual_backward(loss)
+        optimizer.step()
+        return loss
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return self.optimizer
+
+
+class LightningClock(pl.Callback):
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        self.start = cpu_clock()
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self.seconds = cpu_clock() - self.start
+
+
+def run_bare_lightning(name: str, work_dir: str) -> float:
+    """Seconds per iteration under lightning.Trainer without the adapter (:class:`BareModule`, a callback times)."""
+    torch.manual_seed(0)
+    cfg = CASES[name].config(name, work_dir)
+    organizer = ref.organize(cfg)
+    clock = LightningClock()
+    trainer = pl.Trainer(callbacks=[clock], default_root_dir=work_dir, max_epochs=cfg.total_epochs,
+                         **LIGHTNING_SETTINGS)  # fmt: skip
+    trainer.fit(BareModule(organizer), organizer.train_data_loader)
+    return clock.seconds / CASES[name].iters
+
+
 def run_plain(name: str, work_dir: str) -> float:
     """Seconds per iteration of a plain PyTorch loop: the same model, loss, data and SGD step, nothing else."""
     torch.manual_seed(0)
@@ -247,7 +288,8 @@ HOSTS = {
     "host": lambda c, d, warm: run_engine(c, d),
     "bare host": lambda c, d, warm: run_engine(c, d, all_hooks=False),
     "lightning": lambda c, d, warm: run_lightning(c, d),
-    "bare lightning": lambda c, d, warm: run_lightning(c, d, all_hooks=False),
+    "adapter, no hooks": lambda c, d, warm: run_lightning(c, d, all_hooks=False),
+    "bare lightning": lambda c, d, warm: run_bare_lightning(c, d),
     "plain loop": lambda c, d, warm: run_plain(c, d),
 }
 
@@ -267,7 +309,7 @@ def main() -> None:
         us = hook_cost_rounds(args.cases, HOSTS, args.repeats, tmp)
     hook_cost_report("hooks: the Organizer's (Optimizer, LRScheduler, IterationTimer, CheckPoint, CommonMetricLogger, "
                      "JSONLogger, TensorboardLogger / 50)", "imixEngine", "IMIXAdapter", args.cases, us,
-                     bare_lightning="Lightning + OptimizerHook")  # fmt: skip
+                     bare_lightning="bare Lightning (manual step)")  # fmt: skip
 
 
 if __name__ == "__main__":

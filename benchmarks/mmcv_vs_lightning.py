@@ -184,6 +184,31 @@ class LitModel(pl.LightningModule):
         return torch.optim.SGD(self.model.parameters(), lr=0.01)
 
 
+class BareModule(LitModel):
+    """The same model and SGD in Lightning's manual optimisation without the adapter: each step does what mmcv's
+    OptimizerHook does (``zero_grad``, backward, ``step``) after the model's ``train_step``, nothing else."""
+
+    def __init__(self, model: Model) -> None:
+        super().__init__(model)
+        self.automatic_optimization = False
+
+    def training_step(self, batch: Any, batch_idx: int) -> dict[str, Any]:
+        outputs = self.model.train_step(batch, None)
+        optimizer = self.optimizers()
+        optimizer.zero_grad()
+        self.manual_backward(outputs["loss"])
+        optimizer.step()
+        return outputs
+
+
+class LightningClock(pl.Callback):
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        self.start = cpu_clock()
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self.seconds = cpu_clock() - self.start
+
+
 def quiet_logger() -> logging.Logger:
     logger = logging.getLogger("bench-mmcv")
     logger.setLevel(logging.WARNING)
@@ -225,6 +250,18 @@ def run_lightning(case: Case, work_dir: str, hooks: bool = True) -> float:
     return clock.seconds / case.iters
 
 
+def run_bare_lightning(case: Case, work_dir: str) -> float:
+    """Seconds per iteration under lightning.Trainer without the adapter (:class:`BareModule`, a callback times), with
+    the limits ``MMCVAdapter.trainer_kwargs()`` hands Lightning."""
+    torch.manual_seed(0)
+    by_epoch = case.runner == "EpochBasedRunner"
+    limits = dict(max_epochs=case.epochs) if by_epoch else dict(max_steps=case.iters, max_epochs=-1)
+    clock = LightningClock()
+    trainer = pl.Trainer(callbacks=[clock], default_root_dir=work_dir, **limits, **LIGHTNING_SETTINGS)
+    trainer.fit(BareModule(case.model()), case.loader())
+    return clock.seconds / case.iters
+
+
 def run_plain(case: Case, work_dir: str) -> float:
     """Seconds per iteration of a plain PyTorch loop: the same model, loss, data and SGD step, nothing else."""
     torch.manual_seed(0)
@@ -244,7 +281,8 @@ HOSTS = {
     "host": lambda c, d, warm: run_runner(CASES[c], d),
     "bare host": lambda c, d, warm: run_runner(CASES[c], d, hooks=False),
     "lightning": lambda c, d, warm: run_lightning(CASES[c], d),
-    "bare lightning": lambda c, d, warm: run_lightning(CASES[c], d, hooks=False),
+    "adapter, no hooks": lambda c, d, warm: run_lightning(CASES[c], d, hooks=False),
+    "bare lightning": lambda c, d, warm: run_bare_lightning(CASES[c], d),
     "plain loop": lambda c, d, warm: run_plain(CASES[c], d),
 }
 
@@ -261,7 +299,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         us = hook_cost_rounds(args.cases, HOSTS, args.repeats, tmp)
     hook_cost_report("hooks: register_training_hooks' (StepLr, Optimizer, Checkpoint, IterTimer, TextLogger/50)",
-                     "Runner", "MMCVAdapter", args.cases, us, bare_lightning="Lightning + OptimizerHook")
+                     "Runner", "MMCVAdapter", args.cases, us, bare_lightning="bare Lightning (manual step)")
 
 
 if __name__ == "__main__":
