@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from typing_extensions import override
 
-from lightning_hooks.core.errors import ConfigError
+from lightning_hooks.core.errors import ConfigError, InputError
 from lightning_hooks.core.lightning_api import ddp_kwargs, pl
 from lightning_hooks.families.classy.adapter import ClassyAdapter
 
@@ -57,6 +57,7 @@ class VisslConfigModule(pl.LightningModule):
         check_test_phases(config)
         check_fsdp(config)
         check_params_file(config)
+        check_amp_type(config)
         check_amp_device(config)
         self.model = build_model(config.MODEL, config.OPTIMIZER)
         init_weights(self.model, config)
@@ -336,6 +337,31 @@ def check_trainable(model: torch.nn.Module, config: Any) -> None:
         "VISSL's feature extraction or nearest-neighbour evaluation (tools/nearest_neighbor_test.py), not for "
         "training (VISSL's trainer fails at its first backward); run it with VISSL's tools, or unfreeze the heads "
         "(config.MODEL.FEATURE_EVAL_SETTINGS.FREEZE_TRUNK_AND_HEAD=false)."
+    )
+
+
+class AmpTypeError(InputError, ConfigError):
+    """A VISSL mixed precision Lightning cannot run (``MODEL.AMP_PARAMS.AMP_TYPE`` other than ``pytorch``): one line
+    from ``lightning-hooks train``, no traceback."""
+
+
+def check_amp_type(config: Any) -> None:
+    """``MODEL.AMP_PARAMS.USE_AMP`` with an ``AMP_TYPE`` other than ``pytorch`` (VISSL's default is ``apex``) is
+    refused, naming the option, why and the way out: VISSL hands Apex's ``amp.initialize`` the config's ``AMP_ARGS``
+    (``opt_level`` O1 casts per torch function, O2 / O3 cast the model itself to fp16, O2 with fp32 master weights);
+    Lightning 2 has no Apex plugin, and its ``precision="16-mixed"`` (autocast and a ``GradScaler``) is what VISSL
+    runs for ``AMP_TYPE: pytorch`` only, so mapping Apex onto it would train with other numerics without a word."""
+    amp = config.MODEL.get("AMP_PARAMS", {})
+    amp_type = amp.get("AMP_TYPE", "apex")
+    if not amp.get("USE_AMP") or str(amp_type).lower() == "pytorch":
+        return
+    args = dict(amp.get("AMP_ARGS") or {})
+    raise AmpTypeError(
+        f"config.MODEL.AMP_PARAMS.AMP_TYPE={amp_type} with USE_AMP=true: VISSL trains AMP_TYPE apex (its default) "
+        f"with NVIDIA Apex's amp.initialize (AMP_ARGS {args}), which Lightning 2 has no precision plugin for, and "
+        "Lightning's mixed precision (autocast and a GradScaler, precision=16-mixed) differs in numerics from "
+        "Apex's O1 / O2 / O3; it is VISSL's AMP_TYPE=pytorch: set config.MODEL.AMP_PARAMS.AMP_TYPE=pytorch (or "
+        "config.MODEL.AMP_PARAMS.USE_AMP=false)."
     )
 
 
