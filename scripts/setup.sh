@@ -51,6 +51,7 @@ import sys, zipfile
 with zipfile.ZipFile(".venv/wheels/vissl-0.1.6-py3-none-any.whl") as wheel:
     wheel.extractall(sys.argv[1], [n for n in wheel.namelist() if n.split("/")[0] in ("vissl", "configs", "hydra_plugins")])
 PY
+  DS_BUILD_OPS=0 "${pip[@]}" --upgrade --no-deps --no-build-isolation --target .venv/deepspeed-site deepspeed==0.18.9 hjson==3.1.0 py-cpuinfo==9.0.0 msgpack==1.2.4  # DeepSpeed for tests/helpers/deepspeed_strategies.py, outside the venv's import path: MMEngine imports it (and it mlflow, ~5-12 s) in every process wherever it can
   install .venv-lt24 legacy lightning==2.4.0 pytorch-lightning==2.4.0 "pytest>=8" "pytest-xdist>=3.6"
   # .venv-mmcv1: OpenMMLab 1.x (mmcv.runner), whose import name `mmcv` the main venv's mmcv-lite 2.x takes, for
   # tests/families/mmcv (run from the main suite by tests/families/mmcv/test_venv.py). mmcv 1.7.2 builds from its sdist without

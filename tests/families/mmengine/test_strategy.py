@@ -2,9 +2,10 @@
 (``lightning_hooks/families/mmengine/strategy.py``).
 
 Lightning refuses FSDP and DeepSpeed without a GPU, so here each of the five FlexibleRunner configs mmpretrain ships
-(no other installed OpenMMLab library ships one) gives its strategy object (FSDP) or DeepSpeed config dict and
-``inputs_to_half`` cast, and every option that reaches it is checked;
-``scripts/gpu-check.sh`` trains them on a GPU.
+(no other installed OpenMMLab library ships one) gives its strategy object and ``inputs_to_half`` cast, and every
+option that reaches it is checked; ``scripts/gpu-check.sh`` trains them on a GPU. DeepSpeed's strategy is built in a
+subprocess with ``.venv/deepspeed-site`` (``tests/helpers/deepspeed_strategies.py`` says why), inside a CPU Trainer,
+against MMEngine's ``FlexibleRunner.from_cfg(cfg).strategy``: DeepSpeed's own parse of each side's config is compared.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +35,26 @@ FSDP_CONFIGS = [MAE.format(arch, "fsdp") for arch in ("large-p16", "huge-p14")]
 DEEPSPEED_CONFIGS = [MAE.format(arch, "ds") for arch in ("large-p16", "huge-p14")]
 MINIGPT4 = "minigpt4/minigpt-4_baichuan-7b_caption.py"
 HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
+#: DeepSpeed (and what it imports), outside the venv's import path: scripts/setup.sh test installs it there
+DEEPSPEED_SITE = Path(sys.prefix) / "deepspeed-site"
+HELPERS = Path(__file__).resolve().parents[2] / "helpers"
+#: a FlexibleRunner config derived from the shipped MAE ViT-L one that gives each DeepSpeedStrategy option MMEngine
+#: takes (those Lightning's counterpart refuses aside: test_an_option_lightning_cannot_stand_for_is_refused_by_name)
+EVERY_DEEPSPEED_OPTION = """
+strategy = dict(
+    config={config!r},
+    zero_optimization=dict(_delete_=True, stage=3, overlap_comm=False, reduce_bucket_size=1e6,
+                           offload_optimizer=dict(device="cpu", pin_memory=True),
+                           offload_param=dict(device="cpu", pin_memory=True, buffer_count=4)),
+    fp16=dict(_delete_=True, enabled=False), bf16=dict(enabled=True), amp=dict(enabled=False, opt_level="O2"),
+    gradient_clipping=0.5, activation_checkpointing=dict(partition_activations=True, cpu_checkpointing=True,
+                                                          number_checkpoints=3),
+    aio=dict(block_size=262144, queue_depth=4), steps_per_print=50, inputs_to_half=["inputs", "data_samples"])
+train_dataloader = dict(batch_size=6)
+"""
+#: the base DeepSpeed config file (``strategy.config``) of :data:`EVERY_DEEPSPEED_OPTION`, which the sections update
+DEEPSPEED_JSON = {"wall_clock_breakdown": True, "prescale_gradients": True, "zero_allow_untested_optimizer": True,
+                  "bf16": {"enabled": False}}  # fmt: skip
 
 
 def _shipped_config_folders() -> list[Path]:
@@ -298,3 +322,87 @@ def test_inputs_to_half_casts_the_forwards_inputs_as_mmengines_deepspeed_wrapper
     remove()
     ours(*batch()) if isinstance(data, tuple) else ours(**batch())
     assert "float16" not in repr(ours.seen[-1])  # the patch undone
+
+
+@pytest.fixture(scope="module")
+def deepspeed_builds(tmp_path_factory):
+    """For each shipped DeepSpeed config and :data:`EVERY_DEEPSPEED_OPTION`: DeepSpeed's parse of the config MMEngine's
+    ``DeepSpeedStrategy`` and Lightning's (from ``strategy.from_config``, completed as a CPU Trainer's setup does)
+    hand ``deepspeed.initialize``, and facts of Lightning's strategy object (``deepspeed_strategies.py``, ~15 s CPU)."""
+    from lh_testing import subprocess_env
+
+    assert (DEEPSPEED_SITE / "deepspeed").is_dir(), f"no DeepSpeed in {DEEPSPEED_SITE}: run bash scripts/setup.sh test"
+    tmp = tmp_path_factory.mktemp("deepspeed")
+    (tmp / "ds_config.json").write_text(json.dumps(DEEPSPEED_JSON))
+    every = tmp / "every_deepspeed_option.py"
+    every.write_text(f"_base_ = [{str(CONFIGS / DEEPSPEED_CONFIGS[0])!r}]\n"
+                     + EVERY_DEEPSPEED_OPTION.format(config=str(tmp / "ds_config.json")))  # fmt: skip
+    configs = [str(CONFIGS / name) for name in [*DEEPSPEED_CONFIGS, MINIGPT4]] + [str(every)]
+    out = tmp / "builds.json"
+    run = subprocess.run([sys.executable, str(HELPERS / "deepspeed_strategies.py"), str(out), *configs], cwd=tmp,
+                         env=subprocess_env(DEEPSPEED_SITE, HELPERS), capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    builds = json.loads(out.read_text())
+    return {Path(path).name if path != str(every) else "every": found for path, found in builds.items()}
+
+
+def _differences(build):
+    mmengine, lightning = build["mmengine"], build["lightning"]
+    return {key: (mmengine.get(key), lightning.get(key)) for key in {*mmengine, *lightning}
+            if mmengine.get(key) != lightning.get(key)}  # fmt: skip
+
+
+def _is_lightnings_strategy_in_the_trainer(built, inputs_to_half):
+    assert built["class"][:2] == ["MMEngineDeepSpeedStrategy", "DeepSpeedStrategy"] and built["is_trainers"]
+    assert built["precision"] == "32-true"  # DeepSpeed's fp16 / bf16 sections cast, as under MMEngine
+    assert built["inputs_to_half"] == inputs_to_half
+
+
+@pytest.mark.parametrize("name", [*DEEPSPEED_CONFIGS, MINIGPT4])
+def test_shipped_deepspeed_config_builds_lightnings_strategy_that_deepspeed_reads_as_mmengines(name, deepspeed_builds):
+    """The real ``DeepSpeedStrategy`` in a CPU Trainer: DeepSpeed's ``DeepSpeedConfig`` of its config equals that of
+    MMEngine's ``DeepSpeedStrategy`` for the same config in every attribute (74: ZeRO, fp16 loss scaling, clipping,
+    batch sizes, accumulation, ...), and the shipped options are those."""
+    build, shipped = deepspeed_builds[Path(name).name], Config.fromfile(str(CONFIGS / name))
+    assert _differences(build) == {}
+    _is_lightnings_strategy_in_the_trainer(build["built"], list(shipped.strategy.inputs_to_half))
+    parsed, zero, fp16 = build["lightning"], shipped.strategy.zero_optimization, shipped.strategy.fp16
+    assert parsed["zero_enabled"] == "True" and parsed["zero_optimization_stage"] == str(zero.stage)
+    assert build["built"]["zero_stage_3"] is False
+    for key in ("allgather_partitions", "reduce_scatter", "overlap_comm", "contiguous_gradients"):
+        assert f"{key}={zero[key]}" in parsed["zero_config"]
+    assert "offload_optimizer=None" in parsed["zero_config"] and "offload_param=None" in parsed["zero_config"]
+    assert parsed["float16_config"].startswith("DeepSpeedFP16Config(enabled=True")
+    for key in ("loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis", "min_loss_scale"):
+        assert f"{key}={float(fp16[key]) if key == 'loss_scale' else fp16[key]}" in parsed["float16_config"]
+    assert parsed["bfloat16_config"].startswith("DeepSpeedBF16Config(enabled=False")
+    assert parsed["train_micro_batch_size_per_gpu"] == str(shipped.train_dataloader.batch_size)
+    assert parsed["gradient_accumulation_steps"] == "1" and parsed["gradient_clipping"] == "0.0"
+    assert parsed["steps_per_print"] == "10000000000000"
+
+
+def test_every_deepspeed_option_reaches_lightnings_strategy_as_mmengines(deepspeed_builds):
+    """Each option of MMEngine's ``DeepSpeedStrategy`` that Lightning's counterpart takes (a base JSON ``config``, ZeRO
+    stage 3 with optimizer and parameter offload, bf16 over the base's, apex amp, clipping, activation checkpointing,
+    aio, ``steps_per_print``, ``inputs_to_half``, the loader's batch size) reaches the real strategy as MMEngine's
+    hands it to DeepSpeed."""
+    build = deepspeed_builds["every"]
+    assert _differences(build) == {}
+    _is_lightnings_strategy_in_the_trainer(build["built"], ["inputs", "data_samples"])
+    parsed = build["lightning"]
+    assert parsed["zero_optimization_stage"] == "3" and build["built"]["zero_stage_3"] is True
+    zero = parsed["zero_config"]
+    assert "overlap_comm=False" in zero and "reduce_bucket_size=1000000" in zero and "cpu_offload=None" in zero
+    assert "offload_optimizer=DeepSpeedZeroOffloadOptimizerConfig(device='cpu'" in zero
+    assert "offload_param=DeepSpeedZeroOffloadParamConfig(device='cpu', nvme_path=None, buffer_count=4" in zero
+    assert parsed["bfloat16_config"].startswith("DeepSpeedBF16Config(enabled=True")
+    assert parsed["float16_config"].startswith("DeepSpeedFP16Config(enabled=False")
+    assert parsed["amp_enabled"] == "False" and parsed["amp_params"] == "{'opt_level': 'O2'}"
+    assert parsed["gradient_clipping"] == "0.5"
+    checkpointing = parsed["activation_checkpointing_config"]
+    assert '"partition_activations": true' in checkpointing and '"cpu_checkpointing": true' in checkpointing
+    assert '"number_checkpoints": 3' in checkpointing
+    assert "'block_size': 262144, 'queue_depth': 4" in parsed["aio_config"]
+    assert parsed["steps_per_print"] == "50" and parsed["train_micro_batch_size_per_gpu"] == "6"
+    for key in ("wall_clock_breakdown", "prescale_gradients", "zero_allow_untested_optimizer"):  # the JSON file's
+        assert parsed[key] == "True"
