@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import numbers
 import os
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
 from mmengine.config import Config
 from mmengine.evaluator import Evaluator
+from mmengine.logging import print_log
 from mmengine.model import BaseDataPreprocessor, BaseModel, revert_sync_batchnorm
 from mmengine.optim import AmpOptimWrapper, OptimWrapper, OptimWrapperDict, build_optim_wrapper
 from mmengine.registry import EVALUATOR, MODELS, DefaultScope
@@ -68,6 +71,19 @@ def build_model(cfg: Mapping[str, Any], init_weights: bool = True) -> BaseModel:
     if init_weights:
         init_model_weights(model, cfg)
     return model
+
+
+def converts_to_sync_bn(model: torch.nn.Module, model_cfg: Any) -> bool:
+    """Whether ``model``, built from ``model_cfg`` in one process, would have converted its batch norms to
+    ``SyncBatchNorm`` had it been built among several, as under the Runner, whose processes exist before the model:
+    OpenMMLab's ``use_syncbn`` models (mmdet's ``RTMDet``, True by default; mmpose's pose estimators) convert
+    themselves when ``get_world_size() > 1`` as they are built. False for a model the config gives built."""
+    from mmengine.dist import get_world_size
+
+    use_syncbn = inspect.signature(type(model).__init__).parameters.get("use_syncbn")
+    if use_syncbn is None or not isinstance(model_cfg, Mapping) or get_world_size() > 1:
+        return False
+    return bool(model_cfg.get("use_syncbn", use_syncbn.default))
 
 
 def init_model_weights(model: torch.nn.Module, cfg: Mapping[str, Any]) -> None:
@@ -197,6 +213,16 @@ def _set_visualizer_meta(meta: Any) -> None:
         Visualizer.get_current_instance().dataset_meta = meta
 
 
+def _unprefixed(state_dict: Mapping[str, Any], prefix: str) -> OrderedDict[str, Any]:
+    """The entries of ``state_dict`` under ``prefix``, without it, with their ``_metadata`` (the modules' versions
+    that ``load_state_dict`` reads)."""
+    out = OrderedDict((k[len(prefix):], v) for k, v in state_dict.items() if k.startswith(prefix))
+    metadata = getattr(state_dict, "_metadata", None)
+    if metadata is not None:
+        out._metadata = OrderedDict((k[len(prefix):], v) for k, v in metadata.items() if k.startswith(prefix))  # type: ignore[attr-defined]
+    return out
+
+
 class MMEngineModule(pl.LightningModule):
     """An MMEngine ``BaseModel`` trained by Lightning as MMEngine's ``Runner`` trains it.
 
@@ -243,6 +269,9 @@ class MMEngineModule(pl.LightningModule):
         #: a config whose ``init_weights`` the next fit's :meth:`setup` runs (after the hooks' ``before_run``), where
         #: the weights could not be initialised when the module was built (:func:`~.train.build`); None: nothing to run
         self.init_weights_at_setup: Mapping[str, Any] | None = None
+        #: the next fit's :meth:`setup` converts the model's batch norms to ``SyncBatchNorm`` in several processes, as
+        #: its constructor would have there (:func:`converts_to_sync_bn`); set by :meth:`from_config`
+        self.sync_bn_at_setup = False
         self._plan("val")  # Runner.train builds the val loop's evaluator; the test loop's only Runner.test builds
         self._auto_scale_lr = dict(auto_scale_lr or {})
         self._train_batch_size = train_batch_size
@@ -266,8 +295,9 @@ class MMEngineModule(pl.LightningModule):
             seed_from_config(cfg)
         train_loader = cfg.get("train_dataloader") or {}
         with scope(cfg):
-            return cls(
-                build_model(cfg) if model is None else model,
+            model = build_model(cfg) if model is None else model
+            module = cls(
+                model,
                 optim_wrapper=copy.deepcopy(cfg.get("optim_wrapper")),
                 val_evaluator=cfg.get("val_evaluator") if cfg.get("val_cfg") is not None else None,
                 test_evaluator=cfg.get("test_evaluator") if cfg.get("test_cfg") is not None else None,
@@ -279,18 +309,44 @@ class MMEngineModule(pl.LightningModule):
                 test_loop=loop_type(cfg.get("test_cfg")) or "TestLoop",
                 default_scope=cfg.get("default_scope"),
             )
+        module.sync_bn_at_setup = converts_to_sync_bn(model, cfg.get("model"))
+        return module
 
     # ------------------------------------------------------------------------------------------ optimizers
     @override
     def setup(self, stage: str) -> None:
         """One process: MMEngine's ``SyncBatchNorm`` layers become plain batch norm, as ``Runner.wrap_model`` reverts
-        them when training is not distributed. A fit runs the ``init_weights`` left to it
+        them when training is not distributed. Several: a model built in one process that its constructor would have
+        converted to ``SyncBatchNorm`` among several (:attr:`sync_bn_at_setup`) is converted now, the process group
+        up, before the strategy wraps it, as under the Runner. A fit runs the ``init_weights`` left to it
         (:attr:`init_weights_at_setup`)."""
         if self.trainer.world_size == 1:
             self.model = revert_sync_batchnorm(self.model)
+        elif self.sync_bn_at_setup:
+            self.sync_bn_at_setup = False
+            self.model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(self.model)
+            print_log("Using SyncBatchNorm()", "current")  # the line the model's constructor logs
         if stage == "fit" and self.init_weights_at_setup is not None:
             cfg, self.init_weights_at_setup = self.init_weights_at_setup, None
             init_model_weights(self.model, cfg)
+
+    @override
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
+        """The model's weights as ``Runner.load_checkpoint`` loads them (resume, ``load_from``): MMEngine's
+        ``load_state_dict``, not strict: keys that the file holds and the model does not (DDQ-DETR's decoder holds
+        its head's auxiliary branches only once it has run), or the reverse, are printed, not refused. The
+        LightningModule's other entries load as ``strict`` says."""
+        from lightning_hooks.families.mmengine.checkpoint import load_into_model
+
+        ours = _unprefixed(state_dict, "model.")
+        load_into_model(self.model, {"state_dict": ours}, strict=False)
+        others = {k: v for k, v in state_dict.items() if not k.startswith("model.")}
+        result = super().load_state_dict(others, strict=False, assign=assign)
+        missing = [k for k in result.missing_keys if not k.startswith("model.")]
+        if strict and (missing or result.unexpected_keys):
+            raise RuntimeError(f"{type(self).__name__}.load_state_dict: the checkpoint's entries outside the model "
+                               f"differ from the module's: missing {missing}, unexpected {result.unexpected_keys}")
+        return result
 
     def _record_device(self) -> None:
         """MMEngine's data preprocessors move each batch to the device their own ``to()`` recorded, which

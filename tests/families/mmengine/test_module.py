@@ -5,6 +5,7 @@ the Runner are in test_resume_corpus.py)."""
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 import torch
@@ -89,3 +90,33 @@ def test_the_data_preprocessor_moves_batches_to_the_device_the_strategy_placed_t
     else:
         getattr(trainer, stage)(module, val)
     assert model.data_preprocessor._device == torch.device("cpu")
+
+
+@pytest.mark.parametrize("use_syncbn", [None, False])
+def test_a_model_that_syncs_its_batch_norms_among_processes_is_converted_at_setup(use_syncbn):
+    """mmdet's RTMDet (``use_syncbn``, True by default) converts its batch norms to ``SyncBatchNorm`` when built among
+    several processes, as under the Runner, whose processes exist first; the command builds it in one process, so
+    the module converts it at a fit's setup in several (each rank's BN statistics would be its own, the Runner's
+    synced), and leaves it in one or where the config says ``use_syncbn=False``. On CPU both hosts then stop at
+    torch's "SyncBatchNorm layers only work with GPU modules"."""
+    from types import SimpleNamespace
+
+    import train_kit  # noqa: F401  mmdet's modules (after the stubs)
+    from mmengine.config import Config
+
+    from lightning_hooks.families.mmengine.module import MMEngineModule
+
+    configs = Path(importlib.util.find_spec("mmdet").origin).parent / ".mim" / "configs"
+    model = Config.fromfile(configs / "rtmdet" / "rtmdet_tiny_8xb32-300e_coco.py").model
+    bn = dict(type="BN")  # the shipped SyncBN in the config: only the constructor's conversion is looked at here
+    model.backbone.update(init_cfg=None, widen_factor=0.0625, norm_cfg=bn)
+    model.neck.update(in_channels=[16, 32, 64], out_channels=16, norm_cfg=bn)
+    model.bbox_head.update(num_classes=2, in_channels=16, feat_channels=16, norm_cfg=bn)
+    if use_syncbn is not None:
+        model.use_syncbn = use_syncbn
+    for world_size, synced in ((1, False), (2, use_syncbn is None)):
+        module = MMEngineModule.from_config(Config(dict(model=model, default_scope="mmdet")), seed=False)
+        module.trainer = SimpleNamespace(world_size=world_size)
+        module.setup("fit")
+        layers = {type(m) for m in module.model.modules()}
+        assert (torch.nn.SyncBatchNorm in layers) is synced and (torch.nn.BatchNorm2d in layers) is not synced, world_size
