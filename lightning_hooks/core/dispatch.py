@@ -104,13 +104,22 @@ class HookDispatch:
         return fn not in defaults
 
     def build_plan(self, host_args: tuple[Any, ...]) -> None:
-        """Precompute, per trigger, the rows that have at least one active hook. Call once the host exists."""
+        """Precompute, per trigger, the rows that have at least one active hook. Call once the host exists.
+
+        A row's condition named in ``conditions.fixed_conditions`` holds for the adapter's life (a
+        :class:`~lightning_hooks.core.manual_step.ManualStepAdapter`'s ``hooks_step``): it is asked here, once, and
+        the row is left out or fires without asking (such rows fire every step)."""
         self._host_args = host_args
+        fixed: frozenset[str] = getattr(self.conditions, "fixed_conditions", frozenset())
         plan: dict[Trigger, list[Step]] = {}
         for index, row in enumerate(self.events.rows):
             calls = tuple((h, getattr(h, row.mount)) for h in self.hooks if self.active(h, row.mount))
             if calls:
                 when = getattr(self.conditions, row.when) if row.when else None
+                if when is not None and row.when in fixed:
+                    if not when():
+                        continue
+                    when = None
                 plan.setdefault(row.event, []).append((index, row, when, frozenset(row.args), calls))
         self._plan_by_value = {trigger: tuple(plan.get(trigger, ())) for trigger in self._triggers}
         self._plan = {id(trigger): steps for trigger, steps in self._plan_by_value.items()}

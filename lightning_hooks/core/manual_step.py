@@ -99,6 +99,10 @@ class ManualStepAdapter(LegacyHookAdapter):
 
     steppers: list[Any]
     loop: HostLoop
+    #: the step conditions hold for the adapter's life (the family sets ``steppers`` before it builds the dispatch's
+    #: plan): the dispatch asks them once, not at every step
+    #: (:meth:`~lightning_hooks.core.dispatch.HookDispatch.build_plan`)
+    fixed_conditions = frozenset({"hooks_step", "lightning_steps"})
 
     # ------------------------------------------------------------------------------------------ conditions
     def hooks_step(self) -> bool:

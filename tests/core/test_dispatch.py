@@ -245,3 +245,36 @@ def test_hooks_muted_for_one_reason_stay_muted_when_another_reasons_list_changes
     toy.mute("checkpoint hooks under fast_dev_run", [])  # the next run has no fast_dev_run
     toy.fire(ON["on_train_batch_end"], batch_idx=0, outputs="o")
     assert (toy.hooks[0].calls, toy.hooks[1].calls) == ([], [dict(batch_idx=0, outputs="o")])
+
+
+class Conditions:
+    """An adapter's conditions: ``fixed`` holds for its life (``fixed_conditions``), ``live`` may change per step."""
+
+    fixed_conditions = frozenset({"fixed"})
+
+    def __init__(self, fixed):
+        self.value, self.asked = fixed, []
+
+    def fixed(self):
+        self.asked.append("fixed")
+        return self.value
+
+    def live(self):
+        self.asked.append("live")
+        return True
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_a_fixed_condition_is_asked_once_when_the_plan_is_built(fixed):
+    """ManualStepAdapter's hooks_step: the plan keeps its rows without asking at each fire, or leaves them out."""
+    events = EventTable("toy", [Mount(ON["on_train_batch_end"], "batch", ("batch_idx", "outputs"), when="fixed"),
+                                Mount(ON["on_train_batch_end"], "batch", ("batch_idx", "outputs"), when="live")],
+                        conditions={"fixed": "for the adapter's life", "live": "asked at each fire"})  # fmt: skip
+    conditions = Conditions(fixed)
+    toy = HookDispatch("Toy", "toy", events, [Batch()], (toy_family.ToyHook,), conditions=conditions)
+    toy.build_plan(("host",))
+    for i in range(3):
+        toy.fire(ON["on_train_batch_end"], batch_idx=i, outputs="o")
+    assert conditions.asked == ["fixed", "live", "live", "live"]
+    assert len(toy.hooks[0].calls) == (6 if fixed else 3)
+    assert toy.fired == {"batch": 6 if fixed else 3}

@@ -114,8 +114,9 @@ class IMIXAdapter(ManualStepAdapter):
             raise ValueError(f"IMIXAdapter: gradient_accumulation_steps must be an int >= 1, got {gradient_accumulation_steps!r}")
         real = _loaded_imix()
         self.steppers = [h for h in self.hooks if real is not None and isinstance(h, real.OptimizerHook)]
-        #: iMIX's engine loop: counters and log buffer; fires the train rows (the engine facade reads it)
-        self.loop = IMIXLoop(self, by_epoch=by_epoch, hooks_step=bool(self.steppers))
+        #: iMIX's engine loop: counters and log buffer (the engine facade reads them); fires the train rows through
+        #: the dispatch itself (the adapter's ``fire`` would only pass them on, twice an iteration)
+        self.loop = IMIXLoop(self.dispatch, by_epoch=by_epoch, hooks_step=bool(self.steppers))
         self.engine = self.host = Engine(
             self.hooks,
             self.loop,
@@ -202,9 +203,10 @@ class IMIXAdapter(ManualStepAdapter):
     # ------------------------------------------------------------------------------------------ lightning glue
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Unpickled (``ddp_spawn``'s ranks): pickling a hook's ``weakref.proxy`` copied the engine into each hook, so
-        point every hook at this adapter's engine again, and the loop at this adapter (it travels without it)."""
+        point every hook at this adapter's engine again, and the loop at this adapter's dispatch (it travels without
+        it)."""
         self.__dict__.update(state)
-        self.loop.caller = self
+        self.loop.caller = self.dispatch
         for hook in self.hooks:
             hook.trainer = weakref.proxy(self.engine)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import operator
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -82,7 +83,10 @@ class Engine(Facade):
     @property
     def log_buffer(self) -> Any:
         """iMIX's ``LogBufferStorage``, entered as the current (global) log buffer from ``before_train`` on."""
-        return self._need("log_buffer", self._loop.log_buffer, "before training starts, nor without imix installed")
+        buffer = self._loop.log_buffer
+        if buffer is None:  # hooks read it every iteration: the check only where it is missing
+            self._need("log_buffer", buffer, "before training starts, nor without imix installed")
+        return buffer
 
     @property
     def work_dir(self) -> str:
@@ -109,14 +113,14 @@ class Engine(Facade):
         self._optimizer = None
         self._max_iter = None
 
-    @property
-    def iter(self) -> int:
-        """The current iteration's index over the run (by epoch: advanced after ``after_train_iter``)."""
-        return self._loop.iter
-
-    @iter.setter
-    def iter(self, value: int) -> None:
+    def _set_iter(self, value: int) -> None:
         self._loop.iter = value
+
+    # read through operator.attrgetter, in C: hooks read it as iMIX's plain attribute, several times an iteration
+    iter = property(
+        operator.attrgetter("_loop.iter"), _set_iter,
+        doc="The current iteration's index over the run (by epoch: advanced after ``after_train_iter``).",
+    )  # fmt: skip  # getter, setter, doc
 
     @property
     def start_iter(self) -> int:
@@ -128,12 +132,16 @@ class Engine(Facade):
         """The epoch of the current iteration; in ``after_train`` the last epoch run, as iMIX's loop variable (which
         its engine sets from the first ``before_train_epoch`` on, and never by iteration)."""
         loop = self._loop
+        if loop.epoch_set and self.by_epoch:  # hooks read it every iteration: the checks only where it is unset
+            return loop.epoch
         return self._counter("epoch", loop.epoch if loop.epoch_set else None, "before the first epoch starts")
 
     @property
     def inner_iter(self) -> int:
         """The iteration's index inside its epoch, set by iMIX's epoch loop from the first iteration on."""
         loop = self._loop
+        if loop.inner_iter_set and self.by_epoch:  # as epoch: the checks only where it is unset
+            return loop.inner_iter
         return self._counter("inner_iter", loop.inner_iter if loop.inner_iter_set else None, "before the first iteration")
 
     @inner_iter.setter

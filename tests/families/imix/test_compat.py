@@ -262,3 +262,12 @@ def test_training_step_must_return_a_loss(module, loader, make_trainer):
     module.training_step = lambda batch, batch_idx: {"acc": 1.0}
     with pytest.raises(TypeError, match="training_step must return the loss tensor"):
         make_trainer([IMIXAdapter([real.OptimizerHook()])]).fit(module, loader)
+
+
+def test_counters_a_hook_sets_are_the_loops():
+    """iMIX's ``iter`` and ``inner_iter`` are plain attributes a hook may set: the engine loop counts on from them."""
+    hook = Named("x")
+    adapter = IMIXAdapter([hook])
+    hook.trainer.iter, hook.trainer.inner_iter = 7, 3
+    assert (adapter.loop.iter, adapter.loop.inner_iter) == (7, 3)
+    assert (hook.trainer.iter, hook.trainer.inner_iter) == (7, 3)

@@ -110,4 +110,4 @@ def test_the_adapter_travels_pickled_and_its_loop_fires_through_the_copy():
 
     adapter = IMIXAdapter([IterationTimerHook()])
     copy = pickle.loads(pickle.dumps(adapter))
-    assert copy.loop.caller is copy and copy.engine._loop is copy.loop and copy.hooks[0].trainer._loop is copy.loop
+    assert copy.loop.caller is copy.dispatch and copy.engine._loop is copy.loop and copy.hooks[0].trainer._loop is copy.loop
