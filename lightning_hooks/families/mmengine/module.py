@@ -219,7 +219,8 @@ def _unprefixed(state_dict: Mapping[str, Any], prefix: str) -> OrderedDict[str, 
     out = OrderedDict((k[len(prefix):], v) for k, v in state_dict.items() if k.startswith(prefix))
     metadata = getattr(state_dict, "_metadata", None)
     if metadata is not None:
-        out._metadata = OrderedDict((k[len(prefix):], v) for k, v in metadata.items() if k.startswith(prefix))  # type: ignore[attr-defined]
+        versions = OrderedDict((k[len(prefix):], v) for k, v in metadata.items() if k.startswith(prefix))
+        out._metadata = versions  # type: ignore[attr-defined]  # the attribute torch sets on the state dicts it makes
     return out
 
 
