@@ -140,8 +140,10 @@ class ClassyAdapter(LegacyHookAdapter):
         )
         self._clock = StepClock(functools.partial(getattr, self.task, "perf_stats"))  # picklable (ddp_spawn)
         self._schedule = VisslSchedule(config if vissl is not None else None)
-        #: Classy's phase loop: the counters the task shows, moved and fired from the events below
-        self.loop = ClassyLoop(self.hook_caller, self.task, self._clock, self._at_phase_start)
+        #: Classy's phase loop: the counters the task shows, moved and fired from the events below; it fires Lightning's
+        #: events' rows, which :meth:`trigger` passes to the dispatch as they are, so it fires through the dispatch
+        #: (two calls fewer at every step)
+        self.loop = ClassyLoop(self.dispatch, self.task, self._clock, self._at_phase_start)
         self.task.hooks, self.task._caller, self.task._loop = self.hooks, self.hook_caller, self.loop
         self.dispatch.build_plan((self.task,))
         self._in_step = False
