@@ -17,14 +17,15 @@ Example::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from lightning_hooks.core.errors import InputError, unknown_name
-from lightning_hooks.core.lightning_api import drop_unset_wandb_anonymous, pl, submodule
+from lightning_hooks.core.lightning_api import drop_unset_wandb_anonymous, pl, rank_zero_only, submodule
 
 #: the ``--logger`` choices, in the order their help lists them
 LOGGERS = ("tensorboard", "csv", "wandb", "mlflow")
@@ -254,6 +255,11 @@ def _wandb(save_dir: str, name: str) -> Any:
 
 
 def _mlflow(save_dir: str, name: str) -> Any:
+    with _client_made_when_used():
+        return _mlflow_logger(save_dir, name)
+
+
+def _mlflow_logger(save_dir: str, name: str) -> Any:
     uri = os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         return submodule("loggers").MLFlowLogger(experiment_name=name, tracking_uri=uri)
@@ -263,6 +269,38 @@ def _mlflow(save_dir: str, name: str) -> Any:
         warnings.filterwarnings("ignore", message="The filesystem tracking backend", category=FutureWarning)
         return submodule("loggers").MLFlowLogger(experiment_name=name,
                                                  tracking_uri=f"file:{os.path.join(save_dir, 'mlruns')}")  # fmt: skip  # arguments aligned under the call
+
+
+@contextlib.contextmanager
+def _client_made_when_used() -> Iterator[None]:
+    """On a rank other than 0, ``MLFlowLogger``'s ``MlflowClient`` made when first used rather than when the logger is
+    built: making it makes a ``file:`` store (its folders and default experiment), which rank 0 alone writes, as every
+    store of the run; Lightning uses the client on rank 0 only (``experiment``, ``log_*``). Ranks that start before
+    the Trainer is built (torchrun, mmcv's processes) would otherwise race rank 0 to make the store."""
+    import importlib
+
+    tracking: Any = importlib.import_module("mlflow.tracking")
+    real = tracking.MlflowClient
+    if getattr(rank_zero_only, "rank", 0) == 0:  # the process's rank, which Lightning reads at import
+        yield
+        return
+
+    class MadeWhenUsed:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._arguments = (args, kwargs)
+
+        def __getattr__(self, key: str) -> Any:
+            if key.startswith("__") or key == "_arguments":
+                raise AttributeError(key)
+            if "_client" not in vars(self):
+                self._client = real(*self._arguments[0], **self._arguments[1])
+            return getattr(self._client, key)
+
+    tracking.MlflowClient = MadeWhenUsed  # only while Lightning's MLFlowLogger.__init__ imports it
+    try:
+        yield
+    finally:
+        tracking.MlflowClient = real
 
 
 _BUILDERS: dict[str, Callable[[str, str], Any]] = {"csv": _csv, "tensorboard": _tensorboard, "wandb": _wandb,

@@ -124,3 +124,22 @@ def test_loggers_write_under_the_save_dir_offline(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://tracking:5000")
     wandb, mlflow = build_loggers(["wandb", "mlflow"], str(tmp_path), "run")
     assert not wandb._offline and mlflow._tracking_uri == "http://tracking:5000"
+
+
+def test_the_mlflow_store_is_made_by_rank_0_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On another rank the logger's ``MlflowClient`` is made when used, not when built: building it makes a ``file:``
+    store, which ranks started before the Trainer (torchrun, mmcv's processes) made beside rank 0 (found by
+    tests/integration/ddp/test_write_audit.py on mmcv 1.x)."""
+    from lightning_hooks.core.lightning_api import rank_zero_only
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setattr(rank_zero_only, "rank", 1)
+    (logger,) = build_loggers(["mlflow"], str(tmp_path / "rank1"), "run")
+    assert not (tmp_path / "rank1").exists() and logger.save_dir == str(tmp_path / "rank1" / "mlruns")
+    assert type(logger.experiment).__name__ == "_DummyExperiment"  # Lightning's on another rank: no client made
+    assert not (tmp_path / "rank1").exists()
+    assert logger._mlflow_client.tracking_uri == f"file:{tmp_path / 'rank1' / 'mlruns'}"  # made when used
+    assert (tmp_path / "rank1" / "mlruns").is_dir()
+    monkeypatch.setattr(rank_zero_only, "rank", 0)
+    build_loggers(["mlflow"], str(tmp_path / "rank0"), "run")
+    assert (tmp_path / "rank0" / "mlruns").is_dir()  # rank 0 makes the store when it builds the logger
