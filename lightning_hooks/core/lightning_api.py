@@ -425,9 +425,13 @@ def refetch_train_batches(trainer: Any) -> int:
 
 def train_epoch_pending(trainer: Any) -> bool:
     """Whether the current train epoch has begun (``on_train_epoch_start``) but not yet fetched its first batch:
-    ``fit_loop.epoch_progress.current`` is ready but not started. Checked on :data:`CHECKED_ON`."""
-    progress = trainer.fit_loop.epoch_progress.current
-    return progress.ready > progress.started
+    ``fit_loop.epoch_progress.current`` is ready but not started, or (Lightning >= 2.5) the fit resumed at the
+    epoch's start (``fit_loop.restarted_on_epoch_start``: its progress reset, ready no longer ahead) and the epoch
+    loop has not fetched a batch. Checked on :data:`CHECKED_ON`."""
+    loop = trainer.fit_loop
+    progress = loop.epoch_progress.current
+    restarted = getattr(loop, "restarted_on_epoch_start", False)  # Lightning 2.4: counts ready as it started
+    return progress.ready > progress.started or (restarted and loop.epoch_loop.batch_progress.current.ready == 0)
 
 
 def setup_fit_val_data(trainer: Any) -> None:
