@@ -189,6 +189,16 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
     def load_host_state(self, state: dict[str, Any]) -> None:
         """Restore :meth:`host_state`."""
 
+    def upgrade_host_state(
+        self, state: dict[str, Any], written: int, checkpoint: Mapping[str, Any] | None, source: str
+    ) -> dict[str, Any]:
+        """:meth:`host_state` of adapter state format ``written`` (older than
+        :data:`~lightning_hooks.core.adapter_state.STATE_FORMAT`) in this format: ``checkpoint`` is the whole Lightning
+        checkpoint (None: the state was given alone), ``source`` names it for errors. A family whose host state means
+        the same in both returns it as it is; one that cannot convert it exactly raises
+        :class:`~lightning_hooks.core.adapter_state.StateFormatError`."""
+        return state
+
     # -------------------------------------------------------------------------------------- the dispatch's face
     @property
     def hooks(self) -> list[Any]:

@@ -3,6 +3,10 @@
 :class:`AdapterState` is a member of :class:`~lightning_hooks.core.adapter.LegacyHookAdapter` (``adapter.state``):
 the adapter's ``Callback`` methods ``state_dict`` / ``load_state_dict`` and ``on_load_checkpoint`` call it, and it
 asks the adapter (a :class:`StateOwner`) for what only the family knows: each hook's state and the host's.
+
+The state carries its format (:data:`STATE_FORMAT`); a state of an older format is converted to this one where its
+meaning is known (:meth:`StateOwner.upgrade_host_state`) or refused (:class:`StateFormatError`), never loaded with
+counters that mean something else now.
 """
 
 from __future__ import annotations
@@ -15,6 +19,28 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from lightning_hooks.core.lightning_api import pl
+
+#: The format of the adapter state this version writes (its ``"format"``). 1: no ``"format"`` key (lightning-hooks up
+#: to commit 4f978f6); 2: iMIX's loop counts an epoch whose last iteration ran as done (``epoch`` the next one, as
+#: iMIX's ``resume_or_load``), mmcv ``IterBasedRunner``'s ``epoch`` is ``meta['epoch']`` as its ``save_checkpoint``
+#: writes it (the loader's pass plus one).
+STATE_FORMAT = 2
+
+
+class StateFormatError(ValueError):
+    """Adapter state of a format this version cannot load as it is meant: written by a newer lightning-hooks, or an
+    older one whose counters cannot be converted exactly. The message names the checkpoint, the adapter and its family,
+    what changed and the way out."""
+
+
+def format_error(owner: StateOwner, source: str, written: int, changed: str, way_out: str) -> StateFormatError:
+    """The refusal of ``owner``'s state of format ``written`` read from ``source`` (the checkpoint): what changed since
+    that format and the way out."""
+    return StateFormatError(
+        f"{type(owner).__name__} ({', '.join(owner.hook_keys())}): {source} holds {owner.family} adapter state of format "
+        f"{written}, written by an earlier lightning-hooks (format {STATE_FORMAT} now): {changed}. It cannot be resumed "
+        f"with its counters as they are; {way_out}"
+    )
 
 
 class StateOwner(Protocol):
@@ -38,6 +64,9 @@ class StateOwner(Protocol):
     def host_state(self) -> dict[str, Any]: ...
 
     def load_host_state(self, state: dict[str, Any]) -> None: ...
+
+    def upgrade_host_state(self, state: dict[str, Any], written: int, checkpoint: Mapping[str, Any] | None,
+                           source: str) -> dict[str, Any]: ...  # fmt: skip  # the signature on two lines
 
     def removed_hooks_note(self, removed: list[str]) -> str: ...
 
@@ -69,8 +98,8 @@ def key_before_0_3(adapter_class: str, hook_keys: list[str], index: int) -> str:
 
 
 class AdapterState:
-    """Checkpoint state of a family adapter: ``{"family", "hook_list": [hook key, ...], "hooks": {hook key: state},
-    "host": facade state}``.
+    """Checkpoint state of a family adapter: ``{"format": STATE_FORMAT, "family", "hook_list": [hook key, ...],
+    "hooks": {hook key: state}, "host": facade state}``.
 
     Hooks are keyed by the adapter's ``hook_keys()`` (class name, ``#n`` when a class repeats), and ``hook_list`` is
     the list of all of them. The adapter's ``state_key`` is built from that list (:func:`base_state_key`), so resuming
@@ -80,7 +109,7 @@ class AdapterState:
 
     Example::
 
-        adapter.state.state_dict()  # {"family": "mmengine", "hook_list": ["EMAHook"], "hooks": {"EMAHook": {...}}, ...}
+        adapter.state.state_dict()  # {"format": 2, "family": "mmengine", "hook_list": ["EMAHook"], "hooks": {"EMAHook": {...}}, ...}
     """
 
     def __init__(self, owner: StateOwner) -> None:
@@ -95,7 +124,10 @@ class AdapterState:
         owner = self.owner
         pairs = zip(owner.hook_keys(), owner.hooks, strict=True)
         hooks = {k: s for k, h in pairs if (s := owner.hook_state(h)) is not None}
-        return {"family": owner.family, "hook_list": owner.hook_keys(), "hooks": hooks, "host": owner.host_state()}
+        return {
+            "format": STATE_FORMAT, "family": owner.family, "hook_list": owner.hook_keys(), "hooks": hooks,
+            "host": owner.host_state(),
+        }  # fmt: skip  # the keys on two lines
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         owner = self.owner
@@ -105,6 +137,7 @@ class AdapterState:
                 f"{type(owner).__name__} ({', '.join(owner.hook_keys())}) was given checkpoint state written by a {family!r} "
                 f"adapter. Resume with the same adapters and hooks the checkpoint was written with."
             )
+        state_dict = self.upgrade(state_dict, None, "the state given to load_state_dict")
         saved = state_dict.get("hooks", {})
         keys = owner.hook_keys()
         for key, hook in zip(keys, owner.hooks, strict=True):
@@ -125,6 +158,7 @@ class AdapterState:
         fresh and warn. Lightning skips ``load_state_dict`` for a key the checkpoint lacks."""
         owner = self.owner
         states = checkpoint.get("callbacks") or {}
+        self._upgrade_states(trainer, checkpoint)
         if owner.state_key in states:
             return
         old = _key_before_0_3(owner, trainer)
@@ -153,6 +187,37 @@ class AdapterState:
                 stacklevel=1,
             )
             self.load_state_dict(copy.deepcopy(state))
+
+    def upgrade(self, state: Mapping[str, Any], checkpoint: Mapping[str, Any] | None, source: str) -> Mapping[str, Any]:
+        """``state`` in :data:`STATE_FORMAT`: as it is when written so, else its host state converted by the family
+        (:meth:`StateOwner.upgrade_host_state`, given the whole ``checkpoint`` where there is one). ``source`` names
+        where the state comes from in errors. Raises :class:`StateFormatError` for a format newer than this one."""
+        written = state.get("format", 1)
+        if written == STATE_FORMAT:
+            return state
+        owner = self.owner
+        if not isinstance(written, int) or written > STATE_FORMAT:
+            raise StateFormatError(
+                f"{type(owner).__name__} ({', '.join(owner.hook_keys())}): {source} holds {owner.family} adapter state "
+                f"of format {written!r}, written by a newer lightning-hooks than this one (which reads formats up to "
+                f"{STATE_FORMAT}). Resume it with the lightning-hooks version that wrote it, or a later one."
+            )
+        host = owner.upgrade_host_state(copy.deepcopy(dict(state.get("host", {}))), written, checkpoint, source)
+        return {**state, "format": STATE_FORMAT, "host": host}
+
+    def _upgrade_states(self, trainer: pl.Trainer, checkpoint: Mapping[str, Any]) -> None:
+        """Convert, in ``checkpoint``, each state this adapter may load (under its key, its key before 0.3, or an
+        unclaimed one of its class) to :data:`STATE_FORMAT` (:meth:`upgrade`), before Lightning hands it to
+        ``load_state_dict``."""
+        states = checkpoint.get("callbacks")
+        if not states:
+            return
+        source = f"the checkpoint {str(getattr(trainer, 'ckpt_path', None) or 'being loaded')!r}"
+        keys = [self.owner.state_key, _key_before_0_3(self.owner, trainer), *self._unclaimed_states(trainer, states)]
+        for key in dict.fromkeys(keys):
+            state = states.get(key)
+            if isinstance(state, Mapping) and state.get("family") == self.owner.family:
+                states[key] = self.upgrade(state, checkpoint, source)
 
     def _unclaimed_states(self, trainer: pl.Trainer, states: Mapping[Any, Any]) -> dict[str, Any]:
         """The checkpoint's states of an adapter of this class and family whose key no callback of ``trainer`` has,

@@ -13,7 +13,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from lightning_hooks import ClassyAdapter
 from lightning_hooks.compat import classy as compat_classy
-from lightning_hooks.core.adapter_state import base_state_key
+from lightning_hooks.core.adapter_state import STATE_FORMAT, StateFormatError, base_state_key
 
 
 class StepCounter(compat_classy.ClassyHook):
@@ -154,3 +154,16 @@ def test_state_of_another_family_under_the_adapters_key_is_refused():
     with pytest.raises(ValueError, match=r"ClassyAdapter \(StepCounter\) was given checkpoint state written by a "
                                          r"'imix' adapter\. Resume with the same adapters"):  # fmt: skip
         adapter.load_state_dict({**state, "family": "imix"})
+
+
+def test_the_state_names_its_format_and_a_newer_format_is_refused_naming_the_way_out():
+    """The state carries STATE_FORMAT; one written by a newer lightning-hooks is refused, never loaded as if it meant
+    the same (a checkpoint without ``format`` is format 1: OLD_FORMAT and BEFORE_0_3 above load through the family's
+    conversion, Classy's counters meaning the same in both)."""
+    adapter = ClassyAdapter([StepCounter()])
+    state = adapter.state_dict()
+    assert state["format"] == STATE_FORMAT == 2
+    adapter.load_state_dict({k: v for k, v in state.items() if k != "format"})  # format 1: converted, the same counters
+    with pytest.raises(StateFormatError, match=r"ClassyAdapter \(StepCounter\): the state given to load_state_dict holds "
+                                               r"classy adapter state of format 3, written by a newer lightning-hooks"):  # fmt: skip
+        adapter.load_state_dict({**state, "format": 3})

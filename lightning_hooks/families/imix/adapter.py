@@ -18,6 +18,7 @@ from typing_extensions import override
 
 from lightning_hooks.compat import imix as compat
 from lightning_hooks.core import lightning_api
+from lightning_hooks.core.adapter_state import format_error
 from lightning_hooks.core.checks import Periods, check_argument, check_periods
 from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.manual_step import ManualStepAdapter
@@ -186,6 +187,22 @@ class IMIXAdapter(ManualStepAdapter):
         counters to Lightning's restored loop."""
         if "loop" in state:
             self.loop.load_state_dict(state["loop"])
+
+    def upgrade_host_state(
+        self, state: dict[str, Any], written: int, checkpoint: Mapping[str, Any] | None, source: str
+    ) -> dict[str, Any]:
+        """Format 1's loop counters in this format (:meth:`IMIXLoop.upgrade_state`), or refused where they cannot be."""
+        if "loop" not in state:
+            return state
+        loop = self.loop.upgrade_state(state["loop"], checkpoint)
+        if loop is None:
+            raise format_error(
+                self, source, written, "an epoch whose last iteration ran was kept as the current one until "
+                "after_train_epoch, where it now counts as done and a resumed fit goes on at the next, as iMIX's "
+                "resume_or_load; given the state alone, the two cannot be told apart",
+                "resume it with trainer.fit(ckpt_path=...), which converts it from the whole Lightning checkpoint.",
+            )  # fmt: skip  # the message's parts on their own lines
+        return {**state, "loop": loop}
 
     def _main_only(self, rank: int) -> None:
         """iMIX's Organizer adds PeriodicLogger and CheckPointHook on the main process only: idle them elsewhere."""

@@ -362,6 +362,19 @@ class MMCVAdapter(ManualStepAdapter):
         if state.get("meta") is not None:
             self.runner.meta = state["meta"]
 
+    @override
+    def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
+        """Also: a fit resumed with this adapter's state goes on as mmcv's ``runner.resume`` (:meth:`MMCVLoop.resumed`)."""
+        super().on_load_checkpoint(trainer, pl_module, checkpoint)
+        if trainer.state.fn == "fit" and not self._resumed_without_state:
+            self.loop.resumed(checkpoint)
+
+    def upgrade_host_state(
+        self, state: dict[str, Any], written: int, checkpoint: Mapping[str, Any] | None, source: str
+    ) -> dict[str, Any]:
+        """Format 1's counters in this format (:meth:`MMCVLoop.upgrade_state`)."""
+        return self.loop.upgrade_state(state)
+
     # ---------------------------------------------------------------------------------------------- helpers
     def _hand_back_sampler_epoch(self, trainer: pl.Trainer) -> None:
         """Under mmcv's runner only ``DistSamplerSeedHook`` sets the train sampler's epoch (in ``before_epoch``);

@@ -40,6 +40,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from lightning_hooks.core import lightning_api
 from lightning_hooks.core.dispatch import HookCaller
 from lightning_hooks.core.host_loop import EvalRows, Evaluation, TrainStart
 from lightning_hooks.core.lightning_api import pl
@@ -89,9 +90,13 @@ class MMCVLoop(EvalRows):
     # ------------------------------------------------------------------------------------------------ the run
     def start_run(self, epoch: int = 0, iteration: int = 0) -> None:
         """A new runner's state (``setup`` of a fit): no mode, no loader, the counters at ``epoch`` / ``iteration``
-        (an mmcv checkpoint's ``meta``, as after ``runner.resume``; 0 for a new run)."""
-        self.epoch, self.iter, self.inner_iter = epoch, iteration, 0
+        (an mmcv checkpoint's ``meta``, as after ``runner.resume``, whose IterBasedRunner sets ``inner_iter`` to
+        ``iteration`` too; 0 for a new run)."""
+        self.epoch, self.iter, self.inner_iter = epoch, iteration, iteration if self.iter_based else 0
         self.passes = 0  # IterBasedRunner: the train loader's finished passes (its IterLoader's epoch)
+        #: IterBasedRunner: the fit resumed from the adapter's state, as ``runner.resume``: its loader's passes count
+        #: from the resumed fit's first (a new ``IterLoader``), not from Lightning's epoch
+        self.fresh_passes = False
         self.mode: str | None = None
         self.data_loader: Loader | None = None
         self.data_batch: Any = None
@@ -104,9 +109,10 @@ class MMCVLoop(EvalRows):
         """Training starts (``on_train_start``; a resumed fit's Lightning loop is restored): IterBasedRunner's
         ``before_epoch``. Its loader's passes are Lightning's epoch (``at.epoch``); ``epoch`` stays what the run
         started with (0, or a checkpoint's ``meta['epoch']``, as ``runner.resume`` sets it) until the first iteration
-        reads the loader's pass, as ``IterBasedRunner.train`` does."""
+        reads the loader's pass, as ``IterBasedRunner.train`` does; after :meth:`resumed`, the passes of its new
+        ``IterLoader``, from 0."""
         if self.iter_based:
-            self.passes = at.epoch
+            self.passes = 0 if self.fresh_passes else at.epoch
         self.caller.fire(ON["on_train_start"])
 
     def end_train(self) -> None:
@@ -126,8 +132,32 @@ class MMCVLoop(EvalRows):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` as ``runner.resume`` restores ``meta``: ``epoch`` and ``iter`` as they are
-        (IterBasedRunner's hooks see ``meta['epoch']`` until its first iteration)."""
+        (IterBasedRunner's hooks see ``meta['epoch']`` until its first iteration, and ``inner_iter`` at
+        ``meta['iter']``, as its ``resume`` sets it)."""
         self.epoch, self.iter = state["epoch"], state["iter"]
+        if self.iter_based:
+            self.inner_iter = self.iter
+
+    def resumed(self, checkpoint: dict[str, Any]) -> None:
+        """A fit resumes from a Lightning checkpoint with this loop's state (``on_load_checkpoint``). IterBasedRunner's
+        ``runner.resume`` then trains from a new ``IterLoader``: a new pass over the train loader, whose passes (the
+        runner's ``epoch`` from the first iteration on, the sampler's epoch) count from 0. Lightning's loop, in
+        ``checkpoint``, starts the pass it was written in again from its first batch, or at a pass's last batch the
+        next pass (``lightning_api.restart_epoch_at_start`` / ``start_next_epoch``). EpochBasedRunner: Lightning's
+        resume stands."""
+        if not self.iter_based:
+            return
+        if not lightning_api.start_next_epoch(checkpoint):
+            lightning_api.restart_epoch_at_start(checkpoint)
+        self.fresh_passes = True
+
+    def upgrade_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`state_dict`'s keys of the adapter's host state as adapter state format 1 wrote them, in this format:
+        format 1 kept IterBasedRunner's ``epoch`` as the runner read it (the loader's pass), this one as
+        ``save_checkpoint`` writes ``meta['epoch']`` (one more); EpochBasedRunner's mean the same."""
+        if self.iter_based and "epoch" in state:
+            return {**state, "epoch": state["epoch"] + 1}
+        return state
 
     # ------------------------------------------------------------------------------------------------ train
     def start_epoch(self, mid_epoch: bool) -> None:

@@ -6,6 +6,8 @@ The tests the README names for single hooks run the cases that show them, beside
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from imix.engine.hooks import PriorityStatus
@@ -14,6 +16,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 
 from lightning_hooks import IMIXAdapter
 from lightning_hooks.compat import imix as compat
+from lightning_hooks.core.adapter_state import StateFormatError
 
 CASES = {
     "by_epoch": dict(),
@@ -116,3 +119,32 @@ def test_max_iter_is_kept_per_fit_and_follows_the_batches_per_epoch():
     engine._attach(trainer(4))
     engine.lightning.max_epochs = 3
     assert engine.max_iter == 12
+
+
+#: checkpoints of adapter state format 1, written by lightning-hooks at commit 4f978f6 (tests/helpers/
+#: old_format_checkpoints.py): the config trained one epoch, saved at its last batch and at its end
+FORMAT_1 = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # Lightning's note on a checkpoint written before an epoch's end
+def test_checkpoints_of_state_format_1_resume_as_imix_resumes_its_own_file(tmp_path):
+    """Format 1 kept the epoch at its last batch as the current one (``epoch`` 0 there): converted on load (epoch 1,
+    as iMIX's epoch file resumes at ``epoch + 1``), both of 4f978f6's checkpoints go on as imixEngine from
+    CheckPointHook's epoch file: events with their counters, scalars, learning rates, log buffer history, weights,
+    checkpoint files. Given alone, without the checkpoint that tells the two apart, the state is refused."""
+    first = "TinyNet_TinyData_epoch0(6iters)_model.pth"
+    train(config(tmp_path / "imix-1", total_epochs=1))
+    engine = train(config(tmp_path / "imix-2", resume_from=str(tmp_path / "imix-1" / first)))
+    ref = recorder(engine._hooks)
+    for name in ("imix_at_last_batch_format1.ckpt", "imix_epoch_end_format1.ckpt"):
+        [state] = [s for k, s in torch.load(FORMAT_1 / name)["callbacks"].items() if k.startswith("IMIXAdapter")]
+        assert "format" not in state
+        organizer = fit(config(tmp_path / name), ckpt_path=str(FORMAT_1 / name))[0]
+        mine = recorder(organizer.hooks)
+        assert (mine.events, mine.scalars, mine.lrs, mine.history) == (ref.events, ref.scalars, ref.lrs, ref.history), name
+        assert_same(organizer.model.state_dict(), engine.model.state_dict(), "weights")
+        assert_same(checkpoints(tmp_path / name), checkpoints(tmp_path / "imix-2"))
+    adapter = IMIXAdapter(organize(config(tmp_path / "alone")).hooks, cfg=config(tmp_path / "alone"))
+    with pytest.raises(StateFormatError, match=r"IMIXAdapter \(.*\): the state given to load_state_dict holds imix "
+                                               r"adapter state of format 1, .*resume it with trainer\.fit\(ckpt_path"):  # fmt: skip
+        adapter.load_state_dict(state)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from mmcv_testkit import Module, Recorder, ToyModel, assert_same_weights, loader, mmcv_runner, run_mmcv, sgd, weights
@@ -50,3 +52,49 @@ def test_resumed_fit_continues_as_the_uninterrupted_runner(tmp_path):
 
 def _epoch_start(stream, epoch):
     return next(i for i, seen in enumerate(stream) if seen[0] == "before_train_epoch" and seen[1] == epoch)
+
+
+ITER_BASED = dict(type="IterBasedRunner", max_iters=14)  # N_BATCHES = 5 a pass: the resumed run crosses a pass's end
+#: a checkpoint of adapter state format 1 (``epoch`` the loader's pass, 1), written by lightning-hooks at commit 4f978f6
+#: (tests/helpers/old_format_checkpoints.py): IterBasedRunner, OptimizerHook and Recorder, saved at iteration 7 (mid-pass)
+FORMAT_1 = Path(__file__).parent / "fixtures" / "mmcv_iter_based_format1.ckpt"
+
+
+def _fit_iter_based(work_dir, ckpt_path=None, callbacks=()):
+    recorder = Recorder()
+    adapter = MMCVAdapter([R.OptimizerHook(), recorder], runner=ITER_BASED, work_dir=work_dir)
+    trainer = pl.Trainer(callbacks=[adapter, *callbacks], logger=False, enable_progress_bar=False,
+                         enable_model_summary=False, enable_checkpointing=bool(callbacks), default_root_dir=work_dir,
+                         limit_val_batches=0, **adapter.trainer_kwargs())  # fmt: skip
+    torch.manual_seed(0)
+    module = Module(ToyModel(), sgd)
+    trainer.fit(module, loader(), ckpt_path=ckpt_path)
+    return recorder.seen, module
+
+
+def _mmcv_resumed_after_7(tmp_path):
+    """mmcv's IterBasedRunner: 7 iterations, its checkpoint saved there, resumed to 14 (``runner.resume``)."""
+    real = run_mmcv([R.OptimizerHook()], tmp_path / "mmcv", runner="IterBasedRunner", max_epochs=None, max_iters=7)
+    real.save_checkpoint(str(tmp_path / "mmcv"), filename_tmpl="at_7.pth", create_symlink=False)
+    recorder = Recorder()
+    resumed = run_mmcv([R.OptimizerHook(), recorder], tmp_path / "mmcv-resumed", runner="IterBasedRunner", max_epochs=None, max_iters=14,
+                       resume_from=tmp_path / "mmcv" / "at_7.pth")  # fmt: skip
+    return recorder.seen, resumed
+
+
+def test_a_mid_pass_checkpoint_resumes_under_iter_based_runner_as_mmcvs_resume(tmp_path):
+    """A Lightning checkpoint written inside a pass of the train loader (iteration 7, the 3rd batch of the 2nd pass)
+    resumed under IterBasedRunner goes on as mmcv's ``runner.resume`` of its own file at that point: ``before_run`` /
+    ``before_epoch`` at meta's epoch 2, then a new pass from the loader's first batch whose ``runner.epoch`` counts from
+    0 (a new IterLoader), ``iter`` and ``inner_iter`` at every mount point, learning rate, final weights. And so does a
+    checkpoint of adapter state format 1 (``epoch`` one lower), converted on load."""
+    ref, real = _mmcv_resumed_after_7(tmp_path)
+    assert ref[0][:3] == ("before_run", 2, 7) and ref[2][:3] == ("before_train_iter", 0, 7)
+    saver = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=7, save_top_k=-1)
+    _fit_iter_based(tmp_path / "a", callbacks=[saver])
+    mid_pass = tmp_path / "ckpt" / "epoch=1-step=7.ckpt"
+    assert torch.load(mid_pass)["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["processed"] == 2
+    for ckpt in (mid_pass, FORMAT_1):
+        seen, module = _fit_iter_based(tmp_path / ckpt.stem, ckpt_path=str(ckpt))
+        assert seen == ref, ckpt.name
+        assert_same_weights(weights(real.model), weights(module.model))
