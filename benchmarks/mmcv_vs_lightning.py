@@ -13,12 +13,15 @@ Cases, each under the hosts below, round-robin in one process with single-thread
 
 The hooks are what ``runner.register_training_hooks`` registers for a typical config (a step LR schedule, OptimizerHook,
 a checkpoint per epoch / per pass over the data, IterTimerHook, TextLoggerHook every 50 iterations), the adapter's
-built by ``MMCVAdapter.from_config`` from the same dicts. "bare" runs keep only what training needs: the Runner with
-OptimizerHook alone (its loop does not step without it), and Lightning + MMCVAdapter holding OptimizerHook alone (the
-adapter then steps in manual optimisation, which costs ~100 us/step less than Lightning's automatic optimisation
-without the adapter: against that, the hooks' cost under Lightning reads negative). A HIGHEST-priority hook times
-``before_run`` to ``after_run`` in process CPU time. The report's last line is the hooks' cost under Lightning + adapter over their
-cost under the Runner (target: at most 1.05); see benchmarks/_common.py's ``hook_cost_report``.
+built by ``MMCVAdapter.from_config`` from the same dicts. The bare Runner keeps OptimizerHook alone (its loop does not
+step without it); "adapter, no hooks" is Lightning + MMCVAdapter holding OptimizerHook alone (manual optimisation: the
+adapter's own per-step bookkeeping, which the Runner's bare run does in its own loop); bare Lightning is
+:class:`BareModule` without the adapter, stepping in manual optimisation as OptimizerHook does (against Lightning's
+automatic optimisation, ~100 us/step dearer, the hooks' cost would read negative). A HIGHEST-priority hook (a callback
+in bare Lightning) times ``before_run`` to ``after_run`` in process CPU time. The report's last two lines are the
+hooks' cost under Lightning + adapter over their cost under the Runner, counted from bare Lightning (the adapter's
+bookkeeping charged to the hooks) and from the adapter with no hooks (target: at most 1.05); see
+benchmarks/_common.py's ``hook_cost_report``.
 
 Where the adapter's per-step microseconds go (round 4, cProfile in process time of ``run_lightning`` on
 ``tiny-iter`` with the hooks, microseconds per iteration as profiled, so several times the real cost): per iteration
