@@ -26,13 +26,14 @@ def test_a_resume_loads_weights_the_fresh_model_lacks_as_the_runner_does(tmp_pat
     monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # the Runner's resume loads the message hub's pickles
     torch.manual_seed(0)
     model = LateAlias()
-    run_mmengine(tmp_path / "runner", default_hooks=_CHECKPOINT, max_epochs=1, model=model, val=False)
-    run_lightning(tmp_path / "lightning", default_hooks=_CHECKPOINT, max_epochs=1, model=model, val=False)
+    one, two = dict(by_epoch=True, max_epochs=1), dict(by_epoch=True, max_epochs=2)  # epoch-based loops: the host loop
+    run_mmengine(tmp_path / "runner", default_hooks=_CHECKPOINT, train_cfg=one, model=model, val=False)
+    run_lightning(tmp_path / "lightning", default_hooks=_CHECKPOINT, train_cfg=one, model=model, val=False)
     capsys.readouterr()
-    runner = run_mmengine(tmp_path / "runner", max_epochs=2, model=model, val=False,
+    runner = run_mmengine(tmp_path / "runner", train_cfg=two, model=model, val=False,
                           resume_from=str(tmp_path / "runner" / "epoch_1.pth"))  # fmt: skip
     theirs = capsys.readouterr().out
-    _, _, module = run_lightning(tmp_path / "lightning", max_epochs=2, model=model, val=False,
+    _, _, module = run_lightning(tmp_path / "lightning", train_cfg=two, model=model, val=False,
                                  resume_from=str(tmp_path / "lightning" / "epoch_1.pth"))  # fmt: skip
     ours = capsys.readouterr().out
     expected = "unexpected key in source state_dict: alias.weight, alias.bias"
