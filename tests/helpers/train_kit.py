@@ -92,6 +92,15 @@ class TinySegmentation(BaseDataset):
         return items
 
 
+#: a derived mmdet config's train loader: four :class:`TinyDetection` images, two a batch, flipped and packed
+TINY_DETECTION_TRAIN = """train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
+    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
+                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
+"""
+#: :data:`TINY_DETECTION_TRAIN` with each box's instance mask (``with_mask``), for instance segmentation
+TINY_MASK_TRAIN = TINY_DETECTION_TRAIN + "train_dataloader['dataset']['with_mask'] = True\n"
+
+
 @DET_DATASETS.register_module(force=True)
 class TinyDetection(BaseDataset):
     """``n`` random ``size`` x ``size`` images, each with two boxes of the ``classes``, as mmdet's loaders yield them

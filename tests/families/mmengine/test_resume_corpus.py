@@ -88,6 +88,13 @@ val_evaluator = dict(ann_file=None)
 test_evaluator = val_evaluator
 """
 
+#: a one-stage detector's ResNet-50 + FPN and head at 32 channels, epoch-based (2 iterations an epoch), no validation
+_ONE_STAGE_R50 = """model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
+             neck=dict(in_channels=[32, 64, 128, 256], out_channels=32),
+             bbox_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1))
+""" + train_kit.TINY_DETECTION_TRAIN + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+"""
+
 #: name: (library, shipped config, derived lines, the iteration the run stops after)
 CASES = {
     # epoch-based (3 iterations an epoch), Accuracy each epoch, MultiStepLR; stopped in the second epoch
@@ -115,10 +122,7 @@ data_preprocessor = dict(num_classes=10)
 model = dict(backbone=dict(init_cfg=None, stem_channels=16, base_channels=16),
              neck=dict(in_channels=[16, 32, 64, 128], out_channels=32),
              bbox_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1))
-train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
-                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""" + train_kit.TINY_DETECTION_TRAIN + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
 """, 3),
     # DETR-style detector: a transformer encoder / decoder with dropout, Hungarian matching, AdamW with clip_grad and
     # paramwise_cfg, MultiStepLR; epoch-based (2 iterations an epoch), stopped in the second epoch
@@ -129,10 +133,7 @@ model = dict(num_queries=10,
              encoder=dict(num_layers=1, layer_cfg=_layer),
              decoder=dict(num_layers=1, layer_cfg=dict(_layer, cross_attn_cfg=dict(embed_dims=16, num_heads=2))),
              positional_encoding=dict(num_feats=8), bbox_head=dict(num_classes=2, embed_dims=16))
-train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
-                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""" + train_kit.TINY_DETECTION_TRAIN + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
 """, 3),
     # iteration-based segmentor (InfiniteSampler), IoUMetric every 3 iterations, drop path in the MiT backbone,
     # AdamW + LinearLR + PolyLR by iteration; stopped where it validates next (the checkpoint precedes that
@@ -219,32 +220,13 @@ model = dict(num_queries=10,
              encoder=dict(num_layers=1, layer_cfg=dict(ffn_cfg=_ffn)),
              decoder=dict(num_layers=1, layer_cfg=dict(ffn_cfg=_ffn)), bbox_head=dict(num_classes=2),
              dn_cfg=dict(group_cfg=dict(num_dn_queries=8)))
-train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
-                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=2)
+""" + train_kit.TINY_DETECTION_TRAIN + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=2)
 """, 3),
     # one-stage anchor-free: FCOS (caffe-style ResNet-50, GN heads, centerness), SGD with paramwise_cfg bias
     # lr / decay, LinearLR warm-up + MultiStepLR
-    "mmdet-fcos-r50-caffe": ("mmdet", "fcos/fcos_r50-caffe_fpn_gn-head_1x_coco.py", """
-model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
-             neck=dict(in_channels=[32, 64, 128, 256], out_channels=32),
-             bbox_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1))
-train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
-                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
-""", 3),
+    "mmdet-fcos-r50-caffe": ("mmdet", "fcos/fcos_r50-caffe_fpn_gn-head_1x_coco.py", _ONE_STAGE_R50, 3),
     # one-stage with adaptive training-sample selection: ATSS (ATSSAssigner on anchors, centerness, GIoU), GN heads
-    "mmdet-atss-r50": ("mmdet", "atss/atss_r50_fpn_1x_coco.py", """
-model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
-             neck=dict(in_channels=[32, 64, 128, 256], out_channels=32),
-             bbox_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1))
-train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
-                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
-""", 3),
+    "mmdet-atss-r50": ("mmdet", "atss/atss_r50_fpn_1x_coco.py", _ONE_STAGE_R50, 3),
     # instance segmentation: SOLO (ResNet-50 + FPN, SOLOHead with Dice mask loss and focal classification on
     # grids), instance masks from the data
     "mmdet-solo-r50": ("mmdet", "solo/solo_r50_fpn_1x_coco.py", """
@@ -252,10 +234,7 @@ model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
              neck=dict(in_channels=[32, 64, 128, 256], out_channels=32),
              mask_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1,
                             num_grids=[8, 8, 6, 4, 4], norm_cfg=dict(type="GN", num_groups=8, requires_grad=True)))
-train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyDetection", n=4, seed=1, with_mask=True, _delete_=True,
-                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""" + train_kit.TINY_MASK_TRAIN + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=3)
 """, 3),
     # two-stage: Faster R-CNN (RPN proposals through NMS, MaxIoUAssigner + RandomSampler drawing from torch's generator
     # at both stages, RoIAlign features from the FPN levels, Shared2FCBBoxHead) on the shipped train_cfg, validated
@@ -266,10 +245,7 @@ model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
              neck=dict(in_channels=[32, 64, 128, 256], out_channels=32), rpn_head=dict(in_channels=32, feat_channels=32),
              roi_head=dict(bbox_roi_extractor=dict(out_channels=32),
                            bbox_head=dict(in_channels=32, fc_out_channels=32, num_classes=2)))
-train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
-                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-""" + _COCO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""" + train_kit.TINY_DETECTION_TRAIN + _COCO_VALIDATION + """train_cfg = dict(max_epochs=3)
 """, 3),
     # two-stage instance segmentation: Mask R-CNN (Faster R-CNN with an FCN mask head on 14x14 RoIAlign features,
     # mask targets cropped from the instance masks by RoIAlign), CocoMetric on boxes and masks (RLE-encoded by
@@ -281,10 +257,7 @@ model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
                            bbox_head=dict(in_channels=32, fc_out_channels=32, num_classes=2),
                            mask_roi_extractor=dict(out_channels=32),
                            mask_head=dict(num_convs=2, in_channels=32, conv_out_channels=16, num_classes=2)))
-train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyDetection", n=4, seed=1, with_mask=True, _delete_=True,
-                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-""" + _COCO_VALIDATION + """train_cfg = dict(max_epochs=3)
+""" + train_kit.TINY_MASK_TRAIN + _COCO_VALIDATION + """train_cfg = dict(max_epochs=3)
 """, 3),
     # iteration-based segmentors on ResNet-18 (V1c, dilated): PSPNet (pyramid pooling) and DeepLabV3 (ASPP) with
     # an auxiliary FCN head, SGD + PolyLR by iteration, IoUMetric every 2 iterations; FCN alone
@@ -371,10 +344,7 @@ _ffn = dict(feedforward_channels=64)  # its decoder encodes the reference points
 model = dict(num_queries=10, backbone=dict(init_cfg=None, stem_channels=8, base_channels=8), neck=dict(in_channels=[256]),
              encoder=dict(num_layers=1, layer_cfg=dict(ffn_cfg=_ffn)), decoder=dict(num_layers=1, layer_cfg=dict(ffn_cfg=_ffn)),
              bbox_head=dict(num_classes=2))
-train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
-                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=2)
+""" + train_kit.TINY_DETECTION_TRAIN + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=2)
 """, 3),
 }
 

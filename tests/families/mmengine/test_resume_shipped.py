@@ -50,10 +50,7 @@ CASES = {
 model = dict(backbone=dict(init_cfg=None, stem_channels=8, base_channels=8),
              neck=dict(in_channels=[32, 64, 128, 256], out_channels=32),
              bbox_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1))
-train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
-                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_iters=4, val_interval=100)
+""" + train_kit.TINY_DETECTION_TRAIN + train_kit.NO_VALIDATION + """train_cfg = dict(max_iters=4, val_interval=100)
 param_scheduler = [dict(type="LinearLR", start_factor=0.001, by_epoch=False, begin=0, end=3),
                    dict(type="MultiStepLR", begin=0, end=4, by_epoch=False, milestones=[3], gamma=0.1)]
 """, 2),

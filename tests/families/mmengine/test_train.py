@@ -70,10 +70,7 @@ default_hooks = dict(checkpoint=dict(interval=2))
 model = dict(backbone=dict(init_cfg=None, stem_channels=16, base_channels=16),
              neck=dict(in_channels=[16, 32, 64, 128], out_channels=32),
              bbox_head=dict(num_classes=2, in_channels=32, feat_channels=32, stacked_convs=1))
-train_dataloader = dict(batch_size=2, num_workers=0, persistent_workers=False,
-    dataset=dict(type="TinyDetection", n=4, seed=1, _delete_=True,
-                 pipeline=[dict(type="RandomFlip", prob=0.5), dict(type="PackDetInputs")]))
-""" + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=2)
+""" + train_kit.TINY_DETECTION_TRAIN + train_kit.NO_VALIDATION + """train_cfg = dict(max_epochs=2)
 """),
 }
 COMMON = """
