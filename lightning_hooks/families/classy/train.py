@@ -315,7 +315,10 @@ def vissl_main(argv: list[str]) -> None:
         parser.error(f"unrecognized arguments: {' '.join(flags)}")
     import_user_modules(args.imports)
     hook_generator = user_function(args.hook_generator, "--hook-generator") if args.hook_generator else None
-    _, config = convert_to_attrdict(compose_hydra_configuration([*overrides, *vissl_world_overrides(args, parser)]))
+    rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", 0)))
+    # train_config.yaml in the checkpoint folder: VISSL's launcher dumps it once, before it starts the ranks
+    world = vissl_world_overrides(args, parser)
+    _, config = convert_to_attrdict(compose_hydra_configuration([*overrides, *world]), dump_config=rank == 0)
     folder = get_checkpoint_folder(config)
     if is_training_finished(config, checkpoint_folder=folder):
         # VISSL logs this before its logging is set up, so a user saw nothing: printed, the run's only output
@@ -326,7 +329,6 @@ def vissl_main(argv: list[str]) -> None:
         checkpoint = symlink
     else:
         checkpoint = get_resume_checkpoint(config, checkpoint_folder=folder)
-    rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", 0)))
     setup_logging(__name__, output_dir=folder, rank=rank)
     try:
         set_seeds(config, rank)
