@@ -30,7 +30,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 #: the configs resumed (vissl_train_runs.CONFIGS), the checkpoint period and the iteration after which run A dies
-NAMES = ("swav", "dino", "cpu_resnet_simclr")
+NAMES = ("swav", "dino", "cpu_resnet_simclr", "cpu_regnet_moco")
 ITER_FREQUENCY, INTERRUPT_AFTER = 2, 5
 #: VISSL resumes inside a phase only with its stateful sampler (without it, its own rerun trains the whole phase again
 #: and stops at ``where=1.0``); a third phase shows the one after the resumed phase starting at its first batch.
@@ -87,8 +87,12 @@ def interrupted_then_rerun(root: Path, name: str) -> dict[str, Any]:
     return runs
 
 
-#: the config run in two processes, 8 samples an iteration (3 iterations a phase, as in one process)
-TWO_PROCESSES_NAME, TWO_PROCESSES = "dino", ["config.DATA.TRAIN.DATA_LIMIT=24"]
+#: the config run in two processes, 8 samples an iteration (3 iterations a phase, as in one process); SwAV's
+#: ResNet-50 at 8 channels a group (4.3 M parameters, 1 / 5 of its checkpoints' bytes) and its prototypes frozen for
+#: 6 iterations, so that the rerun (from iteration 4) starts frozen and unfreezes them
+TWO_PROCESSES_NAME = "swav"
+TWO_PROCESSES = ["config.DATA.TRAIN.DATA_LIMIT=24", "config.MODEL.TRUNK.RESNETS.WIDTH_PER_GROUP=8",
+                 "config.MODEL.TEMP_FROZEN_PARAMS_ITER_MAP=[[module.heads.0.prototypes0.weight, 6]]"]  # fmt: skip
 
 
 def killed_then_rerun_two_processes(root: Path, name: str = TWO_PROCESSES_NAME) -> dict[str, Any]:

@@ -1,10 +1,11 @@
 """A VISSL config trained by VISSL's own launcher and by ``lightning-hooks train config=...`` (subprocess side).
 
-Both read VISSL's shipped integration-test configs (``quick_simclr_synthetic``, ``quick_moco``, ``quick_swav``,
-``quick_dino``; ``quick_eval_in1k_linear`` for VISSL's meters, run by vissl_eval_runs.py) composed by VISSL's
+Both read VISSL's shipped integration-test and CPU-test configs (``quick_simclr_synthetic``, ``quick_moco``,
+``quick_swav``, ``quick_dino``, ``test_cpu_regnet_moco``, ``test_cpu_regnet_simclr``; ``quick_eval_in1k_linear`` for
+VISSL's meters, run by vissl_eval_runs.py) composed by VISSL's
 hydra plugin with the same overrides, which make them small for a CPU: synthetic 32 px images, a handful of samples,
 the configs' own transforms at 32 px (SwAV's and DINO's multi-crop at 32/16 px), in-process loading, gloo, one
-process, no LARC (it needs Apex), no SyncBN (a user on CPU overrides both, as here). The reference is what
+process (two: :func:`run_two_processes`), no LARC (it needs Apex), no SyncBN (a user on CPU overrides both, as here). The reference is what
 ``tools/run_distributed_engines.py`` runs: ``launch_distributed(cfg, node_id=0, engine_name="train",
 hook_generator=default_hook_generator)``. Compared by the tests: ``stdout.json``, ``metrics.json``, the checkpoint
 files and the final weights, as :func:`digest` s; a scenario's checkpoint files are deleted once read
@@ -78,6 +79,12 @@ CONFIGS: dict[str, list[str]] = {
              "config.LOSS.dino_loss.teacher_temp_warmup_iters=3"],  # fmt: skip
     # VISSL's CPU-test SimCLR (ResNet-50), its transforms at 32 px; it turns auto-resume off, a rerun that resumes on
     "cpu_resnet_simclr": ["config=test/cpu_test/test_cpu_resnet_simclr", TRANSFORMS % 1.0,
+                          "config.CHECKPOINT.AUTO_RESUME=true"],  # fmt: skip
+    # VISSL's CPU-test MoCo and SimCLR (a RegNet of 13 blocks, widths 24 to 368), their transforms at 32 px, auto-resume
+    # on as above; MoCo's queue holds 64 keys (it must take whole global batches)
+    "cpu_regnet_moco": ["config=test/cpu_test/test_cpu_regnet_moco", TRANSFORMS % 0.5,
+                        "config.LOSS.moco_loss.queue_size=64", "config.CHECKPOINT.AUTO_RESUME=true"],  # fmt: skip
+    "cpu_regnet_simclr": ["config=test/cpu_test/test_cpu_regnet_simclr", TRANSFORMS % 1.0,
                           "config.CHECKPOINT.AUTO_RESUME=true"],  # fmt: skip
     # PIRL: the image and its 9 jigsaw patches (crops of 96 px, 11 px patches), a memory bank of the dataset's size
     # (its num_train_samples, set by VISSL's task from the data), 8 negatives
@@ -165,8 +172,7 @@ def collect(out: Path) -> dict[str, Any]:
 
 
 #: Two processes on CPU (gloo), each on its shard of VISSL's sampler: VISSL with the config's NUM_PROC_PER_NODE=2,
-#: ``lightning-hooks train`` with ``--devices 2`` (which sets it). SwAV: its per-rank queues (from iteration 2) and
-#: its prototypes frozen for 2 iterations, looked up by their names in VISSL's DDP wrapper.
+#: ``lightning-hooks train`` with ``--devices 2`` (which sets it); 16 samples, 2 iterations a phase.
 TWO_PROCESSES = ["config.DATA.TRAIN.DATA_LIMIT=16"]
 
 
@@ -181,8 +187,7 @@ def fresh_shell() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key not in RANK_VARIABLES}
 
 
-def run_two_processes(root: Path, name: str = "swav", folder: str = "two_processes", extra: list[str] = ()
-                      ) -> dict[str, Any]:  # fmt: skip
+def run_two_processes(root: Path, name: str, folder: str, extra: list[str] = ()) -> dict[str, Any]:
     """Both sides as the commands a user runs (vissl_cli.py), two processes each, ``extra`` overrides after
     :data:`TWO_PROCESSES`; their per-rank records too."""
     runs = {}
@@ -281,7 +286,10 @@ def child_main(out: str) -> None:
                    for name in ("simclr", "moco", "swav", "dino")}  # fmt: skip  # meters: vissl_eval_runs.py's
     # resume: from DINO's phase 0 (its loss state: teacher, center; a ResNet-50 checkpoint costs VISSL's resume ~15 s
     # of CPU, Classy's broadcast_object turning 190 MB into a tensor byte by byte)
-    run_scenarios(root, {**one_process, "resume": lambda: resume(root, "dino"),
-                         "two_processes": lambda: run_two_processes(root),
-                         "dino_two_processes": lambda: run_two_processes(root, "dino", "dino_two_processes")},
+    # two processes: DINO (its teacher and centering over ranks), MoCo (MoCoHook's batch shuffle over ranks, its queue
+    # of keys gathered from both), SimCLR (simclr_info_nce_loss over the embeddings of both ranks); SwAV in two
+    # processes is vissl_resume_runs.py's (killed mid-phase, rerun)
+    two = {f"{name}_two_processes": (lambda name=name: run_two_processes(root, name, f"{name}_two_processes"))
+           for name in ("dino", "cpu_regnet_moco", "cpu_regnet_simclr")}  # fmt: skip
+    run_scenarios(root, {**one_process, "resume": lambda: resume(root, "dino"), **two},
                   keep={"dino": ("vissl/model_phase0.torch",)})  # resume's start  # fmt: skip

@@ -1,14 +1,15 @@
 """A VISSL run interrupted inside a train phase, then rerun with the same command (auto-resume from its
 ``model_iteration{N}.torch``): ``lightning-hooks train config=...`` against VISSL's own launcher doing the same, on
-VISSL's ``quick_swav``, ``quick_dino`` and ``test_cpu_resnet_simclr`` (CPU, bitwise; vissl_resume_runs.py runs both in one subprocess).
+VISSL's ``quick_swav``, ``quick_dino``, ``test_cpu_resnet_simclr`` and ``test_cpu_regnet_moco`` (CPU, bitwise;
+vissl_resume_runs.py runs both in one subprocess).
 
 Each side is interrupted after iteration 5 (train phase 1 has trained 2 of its 3 batches) with a checkpoint every 2
 iterations, and resumes from ``model_iteration4.torch``: the batch of phase 1 trained before the checkpoint is skipped
 (VISSL's ``StatefulDistributedSampler``), so the resumed phase trains 2 batches (phase 2 all 3 again) and the schedules (SwAV's frozen
-prototypes and queue, DINO's teacher temperature and momentum) go on from iteration 4. Compared: ``stdout.json``
-(losses and LRs per iteration, run A's rows then run B's), ``metrics.json``, the checkpoint files and their contents
-(weights, optimizer state, the loss's state), run by run. DINO in two processes (gloo) is killed with SIGKILL instead,
-as the commands a user runs, and compared the same way rank by rank.
+prototypes and queue, DINO's teacher temperature and momentum, MoCo's queue and key encoder) go on from iteration 4.
+Compared: ``stdout.json`` (losses and LRs per iteration, run A's rows then run B's), ``metrics.json``, the checkpoint
+files and their contents (weights, optimizer state, the loss's state), run by run. SwAV in two processes (gloo) is
+killed with SIGKILL instead, as the commands a user runs, and compared the same way rank by rank.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ def test_vissl_resume_mid_phase_stdout_json_and_metrics_json(runs, name):
         [{k: v for k, v in row.items() if not k.startswith(TIMES)} for row in run["stdout"]] for run in (theirs, ours)
     ]
     iters = [row["iter"] for row in rows[0]]  # run A: iterations 1 to 5; run B: 5 to 9 (phase 1's batch 1 skipped)
-    assert iters[-5:] == list(range(iters[0] + 4, iters[0] + 9)), iters  # (counted from 0 where VISSL logs iteration 0)
+    start = iters[0]  # (counted from 0 where VISSL logs iteration 0)
+    assert iters == [*range(start, start + 5), *range(start + 4, start + 9)], iters  # run B resumed, not restarted
     at = _first_parting(*rows)
     assert at is None, (f"{name}: stdout.json parts at row {at} ({'run A' if at < 5 else 'run B'}): "
                         f"VISSL {rows[0][at:at + 1]}, Lightning {rows[1][at:at + 1]}")  # fmt: skip
@@ -76,16 +78,20 @@ def test_vissl_resume_mid_phase_checkpoint_files_and_contents(runs, name):
 
 
 def test_vissl_killed_in_two_processes_and_rerun_matches_vissl(runs):
-    """DINO in two processes (gloo): each side's process group killed with SIGKILL once ``model_iteration4.torch`` was
-    written (mid phase 1; the kill lands in iteration 5 or before), then the same command again: the rerun's
-    ``stdout.json`` rows and each rank's inputs and losses (iterations 5 to 9), ``metrics.json``, and every checkpoint
-    file's contents, as VISSL's launcher."""
+    """SwAV in two processes (gloo; its ResNet-50 at a width of 8 per group): each side's process group killed with
+    SIGKILL once ``model_iteration4.torch`` was written (mid phase 1; the kill lands in iteration 5 or before), then
+    the same command again: the rerun's ``stdout.json`` rows and each rank's inputs and losses (iterations 5 to 9),
+    ``metrics.json``, and every checkpoint file's contents (SwAV's queues from rank 0, as VISSL saves them), as
+    VISSL's launcher. The rerun starts with the prototypes frozen (``TEMP_FROZEN_PARAMS_ITER_MAP``: 6 iterations) and
+    the per-rank queues in use (from iteration 2): both go on from VISSL's checkpoint as under VISSL."""
     theirs, ours = _run(runs, "two_processes")
     assert theirs["interrupted_files"] == ours["interrupted_files"] == [
         "checkpoint.torch", "model_iteration2.torch", "model_iteration4.torch", "model_phase0.torch"]  # fmt: skip
     for rank in (0, 1):  # the killed run's rows end where the kill landed: the rerun's are the last 5
         rows = [run["ranks"][rank][-5:] for run in (theirs, ours)]
         assert [row["iteration"] for row in rows[0]] == [5, 6, 7, 8, 9], theirs["ranks"][rank]
+        for run in (theirs, ours):  # the rerun resumed: iteration 1 only in the killed run's rows
+            assert [row["iteration"] for row in run["ranks"][rank]].count(1) == 1, run["ranks"][rank]
         at = _first_parting(*rows)
         assert at is None, (rank, rows[0][at], rows[1][at])
     assert theirs["ranks"][0][-1]["input"] != theirs["ranks"][1][-1]["input"]  # each rank its shard

@@ -3,9 +3,11 @@
 One subprocess (the real torchvision and VISSL) runs ``quick_simclr_synthetic``, ``quick_moco``, ``quick_swav`` and
 ``quick_dino``, made small by overrides, through VISSL's ``launch_distributed`` (what ``tools/run_distributed_engines.py``
 calls) and through ``lightning-hooks train`` (vissl_train_runs.py); then both auto-resume from VISSL's DINO
-``model_phase0.torch`` (random transforms: the data's random stream must match too); then both train SwAV and DINO on
-two CPU processes (gloo) as the commands a user runs (vissl_cli.py): VISSL with ``NUM_PROC_PER_NODE=2``, Lightning with
-``--devices 2``. Compared: ``stdout.json`` (losses and LRs per iteration), ``metrics.json``, the checkpoint files and
+``model_phase0.torch`` (random transforms: the data's random stream must match too); then both train DINO and VISSL's
+CPU-test MoCo (``test_cpu_regnet_moco``: MoCoHook's batch shuffle over ranks, its queue of keys gathered from both) and
+SimCLR (``test_cpu_regnet_simclr``: ``simclr_info_nce_loss`` over both ranks' embeddings) on two CPU processes (gloo)
+as the commands a user runs (vissl_cli.py): VISSL with ``NUM_PROC_PER_NODE=2``, Lightning with ``--devices 2``
+(SwAV in two processes: test_vissl_resume.py). Compared: ``stdout.json`` (losses and LRs per iteration), ``metrics.json``, the checkpoint files and
 their contents, the final weights, the values Lightning's CSVLogger received, and per rank what each process trained on.
 VISSL's meters (``quick_eval_in1k_linear``) are test_vissl_module.py's.
 """
@@ -23,8 +25,10 @@ pytestmark = pytest.mark.skipif(not real_torchvision.available(), reason="run `b
 #: stdout.json fields that hold times, which differ between any two runs.
 TIMES = ("btime", "eta", "rolling_eta", "peak_mem")
 #: the scenarios and their iterations (resume: the second phase only; two processes: 16 samples in 2 shards of 8)
-ITERATIONS = {"simclr": 6, "moco": 6, "swav": 6, "dino": 6, "resume": 3, "two_processes": 4, "dino_two_processes": 4}
+ITERATIONS = {"simclr": 6, "moco": 6, "swav": 6, "dino": 6, "resume": 3, "dino_two_processes": 4,
+              "cpu_regnet_moco_two_processes": 4, "cpu_regnet_simclr_two_processes": 4}  # fmt: skip
 SCENARIOS = tuple(ITERATIONS)
+TWO_PROCESSES = tuple(name for name in SCENARIOS if name.endswith("_two_processes"))
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +71,7 @@ def test_vissl_train_checkpoint_files_and_final_weights(runs, name):
         assert task["optimizer"]["optim"]["state"] == ref_task["optimizer"]["optim"]["state"], file
 
 
-@pytest.mark.parametrize("name", ("simclr", "moco", "swav", "dino", "two_processes", "dino_two_processes"))
+@pytest.mark.parametrize("name", ("simclr", "moco", "swav", "dino", *TWO_PROCESSES))
 def test_vissl_train_values_reach_the_lightning_loggers(runs, name):
     """Every iteration's loss and LR (stdout.json's, rounded there) in the CSVLogger's metrics.csv."""
     theirs, ours = _run(runs, name)
@@ -80,11 +84,12 @@ def test_vissl_train_values_reach_the_lightning_loggers(runs, name):
 
 
 
-@pytest.mark.parametrize("name", ("two_processes", "dino_two_processes"))
+@pytest.mark.parametrize("name", TWO_PROCESSES)
 def test_vissl_train_two_processes_shard_and_step_as_vissl(runs, name):
     """Each rank trains on the samples VISSL's sampler gives it (its shard, in its order) with the same transforms,
-    and sees the same loss averaged over both ranks, at every iteration (SwAV; DINO: its teacher's momentum update and
-    centering over ranks)."""
+    and sees the same loss averaged over both ranks, at every iteration (DINO: its teacher's momentum update and
+    centering over ranks; MoCo: the keys' batch shuffled over ranks, the queue; SimCLR: the loss over both ranks'
+    embeddings)."""
     theirs, ours = _run(runs, name)
     assert sorted(theirs["ranks"]) == [0, 1] and len(theirs["ranks"][0]) == ITERATIONS[name]
     assert [row["input"] for row in theirs["ranks"][0]] != [row["input"] for row in theirs["ranks"][1]]  # 2 shards
