@@ -81,6 +81,23 @@ after in alternating processes at a load average of 5-8: before 2.92 and 3.14 ti
 and 2.46 tiny, 0.95 and 1.22 CNN (hooks under the task 61-97 us on ``tiny``, under the adapter 191-232 us in both):
 the CNN at the target in one run of two, ``tiny`` not met, and the absolute hook costs move more between runs than
 the cut (a run before the cuts at a load of 2-4 read 0.80 tiny, 0.65 CNN: hooks 49 vs 62 us).
+
+Round 8 (#35): the "adapter, no hooks" host (ClassyAdapter holding only the timer) separates the adapter's per-step
+bookkeeping from the hooks' cost. Python calls per step on ``tiny`` (cProfile): the task's hooks add 54.5 (526.2 with
+them, 471.7 bare); Lightning + ClassyAdapter 2086.4 with the hooks, 2021.3 with none, bare Lightning 1981.5: the
+hooks add 65.1 under the adapter, its bookkeeping 39.8. That bookkeeping is what the task does in its own bare loop
+(per step, calls into lightning_hooks: ``on_train_batch_start`` -> ``train_epoch_open``, ``start_train_batch`` ->
+``ClassyLoop.start_iter``; the wrapped ``training_step`` -> ``run_step`` -> ``StepClock.start_step``, ``LastBatch``,
+``record_step`` -> ``record_loss`` (``loss.detach().item()``), the step rows' ``fire``; ``on_before_backward`` /
+``on_after_backward`` (its ``fire``); ``on_before_optimizer_step`` -> ``param_options`` (``options_view``);
+``on_train_batch_end`` -> ``end_train_batch`` -> ``ClassyLoop.end_iter`` -> ``global_batchsize``, ``_count_batch``
+-> ``StepClock.end_batch``, ``fire`` of ``on_step``). Cut: the loop fired through ``AdapterCaller`` and
+``ClassyAdapter.trigger``, which pass its Lightning events on as they are (2088.4 -> 2086.4 with the hooks, 2023.3 ->
+2021.3 without: it holds the dispatch now). ``--repeats 7`` at a load average of 14-15 (us/step, tiny, cnn): hooks
+under the task 76, 361; under the adapter, its bookkeeping apart, 209, 192 (ratios 2.76, 0.53); with it 423, 572
+(5.57, 1.58); the bookkeeping itself 117, -3. ``tiny`` is not met: the hooks' 10.6 more calls per step (the EMA hook's
+``task.train`` / ``use_gpu`` / ``device`` reads, the ``on_step`` rows' walk) do not account for 130 us: the EMA hook's
+``torch._foreach`` update runs the same code on both sides, and at this load a difference carries +-100 us of noise.
 """
 
 from __future__ import annotations
