@@ -30,6 +30,8 @@ class LightningLoggerHook(LoggerHook):
         super().__init__(interval, ignore_last, reset_flag, by_epoch)
         #: the trainer whose loggers receive the scalars
         self.trainer: Any = None
+        #: the evaluation metrics this process put in ``callback_metrics`` since :meth:`share_metrics` last ran
+        self.unshared: list[dict[str, float]] = []
 
     @classmethod
     def after(cls, hooks: list[Any]) -> LightningLoggerHook:
@@ -55,4 +57,48 @@ class LightningLoggerHook(LoggerHook):
         second time."""
         metrics = {name: float(value) for name, value in tags.items() if name.startswith("val/")}
         if metrics and (self.trainer.training or self.trainer.validating):
-            self.trainer.lightning_module.log_dict(metrics, on_step=False, on_epoch=True, batch_size=1, logger=False)
+            rank, processes = get_dist_info()
+            if processes > 1 and rank != 0:
+                return  # rank 0's come in share_metrics
+            self.unshared.append(metrics)
+            self._put(metrics)
+
+    def _put(self, metrics: dict[str, float]) -> None:
+        """``metrics`` in ``callback_metrics`` (each rank puts rank 0's, :meth:`share_metrics`: Lightning's mean of
+        them over the ranks at the epoch's end, ``sync_dist``, is that value)."""
+        self.trainer.lightning_module.log_dict(metrics, on_step=False, on_epoch=True, batch_size=1, logger=False,
+                                               sync_dist=True)  # fmt: skip  # the arguments aligned under the call
+
+    def after_train_epoch(self, runner: Any) -> None:
+        super().after_train_epoch(runner)
+        self.share_metrics()
+
+    def after_val_epoch(self, runner: Any) -> None:
+        super().after_val_epoch(runner)
+        self.share_metrics()
+
+    def after_train_iter(self, runner: Any) -> None:
+        """Also, for ``IterBasedRunner`` (whose train epochs are the loader's passes, without ``after_train_epoch``),
+        :meth:`share_metrics` at the pass's last iteration, before Lightning's monitoring callbacks read them."""
+        super().after_train_iter(runner)
+        if not self.by_epoch and self.trainer is not None and self.trainer.is_last_batch:
+            self.share_metrics()
+
+    def share_metrics(self) -> None:
+        """In several processes, every rank gets rank 0's evaluation metrics in ``callback_metrics``: mmcv's
+        ``DistEvalHook`` evaluates on rank 0 only, so the other ranks' ``EarlyStopping`` /
+        ``ModelCheckpoint(monitor=...)`` would find no metric (or their own), and the ranks would decide differently.
+        Rank 0 broadcasts what it put since the last call (a collective: every rank calls it at the same mount point,
+        the end of a train epoch or a ``val`` workflow epoch); the others put the same, in the same order."""
+        import torch.distributed as dist
+
+        rank, processes = get_dist_info()
+        if self.trainer is None or processes < 2:
+            self.unshared = []
+            return
+        shared: list[Any] = [self.unshared]
+        dist.broadcast_object_list(shared, src=0)
+        self.unshared = []
+        if rank != 0:
+            for metrics in shared[0]:
+                self._put(metrics)

@@ -124,3 +124,69 @@ def test_an_option_the_config_decides_is_refused_naming_both_sides(config, tmp_p
         run(config, tmp_path / "w", *flags)
     for side in both_sides:
         assert side in str(err.value)
+
+
+RANK_MONITORS = '''
+import json
+
+from mmcv.runner import HOOKS, Hook
+
+
+@HOOKS.register_module(force=True)
+class RankMonitors(Hook):
+    """What this rank's Lightning monitoring callbacks saw (written as monitors_rank{R}.json): the epochs it trained,
+    EarlyStopping's best score and stopped epoch, ModelCheckpoint's best score and file."""
+
+    def __init__(self):
+        self.epochs = []
+
+    def after_train_epoch(self, runner):
+        self.epochs.append(runner.epoch)
+
+    def after_run(self, runner):
+        trainer = next(hook.trainer for hook in runner.hooks if type(hook).__name__ == "LightningLoggerHook")
+        kinds = {type(callback).__name__: callback for callback in trainer.callbacks}
+        stop, save = kinds["EarlyStopping"], kinds["ModelCheckpoint"]
+        record = dict(epochs=self.epochs, stopped_epoch=stop.stopped_epoch, stop_best=float(stop.best_score),
+                      save_best=float(save.best_model_score), save_path=save.best_model_path)
+        with open(f"{runner.work_dir}/monitors_rank{runner.rank}.json", "w") as f:
+            json.dump(record, f)
+'''
+
+
+def test_monitoring_callbacks_decide_alike_on_both_ranks_of_two_processes(tmp_path, monkeypatch):
+    """``--devices 2``: mmcls's DistEvalHook evaluates on rank 0 only; both ranks' EarlyStopping and
+    ``ModelCheckpoint(monitor=...)`` see rank 0's ``val/accuracy_top-1`` (the json log's), so both stop after the same
+    epoch (patience 0, an improvement of 1000 asked: the 2nd of 4 epochs) and agree on the best checkpoint, which
+    rank 0 alone writes (one file)."""
+    import json
+    import subprocess
+    import sys
+
+    from lh_testing import DDP_LAUNCH_VARIABLES, subprocess_env
+
+    stub_collect_env(monkeypatch)
+    (tmp_path / "rank_monitors.py").write_text(RANK_MONITORS)
+    config = tiny_resnet_cifar(tmp_path / "tiny_resnet_cifar_dist.py", samples_per_gpu=2, imports=("rank_monitors",),
+                               lines="""
+        runner = dict(max_epochs=4)
+        custom_hooks = [dict(type='RankMonitors')]
+        dist_params = dict(backend='gloo')
+    """)  # fmt: skip  # the config's lines under the call
+    work = tmp_path / "work"
+    flags = [f"--trainer.callbacks{item}" for kind in ("ModelCheckpoint", "EarlyStopping")
+             for item in (f"+={kind}", ".monitor=val/accuracy_top-1", ".mode=max")]  # fmt: skip
+    flags += ["--trainer.callbacks.patience=0", "--trainer.callbacks.min_delta=1000"]  # EarlyStopping's, the last named
+    proc = subprocess.run([sys.executable, "-m", "lightning_hooks", "train", str(config), "--work-dir", str(work),
+                           "--seed", "0", "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp", *flags],
+                          cwd=tmp_path, env=subprocess_env(drop=DDP_LAUNCH_VARIABLES, OMP_NUM_THREADS="1"),
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert "sync_dist" not in proc.stderr  # Lightning's advice on epoch-level values of one rank: every rank has them
+    ranks = [json.loads((work / f"monitors_rank{rank}.json").read_text()) for rank in (0, 1)]
+    assert ranks[0] == ranks[1]
+    accuracies = [r["accuracy_top-1"] for r in json_log(work) if r.get("mode") == "val"]
+    assert ranks[0]["epochs"] == [0, 1] and len(accuracies) == 2 and ranks[0]["stopped_epoch"] == 1
+    assert ranks[0]["stop_best"] == pytest.approx(accuracies[0], abs=1e-4)
+    assert ranks[0]["save_best"] == pytest.approx(max(accuracies), abs=1e-4)
+    assert [p.name for p in Path(ranks[0]["save_path"]).parent.glob("*.ckpt")] == [Path(ranks[0]["save_path"]).name]
