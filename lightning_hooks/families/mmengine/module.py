@@ -353,8 +353,12 @@ class MMEngineModule(pl.LightningModule):
         """MMEngine's data preprocessors move each batch to the device their own ``to()`` recorded, which
         ``BaseModel.to`` records when the Runner moves the model. Lightning's strategies move the tensors without
         calling it (``nn.Module.to`` recurses through ``_apply``; FSDP and DeepSpeed move them themselves), so batches
-        would stay on the CPU beside weights on the GPU: once the strategy placed the model, record its device."""
+        would stay on the CPU beside weights on the GPU: once the strategy placed the model, record its device. A model
+        whose class has a ``to()`` of its own (mmdet's distillation detectors keep their teacher outside the module
+        tree and move it there) gets that call too, as ``Runner.wrap_model`` moves the model."""
         device = self.trainer.strategy.root_device
+        if isinstance(self.model, BaseModel) and type(self.model).to is not BaseModel.to:
+            self.model.to(device)
         for module in self.modules():
             if isinstance(module, BaseDataPreprocessor):
                 module._device = device
