@@ -119,4 +119,5 @@ def test_a_model_that_syncs_its_batch_norms_among_processes_is_converted_at_setu
         module.trainer = SimpleNamespace(world_size=world_size)
         module.setup("fit")
         layers = {type(m) for m in module.model.modules()}
-        assert (torch.nn.SyncBatchNorm in layers) is synced and (torch.nn.BatchNorm2d in layers) is not synced, world_size
+        assert (torch.nn.SyncBatchNorm in layers) is synced, world_size
+        assert (torch.nn.BatchNorm2d in layers) is not synced, world_size

@@ -9,13 +9,15 @@ work-dir files (a rank other than 0 writes no log file under either host, so the
 and each checkpoint's weights, optimizer, scheduler and message-hub state. Two processes averaging their gradients over
 gloo sum two values, which is exact whatever the order, so the runs agree to the bit on this CPU.
 
-The cases: mmpretrain's ResNet-18 CIFAR, mmseg's SegFormer (iteration-based), mmpose's top-down heatmap config
-(``SyncBuffersHook``, CocoMetric over both ranks' results) and RTMPose-s (the shipped ``EMAHook``, whose EMA of each
-rank's own BN statistics differs by rank, and mmdet's ``PipelineSwitchHook`` switching both ranks' data at epoch 2);
-and mmdet's Mask R-CNN stopped mid-epoch and resumed (the stopped run compared as a fresh one; two-stage instance
-segmentation: each rank's RPN proposals through NMS and RoIAlign, the pure-torch stand-ins of tests/helpers/torch_ops.py
-in every process of both hosts, its samplers drawing from each rank's generator; CocoMetric on boxes and masks over
-both ranks' predictions). Mask R-CNN runs Faster R-CNN's path and its mask head, so Faster R-CNN is not run again here.
+The cases: mmpretrain's ResNet-18 CIFAR and mmpose's top-down heatmap config (``SyncBuffersHook``, CocoMetric over
+both ranks' results) fresh; stopped and resumed (the stopped run compared as a fresh one): mmseg's SegFormer
+(iteration-based: each rank's InfiniteSampler advanced past the iterations done) and, mid-epoch, mmdet's Mask R-CNN
+(two-stage instance segmentation: each rank's RPN proposals through NMS and RoIAlign, the pure-torch stand-ins of
+tests/helpers/torch_ops.py in every process of both hosts, its samplers drawing from each rank's generator; CocoMetric
+on boxes and masks over both ranks' predictions) and RTMPose-s (the shipped ``EMAHook``, whose EMA of each rank's own
+BN statistics differs by rank, saved by rank 0 and resumed in both ranks, and mmdet's ``PipelineSwitchHook`` switching
+both ranks' data at epoch 2, again on resuming). Mask R-CNN runs Faster R-CNN's path and its mask head, so Faster
+R-CNN is not run again here.
 """
 
 from __future__ import annotations
@@ -35,22 +37,26 @@ assert _spec is not None and _spec.loader is not None
 corpus = importlib.util.module_from_spec(_spec)  # the corpus's cases and derived configs (a test module, by path)
 _spec.loader.exec_module(corpus)
 
-#: the corpus's cases run in two processes: epoch-based classification (DefaultSampler sharding by rank), an
-#: iteration-based segmentor (InfiniteSampler, validation by iteration with IoUMetric gathering both ranks' results),
-#: top-down pose (SyncBuffersHook averaging the BN statistics, CocoMetric on both ranks' results), RTMPose (EMAHook and
-#: PipelineSwitchHook in each process, the EMA weights validated on each rank's share of the persons)
-CASES = {"mmpretrain-resnet18-cifar": 29561, "mmseg-segformer-b0": 29562, "mmpose-topdown-res50": 29565,
-         "mmpose-rtmpose-s": 29569}
+#: the corpus's cases run fresh in two processes: epoch-based classification (DefaultSampler sharding by rank),
+#: top-down pose (SyncBuffersHook averaging the BN statistics, CocoMetric on both ranks' results)
+CASES = {"mmpretrain-resnet18-cifar": 29561, "mmpose-topdown-res50": 29565}
 #: the cases with an EMAHook: each rank's rows must carry its EMA digest
 EMA = {"mmpose-rtmpose-s"}
-#: the cases stopped mid-epoch in two processes and resumed (the stopped run compared too, as a fresh one): the
-#: iteration both processes stop after, the lines that give each rank two iterations an epoch, the two runs' ports;
+#: the cases stopped in two processes and resumed (the stopped run compared too, as a fresh one): the iteration both
+#: processes stop after, the lines that give each rank two iterations an epoch (the epoch-based ones), the two runs'
+#: ports; SegFormer (iteration-based: InfiniteSampler, validation by iteration with IoUMetric gathering both ranks'
+#: results; stopped where it validates next, each rank's loader advanced 6 batches on resuming, as under the Runner);
 #: Mask R-CNN (two-stage instance segmentation: each rank's RPN proposals through NMS and RoIAlign, the pure-torch
 #: stand-ins of tests/helpers/torch_ops.py in every process of both hosts, its samplers drawing from each rank's
 #: generator, AspectRatioBatchSampler by rank; CocoMetric on boxes and masks over both ranks' predictions, after
 #: epoch 1 in the stopped run and epochs 2 and 3 in the resumed one, which runs epoch 2 again as the Runner does;
-#: DefaultSampler under its batch sampler, as ResNet-18's, which ran here too before)
-RESUMED = {"mmdet-mask-rcnn-r50": (3, "train_dataloader['batch_size'] = 1\n", (29567, 29568))}
+#: DefaultSampler under its batch sampler, as ResNet-18's, which ran here too before); RTMPose (EMAHook and
+#: PipelineSwitchHook in each process, the EMA weights validated on each rank's share of the persons; stopped in
+#: epoch 2, after the switch, resumed from rank 0's checkpoint of the model and its EMA into both ranks, which run epoch
+#: 2 again and switch again, as under the Runner)
+_TWO_A_RANK = "train_dataloader['batch_size'] = 1\n"
+RESUMED = {"mmseg-segformer-b0": (6, "", (29562, 29563)), "mmdet-mask-rcnn-r50": (3, _TWO_A_RANK, (29567, 29568)),
+           "mmpose-rtmpose-s": (3, _TWO_A_RANK, (29569, 29570))}
 #: lines a case adds for two CPU processes: torch's DistributedDataParallel takes SyncBatchNorm on GPU modules only
 #: (under both hosts), so SegFormer's decode head and RTMPose's CSPNeXt normalise with BN in each process
 CPU_LINES = {"mmseg-segformer-b0": "model['decode_head']['norm_cfg'] = dict(type='BN', requires_grad=True)\n",
@@ -91,7 +97,9 @@ def run_both(path: Path, root: Path, port: int, *options: str, stop_after: int |
         proc = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=600)
         init_lines[name] = [line for line in (proc.stdout + proc.stderr).splitlines() if INIT_INFO.search(line)]
         if stop_after:
-            assert proc.returncode != 0 and "StopRun" in proc.stdout + proc.stderr, f"{name}: {proc.stderr[-3000:]}"
+            # StopRun's message, not the hook's name, which the config dump shows whatever ended the run
+            stopped = f"StopRun: stopped after iteration {stop_after}" in proc.stdout + proc.stderr
+            assert proc.returncode != 0 and stopped, f"{name}: {proc.stderr[-3000:]}"
         else:
             assert proc.returncode == 0, f"{name}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     # the console: rank 0 writes the weights' initialisation to its log file, another rank shows only errors
@@ -102,18 +110,14 @@ def run_both(path: Path, root: Path, port: int, *options: str, stop_after: int |
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_two_processes_match_the_runner_under_torchrun_rank_by_rank(tmp_path: Path, case: str) -> None:
     runner, lightning = run_both(two_process_config(tmp_path, case), tmp_path, CASES[case])
-    keys = {key for row in scalars(runner) for key in row}
-    assert keys >= set(corpus.METRICS.get(case, ())), sorted(keys)  # it trains and validates as meant, under the Runner
-    if case in EMA:
-        assert all("ema" in row for rank in (0, 1) for row in rank_losses(runner, rank)), "no EMAHook found"
-    assert_same_ranks(case, runner, lightning)
+    assert_same_ranks(case, runner, lightning, runs=[0])
 
 
 @pytest.mark.parametrize("case", sorted(RESUMED))
-def test_two_processes_stopped_mid_epoch_resume_as_the_runner_under_torchrun(tmp_path: Path, case: str) -> None:
-    """A corpus case in two processes (two iterations an epoch per rank), stopped after iteration 3 (the first of
-    epoch 2, its checkpoint saved), then ``--resume``d in two processes under each host: both runs agree rank by rank
-    (the stopped one as a fresh run)."""
+def test_two_processes_stopped_and_resumed_as_the_runner_under_torchrun(tmp_path: Path, case: str) -> None:
+    """A corpus case in two processes stopped after an iteration (:data:`RESUMED`: for the epoch-based ones, two
+    iterations an epoch per rank, iteration 3, the first of epoch 2), its checkpoint saved, then ``--resume``d in two
+    processes under each host: both runs agree rank by rank (the stopped one as a fresh run)."""
     stop, lines, ports = RESUMED[case]
     path = two_process_config(tmp_path, case)
     path.write_text(path.read_text() + lines + f"default_hooks['checkpoint']['interval'] = {stop}\n")
@@ -121,15 +125,19 @@ def test_two_processes_stopped_mid_epoch_resume_as_the_runner_under_torchrun(tmp
     for side in ("runner", "lightning"):
         assert (tmp_path / side / f"iter_{stop}.pth").is_file(), side
     runner, lightning = run_both(path, tmp_path, ports[1], "--resume")
-    keys = {key for run in (0, 1) for row in scalars(runner, run) for key in row}
-    assert keys >= set(corpus.METRICS.get(case, ())), sorted(keys)  # it trains and validates as meant, under the Runner
-    assert_same_ranks(case, runner, lightning)
+    assert_same_ranks(case, runner, lightning, runs=[0, 1])
 
 
-def assert_same_ranks(case: str, runner: Path, lightning: Path) -> None:
-    """Each rank's outputs per iteration, then rank 0's scalars, log lines, files and checkpoints
-    (:func:`resume_kit.first_difference`) are the same under both hosts. Where ranks part, the one that parts first
-    is named (a rank's difference reaches the other through the averaged gradients an iteration later)."""
+def assert_same_ranks(case: str, runner: Path, lightning: Path, runs: list[int]) -> None:
+    """The case trains and validates as meant under the Runner (its :data:`corpus.METRICS` in the scalars of the
+    work dir's ``runs``, each rank's EMA digest with an EMAHook); each rank's outputs per iteration, then rank 0's
+    scalars, log lines, files and checkpoints (:func:`resume_kit.first_difference`) are the same under both hosts.
+    Where ranks part, the one that parts first is named (a rank's difference reaches the other through the averaged
+    gradients an iteration later)."""
+    keys = {key for run in runs for row in scalars(runner, run) for key in row}
+    assert keys >= set(corpus.METRICS.get(case, ())), sorted(keys)
+    if case in EMA:
+        assert all("ema" in row for rank in (0, 1) for row in rank_losses(runner, rank)), "no EMAHook found"
     parted = []  # each rank's first difference: (row, rank, the Runner's row, Lightning's row)
     for rank in (0, 1):
         theirs, ours = rank_losses(runner, rank), rank_losses(lightning, rank)
