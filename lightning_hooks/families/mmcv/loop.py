@@ -161,7 +161,12 @@ class MMCVLoop(EvalRows):
 
     # ------------------------------------------------------------------------------------------------ train
     def start_epoch(self, mid_epoch: bool) -> None:
-        """``EpochBasedRunner.train``'s start: ``before_train_epoch`` (the table fires it for that runner only)."""
+        """``EpochBasedRunner.train``'s start: ``before_train_epoch`` (the table fires it for that runner only). After
+        :meth:`resumed`, IterBasedRunner's train sampler gets the pass's number from 0, as the new ``IterLoader``
+        sets it (Lightning set its own epoch)."""
+        sampler = getattr(self.data_loader, "sampler", None)
+        if self.iter_based and self.fresh_passes and callable(getattr(sampler, "set_epoch", None)):
+            sampler.set_epoch(self.passes)  # IterLoader sets its loader's sampler (not a batch sampler's)
         self.caller.fire(ON["on_train_epoch_start"])
 
     def start_iter(self, batch: Any, batch_idx: int) -> None:

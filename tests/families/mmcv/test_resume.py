@@ -60,23 +60,44 @@ ITER_BASED = dict(type="IterBasedRunner", max_iters=14)  # N_BATCHES = 5 a pass:
 FORMAT_1 = Path(__file__).parent / "fixtures" / "mmcv_iter_based_format1.ckpt"
 
 
-def _fit_iter_based(work_dir, ckpt_path=None, callbacks=()):
-    recorder = Recorder()
+def _shuffled(*args, **kwargs):
+    """:func:`mmcv_testkit.loader`'s loader through a shuffling sampler with ``set_epoch`` (a DistributedSampler of
+    one replica): each pass's order follows the epoch the sampler was given."""
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    plain = loader(*args, **kwargs)
+    sampler = DistributedSampler(plain.dataset, num_replicas=1, rank=0, shuffle=True, seed=3)
+    return DataLoader(plain.dataset, batch_size=plain.batch_size, sampler=sampler)
+
+
+class Batches(R.Hook):
+    """Notes each train batch's first value and the sampler's epoch."""
+
+    def __init__(self):
+        self.seen = []
+
+    def after_train_iter(self, runner):
+        loader_ = getattr(runner.data_loader, "_dataloader", runner.data_loader)  # mmcv's IterLoader holds it there
+        self.seen.append((runner.iter, round(float(runner.data_batch[0][0, 0]), 5), loader_.sampler.epoch))
+
+
+def _fit_iter_based(work_dir, ckpt_path=None, callbacks=(), recorder=None, data=loader):
+    recorder = recorder or Recorder()
     adapter = MMCVAdapter([R.OptimizerHook(), recorder], runner=ITER_BASED, work_dir=work_dir)
     trainer = pl.Trainer(callbacks=[adapter, *callbacks], logger=False, enable_progress_bar=False,
                          enable_model_summary=False, enable_checkpointing=bool(callbacks), default_root_dir=work_dir,
                          limit_val_batches=0, **adapter.trainer_kwargs())  # fmt: skip
     torch.manual_seed(0)
     module = Module(ToyModel(), sgd)
-    trainer.fit(module, loader(), ckpt_path=ckpt_path)
+    trainer.fit(module, data(), ckpt_path=ckpt_path)
     return recorder.seen, module
 
 
-def _mmcv_resumed_after_7(tmp_path):
+def _mmcv_resumed_after_7(tmp_path, recorder=None):
     """mmcv's IterBasedRunner: 7 iterations, its checkpoint saved there, resumed to 14 (``runner.resume``)."""
     real = run_mmcv([R.OptimizerHook()], tmp_path / "mmcv", runner="IterBasedRunner", max_epochs=None, max_iters=7)
     real.save_checkpoint(str(tmp_path / "mmcv"), filename_tmpl="at_7.pth", create_symlink=False)
-    recorder = Recorder()
+    recorder = recorder or Recorder()
     resumed = run_mmcv([R.OptimizerHook(), recorder], tmp_path / "mmcv-resumed", runner="IterBasedRunner", max_epochs=None, max_iters=14,
                        resume_from=tmp_path / "mmcv" / "at_7.pth")  # fmt: skip
     return recorder.seen, resumed
@@ -98,3 +119,22 @@ def test_a_mid_pass_checkpoint_resumes_under_iter_based_runner_as_mmcvs_resume(t
         seen, module = _fit_iter_based(tmp_path / ckpt.stem, ckpt_path=str(ckpt))
         assert seen == ref, ckpt.name
         assert_same_weights(weights(real.model), weights(module.model))
+
+
+def test_the_sampler_numbers_the_passes_after_a_mid_pass_resume_as_mmcvs_iter_loader(tmp_path, monkeypatch):
+    """Through a sampler with ``set_epoch`` (shuffling by it): resumed mid-pass, each pass draws the batches mmcv's
+    resumed run draws, the sampler's epoch numbering the passes of the resumed run from 0 as its new ``IterLoader``
+    does (Lightning would give it its own epoch): batches, sampler epochs, final weights."""
+    import mmcv_testkit
+
+    monkeypatch.setattr(mmcv_testkit, "loader", _shuffled)  # run_mmcv's loaders
+    ref = Batches()
+    _, real = _mmcv_resumed_after_7(tmp_path, ref)
+    assert [epoch for _, _, epoch in ref.seen] == [0] * 5 + [1, 1]
+    saver = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=7, save_top_k=-1)
+    _fit_iter_based(tmp_path / "a", callbacks=[saver], recorder=Batches(), data=_shuffled)
+    mine = Batches()
+    _, module = _fit_iter_based(tmp_path / "b", ckpt_path=str(tmp_path / "ckpt" / "epoch=1-step=7.ckpt"),
+                                recorder=mine, data=_shuffled)  # fmt: skip
+    assert mine.seen == ref.seen
+    assert_same_weights(weights(real.model), weights(module.model))
