@@ -79,7 +79,8 @@ attributes under iMIX (``iter`` 5 reads per iteration, ``inner_iter``, ``log_buf
 differences) is larger than the few microseconds the cuts remove, so this host cannot say whether 1.05 is met.
 
 Round 8 (#35): the "adapter, no hooks" host separates the adapter's bookkeeping from the hooks' cost. Python calls per
-iteration on ``tiny`` (cProfile; before = 90c13ce's package first on ``PYTHONPATH``): the engine's hooks add 83.5
+iteration on ``tiny`` (cProfile; before = 90c13ce's package first on ``PYTHONPATH``, from another folder, which adds
+1-3 calls per iteration to both of its runs; the calls into lightning_hooks do not move so): the engine's hooks add 83.5
 (540.1 with them, 456.6 bare); under the adapter 88.6 before, 84.6 after (1799.9 -> 1783.2 with the hooks, 1711.3 ->
 1698.6 holding OptimizerHook alone, 1723.7 for bare Lightning's manual step); calls into lightning_hooks 42.0 -> 28.0
 with the hooks, 34.0 -> 24.0 without. Cut: ``hooks_step`` was asked at both step fires (the dispatch now asks a

@@ -63,6 +63,15 @@ tiny-iter, cnn-iter: HEAD before the cuts 1.78, -1.03, 1.43, 1.87; after 0.89, 4
 vs 19, 81 vs 528). The hooks under the Runner themselves read 19-50 us on the tiny cases from run to run, so the
 ratio moves between 0.9 and 4.5: whether 1.05 is met cannot be read on this machine; on the CNN (~10.5 ms steps) the
 hooks' tens of microseconds are within the repeats' spread.
+
+Round 8 (#35): the "adapter, no hooks" host (MMCVAdapter holding OptimizerHook alone) over bare Lightning
+(:class:`BareModule`, the same manual step without the adapter) is the adapter's own per-step bookkeeping, which the
+Runner's bare loop does too; the hooks' cost is counted from it as well as from bare Lightning. Cut (in
+``core/dispatch.py`` / ``core/manual_step.py``): ``hooks_step`` is asked once, when the dispatch builds its plan, not at
+both step fires (calls into lightning_hooks per iteration on ``tiny``: 36.7 -> 34.7). ``--repeats 5`` at a load
+average of 14-15 (us/it, tiny, cnn, tiny-iter, cnn-iter): hooks under the Runner 45, 249, 62, 407; under the
+adapter, its bookkeeping apart, 21, 63, 78, 6 (ratios 0.47, 0.25, 1.27, 0.01); with it 64, 95, 150, -428 (1.44, 0.38,
+2.43, -1.05); the bookkeeping itself 2, -85, 36, -212: the CNN cases' differences are within their repeats' spread.
 """
 
 from __future__ import annotations
