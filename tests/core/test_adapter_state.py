@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -156,7 +157,7 @@ def test_state_of_another_family_under_the_adapters_key_is_refused():
         adapter.load_state_dict({**state, "family": "imix"})
 
 
-def test_the_state_names_its_format_and_a_newer_format_is_refused_naming_the_way_out():
+def test_the_state_names_its_format_and_a_newer_format_is_refused_naming_the_way_out(tmp_path):
     """The state carries STATE_FORMAT; one written by a newer lightning-hooks is refused, never loaded as if it meant
     the same (a checkpoint without ``format`` is format 1: OLD_FORMAT and BEFORE_0_3 above load through the family's
     conversion, Classy's counters meaning the same in both)."""
@@ -167,3 +168,11 @@ def test_the_state_names_its_format_and_a_newer_format_is_refused_naming_the_way
     with pytest.raises(StateFormatError, match=r"ClassyAdapter \(StepCounter\): the state given to load_state_dict holds "
                                                r"classy adapter state of format 3, written by a newer lightning-hooks"):  # fmt: skip
         adapter.load_state_dict({**state, "format": 3})
+    _fit(tmp_path / "a", max_epochs=1)
+    checkpoint = torch.load(tmp_path / "a" / "ckpt" / "last.ckpt", weights_only=True)
+    for value in checkpoint["callbacks"].values():
+        value["format"] = 3
+    torch.save(checkpoint, tmp_path / "newer.ckpt")
+    with pytest.raises(StateFormatError, match=rf"the checkpoint '{re.escape(str(tmp_path / 'newer.ckpt'))}' holds "
+                                               r"classy adapter state of format 3"):  # fmt: skip
+        _fit(tmp_path / "b", max_epochs=2, ckpt_path=tmp_path / "newer.ckpt")
