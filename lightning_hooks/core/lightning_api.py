@@ -315,6 +315,13 @@ def restart_epoch_at_start(checkpoint: dict[str, Any]) -> bool:
     return True
 
 
+#: The start of the warning Lightning gives when it resumes a checkpoint written inside an epoch from a train loader
+#: without ``state_dict`` (``_TrainingEpochLoop.reset``). It does not apply where :func:`restart_epoch_at_start` made
+#: the fit run that epoch again from its first batch, as an epoch-based host loop resumes. Checked on
+#: :data:`CHECKED_ON`.
+MID_EPOCH_RESUME_WARNING = "You're resuming from a checkpoint that ended before the epoch ended"
+
+
 def start_next_epoch(checkpoint: dict[str, Any]) -> bool:
     """Make a fit checkpoint written at a train epoch's last batch (``on_train_batch_end``: every batch ran, the epoch
     not ended) resume as from the end of that epoch: the next epoch starts as a fresh one, so Lightning calls

@@ -12,6 +12,7 @@ import importlib.metadata
 import inspect
 import logging
 import pathlib
+import re
 import tomllib
 from typing import Any
 
@@ -276,6 +277,19 @@ def test_replays_saved_batch_tells_whether_a_batch_end_checkpoint_runs_its_batch
     assert seen == ([1, 2] if replays else [2, 3])
     assert replays == (ns.__version__.startswith("2.4."))
     assert not lightning_api.replays_saved_batch(resumed, {})  # a weights-only checkpoint has no loops
+
+
+def test_mid_epoch_resume_warning_is_what_lightning_warns_on_resuming_inside_an_epoch(ns, tmp_path):
+    """A checkpoint written inside an epoch, resumed from a loader without state: Lightning warns in these words."""
+
+    class Save(ns.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if batch_idx == 1:
+                trainer.save_checkpoint(tmp_path / "inside.ckpt")
+
+    _trainer(ns, tmp_path, max_steps=3, limit_val_batches=0, callbacks=[Save()]).fit(_boring(ns)())
+    with pytest.warns(UserWarning, match=re.escape(lightning_api.MID_EPOCH_RESUME_WARNING)):
+        _trainer(ns, tmp_path, max_steps=4, limit_val_batches=0).fit(_boring(ns)(), ckpt_path=tmp_path / "inside.ckpt")
 
 
 def test_train_data_setup_and_batch_counters(ns, tmp_path):

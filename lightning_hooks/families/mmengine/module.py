@@ -553,7 +553,8 @@ class MMEngineModule(pl.LightningModule):
         self.last_metrics = metrics
         scalars = {k: torch.tensor(float(v), dtype=torch.float64) for k, v in metrics.items() if _is_scalar(v)}
         # every rank has the same values; a LightningLoggerVisBackend sends them to the loggers at LoggerHook's step
-        self.log_dict(scalars, batch_size=1, sync_dist=self.trainer.world_size > 1, logger=not sends_scalars(self.trainer))
+        to_loggers = bool(self.trainer.loggers) and not sends_scalars(self.trainer)  # none: no "no logger" warning
+        self.log_dict(scalars, batch_size=1, sync_dist=self.trainer.world_size > 1, logger=to_loggers)
 
 
 def _as_list(loaders: Any) -> list[Any]:

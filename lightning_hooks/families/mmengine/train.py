@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import copy
 import os
+import re
 import warnings
 from collections.abc import Iterator
 from typing import Any, Literal
@@ -324,10 +325,14 @@ def owned_options(cfg: Any, loop_cfg: Any) -> dict[str, Any]:
 
 def train(cfg: Any, request: Any = None, **trainer_options: Any) -> Any:
     """Build (:func:`build`) and fit; returns the trainer. ``resume`` continues from ``adapter.ckpt_path``."""
+    from lightning_hooks.core import lightning_api
+
     trainer, module, data, adapter = build(cfg, request, **trainer_options)
     with warnings.catch_warnings():
         # MMEngineModule keeps batches as the loader gives them (its data preprocessor moves them), on purpose
         warnings.filterwarnings("ignore", message="You have overridden `transfer_batch_to_device`")
+        # the host loop runs a resumed epoch again from its first batch, as the Runner: Lightning's caution is moot
+        warnings.filterwarnings("ignore", message=re.escape(lightning_api.MID_EPOCH_RESUME_WARNING))
         trainer.fit(module, datamodule=data, ckpt_path=adapter.ckpt_path)
     return trainer
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib.util
 import time
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -142,3 +143,32 @@ def test_a_run_resumed_from_an_epoch_checkpoint_starts_the_next_epoch_as_the_run
         time.sleep(1 - time.time() % 1)  # a new second: the resumed run's {timestamp} folder is its own
         run(config, side, "--resume")
     assert first_difference("resnet18-epoch-checkpoints", *sides, ["epoch_1.pth", "epoch_2.pth", "epoch_3.pth"]) is None
+
+
+def test_a_run_resumed_inside_an_epoch_runs_it_again_as_the_runners_resume_without_lightnings_caution(
+        tmp_path: Path) -> None:  # fmt: skip
+    """mmpretrain's ResNet-18 CIFAR config (3 iterations an epoch) with a checkpoint every 4 iterations, stopped after
+    iteration 5 and resumed with ``--resume`` from ``iter_4.pth`` (inside epoch 1) against the Runner, which runs
+    epoch 1 again from its first batch; Lightning's warning that such a resume "can cause unreliable results" is not
+    shown, as the epoch runs again whole (``lightning_api.MID_EPOCH_RESUME_WARNING``), nor its warning that metrics are
+    logged "but no logger" is configured (the run has none)."""
+    configs = Path(importlib.util.find_spec("mmpretrain").origin).parent / ".mim" / "configs"  # type: ignore[arg-type]
+    config = tmp_path / "resnet18-inside-an-epoch.py"
+    config.write_text(f"_base_ = [{str(configs / 'resnet/resnet18_8xb16_cifar10.py')!r}]\n{train_kit.resnet_cifar()}"
+                      "param_scheduler = dict(milestones=[2])\ntrain_cfg = dict(max_epochs=3)\nrandomness = dict(seed=0)\n"
+                      "default_hooks = dict(logger=dict(interval=1), checkpoint=dict(by_epoch=False, interval=4))\n"
+                      "custom_hooks = [dict(type='StopRunHook')]\n")  # fmt: skip
+    sides = tmp_path / "runner", tmp_path / "lightning"
+    for side, run in zip(sides, (run_runner, run_lightning), strict=True):
+        StopRunHook.after = 5
+        with pytest.raises(StopRun):
+            run(config, side)
+        StopRunHook.after = None
+        assert (side / "last_checkpoint").read_text().endswith("iter_4.pth")
+        time.sleep(1 - time.time() % 1)  # a new second: the resumed run's {timestamp} folder is its own
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run(config, side, "--resume")
+        cautions = ("resuming from a checkpoint that ended before the epoch ended", "but have no logger configured")
+        assert not [w for w in caught if any(caution in str(w.message) for caution in cautions)], side.name
+    assert first_difference("resnet18-inside-an-epoch", *sides, ["iter_4.pth", "iter_8.pth"]) is None
