@@ -4,6 +4,7 @@ a subclass: counters, phases, model, data, and what a step records into it."""
 from __future__ import annotations
 
 import math
+import operator
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,21 +63,16 @@ class SizedIterator:
         return next(self._it)
 
 
-class LoopCounter:
-    """A counter the task shows from its :class:`~lightning_hooks.families.classy.loop.ClassyLoop`, which moves it. A
-    hook may write it, as Classy's task attributes are plain (VISSL's ``SetDataSamplerEpochHook`` resets
-    ``task.batches``): the write goes to the loop."""
+def loop_counter(name: str) -> property:
+    """A counter the task shows from its :class:`~lightning_hooks.families.classy.loop.ClassyLoop`, which moves it,
+    read through ``operator.attrgetter`` (in C: hooks read ``task.train`` every step). A hook may write it, as Classy's
+    task attributes are plain (VISSL's ``SetDataSamplerEpochHook`` resets ``task.batches``): the write goes to the
+    loop."""
 
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
+    def write(task: Any, value: Any) -> None:
+        setattr(task._loop, name, value)
 
-    def __get__(self, task: Any, owner: type | None = None) -> Any:
-        if task is None:
-            return self
-        return getattr(task._loop, self.name)
-
-    def __set__(self, task: Any, value: Any) -> None:
-        setattr(task._loop, self.name, value)
+    return property(operator.attrgetter(f"_loop.{name}"), write, doc=f"The loop's ``{name}``.")
 
 
 class Task(ClassyTaskState, Facade):
@@ -147,17 +143,17 @@ class Task(ClassyTaskState, Facade):
             meter.reset()
 
     # --------------------------------------------------------------------------------------- loop's counters
-    phase_idx = LoopCounter()
-    train_phase_idx = LoopCounter()
-    num_updates = LoopCounter()
-    iteration = LoopCounter()
-    local_iteration_num = LoopCounter()
-    batches = LoopCounter()
-    phase_batches = LoopCounter()
-    batch_time = LoopCounter()
-    train = LoopCounter()
-    phase_ended = LoopCounter()
-    phase_start_time_train = LoopCounter()
+    phase_idx = loop_counter("phase_idx")
+    train_phase_idx = loop_counter("train_phase_idx")
+    num_updates = loop_counter("num_updates")
+    iteration = loop_counter("iteration")
+    local_iteration_num = loop_counter("local_iteration_num")
+    batches = loop_counter("batches")
+    phase_batches = loop_counter("phase_batches")
+    batch_time = loop_counter("batch_time")
+    train = loop_counter("train")
+    phase_ended = loop_counter("phase_ended")
+    phase_start_time_train = loop_counter("phase_start_time_train")
 
     # ------------------------------------------------------------------------------------------------- models
     def find_model(self, pl_module: pl.LightningModule) -> None:

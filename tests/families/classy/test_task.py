@@ -471,3 +471,12 @@ def test_classy_checkpoint_loader_reads_again_only_what_weights_only_refuses(tmp
         with pytest.raises(type(error)):
             trainer.fit(Net(), loader(), ckpt_path=tmp_path / "some.ckpt")
         assert io.calls == calls
+
+
+def test_classy_task_counters_a_hook_writes_are_the_loops():
+    """Classy's task counters are plain attributes a hook may write (VISSL's SetDataSamplerEpochHook resets
+    ``task.batches``): the write reaches the loop, which counts on from it."""
+    adapter = ClassyAdapter(Probe(lambda task, mount: None))
+    adapter.task.batches, adapter.task.train = 5, False
+    assert (adapter.loop.batches, adapter.loop.train) == (5, False)
+    assert (adapter.task.batches, adapter.task.train) == (5, False)
