@@ -93,10 +93,12 @@ hooks add 65.1 under the adapter, its bookkeeping 39.8. That bookkeeping is what
 ``on_train_batch_end`` -> ``end_train_batch`` -> ``ClassyLoop.end_iter`` -> ``global_batchsize``, ``_count_batch``
 -> ``StepClock.end_batch``, ``fire`` of ``on_step``). Cut: the loop fired through ``AdapterCaller`` and
 ``ClassyAdapter.trigger``, which pass its Lightning events on as they are (2088.4 -> 2086.4 with the hooks, 2023.3 ->
-2021.3 without: it holds the dispatch now). ``--repeats 7`` at a load average of 14-15 (us/step, tiny, cnn): hooks
+2021.3 without: it holds the dispatch now); the task's loop counters (``task.train``, read by the hooks every step)
+went through a Python descriptor, now ``operator.attrgetter`` properties (2086.4 -> 2081.9 with the hooks: they add
+60.7 calls under the adapter). ``--repeats 7`` before that last cut, at a load average of 14-15 (us/step, tiny, cnn): hooks
 under the task 76, 361; under the adapter, its bookkeeping apart, 209, 192 (ratios 2.76, 0.53); with it 423, 572
-(5.57, 1.58); the bookkeeping itself 117, -3. ``tiny`` is not met: the hooks' 10.6 more calls per step (the EMA hook's
-``task.train`` / ``use_gpu`` / ``device`` reads, the ``on_step`` rows' walk) do not account for 130 us: the EMA hook's
+(5.57, 1.58); the bookkeeping itself 117, -3. ``tiny`` is not met: the hooks' 6-10 more calls per step (the EMA hook's
+``use_gpu`` / ``device`` reads, the ``on_step`` rows' walk) do not account for 130 us: the EMA hook's
 ``torch._foreach`` update runs the same code on both sides, and at this load a difference carries +-100 us of noise.
 """
 

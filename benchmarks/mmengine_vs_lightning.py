@@ -11,7 +11,8 @@ Three cases, each under four hosts plus a plain PyTorch loop, run round-robin in
   Lightning + adapter runs it with ``MMEngineAdapter(train_cfg=...)`` and ``Trainer(**adapter.trainer_kwargs())``;
   bare Lightning iterates the same endless view of the loader for ``max_steps``.
 
-The hosts are the Runner and Lightning + adapter with the same hooks, and both again without hooks ("bare"). The hooks
+The hosts are the Runner and Lightning + adapter with the same hooks, both again without hooks ("bare": Lightning
+without the adapter), and the adapter holding no hook but the timer ("adapter, no hooks"). The hooks
 are MMEngine's default hooks (RuntimeInfo, IterTimer, DistSamplerSeed, Logger every 50 iterations, ParamScheduler,
 Checkpoint every epoch) plus EMAHook. Both sides do the same work:
 
@@ -82,6 +83,15 @@ us with the timers' share removed), the batch start/end counters (``batch_idx``,
 callback (~12 us, performance-anchors section 5), which the bare-Lightning baseline does not pay. The patches and the
 step-count wrapper are under 1 us. No piece outside ``core/dispatch.py`` / ``core/adapter.py`` (T-dispatch's this
 round) was large enough to remove for a figure this benchmark can resolve.
+
+Round 8 (#35): a fourth Lightning host, "adapter, no hooks" (MMEngineAdapter holding only the timing hook, with the
+case's ``train_cfg`` and ``log_processor``), separates the adapter's own per-step bookkeeping (the batch counters, the
+two ``fire``s' walk, the step callbacks: what the Runner's bare loop does in its own loop) from the hooks' cost, which
+the report now gives both ways: counted from bare Lightning (as before) and from the adapter with no hooks. One run
+of ``--repeats 7`` at a load average of 14-15 on the 2 cores (us/it, tiny, cnn, tiny-iter): hooks under the Runner
+429, 1265, 450; under the adapter, its bookkeeping apart, 501, 677, 579 (1.17, 0.54, 1.29); with it 782, 501, 535
+(1.82, 0.40, 1.19); the bookkeeping itself 316, -343, 5: at this load the tiny cases' differences move by
+100-300 us between runs, so this run does not say whether 1.1 is met.
 """
 
 from __future__ import annotations
