@@ -55,6 +55,8 @@ class Library:
         revert_sync_batchnorm: whether its script turns ``SyncBatchNorm`` into ``BatchNorm`` in a single process
             (mmseg).
         log_model: whether its script logs the model (mmseg).
+        setup_after_logger: whether its script sets the processes up (``setup_processes``) after its logger, so that
+            what that logs goes into the run's log file (mmseg); the others set them up first thing.
     """
 
     package: str
@@ -79,6 +81,7 @@ class Library:
     model_attributes: tuple[str, ...] = ("CLASSES",)
     revert_sync_batchnorm: bool = False
     log_model: bool = False
+    setup_after_logger: bool = False
 
     def __post_init__(self) -> None:
         if self.auto_resume not in ("before", "after", ""):
@@ -127,7 +130,8 @@ LIBRARIES = (
     _library("mmdet", "build_detector", "train_detector", auto_resume="before",
              meta=("env_info", "config", "seed", "exp_name"), version_separator=""),
     _library("mmseg", "build_segmentor", "train_segmentor", record=("version", "config", "CLASSES", "PALETTE"),
-             record_in=("checkpoint_config", "meta"), revert_sync_batchnorm=True, log_model=True),
+             record_in=("checkpoint_config", "meta"), revert_sync_batchnorm=True, log_model=True,
+             setup_after_logger=True),
 )  # fmt: skip  # a row per library, its keywords aligned under the call
 
 

@@ -33,7 +33,8 @@ def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed
     import mmcv
 
     library = library_of(cfg)
-    setup_env(library, cfg)
+    if not library.setup_after_logger:
+        setup_env(library, cfg)
     processes = _start_processes(trainer_options)
     distributed = processes > 1
     if distributed:  # as the scripts record it under their launcher (mmcv's resume rescales the iteration by it)
@@ -46,6 +47,8 @@ def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed
     timestamp = timestamp or time.strftime("%Y%m%d_%H%M%S", time.localtime())
     log_file = os.path.join(cfg.work_dir, f"{timestamp}.log")
     with run_logger(library, log_file, cfg.get("log_level", "INFO")) as logger:
+        if library.setup_after_logger:  # what it logs goes into the run's log
+            setup_env(library, cfg)
         model, datasets, meta = _prepare(library, cfg, logger, distributed=distributed, seed=seed,
                                          diff_seed=diff_seed, deterministic=deterministic,
                                          accelerator=trainer_options.get("accelerator"))  # fmt: skip  # arguments aligned under the call
@@ -80,11 +83,11 @@ def _prepare(library: Library, cfg: Any, logger: logging.Logger, *, distributed:
     meta: dict[str, Any] = dict(env_info=env_info)
     if "config" in library.meta:  # the config before its device and seed are set
         meta["config"] = cfg.pretty_text
-    cfg.device = "cuda" if torch.cuda.is_available() and accelerator not in ("cpu",) else "cpu"
     dash_line = "-" * 60 + "\n"
     logger.info(f"Environment info:\n{dash_line}{env_info}\n{dash_line}")
     logger.info(f"Distributed training: {distributed}")
-    logger.info(f"Config:\n{cfg.pretty_text}")
+    logger.info(f"Config:\n{cfg.pretty_text}")  # as the scripts log it: before its device is set
+    cfg.device = "cuda" if torch.cuda.is_available() and accelerator not in ("cpu",) else "cpu"
     seed = library.function(library.init_seed)(seed, device=cfg.device)
     if diff_seed and torch.distributed.is_available() and torch.distributed.is_initialized():
         seed += torch.distributed.get_rank()

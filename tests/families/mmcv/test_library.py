@@ -76,9 +76,11 @@ def test_the_differences_are_those_of_the_shipped_tools_train_py(library):
     assert ("meta['exp_name']" in main) == ("exp_name" in library.meta)
     assert ("revert_sync_batchnorm(model)" in main) == library.revert_sync_batchnorm
     assert ("logger.info(model)" in main) == library.log_model
-    # what tools_train.setup_env does first (mmseg's script sets the processes up after its logger: the settings are
-    # the process's and touch neither)
+    # what tools_train.setup_env does first, or after the logger (mmseg's script: what it logs is in the run's log)
     assert "setup_multi_processes(cfg)" in main and "setup_multi_processes" in library.setup_processes
+    after_logger = main.index("setup_multi_processes(cfg)") > main.index("get_root_logger(log_file=log_file")
+    assert after_logger == library.setup_after_logger
+    assert main.index("logger.info(f'Config:") < main.index("cfg.device = ")  # tools_train._prepare's order
     assert "if cfg.get('cudnn_benchmark', False):\n        torch.backends.cudnn.benchmark = True" in main
     assert {name for name in ("CLASSES", "PALETTE") if f"model.{name} = datasets[0].{name}" in main} == set(
         library.model_attributes)

@@ -131,3 +131,40 @@ def test_train_sets_the_process_up_before_it_makes_the_work_dir(monkeypatch, tmp
     with pytest.raises(RuntimeError, match=r"setup_env\(mmcls\)"):
         tools_train.train(cfg)
     assert not (tmp_path / "work").exists()
+
+
+def test_a_library_that_sets_the_process_up_after_its_logger_logs_that_into_the_run_s_log(monkeypatch, tmp_path):
+    """mmseg's script sets the process up after its logger (Library.setup_after_logger): what its
+    ``setup_multi_processes`` logs ("Multi-processing start method is ...") is in the run's log file."""
+    import dataclasses
+
+    from mmcv import Config
+
+    def stop(library, cfg):
+        logging.getLogger(library.package).info("Multi-processing start method is `None`")
+        raise RuntimeError(f"setup_env({library.package})")
+
+    monkeypatch.setattr(tools_train, "library_of", lambda cfg: dataclasses.replace(MMCLS, setup_after_logger=True))
+    monkeypatch.setattr(tools_train, "setup_env", stop)
+    cfg = Config(dict(model=dict(type="ImageClassifier"), work_dir=str(tmp_path / "work")))
+    with pytest.raises(RuntimeError, match=r"setup_env\(mmcls\)"):
+        tools_train.train(cfg, timestamp="20260101_000000")
+    assert "Multi-processing start method is `None`" in (tmp_path / "work" / "20260101_000000.log").read_text()
+
+
+def test_the_config_is_logged_before_its_device_is_set(tmp_path):
+    """The scripts log ``Config:`` before ``cfg.device = ...``: the logged config has no ``device`` line."""
+    from mmcv import Config
+    from mmcv_train_kit import tiny_resnet_cifar
+
+    cfg = Config.fromfile(str(tiny_resnet_cifar(tmp_path / "tiny.py")))
+    logged: list[str] = []
+
+    class Logger(logging.Logger):
+        def info(self, msg, *args, **kwargs):
+            logged.append(msg % args if args else msg)
+
+    tools_train._prepare(MMCLS, cfg, Logger("test"), distributed=False, seed=0, diff_seed=False,
+                         deterministic=False, accelerator="cpu")  # fmt: skip  # arguments aligned under the call
+    (config,) = [line for line in logged if line.startswith("Config:")]
+    assert "device = " not in config and cfg.device == "cpu"
