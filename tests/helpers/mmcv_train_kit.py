@@ -57,17 +57,12 @@ def tiny_resnet_cifar(path: Path, *, samples_per_gpu: int = 4, imports: tuple[st
 def reference_logger(library: str, log_file: Path, log_level: Any) -> Any:
     """The library's ``get_root_logger(log_file=..., log_level=...)`` for a reference run of its ``tools/train.py``
     main in this process, as that script builds it first thing in a fresh process: with its own handlers (mmcv's
-    ``get_logger`` sets a logger up once per process) and the first of mmcv's initialised loggers, the one
-    ``init_weights`` writes the parameters' initialisation to."""
-    from mmcv.utils.logging import logger_initialized
-
+    ``get_logger`` sets a logger up once per process), set up after mmcv's own logger, which importing the library
+    set up (mmcv 1.7's ``mmcv.cnn.rfsearch``): ``init_weights`` writes the parameters' initialisation to that first
+    of mmcv's initialised loggers, not into the run's log."""
     fresh_root_logger(library)
     get_root_logger = getattr(importlib.import_module(f"{library}.utils"), "get_root_logger")
-    logger = get_root_logger(log_file=str(log_file), log_level=log_level)
-    others = {name: value for name, value in logger_initialized.items() if name != library}
-    logger_initialized.clear()
-    logger_initialized.update({library: True, **others})
-    return logger
+    return get_root_logger(log_file=str(log_file), log_level=log_level)
 
 
 def json_log(folder: Path) -> list[dict]:

@@ -153,8 +153,9 @@ def run_logger(library: Library, log_file: str, log_level: Any) -> Iterator[logg
 def open_run_logger(library: Library, log_file: str, log_level: Any) -> tuple[logging.Logger, Callable[[], None]]:
     """The library's root logger (``get_root_logger(log_file=..., log_level=...)``) as its ``tools/train.py`` builds
     it first thing in a fresh process: its own handlers (the console, and ``log_file`` on rank 0), none of an
-    earlier run's in this process, and the first of mmcv's initialised loggers, the one ``init_weights`` writes the
-    parameters' initialisation to (``BaseModule.init_weights`` picks the first of ``logger_initialized``).
+    earlier run's in this process, and set up after the loggers set up before it, as there: importing the library
+    sets mmcv's own logger up (mmcv 1.7's ``mmcv.cnn.rfsearch``), so ``init_weights``, which writes the parameters'
+    initialisation to the first of ``logger_initialized``, writes it to mmcv's logger, not into the run's log file.
 
     mmcv's ``get_logger`` sets a logger up once per process and returns it unchanged afterwards: without this, a
     second run in a process (a notebook, a test) would write into the first run's log file, or fail on it once
@@ -168,9 +169,8 @@ def open_run_logger(library: Library, log_file: str, log_level: Any) -> tuple[lo
     before, handlers, level = dict(initialized), list(logger.handlers), logger.level
     for handler in handlers:
         logger.removeHandler(handler)
-    initialized.clear()  # the library's logger first, as in a fresh process
+    initialized.pop(library.package, None)  # set up anew, after the others, as in the script's fresh process
     logger = library.function(library.root_logger)(log_file=log_file, log_level=log_level)
-    initialized.update({name: value for name, value in before.items() if name != library.package})
 
     def undo() -> None:
         for handler in list(logger.handlers):

@@ -52,22 +52,26 @@ def file_handlers(name: str) -> list[logging.FileHandler]:
 
 
 def test_a_second_run_in_a_process_logs_into_its_own_file(loggers, tmp_path):
-    """An earlier run set mmcls's logger up (its file); mmcv's logger was set up too and its file closed since
-    (a fast_dev_run's, a test's). The run's logger writes this run's file only, init_weights' lines included (it
-    failed on the closed file before), and afterwards the earlier state is back."""
+    """An earlier run set mmcls's logger up (its file); mmcv's logger was set up too. The run's logger writes this
+    run's file only and is set up after mmcv's, as in tools/train.py's fresh process (importing mmcv.cnn sets mmcv's
+    up): init_weights' lines go to mmcv's logger, not into the run's file; afterwards the earlier state is back."""
     fresh_root_logger("mmcls")
     earlier = get_logger("mmcls", log_file=str(tmp_path / "earlier.log"))
-    mmcv = get_logger("mmcv", log_file=str(tmp_path / "mmcv.log"))
-    for handler in file_handlers("mmcv"):
-        handler.close()
+    mmcv = get_logger("mmcv")  # as importing mmcv.cnn sets it up
+    mmcv_lines = logging.FileHandler(tmp_path / "mmcv.log")
+    mmcv.addHandler(mmcv_lines)
     initialized, handlers = dict(logger_initialized), list(earlier.handlers)
     with run_logger(MMCLS, str(tmp_path / "run.log"), "INFO") as logger:
-        assert logger is earlier and next(iter(logger_initialized)) == "mmcls"
+        assert logger is earlier and list(logger_initialized)[-1] == "mmcls"
+        assert list(logger_initialized).index("mmcv") < list(logger_initialized).index("mmcls")
         assert [h.baseFilename for h in file_handlers("mmcls")] == [str(tmp_path / "run.log")]
         logger.info("this run")
         Initialised().init_weights()
     run = (tmp_path / "run.log").read_text()
-    assert "this run" in run and "fc.weight - torch.Size([2, 2])" in run
+    assert "this run" in run and "fc.weight - torch.Size([2, 2])" not in run
+    mmcv.removeHandler(mmcv_lines)
+    mmcv_lines.close()
+    assert "fc.weight - torch.Size([2, 2])" in (tmp_path / "mmcv.log").read_text()
     assert "this run" not in (tmp_path / "earlier.log").read_text()
     assert logger.handlers == handlers and dict(logger_initialized) == initialized
     assert list(logger_initialized) == list(initialized) and mmcv.handlers  # in their order; mmcv's left as it was

@@ -136,10 +136,10 @@ def test_lightning_hooks_train_runs_an_iteration_based_mmseg_config_as_tools_tra
              for line in (d / f"{sides.timestamp}.log").read_text().splitlines()] for d in (sides.ours, sides.ref)]  # fmt: skip  # the loop under its value
     norms = [[line for line in log if "BatchNorm" in line] for log in logs]  # the model as logged
     assert norms[0] == norms[1] and norms[0] and not any("SyncBatchNorm" in line for line in norms[0])
-    # init_weights writes into the run's log, as in tools/train.py's fresh process
+    # init_weights writes to mmcv's logger (set up first, at import), not into the run's log: as tools/train.py
     initialised = [[line for line in log if line.startswith(("mmseg - INFO - initialize ", "Name of parameter"))]
                    for log in logs]  # fmt: skip  # the loop under its value
-    assert initialised[0] == initialised[1] and len(initialised[0]) > 2
+    assert initialised[0] == initialised[1] == []
     assert [r["iter"] for r in records[1:] if r["mode"] == "train"] == [1, 2, 3, 4]
     for name in ("iter_2.pth", "iter_4.pth"):
         assert_same_checkpoint(sides.ours / name, sides.ref / name)
