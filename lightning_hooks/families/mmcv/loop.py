@@ -165,7 +165,7 @@ class MMCVLoop(EvalRows):
         :meth:`resumed`, IterBasedRunner's train sampler gets the pass's number from 0, as the new ``IterLoader``
         sets it (Lightning set its own epoch)."""
         sampler = getattr(self.data_loader, "sampler", None)
-        if self.iter_based and self.fresh_passes and callable(getattr(sampler, "set_epoch", None)):
+        if self.iter_based and self.fresh_passes and sampler is not None and callable(getattr(sampler, "set_epoch", None)):
             sampler.set_epoch(self.passes)  # IterLoader sets its loader's sampler (not a batch sampler's)
         self.caller.fire(ON["on_train_epoch_start"])
 
