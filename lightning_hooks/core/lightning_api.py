@@ -346,6 +346,24 @@ def start_next_epoch(checkpoint: dict[str, Any]) -> bool:
     return True
 
 
+def start_epoch_afresh(checkpoint: dict[str, Any]) -> bool:
+    """Make a fit checkpoint written between train epochs after one cut short resume at the next epoch's first batch,
+    as a host loop that starts a new pass of its loader resumes. A fit that stopped at ``max_steps`` inside an epoch
+    counts that epoch as ended but keeps its batch count, so restored as written the next epoch starts at that batch
+    index and skips as many batches. Returns whether the checkpoint was such (else it is left as it is).
+
+    Rewrites ``loops.fit_loop``'s ``epoch_loop.batch_progress`` (no batch of the next epoch, the total settled) and
+    drops the train loaders' saved position. Checked on :data:`CHECKED_ON`."""
+    loop = checkpoint.get("loops", {}).get("fit_loop")
+    if not loop or "epoch_progress" not in loop:
+        return False
+    epochs, batches = loop["epoch_progress"], loop["epoch_loop.batch_progress"]
+    if epochs["total"]["processed"] != epochs["total"]["started"] or not batches["current"]["processed"]:
+        return False  # inside an epoch, or before the next one's first batch already
+    _settle_batches(loop)
+    return True
+
+
 def _settle_batches(loop: dict[str, Any]) -> None:
     """The fit loop's saved batch progress as before an epoch's first batch, its totals settled on the batches
     processed (the count of batches that stepped follows), the train loaders' saved position dropped."""

@@ -710,6 +710,39 @@ def test_start_next_epoch_resumes_a_last_batch_checkpoint_at_the_next_epochs_sta
     assert seen == [("epoch", 1), (1, 0, 4), (1, 1, 5), (1, 2, 6), (1, 3, 7)]
 
 
+def test_start_epoch_afresh_starts_the_epoch_after_a_fit_cut_short_at_its_first_batch(ns, tmp_path):
+    """A fit of 5 batches an epoch stopped at ``max_steps=7`` (inside epoch 1) and saved: resumed as written to 14
+    steps, epoch 2 starts at batch 2 (3 batches); rewritten, at batch 0 (5 batches), ``global_step`` going on from 7.
+    A checkpoint written inside an epoch, or at an epoch's last batch, is left as it is."""
+
+    class Save(ns.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if trainer.global_step in (3, 5):
+                trainer.save_checkpoint(tmp_path / f"step{trainer.global_step}.ckpt")
+
+    seen: list[tuple[int, int, int]] = []
+
+    class Probe(ns.Callback):
+        def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+            seen.append((trainer.current_epoch, batch_idx, trainer.global_step))
+
+    trainer = _trainer(ns, tmp_path, max_steps=7, limit_train_batches=5, limit_val_batches=0, callbacks=[Save()])
+    trainer.fit(_boring(ns)())
+    trainer.save_checkpoint(tmp_path / "cut.ckpt")
+    for other in ("step3.ckpt", "step5.ckpt"):
+        assert not lightning_api.start_epoch_afresh(torch.load(tmp_path / other, weights_only=False)), other
+    _trainer(ns, tmp_path, max_steps=10, limit_train_batches=5, limit_val_batches=0, callbacks=[Probe()]).fit(
+        _boring(ns)(), ckpt_path=tmp_path / "cut.ckpt")  # fmt: skip
+    assert seen == [(2, 2, 7), (2, 3, 8), (2, 4, 9)]  # as written: the cut epoch's batch count skips 2
+    checkpoint = torch.load(tmp_path / "cut.ckpt", weights_only=False)
+    assert lightning_api.start_epoch_afresh(checkpoint)
+    torch.save(checkpoint, tmp_path / "afresh.ckpt")
+    seen.clear()
+    _trainer(ns, tmp_path, max_steps=10, limit_train_batches=5, limit_val_batches=0, callbacks=[Probe()]).fit(
+        _boring(ns)(), ckpt_path=tmp_path / "afresh.ckpt")  # fmt: skip
+    assert seen == [(2, 0, 7), (2, 1, 8), (2, 2, 9)]
+
+
 def test_launch_processes_starts_nothing_for_one_process_and_launches_through_the_strategy(ns):
     """One process: nothing starts. Several: the strategy the Trainer would build launches them (its launcher, the
     script launcher that re-runs the command) and then sets up its environment (the process group); the run of 2

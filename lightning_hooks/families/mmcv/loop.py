@@ -143,12 +143,13 @@ class MMCVLoop(EvalRows):
         ``runner.resume`` then trains from a new ``IterLoader``: a new pass over the train loader, whose passes (the
         runner's ``epoch`` from the first iteration on, the sampler's epoch) count from 0. Lightning's loop, in
         ``checkpoint``, starts the pass it was written in again from its first batch, or at a pass's last batch the
-        next pass (``lightning_api.restart_epoch_at_start`` / ``start_next_epoch``). EpochBasedRunner: Lightning's
-        resume stands."""
+        next pass (``lightning_api.restart_epoch_at_start`` / ``start_next_epoch``), and after a fit that stopped at
+        ``max_iters`` inside a pass the next pass from its first batch (``start_epoch_afresh``). EpochBasedRunner:
+        Lightning's resume stands."""
         if not self.iter_based:
             return
-        if not lightning_api.start_next_epoch(checkpoint):
-            lightning_api.restart_epoch_at_start(checkpoint)
+        if not (lightning_api.start_next_epoch(checkpoint) or lightning_api.restart_epoch_at_start(checkpoint)):
+            lightning_api.start_epoch_afresh(checkpoint)
         self.fresh_passes = True
 
     def upgrade_state(self, state: dict[str, Any]) -> dict[str, Any]:

@@ -81,9 +81,9 @@ class Batches(R.Hook):
         self.seen.append((runner.iter, round(float(runner.data_batch[0][0, 0]), 5), loader_.sampler.epoch))
 
 
-def _fit_iter_based(work_dir, ckpt_path=None, callbacks=(), recorder=None, data=loader):
+def _fit_iter_based(work_dir, ckpt_path=None, callbacks=(), recorder=None, data=loader, runner=ITER_BASED):
     recorder = recorder or Recorder()
-    adapter = MMCVAdapter([R.OptimizerHook(), recorder], runner=ITER_BASED, work_dir=work_dir)
+    adapter = MMCVAdapter([R.OptimizerHook(), recorder], runner=runner, work_dir=work_dir)
     trainer = pl.Trainer(callbacks=[adapter, *callbacks], logger=False, enable_progress_bar=False,
                          enable_model_summary=False, enable_checkpointing=bool(callbacks), default_root_dir=work_dir,
                          limit_val_batches=0, **adapter.trainer_kwargs())  # fmt: skip
@@ -137,4 +137,28 @@ def test_the_sampler_numbers_the_passes_after_a_mid_pass_resume_as_mmcvs_iter_lo
     _, module = _fit_iter_based(tmp_path / "b", ckpt_path=str(tmp_path / "ckpt" / "epoch=1-step=7.ckpt"),
                                 recorder=mine, data=_shuffled)  # fmt: skip
     assert mine.seen == ref.seen
+    assert_same_weights(weights(real.model), weights(module.model))
+
+
+class SaveAtEnd(pl.Callback):
+    """Saves the fit's checkpoint once it ended, as a user does before training a finished run further."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def on_train_end(self, trainer, pl_module):
+        trainer.save_checkpoint(self.path)
+
+
+def test_a_fit_stopped_at_max_iters_inside_a_pass_resumes_under_iter_based_runner_as_mmcvs_resume(tmp_path):
+    """IterBasedRunner stopped at ``max_iters`` 7 (inside the 2nd pass of 5 batches) and its checkpoint trained on to
+    14 goes on as mmcv's ``runner.resume`` of the file it saves there: a new pass from the loader's first batch (5
+    batches; Lightning's loop, restored as written, counts the cut pass's 2 batches into the next one), counters at
+    every mount point, learning rate, final weights."""
+    ref, real = _mmcv_resumed_after_7(tmp_path)
+    cut = tmp_path / "cut.ckpt"
+    _fit_iter_based(tmp_path / "a", callbacks=[SaveAtEnd(cut)], runner={**ITER_BASED, "max_iters": 7})
+    assert torch.load(cut)["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["processed"] == 2
+    seen, module = _fit_iter_based(tmp_path / "b", ckpt_path=str(cut))
+    assert seen == ref
     assert_same_weights(weights(real.model), weights(module.model))
