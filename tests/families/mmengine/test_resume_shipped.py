@@ -19,10 +19,12 @@ same way (tests/helpers/resume_kit.py), compared bitwise on this CPU as in the c
   without length), so the batch after a validation took its random flips before the validation's: the loss parted at
   the first iteration after it (iteration 3).
 
-:func:`test_a_run_resumed_from_an_epoch_checkpoint_starts_the_next_epoch_as_the_runners_resume`: an epoch-based run
+:func:`test_an_epoch_based_run_resumes_as_the_runners_resume_without_lightnings_cautions`: an epoch-based run
 resumed from the checkpoint ``CheckpointHook`` writes by epoch (``after_train_epoch``), the shipped configs' default;
 found on mmdet's RTMDet-tiny, whose ``PipelineSwitchHook`` switches the train pipeline in ``before_train_epoch``: the
-resumed epoch's first batch was drawn before ``before_train_epoch`` ran, through the old pipeline.
+resumed epoch's first batch was drawn before ``before_train_epoch`` ran, through the old pipeline. And one resumed
+from a checkpoint written inside an epoch, found on RTMPose in two processes: Lightning warned that the resume "can
+cause unreliable results" though the epoch runs again whole, as under the Runner.
 """
 
 from __future__ import annotations
@@ -121,54 +123,46 @@ def test_a_resumed_run_continues_as_the_runners_resume(tmp_path: Path, case: str
     assert first_difference(case, runner, lightning, checkpoints) is None
 
 
-def test_a_run_resumed_from_an_epoch_checkpoint_starts_the_next_epoch_as_the_runners_resume(tmp_path: Path) -> None:
-    """mmpretrain's ResNet-18 CIFAR config (3 iterations an epoch) with a checkpoint every epoch and mmdet's
-    ``PipelineSwitchHook`` switching to always-flipped images at epoch 1, stopped after iteration 5 and resumed with
-    ``--resume`` from ``epoch_1.pth``, against the Runner: both start epoch 1 with the switched pipeline."""
+_SWITCH = ("dict(type='mmdet.PipelineSwitchHook', switch_epoch=1, switch_pipeline=["
+           "dict(type='RandomFlip', prob=1.0, direction='horizontal'), dict(type='PackInputs')]), ")  # fmt: skip
+#: name: (the checkpoint hook's options, hooks before StopRunHook, the checkpoint resumed, every checkpoint compared)
+_RESNET18_RESUMES = {
+    "epoch-checkpoints": ("by_epoch=True, interval=1", _SWITCH, "epoch_1.pth", ["epoch_1.pth", "epoch_2.pth", "epoch_3.pth"]),
+    "inside-an-epoch": ("by_epoch=False, interval=4", "", "iter_4.pth", ["iter_4.pth", "iter_8.pth"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_RESNET18_RESUMES))
+def test_an_epoch_based_run_resumes_as_the_runners_resume_without_lightnings_cautions(tmp_path: Path, case: str) -> None:
+    """mmpretrain's ResNet-18 CIFAR config (3 iterations an epoch), stopped after iteration 5 and resumed with
+    ``--resume`` against the Runner stopped and resumed alike:
+
+    - ``epoch-checkpoints``: a checkpoint every epoch and mmdet's ``PipelineSwitchHook`` switching to always-flipped
+      images at epoch 1, resumed from ``epoch_1.pth``: both start epoch 1 with the switched pipeline;
+    - ``inside-an-epoch``: a checkpoint every 4 iterations, resumed from ``iter_4.pth`` (inside epoch 1): both run
+      epoch 1 again from its first batch.
+
+    Neither shows Lightning's warning that a resume inside an epoch "can cause unreliable results" (the epoch runs
+    again whole: ``lightning_api.MID_EPOCH_RESUME_WARNING``) nor that metrics are logged "but no logger" is configured
+    (the run has none)."""
+    checkpoint, hooks, resumed, compared = _RESNET18_RESUMES[case]
     configs = Path(importlib.util.find_spec("mmpretrain").origin).parent / ".mim" / "configs"  # type: ignore[arg-type]
-    config = tmp_path / "resnet18-epoch-checkpoints.py"
+    config = tmp_path / f"resnet18-{case}.py"
     config.write_text(f"_base_ = [{str(configs / 'resnet/resnet18_8xb16_cifar10.py')!r}]\n{train_kit.resnet_cifar()}"
                       "param_scheduler = dict(milestones=[2])\ntrain_cfg = dict(max_epochs=3)\nrandomness = dict(seed=0)\n"
-                      "default_hooks = dict(logger=dict(interval=1), checkpoint=dict(by_epoch=True, interval=1))\n"
-                      "custom_hooks = [dict(type='mmdet.PipelineSwitchHook', switch_epoch=1, switch_pipeline=["
-                      "dict(type='RandomFlip', prob=1.0, direction='horizontal'), dict(type='PackInputs')]), "
-                      "dict(type='StopRunHook')]\n")  # fmt: skip
+                      f"default_hooks = dict(logger=dict(interval=1), checkpoint=dict({checkpoint}))\n"
+                      f"custom_hooks = [{hooks}dict(type='StopRunHook')]\n")  # fmt: skip
     sides = tmp_path / "runner", tmp_path / "lightning"
+    cautions = ("resuming from a checkpoint that ended before the epoch ended", "but have no logger configured")
     for side, run in zip(sides, (run_runner, run_lightning), strict=True):
         StopRunHook.after = 5
         with pytest.raises(StopRun):
             run(config, side)
         StopRunHook.after = None
-        assert (side / "last_checkpoint").read_text().endswith("epoch_1.pth")
-        time.sleep(1 - time.time() % 1)  # a new second: the resumed run's {timestamp} folder is its own
-        run(config, side, "--resume")
-    assert first_difference("resnet18-epoch-checkpoints", *sides, ["epoch_1.pth", "epoch_2.pth", "epoch_3.pth"]) is None
-
-
-def test_a_run_resumed_inside_an_epoch_runs_it_again_as_the_runners_resume_without_lightnings_caution(
-        tmp_path: Path) -> None:  # fmt: skip
-    """mmpretrain's ResNet-18 CIFAR config (3 iterations an epoch) with a checkpoint every 4 iterations, stopped after
-    iteration 5 and resumed with ``--resume`` from ``iter_4.pth`` (inside epoch 1) against the Runner, which runs
-    epoch 1 again from its first batch; Lightning's warning that such a resume "can cause unreliable results" is not
-    shown, as the epoch runs again whole (``lightning_api.MID_EPOCH_RESUME_WARNING``), nor its warning that metrics are
-    logged "but no logger" is configured (the run has none)."""
-    configs = Path(importlib.util.find_spec("mmpretrain").origin).parent / ".mim" / "configs"  # type: ignore[arg-type]
-    config = tmp_path / "resnet18-inside-an-epoch.py"
-    config.write_text(f"_base_ = [{str(configs / 'resnet/resnet18_8xb16_cifar10.py')!r}]\n{train_kit.resnet_cifar()}"
-                      "param_scheduler = dict(milestones=[2])\ntrain_cfg = dict(max_epochs=3)\nrandomness = dict(seed=0)\n"
-                      "default_hooks = dict(logger=dict(interval=1), checkpoint=dict(by_epoch=False, interval=4))\n"
-                      "custom_hooks = [dict(type='StopRunHook')]\n")  # fmt: skip
-    sides = tmp_path / "runner", tmp_path / "lightning"
-    for side, run in zip(sides, (run_runner, run_lightning), strict=True):
-        StopRunHook.after = 5
-        with pytest.raises(StopRun):
-            run(config, side)
-        StopRunHook.after = None
-        assert (side / "last_checkpoint").read_text().endswith("iter_4.pth")
+        assert (side / "last_checkpoint").read_text().endswith(resumed)
         time.sleep(1 - time.time() % 1)  # a new second: the resumed run's {timestamp} folder is its own
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             run(config, side, "--resume")
-        cautions = ("resuming from a checkpoint that ended before the epoch ended", "but have no logger configured")
         assert not [w for w in caught if any(caution in str(w.message) for caution in cautions)], side.name
-    assert first_difference("resnet18-inside-an-epoch", *sides, ["iter_4.pth", "iter_8.pth"]) is None
+    assert first_difference(f"resnet18-{case}", *sides, compared) is None
