@@ -553,7 +553,8 @@ class MMEngineModule(pl.LightningModule):
         self.last_metrics = metrics
         scalars = {k: torch.tensor(float(v), dtype=torch.float64) for k, v in metrics.items() if _is_scalar(v)}
         # every rank has the same values; a LightningLoggerVisBackend sends them to the loggers at LoggerHook's step
-        to_loggers = bool(self.trainer.loggers) and not sends_scalars(self.trainer)  # none: no "no logger" warning
+        # (None, not True: Lightning's default, which warns of no logger configured only when asked for one)
+        to_loggers = False if sends_scalars(self.trainer) else None
         self.log_dict(scalars, batch_size=1, sync_dist=self.trainer.world_size > 1, logger=to_loggers)
 
 
