@@ -97,7 +97,8 @@ def _prepare(library: Library, cfg: Any, logger: logging.Logger, *, distributed:
     if "exp_name" in library.meta:
         meta["exp_name"] = os.path.basename(cfg.filename)
     model = library.function(library.builder)(cfg.model, **{key: cfg.get(key) for key in library.builder_cfgs})
-    model.init_weights()
+    with closed_log_files_aside():
+        model.init_weights()
     if library.revert_sync_batchnorm and not distributed:  # SyncBN needs a process group
         from mmcv.cnn.utils import revert_sync_batchnorm
 
@@ -148,6 +149,27 @@ def run_logger(library: Library, log_file: str, log_level: Any) -> Iterator[logg
         yield logger
     finally:
         undo()
+
+
+@contextmanager
+def closed_log_files_aside() -> Iterator[None]:
+    """While ``init_weights`` runs: the closed file handlers of the logger it writes its parameters' initialisation to
+    (the first of mmcv's ``logger_initialized``) set aside, and given back after. mmcv's ``_dump_init_info`` writes to
+    each ``FileHandler``'s stream itself, which is None once the handler is closed, where logging would open it again;
+    importing mlflow closes every handler of the process (``logging.config.dictConfig``), so an earlier run's log file
+    on mmcv's logger (``MMCVAdapter`` in a notebook) failed the next run with an AttributeError."""
+    from mmcv.utils import logging as mmcv_logging
+
+    names = list(mmcv_logging.logger_initialized)
+    logger = logging.getLogger(names[0] if names else "mmcv")
+    closed = [h for h in logger.handlers if isinstance(h, logging.FileHandler) and h.stream is None]
+    for handler in closed:
+        logger.removeHandler(handler)
+    try:
+        yield
+    finally:
+        for handler in closed:
+            logger.addHandler(handler)
 
 
 def open_run_logger(library: Library, log_file: str, log_level: Any) -> tuple[logging.Logger, Callable[[], None]]:

@@ -156,10 +156,13 @@ def test_a_library_that_sets_the_process_up_after_its_logger_logs_that_into_the_
     assert "Multi-processing start method is `None`" in (tmp_path / "work" / "20260101_000000.log").read_text()
 
 
-def test_the_config_is_logged_before_its_device_is_set(tmp_path):
+def test_the_config_is_logged_before_its_device_is_set(tmp_path, monkeypatch):
     """The scripts log ``Config:`` before ``cfg.device = ...``: the logged config has no ``device`` line."""
     from mmcv import Config
+    from mmcv_testkit import stub_collect_env
     from mmcv_train_kit import tiny_resnet_cifar
+
+    stub_collect_env(monkeypatch)  # mmcv.ops may be imported, with stubbed ops, by other tests
 
     cfg = Config.fromfile(str(tiny_resnet_cifar(tmp_path / "tiny.py")))
     logged: list[str] = []
@@ -172,3 +175,19 @@ def test_the_config_is_logged_before_its_device_is_set(tmp_path):
                          deterministic=False, accelerator="cpu")  # fmt: skip  # arguments aligned under the call
     (config,) = [line for line in logged if line.startswith("Config:")]
     assert "device = " not in config and cfg.device == "cpu"
+
+
+def test_init_weights_passes_over_a_closed_log_file_of_an_earlier_run(tmp_path, loggers):
+    """An earlier run's log file on mmcv's logger (``MMCVAdapter`` in a notebook), closed since (importing mlflow
+    closes every handler of the process): ``init_weights``, which writes to the first of mmcv's loggers' file
+    handlers directly, passes over it, and the handler stays on the logger."""
+    earlier = logging.FileHandler(tmp_path / "earlier.log", "w")  # as MMCVAdapter's: logging does not open it again
+    logger = logging.getLogger(next(iter(logger_initialized), "mmcv"))
+    logger.addHandler(earlier)
+    earlier.close()
+    try:
+        with tools_train.closed_log_files_aside():
+            Initialised().init_weights()
+        assert earlier in logger.handlers
+    finally:
+        logger.removeHandler(earlier)
