@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from typing_extensions import override
+
 from lightning_hooks.core.errors import InputError, unknown_name
 from lightning_hooks.core.lightning_api import drop_unset_wandb_anonymous, pl, rank_zero_only, submodule
 
@@ -182,6 +184,8 @@ class TrainerRequest:
                 )
         options = {**defaults, **asked, **{k: o.value for k, o in owned.items() if o.value is not ANY}}
         options["callbacks"] = [*callbacks, *_as_list(asked.get("callbacks"))]
+        if "mlflow" in self.loggers:
+            options["callbacks"].append(TrackingUriRestored())
         if any(isinstance(cb, pl.callbacks.ModelCheckpoint) for cb in options["callbacks"]):
             options["enable_checkpointing"] = True
         return {k: v for k, v in options.items() if v is not None or k in asked}
@@ -252,6 +256,26 @@ def _wandb(save_dir: str, name: str) -> Any:
     logger = submodule("loggers").WandbLogger(name=name, save_dir=save_dir, offline=not configured)
     drop_unset_wandb_anonymous(logger)  # else wandb warns on every run that a setting nobody gave will go away
     return logger
+
+
+class TrackingUriRestored(pl.Callback):
+    """Puts MLflow's tracking URI back as it was before the run, when the run ends: Lightning's ``MLFlowLogger``
+    calls ``mlflow.set_tracking_uri`` with the run's store, which MLflow also exports as ``MLFLOW_TRACKING_URI``, so a
+    later run in the process (a notebook, a test) took that variable as the user's and logged into this run's store.
+
+    Example::
+
+        Trainer(logger=MLFlowLogger(...), callbacks=[TrackingUriRestored()])"""
+
+    def __init__(self) -> None:
+        self.before = os.environ.get("MLFLOW_TRACKING_URI")
+
+    @override
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        import mlflow
+
+        if os.environ.get("MLFLOW_TRACKING_URI") != self.before:
+            mlflow.set_tracking_uri(self.before)  # type: ignore[arg-type]  # MLflow's code takes None: it unsets both
 
 
 def _mlflow(save_dir: str, name: str) -> Any:

@@ -5,6 +5,7 @@ families' train commands are tested with real configs in ``tests/families/*/test
 from __future__ import annotations
 
 import argparse
+import os
 import warnings
 from pathlib import Path
 
@@ -143,3 +144,25 @@ def test_the_mlflow_store_is_made_by_rank_0_alone(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(rank_zero_only, "rank", 0)
     build_loggers(["mlflow"], str(tmp_path / "rank0"), "run")
     assert (tmp_path / "rank0" / "mlruns").is_dir()  # rank 0 makes the store when it builds the logger
+
+
+def test_a_run_with_the_mlflow_logger_leaves_mlflows_tracking_uri_as_it_was(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lightning's ``MLFlowLogger`` sets MLflow's tracking URI to the run's store, which MLflow exports as
+    ``MLFLOW_TRACKING_URI``: after the run it is as before, so a later run in the process (a notebook) makes its own
+    store under its own work dir rather than logging into this run's."""
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    from lightning_hooks.core.trainer_options import TrackingUriRestored
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    for run in ("first", "second"):
+        options = request(["cfg.py", "--logger", "mlflow"]).resolve({}, {}, save_dir=str(tmp_path / run), name=run)
+        assert any(isinstance(cb, TrackingUriRestored) for cb in options["callbacks"])
+        pl.Trainer(max_steps=1, limit_val_batches=0, enable_progress_bar=False, enable_model_summary=False,
+                   enable_checkpointing=False, **options).fit(BoringModel())  # fmt: skip
+        assert "MLFLOW_TRACKING_URI" not in os.environ
+        assert (tmp_path / run / "mlruns").is_dir()
+    import mlflow
+
+    mlflow.set_tracking_uri(None)  # MLflow's own default again, as before this test
