@@ -6,6 +6,7 @@ is known (the process group's once it is up, else a launcher's ``RANK`` / ``LOCA
 
 import os
 import sys
+import threading
 
 _RECORDS = os.environ.get("LH_WRITE_AUDIT")
 _ROOT = os.environ.get("LH_WRITE_AUDIT_ROOT")
@@ -27,7 +28,7 @@ def _install(records, root):
 
     fd = os.open(os.path.join(records, f"{os.getpid()}.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     start = os.environ.get("RANK", os.environ.get("LOCAL_RANK"))
-    busy = []
+    busy = threading.local()  # per thread: the hook's own work raises no event; another thread's writes still do
 
     def record(event, path):
         if isinstance(path, int) or path is None:
@@ -39,9 +40,9 @@ def _install(records, root):
         os.write(fd, (json.dumps(line) + "\n").encode())  # os.write raises no audit event
 
     def hook(event, args):
-        if busy or event not in ("open", "os.rename", "os.mkdir"):
+        if event not in ("open", "os.rename", "os.mkdir") or getattr(busy, "on", False):
             return
-        busy.append(1)
+        busy.on = True
         try:
             if event == "open":
                 path, mode, flags = args
@@ -53,7 +54,7 @@ def _install(records, root):
             elif not os.path.isdir(args[0]):  # os.makedirs(exist_ok=True) tries a folder that is there: no write
                 record("mkdir", args[0])
         finally:
-            busy.pop()
+            busy.on = False
 
     sys.addaudithook(hook)
 
