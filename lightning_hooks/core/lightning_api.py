@@ -16,7 +16,7 @@ import importlib
 import importlib.metadata
 import inspect
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch.utils.data
@@ -322,6 +322,16 @@ def restart_epoch_at_start(checkpoint: dict[str, Any]) -> bool:
 MID_EPOCH_RESUME_WARNING = "You're resuming from a checkpoint that ended before the epoch ended"
 
 
+def written_at_last_batch(checkpoint: Mapping[str, Any]) -> bool:
+    """Whether a fit checkpoint was written at a train epoch's last batch (``on_train_batch_end``: every batch ran,
+    the epoch not ended), the case :func:`start_next_epoch` rewrites. Checked on :data:`CHECKED_ON`."""
+    loop = checkpoint.get("loops", {}).get("fit_loop")
+    if not loop or "epoch_progress" not in loop:
+        return False
+    epochs, batches = loop["epoch_progress"], loop["epoch_loop.batch_progress"]
+    return epochs["total"]["processed"] == epochs["total"]["started"] - 1 and bool(batches.get("is_last_batch"))
+
+
 def start_next_epoch(checkpoint: dict[str, Any]) -> bool:
     """Make a fit checkpoint written at a train epoch's last batch (``on_train_batch_end``: every batch ran, the epoch
     not ended) resume as from the end of that epoch: the next epoch starts as a fresh one, so Lightning calls
@@ -334,12 +344,10 @@ def start_next_epoch(checkpoint: dict[str, Any]) -> bool:
     ``epoch_loop.batch_progress`` (no batch of the next epoch, the total settled) and
     ``epoch_loop.state_dict._batches_that_stepped``, and drops the train loaders' saved position. Checked on
     :data:`CHECKED_ON`."""
-    loop = checkpoint.get("loops", {}).get("fit_loop")
-    if not loop or "epoch_progress" not in loop:
-        return False
-    epochs, batches = loop["epoch_progress"], loop["epoch_loop.batch_progress"]
-    if epochs["total"]["processed"] != epochs["total"]["started"] - 1 or not batches.get("is_last_batch"):
+    if not written_at_last_batch(checkpoint):
         return False  # between epochs, or inside one
+    loop = checkpoint["loops"]["fit_loop"]
+    epochs = loop["epoch_progress"]
     for part in ("total", "current"):
         epochs[part]["processed"] = epochs[part]["completed"] = epochs[part]["started"]
     _settle_batches(loop)

@@ -691,8 +691,11 @@ def test_start_next_epoch_resumes_a_last_batch_checkpoint_at_the_next_epochs_sta
                        callbacks=[Save()])  # fmt: skip
     trainer.fit(_boring(ns)())
     for other in ("batch1.ckpt", "end.ckpt"):
-        assert not lightning_api.start_next_epoch(torch.load(tmp_path / other, weights_only=False)), other
+        checkpoint = torch.load(tmp_path / other, weights_only=False)
+        assert not lightning_api.written_at_last_batch(checkpoint), other
+        assert not lightning_api.start_next_epoch(checkpoint), other
     checkpoint = torch.load(tmp_path / "batch3.ckpt", weights_only=False)
+    assert lightning_api.written_at_last_batch(checkpoint)
     assert lightning_api.start_next_epoch(checkpoint)
     torch.save(checkpoint, tmp_path / "next.ckpt")
     seen: list[tuple[Any, ...]] = []

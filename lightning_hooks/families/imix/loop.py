@@ -33,7 +33,6 @@ plain Lightning checkpoint, or one written before the loop's state was saved).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -152,7 +151,7 @@ class IMIXLoop(EvalRows):
     def upgrade_state(self, state: dict[str, Any], checkpoint: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """:meth:`state_dict` as adapter state format 1 wrote it, in this format; None where that cannot be told.
         Format 1 moved ``epoch`` on only when ``after_train_epoch`` had run, so a checkpoint written at an epoch's last
-        batch (Lightning's epoch not ended: ``lightning_api.start_next_epoch``'s case) kept that epoch, which this
+        batch (Lightning's epoch not ended: ``lightning_api.written_at_last_batch``) kept that epoch, which this
         format counts as done (``resume_or_load``'s ``epoch + 1``): there it becomes the next one. By iteration the
         counters mean the same. Without the Lightning ``checkpoint`` (a state given alone) the two cases cannot be told
         apart by epoch: None."""
@@ -160,8 +159,7 @@ class IMIXLoop(EvalRows):
             return state
         if checkpoint is None:
             return None
-        at_last_batch = lightning_api.start_next_epoch({"loops": copy.deepcopy(checkpoint.get("loops") or {})})
-        if at_last_batch and state["epoch"] == checkpoint.get("epoch"):
+        if lightning_api.written_at_last_batch(checkpoint) and state["epoch"] == checkpoint.get("epoch"):
             return {**state, "epoch": state["epoch"] + 1}
         return state
 
