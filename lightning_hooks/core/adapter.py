@@ -313,6 +313,14 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         for patch in self.run_patches(stage):
             self._patches.append((patch.environment, patch.install(self, trainer, pl_module)))
 
+    def resume_made_exact(self) -> None:
+        """The family's loop rewrote the checkpoint a fit resumes from (``on_load_checkpoint``, before Lightning
+        restores its loops) so that the fit goes on as the host's own resume does, a new pass of the loader from its
+        first batch: Lightning's caution that a resume inside an epoch from a loader without ``state_dict`` is
+        unreliable (``lightning_api.MID_EPOCH_RESUME_WARNING``) is not the user's to act on. Ignored until the run's
+        patches are removed (``teardown``, a failure)."""
+        self._patches.append((False, lightning_api.mute_mid_epoch_resume_warning()))
+
     def _remove_patches(self, keep_environment: bool = False) -> None:
         """Undo the patches of this run (idempotent), last installed first: the module, the strategy, the hooks and
         the process are as they came in; with ``keep_environment``, all but the ``environment`` ones."""

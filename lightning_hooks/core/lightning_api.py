@@ -15,9 +15,11 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import inspect
+import re
 import types
+import warnings
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch.utils.data
 from packaging.specifiers import SpecifierSet
@@ -320,6 +322,20 @@ def restart_epoch_at_start(checkpoint: dict[str, Any]) -> bool:
 #: the fit run that epoch again from its first batch, as an epoch-based host loop resumes. Checked on
 #: :data:`CHECKED_ON`.
 MID_EPOCH_RESUME_WARNING = "You're resuming from a checkpoint that ended before the epoch ended"
+
+
+def mute_mid_epoch_resume_warning() -> Callable[[], None]:
+    """Ignore :data:`MID_EPOCH_RESUME_WARNING` (a ``warnings`` filter) until the returned function is called, which
+    removes that filter alone (any added meanwhile stay)."""
+    warnings.filterwarnings("ignore", message=re.escape(MID_EPOCH_RESUME_WARNING))
+    entry = warnings.filters[0]
+
+    def unmute() -> None:
+        filters = cast("list[Any]", warnings.filters)  # the module's list, which typeshed types as a Sequence
+        if entry in filters:
+            filters.remove(entry)
+
+    return unmute
 
 
 def written_at_last_batch(checkpoint: Mapping[str, Any]) -> bool:

@@ -14,6 +14,7 @@ import logging
 import pathlib
 import re
 import tomllib
+import warnings
 from typing import Any
 
 import pytest
@@ -290,6 +291,22 @@ def test_mid_epoch_resume_warning_is_what_lightning_warns_on_resuming_inside_an_
     _trainer(ns, tmp_path, max_steps=3, limit_val_batches=0, callbacks=[Save()]).fit(_boring(ns)())
     with pytest.warns(UserWarning, match=re.escape(lightning_api.MID_EPOCH_RESUME_WARNING)):
         _trainer(ns, tmp_path, max_steps=4, limit_val_batches=0).fit(_boring(ns)(), ckpt_path=tmp_path / "inside.ckpt")
+
+
+def test_mute_mid_epoch_resume_warning_until_unmuted():
+    """The filter ignores the warning until its undo, which removes it alone (a filter added meanwhile stays)."""
+    caution = lightning_api.MID_EPOCH_RESUME_WARNING + " and your dataloader is not resumable."
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        unmute = lightning_api.mute_mid_epoch_resume_warning()
+        warnings.filterwarnings("ignore", message="another")
+        warnings.warn(caution, UserWarning, stacklevel=1)
+        assert seen == []
+        unmute()
+        unmute()  # idempotent
+        warnings.warn(caution, UserWarning, stacklevel=1)
+        warnings.warn("another", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == [caution]
 
 
 def test_train_data_setup_and_batch_counters(ns, tmp_path):

@@ -364,10 +364,11 @@ class MMCVAdapter(ManualStepAdapter):
 
     @override
     def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
-        """Also: a fit resumed with this adapter's state goes on as mmcv's ``runner.resume`` (:meth:`MMCVLoop.resumed`)."""
+        """Also: a fit resumed with this adapter's state goes on as mmcv's ``runner.resume`` (:meth:`MMCVLoop.resumed`),
+        without Lightning's caution on a mid-epoch resume where it does so (IterBasedRunner)."""
         super().on_load_checkpoint(trainer, pl_module, checkpoint)
-        if trainer.state.fn == "fit" and not self._resumed_without_state:
-            self.loop.resumed(checkpoint)
+        if trainer.state.fn == "fit" and not self._resumed_without_state and self.loop.resumed(checkpoint):
+            self.resume_made_exact()
 
     def upgrade_host_state(
         self, state: dict[str, Any], written: int, checkpoint: Mapping[str, Any] | None, source: str

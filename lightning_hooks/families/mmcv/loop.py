@@ -138,19 +138,21 @@ class MMCVLoop(EvalRows):
         if self.iter_based:
             self.inner_iter = self.iter
 
-    def resumed(self, checkpoint: dict[str, Any]) -> None:
-        """A fit resumes from a Lightning checkpoint with this loop's state (``on_load_checkpoint``). IterBasedRunner's
+    def resumed(self, checkpoint: dict[str, Any]) -> bool:
+        """A fit resumes from a Lightning checkpoint with this loop's state (``on_load_checkpoint``); returns whether it
+        goes on as mmcv's ``runner.resume`` (rather than as Lightning resumes). IterBasedRunner's
         ``runner.resume`` then trains from a new ``IterLoader``: a new pass over the train loader, whose passes (the
         runner's ``epoch`` from the first iteration on, the sampler's epoch) count from 0. Lightning's loop, in
         ``checkpoint``, starts the pass it was written in again from its first batch, or at a pass's last batch the
         next pass (``lightning_api.restart_epoch_at_start`` / ``start_next_epoch``), and after a fit that stopped at
         ``max_iters`` inside a pass the next pass from its first batch (``start_epoch_afresh``). EpochBasedRunner:
-        Lightning's resume stands."""
+        Lightning's resume stands (mmcv's runs the whole epoch again, Lightning the batches after the saved one)."""
         if not self.iter_based:
-            return
+            return False
         if not (lightning_api.start_next_epoch(checkpoint) or lightning_api.restart_epoch_at_start(checkpoint)):
             lightning_api.start_epoch_afresh(checkpoint)
         self.fresh_passes = True
+        return True
 
     def upgrade_state(self, state: dict[str, Any]) -> dict[str, Any]:
         """:meth:`state_dict`'s keys of the adapter's host state as adapter state format 1 wrote them, in this format:

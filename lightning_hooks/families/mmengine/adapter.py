@@ -278,7 +278,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         self.fire(trigger, **context)  # hooks see MMEngine's layout; Lightning then loads the LightningModule's keys
         if self.runner._resume:
             self.runner.logger.info(f"Load checkpoint from {trainer.ckpt_path}")  # as Runner.load_checkpoint
-            self.loop.resumed(context["checkpoint"], self.runner.logger)
+            if self.loop.resumed(context["checkpoint"], self.runner.logger):
+                self.resume_made_exact()  # an epoch-based train_cfg: the epoch again from its first batch, as the Runner
         to_lightning_keys(context["checkpoint"])
 
     # ------------------------------------------------------------------------------------------------ train

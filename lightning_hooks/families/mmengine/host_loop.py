@@ -221,10 +221,11 @@ class MMEngineLoop(EvalRows):
         """Go on after ``state["iter"]`` finished iterations (a resumed fit, after :meth:`start_run`)."""
         self.iter, self.stepped = state["iter"], False
 
-    def resumed(self, checkpoint: dict[str, Any], logger: Any) -> None:
+    def resumed(self, checkpoint: dict[str, Any], logger: Any) -> bool:
         """A fit resumes from ``checkpoint`` (after its ``after_load_checkpoint`` hooks, before Lightning restores its
         loops from it): ``logger`` (the runner's) says so as ``Runner.resume`` does, ``resumed epoch: E, iter: I``
-        from the checkpoint's MMEngine ``meta``.
+        from the checkpoint's MMEngine ``meta``. Returns whether the checkpoint was rewritten to go on as the Runner
+        (below) rather than as Lightning resumes.
 
         An epoch-based ``train_cfg``'s run (a config's) resumes a checkpoint written inside an epoch
         (``CheckpointHook`` by iteration, its ``meta`` epoch the epoch that ran) at that epoch's first batch, as
@@ -238,13 +239,14 @@ class MMEngineLoop(EvalRows):
         meta: Mapping[str, Any] = checkpoint.get("meta") or {}
         logger.info(f"resumed epoch: {meta.get('epoch', 0)}, iter: {meta.get('iter', 0)}")
         if not isinstance(self.cfg, EpochLoopConfig):
-            return
+            return False
         loop = checkpoint.get("loops", {}).get("fit_loop", {})
         ran = loop.get("epoch_progress", {}).get("current", {}).get("processed")
         if ran is not None and meta.get("epoch") == ran:
-            lightning_api.restart_epoch_at_start(checkpoint)
-        elif ran is not None and meta.get("epoch") == ran + 1:  # CheckpointHook(by_epoch=True) at the epoch's end
-            lightning_api.start_next_epoch(checkpoint)
+            return lightning_api.restart_epoch_at_start(checkpoint)
+        if ran is not None and meta.get("epoch") == ran + 1:  # CheckpointHook(by_epoch=True) at the epoch's end
+            return lightning_api.start_next_epoch(checkpoint)
+        return False
 
 
 def epoch_metrics(trainer: pl.Trainer) -> dict[str, Any]:
