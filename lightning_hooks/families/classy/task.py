@@ -221,7 +221,9 @@ class Task(ClassyTaskState, Facade):
 
     @property
     def use_gpu(self) -> bool:
-        return self.device.type == "cuda"
+        """Whether the model is on CUDA (the EMA hook asks every step: the phase's kept device, read directly)."""
+        device = self._device
+        return (device if device is not None else self.device).type == "cuda"
 
     @property
     def amp_args(self) -> dict[str, Any] | None:
