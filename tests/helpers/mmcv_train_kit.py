@@ -195,12 +195,14 @@ def _shipped(package: str, config: str) -> Path:
     return Path(spec.origin).parent / ".mim" / "configs" / config
 
 
-def tiny_fcn(folder: Path, *, train_images: int = 4, imports: tuple[str, ...] = (), lines: str = "") -> Path:
+def tiny_fcn(folder: Path, *, train_images: int = 4, imports: tuple[str, ...] = (), lines: str = "",
+             sync_bn: bool = False) -> Path:
     """Write, in ``folder``, ``train_images`` train and 2 val generated 32x32 images with 2-class masks and ``tiny_fcn.py``, a
     config derived from mmseg 0.30's shipped ``fcn_r18-d8_512x1024_80k_cityscapes.py`` (IterBasedRunner, poly LR):
     a narrow ResNetV1c-18 (8 base channels) and heads, plain BN instead of the shipped SyncBN (on CPU; mmseg's
     ``tools/train.py`` keeps SyncBN under its launcher), 2 images a batch, 4 iterations, evaluation every 2
-    (``mIoU``), a checkpoint every 2, logging every iteration; then ``lines``."""
+    (``mIoU``), a checkpoint every 2, logging every iteration; then ``lines``. ``sync_bn`` keeps the shipped SyncBN
+    (which mmseg's ``tools/train.py`` reverts to BN in a single process)."""
     import mmcv
     import numpy as np
 
@@ -213,7 +215,7 @@ def tiny_fcn(folder: Path, *, train_images: int = 4, imports: tuple[str, ...] = 
     path.write_text(textwrap.dedent(f"""
         _base_ = [{str(_shipped("mmseg", "fcn/fcn_r18-d8_512x1024_80k_cityscapes.py"))!r}]
         custom_imports = dict(imports={list(imports)!r})
-        bn = dict(type='BN', requires_grad=True)
+        bn = dict(type={'SyncBN' if sync_bn else 'BN'!r}, requires_grad=True)
         model = dict(pretrained=None, backbone=dict(base_channels=8, stem_channels=8, norm_cfg=bn),
                      decode_head=dict(in_channels=64, channels=16, num_classes=2, norm_cfg=bn),
                      auxiliary_head=dict(in_channels=32, channels=16, num_classes=2, norm_cfg=bn))

@@ -1,23 +1,22 @@
 """``lightning-hooks train`` on an iteration-based OpenMMLab 1.x config (issue #25): mmseg 0.30's shipped
 ``fcn_r18-d8_512x1024_80k_cityscapes.py`` (IterBasedRunner, poly LR, SyncBN reverted to BN as its ``tools/train.py``
-does) as ``_base_`` of a derived config with generated 32x32 images and masks, 4 iterations, EvalHook at each and a
-checkpoint every 2; differential against ``mmseg.apis.train_segmentor`` run in-process as that script runs it."""
+does) as ``_base_`` of a derived config with generated 32x32 images and masks (``mmcv_train_kit.tiny_fcn``), 4
+iterations, EvalHook at each and a checkpoint every 2; differential against ``mmseg.apis.train_segmentor`` run in-process as that script runs it."""
 
 from __future__ import annotations
 
 import functools
 import os
 import re
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from mmcv_testkit import import_with_stubbed_ops, stub_collect_env  # skips outside .venv-mmcv1
 from mmcv_train_kit import (assert_auto_resumes_alike, assert_final_weights, assert_resumed_alike,
-                            assert_same_checkpoint, json_log, listing, ours_then_reference, reference_logger)  # fmt: skip  # names aligned under the import
+                            assert_same_checkpoint, json_log, listing, ours_then_reference, reference_logger,
+                            tiny_fcn)  # fmt: skip  # names aligned under the import
 
 mmseg = pytest.importorskip("mmseg", reason="mmseg 0.x lives in .venv-mmcv1")
 import_with_stubbed_ops("mmseg.models", "mmseg.apis", "mmseg.datasets", "mmseg.utils")  # they import mmcv's compiled ops
@@ -26,53 +25,16 @@ from mmcv import Config  # noqa: E402
 
 from lightning_hooks import train as dispatcher  # noqa: E402
 
-SHIPPED = Path(mmseg.__file__).parent / ".mim" / "configs" / "fcn" / "fcn_r18-d8_512x1024_80k_cityscapes.py"
-NORM = "dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], to_rgb=True)"
-
 
 @pytest.fixture
 def config(tmp_path, monkeypatch):
-    import mmcv
-
+    """:func:`mmcv_train_kit.tiny_fcn` with the shipped SyncBN (reverted by both sides) and evaluation each iteration."""
     stub_collect_env(monkeypatch)
-    rng = np.random.RandomState(0)
-    for split, n in (("train", 4), ("val", 2)):
-        for i in range(n):
-            mmcv.imwrite(rng.randint(0, 255, (32, 32, 3)).astype(np.uint8), str(tmp_path / "img" / split / f"{i}.png"))
-            mmcv.imwrite(rng.randint(0, 2, (32, 32)).astype(np.uint8), str(tmp_path / "ann" / split / f"{i}.png"))
-    path = tmp_path / "tiny_fcn.py"
-    path.write_text(textwrap.dedent(f"""
-        _base_ = [{str(SHIPPED)!r}]
-        model = dict(pretrained=None, decode_head=dict(num_classes=2), auxiliary_head=dict(num_classes=2))
-        train_pipeline = [
-            dict(type='LoadImageFromFile'), dict(type='LoadAnnotations'),
-            dict(type='Resize', img_scale=(32, 32), ratio_range=(0.5, 2.0)),
-            dict(type='RandomCrop', crop_size=(32, 32), cat_max_ratio=0.75),
-            dict(type='RandomFlip', prob=0.5), dict(type='PhotoMetricDistortion'),
-            dict(type='Normalize', **{NORM}), dict(type='Pad', size=(32, 32), pad_val=0, seg_pad_val=255),
-            dict(type='DefaultFormatBundle'), dict(type='Collect', keys=['img', 'gt_semantic_seg'])]
-        test_pipeline = [
-            dict(type='LoadImageFromFile'),
-            dict(type='MultiScaleFlipAug', img_scale=(32, 32), flip=False, transforms=[
-                dict(type='Resize', keep_ratio=True), dict(type='RandomFlip'), dict(type='Normalize', **{NORM}),
-                dict(type='ImageToTensor', keys=['img']), dict(type='Collect', keys=['img'])])]
-        common = dict(type='CustomDataset', data_root={str(tmp_path)!r}, img_suffix='.png', seg_map_suffix='.png',
-                      classes=('a', 'b'), palette=[[0, 0, 0], [255, 255, 255]])
-        data = dict(samples_per_gpu=2, workers_per_gpu=0, persistent_workers=False,
-                    train=dict(**common, img_dir='img/train', ann_dir='ann/train', pipeline=train_pipeline),
-                    val=dict(**common, img_dir='img/val', ann_dir='ann/val', pipeline=test_pipeline),
-                    test=dict(**common, img_dir='img/val', ann_dir='ann/val', pipeline=test_pipeline))
-        runner = dict(max_iters=4)
-        checkpoint_config = dict(interval=2)
-        evaluation = dict(interval=1)
-        log_config = dict(interval=1)
-        cudnn_benchmark = False
-    """))
+    path = tiny_fcn(tmp_path, sync_bn=True, lines="evaluation = dict(interval=1)\n")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield path
     torch.set_num_threads(threads)
-
 
 
 def reference(path: Path, work_dir: Path, timestamp: str, max_iters: int | None = None,
