@@ -10,7 +10,12 @@
 #   bash scripts/gpu-check.sh                      on the GPU machine (Python 3.12 with torch, lightning, torchvision;
 #                                                  no network): installs the fetched wheels into .gpu-site and runs
 #                                                  each check whose modules are installed, saying which are not
-# Without a GPU it says so and exits 0.
+#   bash scripts/gpu-check.sh --dry-run            anywhere, before spending device time: installs the wheels as on
+#                                                  the GPU machine, says which checks would run, collects each CUDA
+#                                                  test (pytest --collect-only: it exists and imports) and writes and
+#                                                  loads the MAE configs; trains nothing, needs no GPU
+# Without a GPU (and without --dry-run) it says so and exits 0. GPU_WHEELS: the wheels to install (default .gpu-wheels;
+# a dry run on another Python names wheels built for it); GPU_CHECK_BUDGET_S: the run's time (default 450 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -60,44 +65,77 @@ fetch() {  # fetch DIR LIMIT_MIB REQUIREMENT...: each wheel for the GPU machine,
   fi
 }
 
+DRY_RUN=
 case "${1:-}" in
   --fetch) fetch "${2:-.gpu-wheels}" "$LIMIT_MIB" "${REQUIREMENTS[@]}"; exit ;;
+  --dry-run) DRY_RUN=1 ;;
+  "") ;;
+  *) echo "gpu-check: unknown option $1 (--fetch [DIR], --dry-run, or none)" >&2; exit 2 ;;
 esac
 
-if ! "$PYTHON" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
+if [ -z "$DRY_RUN" ] && ! "$PYTHON" -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
   echo "gpu-check: no GPU on this machine (torch.cuda.is_available() is not True): nothing to check, exit 0"
   exit 0
 fi
 
 # the GPU machine: its Python (itself a venv, so no venv made from it would see its torch) with the fetched wheels
-# in .gpu-site and the checkout on PYTHONPATH (lightning_hooks, tests/helpers, scripts)
-[ -d .gpu-wheels ] || { echo "gpu-check: no .gpu-wheels: run 'bash scripts/gpu-check.sh --fetch' first" >&2; exit 1; }
-rm -rf .gpu-site  # pip install --target --upgrade left classy_vision without its __init__.py (an H200, 2026-11-27)
-"$PYTHON" -m pip install --quiet --no-index --no-deps --no-compile --target .gpu-site .gpu-wheels/*.whl
+# (GPU_WHEELS, default .gpu-wheels) in .gpu-site (a dry run: a temporary folder) and the checkout on PYTHONPATH
+# (lightning_hooks, tests/helpers, scripts)
+WHEELS=${GPU_WHEELS:-.gpu-wheels}
+[ -d "$WHEELS" ] || { echo "gpu-check: no $WHEELS: run 'bash scripts/gpu-check.sh --fetch' first" >&2; exit 1; }
+SITE=$PWD/.gpu-site
+if [ -n "$DRY_RUN" ]; then
+  SITE=$(mktemp -d)
+  trap 'rm -rf "$SITE"' EXIT
+fi
+rm -rf "$SITE"  # pip install --target --upgrade left classy_vision without its __init__.py (an H200, 2026-11-27)
+# (classy-vision's wheel also puts its classy_train.py in a data folder classy_vision/, which pip then reports as a
+# target folder already there and leaves: the package stays whole)
+"$PYTHON" -m pip install --quiet --no-index --no-deps --no-compile --target "$SITE" "$WHEELS"/*.whl 2>&1 |
+  { grep -v "Target directory .*/classy_vision already exists" || true; } >&2
 # mmpretrain 1.2 imports its multimodal models when transformers>=4.28 is installed, and they fail to import under
 # the image's transformers 5 (upstream: names that left transformers.modeling_utils); a version-0 record of
 # transformers ahead of the image's makes mmpretrain skip them, as on the machines without transformers
-mkdir -p .gpu-site/transformers-0.dist-info
-printf 'Metadata-Version: 2.1\nName: transformers\nVersion: 0\n' > .gpu-site/transformers-0.dist-info/METADATA
+mkdir -p "$SITE/transformers-0.dist-info"
+printf 'Metadata-Version: 2.1\nName: transformers\nVersion: 0\n' > "$SITE/transformers-0.dist-info/METADATA"
 py=$PYTHON
-export PYTHONPATH="$PWD/.gpu-site:$PWD:$PWD/tests/helpers:$PWD/scripts" OMP_NUM_THREADS=4
+export PYTHONPATH="$SITE:$PWD:$PWD/tests/helpers:$PWD/scripts" OMP_NUM_THREADS=4
 failed=0
-step() {  # step NAME SECONDS MODULES COMMAND...: run it where MODULES import, report, go on
+# the whole run's budget (8 minutes less the start and the install): no step runs past it, so one command of the device
+# tool (10 minutes at most) always ends with the report; a step that would start with less than 15 s left is skipped
+BUDGET_S=${GPU_CHECK_BUDGET_S:-450}
+step() {  # step NAME SECONDS MODULES COMMAND...: run it where MODULES import, within the budget, report, go on
   local name=$1 seconds=$2 modules=$3
   shift 3
+  local left=$((BUDGET_S - SECONDS))
+  if [ "$left" -lt 15 ]; then
+    echo "=== gpu-check: $name SKIPPED: the run's ${BUDGET_S} s are spent"
+    failed=1
+    return
+  fi
+  [ "$seconds" -le "$left" ] || seconds=$left
   if ! "$py" -c "import $modules" 2>/dev/null; then
     echo "=== gpu-check: $name SKIPPED: it needs $modules (bash scripts/gpu-check.sh --fetch fetches them)"
     return
   fi
-  echo "=== gpu-check: $name"
-  if timeout "$seconds" "$@"; then echo "=== gpu-check: $name passed"; else echo "=== gpu-check: $name FAILED"; failed=1; fi
+  echo "=== gpu-check: $name${DRY_RUN:+ (dry run)}"
+  local start=$SECONDS
+  if timeout "$seconds" "$@"; then
+    echo "=== gpu-check: $name passed ($((SECONDS - start)) s of $seconds)"
+  else
+    echo "=== gpu-check: $name FAILED ($((SECONDS - start)) s of $seconds)"
+    failed=1
+  fi
 }
-# without pyproject's -n 2 (the GPU machine has no pytest-xdist; these few tests run in one process)
-tests=("$py" -m pytest -q -p no:cacheprovider -p no:xdist -o "addopts=-ra --import-mode=importlib")
+# without pyproject's -n 2 (the GPU machine has no pytest-xdist; these few tests run in one process); a dry run
+# collects them (each exists and its module imports) and runs none
+tests=("$py" -m pytest -q -p no:cacheprovider -p no:xdist -o "addopts=-ra --import-mode=importlib" ${DRY_RUN:+--collect-only})
 
-step "2-step FSDP run of mmpretrain's MAE ViT-L config" 120 mmpretrain,cv2 "$py" scripts/gpu_check_flexible.py fsdp
+step "2-step FSDP run of mmpretrain's MAE ViT-L config" 120 mmpretrain,cv2 \
+  "$py" scripts/gpu_check_flexible.py fsdp ${DRY_RUN:+--dry-run}
 if "$py" -c "import deepspeed" 2>/dev/null; then
-  step "2-step DeepSpeed run of mmpretrain's MAE ViT-L config" 120 mmpretrain,cv2 "$py" scripts/gpu_check_flexible.py ds
+  step "2-step DeepSpeed run of mmpretrain's MAE ViT-L config" 120 mmpretrain,cv2 \
+    "$py" scripts/gpu_check_flexible.py ds ${DRY_RUN:+--dry-run}
 else
   echo "=== gpu-check: DeepSpeed cannot be had here (import deepspeed fails; --fetch fetches it): its run is" \
     "skipped, the rest runs"
@@ -111,5 +149,10 @@ step "CUDA tests: iMIX Fp16OptimizerHook, Lightning's GradScaler" 60 pytest,imix
   tests/integration/reliability/test_bad_input.py::test_reliability_imix_optimizer_hook_with_lightning_grad_scaler
 step "CUDA test: Classy EMA on GPU" 60 pytest,classy_vision,tensorboard \
   "${tests[@]}" tests/families/classy/test_hooks.py::test_classy_ema_gpu_matches_cpu
-step "MMEngine train benchmark" 90 mmdet,mmseg "$py" benchmarks/mmengine_train.py --rounds 2 --iters 10
+if [ -n "$DRY_RUN" ]; then
+  step "MMEngine train benchmark (its imports)" 90 mmpretrain,cv2 "$py" benchmarks/mmengine_train.py --help
+else
+  step "MMEngine train benchmark" 90 mmpretrain,cv2 "$py" benchmarks/mmengine_train.py --rounds 2 --iters 10
+fi
+echo "gpu-check: $SECONDS s in all${DRY_RUN:+ (dry run)}"
 exit $failed

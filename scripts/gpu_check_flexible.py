@@ -3,12 +3,16 @@ tiny ViT and generated images: ``lightning-hooks train`` (Lightning's FSDPStrate
 MMEngine's ``FlexibleRunner`` on the same config in a one-process torchrun where it runs; prints both runs' losses
 and fails if ours does not train or, where both ran, the first losses differ by more than 1e-2.
 
-    python scripts/gpu_check_flexible.py fsdp|ds
+    python scripts/gpu_check_flexible.py fsdp|ds [--dry-run]
+
+``--dry-run`` (``gpu-check.sh --dry-run``, no GPU needed) writes the derived config, loads it as both runs do (its
+``custom_imports`` too) and builds its train dataset through the shipped pipeline; it trains nothing.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -69,9 +73,33 @@ def write_config(kind: str, directory: Path) -> Path:
     return config
 
 
-def main(kind: str) -> int:
+def dry_run(config: Path) -> int:
+    """Load ``config`` (its ``custom_imports`` too), build Lightning's strategy from it as ``lightning-hooks train``
+    does, and its train dataset through the shipped pipeline."""
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+    from mmpretrain.registry import DATASETS
+
+    from lightning_hooks.families.mmengine import strategy
+
+    cfg = Config.fromfile(str(config))
+    built = strategy.from_config(cfg)
+    init_default_scope(cfg.default_scope)  # as the runners do: the pipeline's names are mmpretrain's
+    dataset = DATASETS.build(cfg.train_dataloader.dataset)
+    inputs = dataset[0]["inputs"]
+    print(f"gpu-check dry run: {config.name} loads, Lightning's {type(built).__name__}, {len(dataset)} images "
+          f"through the shipped pipeline, the first as {tuple(inputs.shape)}")  # fmt: skip
+    return 0 if len(dataset) == 8 else 1
+
+
+def main(kind: str, dry: bool = False) -> int:
     tmp = Path(tempfile.mkdtemp(prefix=f"gpu-check-{kind}-"))
     config = write_config(kind, tmp)
+    if dry:
+        try:
+            return dry_run(config)
+        finally:
+            shutil.rmtree(tmp)
     ours = subprocess.run([sys.executable, "-m", "lightning_hooks", "train", str(config), "--work-dir",
                            str(tmp / "lightning"), "--devices", "1"], cwd=tmp)  # fmt: skip
     mine = losses(tmp / "lightning")
@@ -94,4 +122,4 @@ def main(kind: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], dry="--dry-run" in sys.argv[2:]))

@@ -89,3 +89,65 @@ def test_the_pinned_wheels_are_the_versions_the_suite_runs_here():
     for name in ("mmengine", "mmpretrain", "mmcv-lite", "classy-vision", "imix", "mmdet", "mmsegmentation", "omegaconf",
                  "hydra-core", "jsonargparse", "pydantic", "pydantic-core", "fvcore", "visdom", "shapely"):
         assert pinned[name] == importlib.metadata.version(name), name
+
+
+#: a stand-in for the GPU machine's Python in a dry run: notes each command in $FAKE_LOG; ``-m pip`` does nothing,
+#: ``-c "import A,B"`` fails where $FAKE_MISSING names one of the modules; every other command succeeds
+FAKE_RUN_PYTHON = r"""#!/usr/bin/env bash
+echo "$*" >> "$FAKE_LOG"
+if [ "$1" = -c ]; then
+  for name in ${FAKE_MISSING:-}; do
+    case ",${2#import }," in *",$name,"*) exit 1 ;; esac
+  done
+fi
+exit 0
+"""
+
+
+def dry_run(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """``gpu-check.sh --dry-run`` with :data:`FAKE_RUN_PYTHON`; returns the run and the commands it gave Python."""
+    python, wheels, log = tmp_path / "python", tmp_path / "wheels", tmp_path / "commands.log"
+    python.write_text(FAKE_RUN_PYTHON)
+    python.chmod(0o755)
+    wheels.mkdir()
+    (wheels / "mmengine-0.10.7-py3-none-any.whl").write_bytes(b"")
+    result = run("--dry-run", PYTHON=str(python), GPU_WHEELS=str(wheels), FAKE_LOG=str(log), **env)
+    return result, log.read_text().splitlines()
+
+
+def test_a_dry_run_collects_each_cuda_test_and_loads_the_configs_training_nothing(tmp_path):
+    result, commands = dry_run(tmp_path, FAKE_MISSING="deepspeed")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "-m pip install --quiet --no-index --no-deps --no-compile --target" in commands[0]
+    runs = [c for c in commands if not c.startswith(("-c ", "-m pip "))]
+    pytest_runs = [c for c in runs if c.startswith("-m pytest")]
+    assert pytest_runs and all(c.endswith("--collect-only") or " --collect-only " in c for c in pytest_runs)
+    assert "scripts/gpu_check_flexible.py fsdp --dry-run" in runs
+    assert not any("gpu_check_flexible.py ds" in c for c in runs)  # DeepSpeed cannot be had: said, the rest runs
+    assert "DeepSpeed cannot be had here" in result.stdout
+    assert "benchmarks/mmengine_train.py --help" in runs and not any("--rounds" in c for c in runs)
+    assert "(dry run)" in result.stdout and not (ROOT / ".gpu-site").exists()
+
+
+def test_a_step_whose_modules_do_not_import_is_skipped_by_name(tmp_path):
+    result, _ = dry_run(tmp_path, FAKE_MISSING="imix")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "iMIX Fp16OptimizerHook, Lightning's GradScaler SKIPPED: it needs pytest,imix,tensorboard" in result.stdout
+
+
+def test_no_step_starts_past_the_runs_budget(tmp_path):
+    result, commands = dry_run(tmp_path, GPU_CHECK_BUDGET_S="10")
+    assert result.returncode == 1
+    assert result.stdout.count("SKIPPED: the run's 10 s are spent") == 7
+    assert [c for c in commands if not c.startswith(("-c ", "-m pip "))] == []
+
+
+def test_the_script_runs_every_cuda_only_test_of_the_suite():
+    """The ``tests/...py::name`` the script names are the suite's tests marked to run only with CUDA, each a
+    module-level test function of its file (``gpu-check.sh --dry-run`` collects them with pytest, on the GPU
+    machine's packages)."""
+    named = set(re.findall(r"(tests/[\w/]+\.py)::(\w+)", SCRIPT.read_text()))
+    marked = re.compile(r"^@pytest\.mark\.skipif\(not torch\.cuda\.is_available\(\).*\n(?:@.*\n)*def (\w+)\(", re.M)
+    cuda_only = {(str(path.relative_to(ROOT)), name) for path in (ROOT / "tests").rglob("test_*.py")
+                 for name in marked.findall(path.read_text())}  # fmt: skip
+    assert named == cuda_only and len(named) == 6
