@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import inspect
+import operator
 import re
 import types
 import warnings
@@ -658,6 +659,39 @@ class RichProgressBar(_progress.RichProgressBar):  # type: ignore[name-defined] 
     def train_description(self, current_epoch: int) -> str:
         """The text before an epoch's train bar; Lightning's is ``Epoch N/M``."""
         return super()._get_train_description(current_epoch)
+
+
+#: ``LightningOptimizer`` of every namespace
+LIGHTNING_OPTIMIZERS: tuple[type, ...] = _each("core.optimizer", "LightningOptimizer")
+#: the optimizer's attributes a ``LightningOptimizer`` answers from its own class (see :func:`direct_optimizer_reads`)
+OPTIMIZER_READS = ("param_groups", "state", "defaults")
+
+
+def _optimizer_attribute(name: str) -> property:
+    """A property reading (in C) and writing attribute ``name`` of a ``LightningOptimizer``'s optimizer."""
+
+    def write(wrapper: Any, value: Any) -> None:
+        setattr(wrapper._optimizer, name, value)
+
+    return property(operator.attrgetter(f"_optimizer.{name}"), write, doc=f"The optimizer's ``{name}``.")
+
+
+def direct_optimizer_reads(wrapper: Any) -> Any:
+    """``wrapper``, a ``LightningOptimizer``, with its optimizer's ``param_groups``, ``state`` and ``defaults`` read by
+    properties of its own class; any other object is returned as it is. Lightning answers them in ``__getattr__``,
+    which Python calls only after the ordinary lookup has failed and raised: ~2.5 us a read against ~25 ns on the
+    optimizer, and mmcv's and iMIX's hooks read ``runner.optimizer.param_groups`` every iteration. Lightning makes that
+    class for each wrapper (``Lightning<Optimizer>``: ``LightningOptimizer`` and the optimizer's class as its bases,
+    built in ``__init__``), so no other object changes; the properties read what ``__getattr__`` reads, and a write
+    goes to the optimizer, as on the host's optimizer (Lightning's wrapper would keep it apart). Checked on
+    :data:`CHECKED_ON`."""
+    cls = type(wrapper)
+    if cls.__bases__[:1] not in tuple((base,) for base in LIGHTNING_OPTIMIZERS):
+        return wrapper  # not a wrapper Lightning made for one optimizer
+    for name in OPTIMIZER_READS:
+        if name not in vars(cls):
+            setattr(cls, name, _optimizer_attribute(name))
+    return wrapper
 
 
 def drop_unset_wandb_anonymous(logger: Any) -> None:

@@ -809,3 +809,22 @@ def test_drop_unset_wandb_anonymous_leaves_out_the_anonymous_none_wandb_warns_ab
     lightning_api.drop_unset_wandb_anonymous(chosen)
     assert chosen._wandb_init["anonymous"] == "allow"  # the user's setting stays
 
+
+
+def test_direct_optimizer_reads_answer_from_the_wrappers_own_class(ns):
+    """Lightning builds a class per ``LightningOptimizer`` (``Lightning<Optimizer>``) and forwards the optimizer's
+    attributes in ``__getattr__``: the properties go on that class alone, read the optimizer's objects and write to it."""
+    wrapper_class = importlib.import_module(f"{ns.__name__}.core.optimizer").LightningOptimizer
+    optimizer = torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1)
+    wrapper, other = wrapper_class(optimizer), wrapper_class(torch.optim.SGD(torch.nn.Linear(2, 2).parameters(), lr=0.1))
+    assert type(wrapper) is not type(other) and type(wrapper).__bases__ == (wrapper_class, torch.optim.SGD)
+    assert all(name not in vars(type(wrapper)) and name in vars(optimizer) for name in lightning_api.OPTIMIZER_READS)
+    assert lightning_api.direct_optimizer_reads(wrapper) is wrapper
+    assert all(isinstance(vars(type(wrapper))[name], property) for name in lightning_api.OPTIMIZER_READS)
+    assert not any(name in vars(type(other)) for name in lightning_api.OPTIMIZER_READS)
+    assert wrapper.param_groups is optimizer.param_groups and wrapper.state is optimizer.state
+    optimizer.load_state_dict(optimizer.state_dict())  # replaces the optimizer's param_groups and state objects
+    assert wrapper.param_groups is optimizer.param_groups and wrapper.defaults is optimizer.defaults
+    wrapper.param_groups[0]["lr"] = 0.5
+    assert optimizer.param_groups[0]["lr"] == 0.5
+    assert lightning_api.direct_optimizer_reads(optimizer) is optimizer and "param_groups" not in vars(torch.optim.SGD)

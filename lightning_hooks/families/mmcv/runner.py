@@ -11,7 +11,7 @@ import torch
 
 from lightning_hooks.core.dispatch import HookCaller
 from lightning_hooks.core.facade import Facade, WorkDir
-from lightning_hooks.core.lightning_api import LIGHTNING_MODULES, pl, rank_zero_warn
+from lightning_hooks.core.lightning_api import LIGHTNING_MODULES, direct_optimizer_reads, pl, rank_zero_warn
 from lightning_hooks.core.loaders import Loader
 from lightning_hooks.families.mmcv.loop import MMCVLoop
 
@@ -153,7 +153,8 @@ class Runner(Facade):
         optimizer = self._optimizer
         if optimizer is None:
             optimizers = self._lightning("optimizer").lightning_module.optimizers()
-            optimizer = self._optimizer = optimizers[0] if isinstance(optimizers, list) else optimizers
+            optimizer = optimizers[0] if isinstance(optimizers, list) else optimizers
+            optimizer = self._optimizer = direct_optimizer_reads(optimizer)  # param_groups without __getattr__
         return optimizer
 
     @property
