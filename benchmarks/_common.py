@@ -129,3 +129,101 @@ def hook_cost_report(title: str, host: str, adapter: str, cases: list[str],
     for label, values_ in rows.items():
         print(f"  {label:74s}" + "".join(f"{v:>11s}" for v in values_))
     return ratios
+
+
+# --------------------------------------------------------------------------- mount-point times (host vs adapter)
+def _probe_python(n: int = 40) -> int:
+    """The cold-cache probe's Python part: a little of what a hook does (attribute and dict reads, a loop)."""
+    seen: dict[int, int] = {}
+    for i in range(n):
+        seen[i & 7] = seen.get(i & 7, 0) + i
+    return len(seen)
+
+
+class MountPointTimer:
+    """Thread CPU time of every call of the mount points that ``classes`` define themselves (not those they inherit),
+    patched on the classes while :meth:`run` runs one host, so both hosts run the same wrapped code; per host and
+    (class, method): how many calls, and the nanoseconds of each. A function in ``noops`` is not wrapped (a wrapped
+    no-op would count as a mount point the adapter calls).
+
+    With ``probe``, each call first times a fixed probe twice (a small Python function and an in-place op on a small
+    tensor, as a hook's own work): its first run finds the caches as the host left them between its hook calls, the
+    second finds them warm; the hook's own time is not recorded then (the probe warmed its caches)."""
+
+    PROBE = ("probe, first run (cold)", "probe, second run (warm)")
+
+    def __init__(self, classes: list[type], names: tuple[str, ...], probe: bool = False,
+                 noops: tuple[Callable[..., object], ...] = ()) -> None:  # fmt: skip
+        # a no-op the class names (Classy's ``on_step = ClassyHook._noop``) stays: the adapter does not call it
+        self.targets = [(cls, name) for cls in classes for name in names
+                        if callable(vars(cls).get(name)) and vars(cls)[name] not in noops]  # fmt: skip
+        self.probe = probe
+        self.samples: dict[str, dict[str, list[int]]] = {}
+        self._tensor = torch.zeros(64)
+
+    def _wrap(self, key: str, fn: Callable[..., object], record: dict[str, list[int]]) -> Callable[..., object]:
+        clock, tensor, probe = time.thread_time_ns, self._tensor, self.probe
+        cold, warm = record.setdefault(self.PROBE[0], []), record.setdefault(self.PROBE[1], [])
+        calls = record.setdefault(key, [])
+
+        def timed_call(*args: object, **kwargs: object) -> object:
+            if probe:
+                for into in (cold, warm):
+                    start = clock()
+                    _probe_python()
+                    tensor.add_(0.0)
+                    into.append(clock() - start)
+                return fn(*args, **kwargs)
+            start = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                calls.append(clock() - start)
+
+        return timed_call
+
+    def run(self, host: str, run: Callable[[], float]) -> dict[str, list[int]]:
+        """Run ``run`` (one training under one host) with the mount points timed; returns its samples, by key."""
+        record: dict[str, list[int]] = {}
+        saved = [(cls, name, vars(cls)[name]) for cls, name in self.targets]
+        try:
+            for cls, name, fn in saved:
+                setattr(cls, name, self._wrap(f"{cls.__name__}.{name}", fn, record))
+            run()
+        finally:
+            for cls, name, fn in saved:
+                setattr(cls, name, fn)
+        return {key: ns for key, ns in record.items() if ns}
+
+
+def mount_point_report(title: str, hosts: dict[str, Callable[[], float]], iters: int, timer: MountPointTimer,
+                       repeats: int) -> None:
+    """Run ``hosts`` (two: the host, Lightning + adapter) round-robin ``repeats`` times with ``timer`` and print, per
+    mount point, calls and us per iteration under each (medians over repeats) and their ratio."""
+    names = list(hosts)
+    per: dict[str, dict[str, list[float]]] = {name: {} for name in names}
+    counts: dict[str, dict[str, float]] = {name: {} for name in names}
+    for i in range(repeats + 1):  # the first round warms up
+        for name in names if i % 2 == 0 else names[::-1]:
+            samples = timer.run(name, hosts[name])
+            if i == 0:
+                continue
+            for key, ns in samples.items():
+                probe = key in MountPointTimer.PROBE
+                per[name].setdefault(key, []).append((median(ns) if probe else sum(ns) / iters) / 1e3)
+                counts[name][key] = len(ns) / iters
+    print(f"{title}; {repeats} round-robin repeats; thread CPU time, medians over repeats")
+    unit = "us/call (median)" if timer.probe else "us/iteration"
+    print(f"  {'mount point':58s}" + "".join(f"{n[:18]:>20s}" for n in names) + "   ratio   calls/it")
+    keys = sorted({k for n in names for k in per[n]}, key=lambda k: (k in MountPointTimer.PROBE, k))
+    totals = [0.0] * len(names)
+    for key in keys:
+        values = [median(per[n][key]) if key in per[n] else 0.0 for n in names]
+        if key not in MountPointTimer.PROBE:
+            totals = [t + v for t, v in zip(totals, values, strict=True)]
+        calls = "/".join(f"{counts[n].get(key, 0):.2f}" for n in names)
+        ratio = f"{values[1] / values[0]:.2f}" if values[0] else "-"
+        print(f"  {key:58s}" + "".join(f"{v:20.2f}" for v in values) + f"{ratio:>8s}   {calls}")
+    if not timer.probe:
+        print(f"  {'all mount points, ' + unit:58s}" + "".join(f"{v:20.2f}" for v in totals)
+              + f"{totals[1] / totals[0] if totals[0] else 0:8.2f}")

@@ -1,7 +1,7 @@
 """Train speed of OpenMMLab 1.x's ``EpochBasedRunner`` / ``IterBasedRunner`` vs lightning.Trainer + MMCVAdapter on the
 same models, data and hooks. Runs in ``.venv-mmcv1`` (mmcv 1.7.2)::
 
-    .venv-mmcv1/bin/python benchmarks/mmcv_vs_lightning.py [--repeats 9] [--cases tiny cnn tiny-iter cnn-iter]
+    .venv-mmcv1/bin/python benchmarks/mmcv_vs_lightning.py [--repeats 9] [--cases tiny cnn tiny-iter cnn-iter] [--mount-points [--probe]]
 
 Cases, each under the hosts below, round-robin in one process with single-threaded torch:
 
@@ -72,6 +72,21 @@ both step fires (calls into lightning_hooks per iteration on ``tiny``: 36.7 -> 3
 average of 14-15 (us/it, tiny, cnn, tiny-iter, cnn-iter): hooks under the Runner 45, 249, 62, 407; under the
 adapter, its bookkeeping apart, 21, 63, 78, 6 (ratios 0.47, 0.25, 1.27, 0.01); with it 64, 95, 150, -428 (1.44, 0.38,
 2.43, -1.05); the bookkeeping itself 2, -85, 36, -212: the CNN cases' differences are within their repeats' spread.
+
+Round 9 (#35), per hook and mount point (``--cases tiny-iter --mount-points [--probe]``: benchmarks/_common.py's
+``MountPointTimer``, the same wrapped code under both hosts, round-robin in one process). ``tiny-iter``, 5 repeats,
+load ~20, us per iteration under ``IterBasedRunner`` / the adapter: all mount points 353 / 503 (1.42), of which
+``OptimizerHook.after_train_iter`` 304 / 431 (``zero_grad``, backward and step: under the adapter Lightning's
+``manual_backward`` and ``LightningOptimizer.step``, which bare Lightning's manual step pays too), ``LrUpdaterHook.
+before_train_iter`` 9.7 / 30.4 (3.1), ``CheckpointHook.after_train_iter`` 11.9 / 15.0, ``IterTimerHook`` ``before_iter`` /
+``after_iter`` 3.0 / 4.8 and 4.8 / 6.3, ``LoggerHook.after_train_iter`` 19.9 / 14.6. Taken apart inside
+``LrUpdaterHook.before_train_iter`` (each piece twice in a row; warm): ``_set_lr`` 1.48 / 3.13 us, ``get_regular_lr``
+2.0 / 3.0: ``runner.optimizer`` is Lightning's ``LightningOptimizer`` (OptimizerHook's step must go through it), which
+answers ``param_groups`` in ``__getattr__`` after a failed lookup: 2.5 us a read against 25 ns on the optimizer. Cut
+this round: ``lightning_api.direct_optimizer_reads`` gives the wrapper's own class properties for ``param_groups``,
+``state`` and ``defaults`` (80 ns a read), for mmcv's ``runner.optimizer`` and iMIX's ``engine.optimizer``. The rest
+of the gap is the colder caches the hooks meet inside Lightning's step (classy_vs_lightning.py's docstring), first
+reads 2-3.5x the warm ones on both sides.
 """
 
 from __future__ import annotations
@@ -93,7 +108,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import cpu_clock, hook_cost_report, hook_cost_rounds  # noqa: E402
+from _common import MountPointTimer, cpu_clock, hook_cost_report, hook_cost_rounds, mount_point_report  # noqa: E402
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -299,15 +314,39 @@ HOSTS = {
 }
 
 
+#: the mount points the hooks' classes define themselves (``--mount-points``); mmcv's ``Hook`` itself is not timed
+MOUNT_POINTS = ("before_run", "after_run", "before_epoch", "after_epoch", "before_iter", "after_iter",
+                "before_train_epoch", "after_train_epoch", "before_train_iter", "after_train_iter")  # fmt: skip
+
+
+def mount_points(case: str, tmp: str, repeats: int, probe: bool) -> None:
+    """Print the thread time of each hook's mount points under mmcv's runner and under Lightning + MMCVAdapter."""
+    classes = [mmcv_runner.LrUpdaterHook, mmcv_runner.StepLrUpdaterHook, mmcv_runner.OptimizerHook,
+               mmcv_runner.CheckpointHook, mmcv_runner.IterTimerHook, mmcv_runner.LoggerHook,
+               mmcv_runner.TextLoggerHook]  # fmt: skip
+    timer = MountPointTimer(classes, MOUNT_POINTS, probe)
+    runs = iter(range(10**6))
+    hosts = {CASES[case].runner: lambda: run_runner(CASES[case], f"{tmp}/runner-{case}-{next(runs)}"),
+             "Lightning + MMCVAdapter": lambda: run_lightning(CASES[case], f"{tmp}/lit-{case}-{next(runs)}")}  # fmt: skip
+    mount_point_report(f"[{case}] hooks' mount points", hosts, CASES[case].iters, timer, repeats)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    parser.add_argument("--mount-points", action="store_true", help="time each hook's mount points under both hosts")
+    parser.add_argument("--probe", action="store_true", help="with --mount-points: time a fixed probe at each call")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     for name in ("lightning.pytorch", "lightning.pytorch.utilities.rank_zero"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    if args.mount_points:
+        with tempfile.TemporaryDirectory() as tmp:
+            for case in args.cases:
+                mount_points(case, tmp, args.repeats, args.probe)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         us = hook_cost_rounds(args.cases, HOSTS, args.repeats, tmp)
     hook_cost_report("hooks: register_training_hooks' (StepLr, Optimizer, Checkpoint, IterTimer, TextLogger/50)",
