@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MMCV1 = ROOT / ".venv-mmcv1" / "bin" / "python"
 #: the files that run the mmcv suite from the main venv: never collected by the inner run
 RUNNERS = ("tests/families/mmcv/test_venv.py", "tests/families/mmcv/test_venv_ddp.py")
-#: the 2-process files, run by test_venv_ddp.py; test_venv.py runs the rest
-DDP_FILES = ("tests/families/mmcv/test_train_ddp.py",)
+#: the 2-process files, run by test_venv_ddp.py; test_venv.py runs the rest of ``tests/families/mmcv``
+DDP_FILES = ("tests/families/mmcv/test_train_ddp.py", "tests/integration/ddp/test_write_audit_mmcv.py")
 
 
 def mmcv1_python() -> Path:

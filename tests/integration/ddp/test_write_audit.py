@@ -3,7 +3,8 @@ dir (files opened for writing, renamed onto, folders made: tests/helpers/write_a
 rank, with Lightning's loggers (``--logger csv tensorboard mlflow wandb``), whose stores rank 0 alone writes.
 
 Each family's host is launched as its users launch it on two processes: MMEngine's Runner under torchrun
-(``tools/dist_train.sh``), mmcv 1.x's ``tools/train.py --launcher pytorch`` under torchrun, Classy's
+(``tools/dist_train.sh``), mmcv 1.x's ``tools/train.py --launcher pytorch`` under torchrun (test_write_audit_mmcv.py,
+which tests/families/mmcv/test_venv_ddp.py runs in ``.venv-mmcv1``), Classy's
 ``classy_train.py --distributed_backend ddp`` under torchrun, VISSL's launcher with two processes; each beside
 ``lightning-hooks train --devices 2`` on the same config. iMIX has no train command.
 """
@@ -99,10 +100,3 @@ def test_vissl_ranks_write_what_vissls_launcher_ranks_write(monkeypatch, tmp_pat
         assert proc.returncode == 0, (side, proc.stderr[-6000:])
     sides = write_audit.by_side(write_audit.writes(records))
     assert write_audit.differences(sides["vissl"], sides["lightning"]) == {}
-
-
-def test_mmcv_1x_ranks_write_what_dist_train_sh_ranks_write():
-    """tests/integration/ddp/test_write_audit_mmcv.py, in .venv-mmcv1 (mmcv 1.x)."""
-    from mmcv1_suite import run_mmcv1_suite
-
-    run_mmcv1_suite(["tests/integration/ddp/test_write_audit_mmcv.py"])

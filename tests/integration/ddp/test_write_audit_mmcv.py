@@ -1,8 +1,9 @@
 """Only rank 0 writes, OpenMMLab 1.x (mmcv.runner), in ``.venv-mmcv1`` (run from the main suite by
-test_write_audit.py): ``lightning-hooks train --devices 2`` with every Lightning logger against mmcls 0.x's own
-``tools/train.py --launcher pytorch`` under torchrun (tests/helpers/mmcv_dist_train.py, as its ``dist_train.sh``), on
-mmcv_train_kit's tiny ResNet CIFAR config (one epoch, evaluation, a checkpoint), each rank's writes under its work
-dir (tests/helpers/write_audit.py) compared rank by rank."""
+tests/families/mmcv/test_venv_ddp.py, with the family's other 2-process tests): ``lightning-hooks train --devices 2``
+with every Lightning logger against mmcls 0.x's own ``tools/train.py --launcher pytorch`` under torchrun
+(tests/helpers/mmcv_dist_train.py, as its ``dist_train.sh``), on mmcv_train_kit's tiny ResNet CIFAR config (one epoch,
+evaluation, a checkpoint), each rank's writes under its work dir (tests/helpers/write_audit.py) compared rank by
+rank."""
 
 from __future__ import annotations
 
