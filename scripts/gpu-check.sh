@@ -79,11 +79,11 @@ if [ -z "$DRY_RUN" ] && ! "$PYTHON" -c "import torch, sys; sys.exit(not torch.cu
 fi
 
 # the GPU machine: its Python (itself a venv, so no venv made from it would see its torch) with the fetched wheels
-# (GPU_WHEELS, default .gpu-wheels) in .gpu-site (a dry run: a temporary folder) and the checkout on PYTHONPATH
+# (GPU_WHEELS, default .gpu-wheels) in GPU_SITE (default .gpu-site; a dry run: a temporary folder) and the checkout on PYTHONPATH
 # (lightning_hooks, tests/helpers, scripts)
 WHEELS=${GPU_WHEELS:-.gpu-wheels}
 [ -d "$WHEELS" ] || { echo "gpu-check: no $WHEELS: run 'bash scripts/gpu-check.sh --fetch' first" >&2; exit 1; }
-SITE=$PWD/.gpu-site
+SITE=${GPU_SITE:-$PWD/.gpu-site}
 if [ -n "$DRY_RUN" ]; then
   SITE=$(mktemp -d)
   trap 'rm -rf "$SITE"' EXIT
@@ -119,13 +119,20 @@ step() {  # step NAME SECONDS MODULES COMMAND...: run it where MODULES import, w
     return
   fi
   echo "=== gpu-check: $name${DRY_RUN:+ (dry run)}"
-  local start=$SECONDS
-  if timeout "$seconds" "$@"; then
-    echo "=== gpu-check: $name passed ($((SECONDS - start)) s of $seconds)"
+  local start=$SECONDS out
+  out=$(mktemp)
+  if timeout "$seconds" "$@" 2>&1 | tee "$out"; then
+    if grep -qE "(^| )[0-9]+ skipped( |,|$)" "$out"; then  # pytest's summary: a CUDA test that skipped did not check anything
+      echo "=== gpu-check: $name FAILED: a test skipped (its reason above) ($((SECONDS - start)) s of $seconds)"
+      failed=1
+    else
+      echo "=== gpu-check: $name passed ($((SECONDS - start)) s of $seconds)"
+    fi
   else
     echo "=== gpu-check: $name FAILED ($((SECONDS - start)) s of $seconds)"
     failed=1
   fi
+  rm -f "$out"
 }
 # without pyproject's -n 2 (the GPU machine has no pytest-xdist; these few tests run in one process); a dry run
 # collects them (each exists and its module imports) and runs none

@@ -100,19 +100,33 @@ if [ "$1" = -c ]; then
     case ",${2#import }," in *",$name,"*) exit 1 ;; esac
   done
 fi
+[ "$1 $2" = "-m pytest" ] && echo "${FAKE_PYTEST_SAYS:-1 passed in 0.01s}"
 exit 0
 """
 
 
-def dry_run(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """``gpu-check.sh --dry-run`` with :data:`FAKE_RUN_PYTHON`; returns the run and the commands it gave Python."""
+def dry_run(tmp_path: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """``gpu-check.sh --dry-run`` (``args``: in its place) with :data:`FAKE_RUN_PYTHON`, whose ``torch`` sees a GPU;
+    returns the run and the commands it gave Python."""
     python, wheels, log = tmp_path / "python", tmp_path / "wheels", tmp_path / "commands.log"
     python.write_text(FAKE_RUN_PYTHON)
     python.chmod(0o755)
     wheels.mkdir()
     (wheels / "mmengine-0.10.7-py3-none-any.whl").write_bytes(b"")
-    result = run("--dry-run", PYTHON=str(python), GPU_WHEELS=str(wheels), FAKE_LOG=str(log), **env)
+    result = run(*(args or ["--dry-run"]), PYTHON=str(python), GPU_WHEELS=str(wheels), FAKE_LOG=str(log),
+                 GPU_SITE=str(tmp_path / "site"), **env)  # fmt: skip
     return result, log.read_text().splitlines()
+
+
+def test_a_cuda_test_that_skips_on_the_gpu_machine_fails_its_check(tmp_path):
+    """On the GPU machine (no option) a CUDA test that pytest skips checked nothing: its step fails, naming it."""
+    result, commands = dry_run(tmp_path, "", FAKE_PYTEST_SAYS="1 passed, 1 skipped in 0.02s")
+    assert result.returncode == 1
+    assert "=== gpu-check: CUDA tests: EMA and loss scale FAILED: a test skipped" in result.stdout
+    assert not any("--collect-only" in c or "--dry-run" in c for c in commands)
+    (tmp_path / "passing").mkdir()
+    result, _ = dry_run(tmp_path / "passing", "")
+    assert result.returncode == 0 and "FAILED" not in result.stdout
 
 
 def test_a_dry_run_collects_each_cuda_test_and_loads_the_configs_training_nothing(tmp_path):
