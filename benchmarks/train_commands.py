@@ -58,6 +58,14 @@ after the first iteration tools vs lightning):
   against 1.03 [0.93-1.08] for the same loop around imports of nothing new. So the slowdown follows the imports, not
   the command's per-step work (the likeliest cause: the larger process's memory and cache footprint; this VM has no
   hardware counters to show it, and its load moves single runs by 30%).
+  Round 9 (#35): ``--rounds 4`` at load 23-30: 24.2 vs 28.6, 1.139 [1.007-1.402]; again with ``--env
+  GLIBC_TUNABLES=glibc.malloc.hugetlb=1`` (malloc's heap on huge pages, in both processes): 23.0 vs 24.1, 1.069
+  [1.035-1.109]; RSS 459 vs 518 MiB, growth 2.7 vs 2.7 MiB. ``benchmarks/import_effects.py`` times the backbone and
+  neck's training step in one process before and after each import stage: no torch, interpreter, collector or thread
+  setting changes with Lightning's or the command's imports (its docstring lists the ~100 compared), the collector
+  never runs inside a step, the heap's size alone does not slow it, and huge pages do not consistently remove the gap
+  (1.14 with them, 0.98 without, in one run); Lightning's imports read 0.96-1.21 (median ~1.08 over six runs) against
+  0.95-1.04 for the control. No setting for the command to restore was found; the gap is not explained.
 * ``mmseg0-fcn``: 30.5 vs 30.5, 0.989 [0.902-1.011]; 477 vs 540 MiB (1.130); 12.3 vs 11.8 MiB.
 
 Training's own memory (the growth after the first iteration) is the host's or less in every case; the peak's
@@ -69,7 +77,7 @@ Commands::
     OMP_NUM_THREADS=1 PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/train_commands.py --case vissl-swav
     OMP_NUM_THREADS=1 PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/train_commands.py --case mmdet-retinanet
     OMP_NUM_THREADS=1 PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/train_commands.py --case mmseg-segformer
-    OMP_NUM_THREADS=1 .venv-mmcv1/bin/python benchmarks/train_commands.py --case mmdet2-retinanet
+    OMP_NUM_THREADS=1 .venv-mmcv1/bin/python benchmarks/train_commands.py --case mmdet2-retinanet [--env NAME=VALUE]
     OMP_NUM_THREADS=1 .venv-mmcv1/bin/python benchmarks/train_commands.py --case mmseg0-fcn
 """
 
@@ -204,11 +212,13 @@ CASES = {"vissl-swav": vissl_swav, "mmdet-retinanet": mmdet_retinanet, "mmseg-se
          "mmdet2-retinanet": mmdet2_retinanet, "mmseg0-fcn": mmseg0_fcn}  # fmt: skip
 
 
-def run(host: str, library: str, config: Path | str, root: Path, extra: list[str], tag: str) -> tuple[float, ...]:
-    """One ``host`` run in a process of its own: (CPU seconds per iteration past the warm-up, peak RSS in MiB, the
-    peak's growth in MiB from the first iteration to the end of training, the RSS at the first iteration)."""
+def run(host: str, library: str, config: Path | str, root: Path, extra: list[str], tag: str,
+        child_env: dict[str, str]) -> tuple[float, ...]:  # fmt: skip
+    """One ``host`` run in a process of its own (``child_env`` added to its environment): (CPU seconds per iteration
+    past the warm-up, peak RSS in MiB, the peak's growth in MiB from the first iteration to the end of training, the RSS
+    at the first iteration)."""
     out, work_dir = root / f"{tag}.json", root / f"work-{tag}"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **child_env}
     log = open(root / f"{tag}.log", "w")
     proc = subprocess.Popen([sys.executable, str(HERE / "_train_child.py"), host, library, str(config), str(work_dir),
                              str(out), *extra], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root)  # fmt: skip
@@ -228,7 +238,10 @@ def main() -> None:
     parser.add_argument("--case", choices=sorted(CASES), required=True)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iters", type=int, default=20, help="train iterations per run (the first 5 not timed)")
+    parser.add_argument("--env", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="set for both commands' processes, e.g. GLIBC_TUNABLES=glibc.malloc.hugetlb=1")
     args = parser.parse_args()
+    child_env = dict(item.split("=", 1) for item in args.env)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         library, text, extra = CASES[args.case](root, args.iters)
@@ -248,9 +261,10 @@ def main() -> None:
         samples: dict[str, list[tuple[float, ...]]] = {h: [] for h in hosts}
         for i in range(args.rounds):
             for host in hosts if i % 2 == 0 else hosts[::-1]:
-                samples[host].append(run(host, library, config, root, extra, f"{host}-{i}"))
+                samples[host].append(run(host, library, config, root, extra, f"{host}-{i}", child_env))
     ratios = [lit[0] / ref[0] for lit, ref in zip(samples["lightning"], samples["tools"])]
-    print(f"{args.case}: {args.iters} iterations per run ({WARMUP} not timed), {args.rounds} rounds, 1 thread")
+    print(f"{args.case}: {args.iters} iterations per run ({WARMUP} not timed), {args.rounds} rounds, 1 thread"
+          + "".join(f", {k}={v}" for k, v in child_env.items()))  # fmt: skip
     for host in hosts:
         ms = [1000 * s[0] for s in samples[host]]
         rss = [s[1] for s in samples[host]]
