@@ -6,6 +6,7 @@ import os
 import sys
 
 import pytest
+import suite_order
 import torch
 from lh_testing import DDP_LAUNCH_VARIABLES
 
@@ -17,29 +18,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 #: reaches the subprocesses of the tests after it (``RANK`` made a resumed run a torchrun rank)
 LAUNCHER_VARIABLES = (*DDP_LAUNCH_VARIABLES, "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK")
 
-#: the files that take longest (a suite in another venv, module-scoped reference runs: a minute or more each) run
-#: first, so that the two xdist workers finish together: ``--dist loadfile --no-loadscope-reorder`` (pyproject's
-#: addopts) hands the files to the workers in collection order
-LONGEST_FIRST = (
-    "tests/families/mmcv/test_venv.py",
-    "tests/families/mmcv/test_venv_ddp.py",
-    "tests/families/classy/test_vissl_resume.py",
-    "tests/families/classy/test_vissl_train.py",
-    "tests/families/classy/test_vissl_module.py",
-    "tests/families/classy/test_project.py",
-    "tests/families/classy/test_train_resume.py",
-    "tests/core/test_lightning_versions.py",
-    "tests/families/classy/test_loggers.py",
-    "tests/families/mmengine/test_corpus.py",
-    "tests/families/mmengine/test_train_ddp.py",
-    "tests/integration/ddp/test_spawn.py",
-)
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """:data:`LONGEST_FIRST` first, in its order; the other files after them in their usual order."""
-    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+    """The files that take longest first, longest first (tests/helpers/suite_order.py); the others after them in
+    their usual order, so that the two xdist workers finish together."""
+    items.sort(key=suite_order.rank)
 
 
 @pytest.fixture(autouse=True)
