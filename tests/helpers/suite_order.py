@@ -26,10 +26,10 @@ from typing import Protocol
 FILE_SECONDS = {
     "tests/families/mmcv/test_venv.py": 270,  # the .venv-mmcv1 suite but its 2-process files
     "tests/families/mmcv/test_venv_ddp.py": 230,  # those, in .venv-mmcv1
+    "tests/docs/test_snippets.py": 200,
     "tests/families/mmengine/test_train_ddp.py": 200,
     "tests/families/classy/test_vissl_resume.py": 185,
     "tests/families/classy/test_project.py": 175,
-    "tests/docs/test_snippets.py": 160,
     "tests/families/classy/test_train_resume.py": 155,
     "tests/families/classy/test_train_ddp.py": 135,
     "tests/families/classy/test_vissl_train.py": 125,
@@ -38,26 +38,31 @@ FILE_SECONDS = {
     "tests/families/mmengine/test_corpus.py": 100,  # estimate
     "tests/integration/ddp/test_write_audit.py": 100,
     "tests/families/classy/test_loggers.py": 95,
-    "tests/families/mmengine/test_train.py": 90,  # estimate
     "tests/families/classy/test_vissl_module.py": 75,
     "tests/integration/ddp/test_spawn.py": 70,
-    "tests/families/mmengine/test_resume_shipped.py": 60,  # estimate
     "tests/test_tools.py": 60,
     "tests/families/classy/test_vissl_project.py": 55,
+    "tests/families/mmengine/test_downstream.py": 53,
     "tests/core/test_lightning_versions.py": 50,
     "tests/families/mmengine/test_project.py": 45,
+    "tests/families/mmengine/test_train.py": 40,
     "tests/families/classy/test_vissl_trainer.py": 35,
-    "tests/test_train.py": 35,
-    "tests/families/mmengine/test_downstream.py": 30,  # estimate
+    "tests/test_train.py": 33,
+    "tests/test_train_output.py": 33,
     "tests/families/mmengine/test_mmagic.py": 30,  # estimate
+    "tests/test_cli_build_errors.py": 20,
     "tests/families/classy/test_train.py": 20,
-    "tests/families/mmengine/test_openmmlab_more.py": 15,
+    "tests/test_cli.py": 17,
+    "tests/families/mmengine/test_strategy.py": 17,
+    "tests/families/mmengine/test_openmmlab_more.py": 16,
     "tests/families/classy/test_vissl_ddp_options.py": 15,
     "tests/core/test_namespaces.py": 15,
-    "tests/integration/ddp/test_ddp.py": 15,  # estimate
     "tests/notebooks/test_quickstart.py": 15,  # estimate
     "tests/families/classy/test_compat.py": 10,
     "tests/families/mmengine/test_loggers.py": 10,
+    "tests/families/mmengine/test_resume_shipped.py": 9,
+    "tests/integration/ddp/test_ddp.py": 9,
+    "tests/loggers/test_visdom.py": 9,
 }
 
 
