@@ -50,19 +50,21 @@ FILE_SECONDS = {
     "tests/test_train.py": 33,
     "tests/test_train_output.py": 33,
     "tests/families/mmengine/test_mmagic.py": 30,  # estimate
+    "tests/integration/reliability/test_resume.py": 30,  # estimate (its first test 20 s)
     "tests/test_cli_build_errors.py": 20,
+    "tests/test_config_examples.py": 20,
     "tests/families/classy/test_train.py": 20,
     "tests/test_cli.py": 17,
     "tests/families/mmengine/test_strategy.py": 17,
     "tests/families/mmengine/test_openmmlab_more.py": 16,
     "tests/families/classy/test_vissl_ddp_options.py": 15,
     "tests/core/test_namespaces.py": 15,
-    "tests/notebooks/test_quickstart.py": 15,  # estimate
     "tests/families/classy/test_compat.py": 10,
     "tests/families/mmengine/test_loggers.py": 10,
     "tests/families/mmengine/test_resume_shipped.py": 9,
     "tests/integration/ddp/test_ddp.py": 9,
     "tests/loggers/test_visdom.py": 9,
+    "tests/notebooks/test_quickstart.py": 8,
 }
 
 
