@@ -33,12 +33,19 @@ torch.set_num_threads(1)  # in every process (VISSL's spawned workers import thi
 
 
 def _digest(tensors: Any) -> str:
-    if isinstance(tensors, torch.Tensor):
-        tensors = [tensors]
+    """A hash of a tensor's bytes, or of a list's or a dict's tensors (by key: PIRL's inputs) in order."""
     sha = hashlib.sha1()
-    for tensor in tensors:
+    for tensor in _tensors(tensors):
         sha.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
     return sha.hexdigest()
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        return [tensor for key in sorted(value) for tensor in _tensors(value[key])]
+    return [tensor for item in value for tensor in _tensors(item)]
 
 
 class RankRecorder(ClassyHook):
