@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
@@ -17,8 +18,8 @@ HERE = Path(__file__).resolve().parent
 #: the Lightning loggers the user asks for (no VISSL TensorBoard hook: the config leaves it off)
 LOGGERS = ["--logger", "csv", "--logger", "tensorboard"]
 
-#: the config's own TEST_MODEL (its test phases: after train phases 0, every TEST_EVERY_NUM_EPOCH=2 and the last,
-#: i.e. both), on synthetic data too: 8 samples, the test transforms at 32 px
+#: the config's own TEST_MODEL (its test phases: after train phases 0, every TEST_EVERY_NUM_EPOCH=2 and the last:
+#: both of its 2 epochs), on synthetic data too: 8 samples, the test transforms at 32 px
 TEST_MODEL = ["config.TEST_MODEL=true", "config.DATA.TEST.DATA_SOURCES=[synthetic]", "config.DATA.TEST.LABEL_SOURCES=[]",
               "config.DATA.TEST.DATASET_NAMES=[synthetic]", "config.DATA.TEST.DATA_PATHS=[]",
               "config.DATA.TEST.DATA_LIMIT=8", "config.DATA.TEST.BATCHSIZE_PER_REPLICA=4",
@@ -27,8 +28,19 @@ TEST_MODEL = ["config.TEST_MODEL=true", "config.DATA.TEST.DATA_SOURCES=[syntheti
 
 #: the scenarios: extra overrides on the ``meters`` config (train phases only, from a pretrained trunk:
 #: :func:`pretrained`); LogLossLrEtaHook every 4 iterations (and at 1 and every 5 up to 100); with the config's test
-#: phases
-SCENARIOS: dict[str, list[str]] = {"train_only": ["config.LOG_FREQUENCY=4"], "test_model": TEST_MODEL}
+#: phases over 3 epochs (its TEST_EVERY_NUM_EPOCH=2: after train phases 0 and 2, none after 1), VISSL's stateful
+#: sampler and a checkpoint at iteration 7 (inside train phase 2: the resumed scenarios start from it)
+SCENARIOS: dict[str, list[str]] = {"train_only": ["config.LOG_FREQUENCY=4"],
+                                   "test_model": [*TEST_MODEL, "config.OPTIMIZER.num_epochs=3",
+                                                  "config.DATA.TRAIN.USE_STATEFUL_DISTRIBUTED_SAMPLER=true",
+                                                  "config.CHECKPOINT.CHECKPOINT_ITER_FREQUENCY=7"]}  # fmt: skip
+#: each resumed scenario's start, a checkpoint file of VISSL's ``test_model`` run, and its rerun's overrides (VISSL
+#: resumes from ``model_iteration*`` files only while CHECKPOINT_ITER_FREQUENCY is set)
+RESUMED = {"resumed_after_untested_phase": ("model_phase1.torch", ["config.CHECKPOINT.CHECKPOINT_ITER_FREQUENCY=-1"]),
+           "resumed_inside_tested_phase": ("model_iteration7.torch", [])}  # fmt: skip
+
+#: (``OPTIMIZER.num_epochs``, ``TEST_EVERY_NUM_EPOCH``) schedules :func:`schedules` compares
+SCHEDULES = ((1, 1), (4, 1), (2, 2), (2, 7), (3, 2), (5, 2), (7, 3), (105, 5))
 
 #: the config's test phases in two processes (gloo), as the commands a user runs (vissl_cli.py, each rank's steps and
 #: meters recorded): 12 train and 12 test samples (the heads' 12 classes), each rank its shard of 6 in 2 batches of 3
@@ -51,6 +63,24 @@ def run(root: Path, name: str) -> dict[str, Any]:
         "tensorboard": [tensorboard_points(p) for p in sorted(folder.glob("tensorboard/version_*"))],
     }
     return {"vissl": vissl, "lightning": lightning}
+
+
+def resumed(root: Path, name: str) -> dict[str, Any]:
+    """Each side auto-resumes (the config's AUTO_RESUME) from a folder holding only VISSL's :data:`RESUMED` file of
+    the ``test_model`` scenario: ``model_phase1.torch`` (the end of train phase 1, which VISSL does not test: it
+    trains phase 2, then tests) or ``model_iteration7.torch`` (inside phase 2: its last 2 batches, then its test)."""
+    import shutil
+
+    from vissl_train_runs import run_lightning, run_vissl
+
+    runs = {}
+    for side, run in (("vissl", run_vissl), ("lightning", run_lightning)):
+        out = root / name / side
+        out.mkdir(parents=True)
+        file, rerun = RESUMED[name]
+        shutil.copy(root / "test_model" / "vissl" / file, out / file)
+        runs[side] = run("meters", out, [*SCENARIOS["test_model"], *rerun])
+    return runs
 
 
 def direct_adapter(root: Path) -> dict[str, Any]:
@@ -114,6 +144,26 @@ def memory_bank(root: Path) -> dict[str, Any]:
     return {side: {key: tuple(value.shape) for key, value in loss.state_dict().items()} for side, loss in losses.items()}
 
 
+def schedules() -> dict[str, Any]:
+    """Per schedule of :data:`SCHEDULES`, the phases (train: True, test: False, in order) VISSL's
+    ``SelfSupervisionTask._build_phases`` builds with ``TEST_MODEL``, and those ``lightning-hooks train`` runs: each
+    epoch, then a validation where :func:`~lightning_hooks.families.classy.vissl.tests_after` says so."""
+    from vissl.config import AttrDict
+    from vissl.trainer.train_task import SelfSupervisionTask
+
+    from lightning_hooks.families.classy.vissl import tests_after
+
+    result = {}
+    for epochs, every in SCHEDULES:
+        config = AttrDict({"TEST_ONLY": False, "TEST_MODEL": True, "TEST_EVERY_NUM_EPOCH": every,
+                           "OPTIMIZER": {"num_epochs": epochs}})  # fmt: skip
+        host = SimpleNamespace(config=config, num_train_phases=epochs, num_train_phases_per_epoch=1)
+        vissl = [phase["train"] for phase in SelfSupervisionTask._build_phases(host)]
+        ours = [train for phase in range(epochs) for train in (True, *(False,) * tests_after(config, phase))]
+        result[f"{epochs} epochs, every {every}"] = {"vissl": vissl, "lightning": ours}
+    return result
+
+
 def lars_step() -> dict[str, Any]:
     """VISSL's LARS (``OPTIMIZER.name=lars``, Barlow Twins; its ``step`` takes no closure) on a small linear layer, two
     steps each: as VISSL's train step calls it (backward, then ``step()``) and as Lightning does through
@@ -157,7 +207,10 @@ def child_main(out: str) -> None:
     prepare_child()
     root = Path(out)
     scenarios = {name: (lambda name=name: run(root, name)) for name in SCENARIOS}
-    run_scenarios(root, {**scenarios, "direct_adapter": lambda: direct_adapter(root),
+    starts = {name: (lambda name=name: resumed(root, name)) for name in RESUMED}
+    run_scenarios(root, {**scenarios, **starts, "direct_adapter": lambda: direct_adapter(root),
                          "memory_bank": lambda: memory_bank(root), "lars_step": lars_step,
+                         "schedules": schedules,
                          "test_model_two_processes": lambda: run_two_processes(root, "meters", "test_model_two_processes",
-                                                                               TWO_PROCESSES)})  # fmt: skip
+                                                                               TWO_PROCESSES)},
+                  keep={"test_model": tuple(f"vissl/{file}" for file, _ in RESUMED.values())})  # fmt: skip

@@ -214,14 +214,19 @@ class LegacyStart:
 
     def _test_phase_pending(self, task: dict[str, Any], vissl: bool) -> bool:
         """Whether the legacy run would run a test phase next. Classy follows every train phase with one. VISSL only
-        when it tests (here: when the Lightning run validates), and not after a checkpoint written inside a train
-        phase, whose counters are those of the phase before (fewer train than test phases)."""
+        when it tests (here: when the Lightning run validates) after that phase (its ``TEST_EVERY_NUM_EPOCH``
+        schedule: :func:`~lightning_hooks.families.classy.vissl.tests_after`), and not after a checkpoint written
+        inside a train phase, whose counters are those of the phase before and of its test phase if it had one."""
         if not task["train"]:
             return False
         if not vissl:
             return True
-        tests_done = task["phase_idx"] - task["train_phase_idx"]
-        return bool(self.task._lightning_trainer().enable_validation) and tests_done <= task["train_phase_idx"]
+        from lightning_hooks.families.classy.vissl import tests_after, tests_before
+
+        config, phase = getattr(self.task, "config", None), task["train_phase_idx"]
+        tests_done = task["phase_idx"] - phase
+        return bool(self.task._lightning_trainer().enable_validation) and tests_after(config, phase) and (
+            tests_done <= tests_before(config, phase))
 
     def apply(self, trainer: pl.Trainer) -> None:
         """At ``on_train_start`` after a start from a legacy checkpoint: ``global_step`` from VISSL's ``iteration``

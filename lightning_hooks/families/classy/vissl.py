@@ -5,6 +5,7 @@ group and device it prepares, and the hooks and checkpoint folder its config giv
 - :data:`RUNTIME`: the process group and Classy's device index VISSL's trainer sets before it builds anything.
 - :func:`check_loss_device`: a VISSL loss built for the wrong device.
 - :data:`RANK_VARIABLES`: the rank variables VISSL reads from the environment, set for the run and restored.
+- :func:`tests_after` / :func:`tests_before`: VISSL's test schedule (``TEST_MODEL``, ``TEST_EVERY_NUM_EPOCH``).
 - :func:`compose` / :func:`hooks_from_config` / :func:`with_config_hooks`: a VISSL config, and VISSL's own
   ``default_hook_generator(cfg)`` before the hooks given.
 
@@ -155,6 +156,21 @@ def hooks_from_config(config: Any, generator: Callable[[Any], list[Any]] | None 
     from vissl.utils.checkpoint import get_checkpoint_folder
 
     return (generator or default_hook_generator)(config), get_checkpoint_folder(config)
+
+
+def tests_after(config: Any, train_phase: int) -> bool:
+    """Whether VISSL's ``_build_phases`` puts a test phase after train phase ``train_phase`` (from 0): with
+    ``TEST_MODEL``, after phases 0, ``TEST_EVERY_NUM_EPOCH``, 2 x ``TEST_EVERY_NUM_EPOCH``, ... and the last
+    (``OPTIMIZER.num_epochs - 1``); without it (or no config: hooks given without one) after every phase."""
+    if config is None or not config.get("TEST_MODEL"):
+        return True
+    every, last = int(config.get("TEST_EVERY_NUM_EPOCH", 1)), int(config.OPTIMIZER.num_epochs) - 1
+    return train_phase % every == 0 or train_phase == last
+
+
+def tests_before(config: Any, train_phase: int) -> int:
+    """The test phases VISSL runs before train phase ``train_phase`` ends (:func:`tests_after` of the phases before)."""
+    return sum(tests_after(config, phase) for phase in range(train_phase))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from typing_extensions import override
 
+from lightning_hooks.core import lightning_api
 from lightning_hooks.core.errors import ConfigError, InputError
 from lightning_hooks.core.lightning_api import ddp_kwargs, pl
 from lightning_hooks.families.classy.adapter import ClassyAdapter
@@ -66,6 +67,7 @@ class VisslConfigModule(pl.LightningModule):
         # trunk (linear evaluation) keeps its frozen base model in eval mode; Lightning keeps the modes it finds
         self.model.train(True)
         self._step_loss: torch.Tensor | None = None
+        self._resumed_phase = self._test_at_epoch_end = False  # this train epoch's (on_train_epoch_start)
 
     def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
         """A :class:`ClassyAdapter` with VISSL's ``default_hook_generator(config)`` hooks, then ``hooks``, and the
@@ -80,7 +82,8 @@ class VisslConfigModule(pl.LightningModule):
 
     def trainer_options(self) -> dict[str, Any]:
         """The ``Trainer`` options the config fixes: ``OPTIMIZER.num_epochs``, VISSL's own samplers kept; with
-        ``TEST_MODEL`` a validation (VISSL's test phase) after every epoch, else none."""
+        ``TEST_MODEL`` a validation (VISSL's test phase) after every epoch VISSL tests after
+        (:meth:`on_train_epoch_start`), else none."""
         options: dict[str, Any] = {
             "max_epochs": int(self.config.OPTIMIZER.num_epochs),
             "num_sanity_val_steps": 0,
@@ -138,6 +141,42 @@ class VisslConfigModule(pl.LightningModule):
             torch.nn.parallel.DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(self, names)
 
     @override
+    def on_train_epoch_start(self) -> None:
+        """VISSL's test schedule: with ``TEST_MODEL``, this epoch's validation runs after its last batch only if
+        VISSL tests after that train phase (:func:`~lightning_hooks.families.classy.vissl.tests_after`: phases 0,
+        ``TEST_EVERY_NUM_EPOCH``, 2 x ``TEST_EVERY_NUM_EPOCH``, ... and the last), which Lightning's
+        ``check_val_every_n_epoch`` (after epochs N-1, 2N-1, ...) cannot give; the check moves past the epoch's last
+        batch otherwise (``lightning_api.validate_after``). A phase resumed inside it (:meth:`_skipped_batches`) ends
+        before Lightning's count of its batches: it is tested in :meth:`on_train_epoch_end` instead."""
+        from lightning_hooks.families.classy.vissl import tests_after
+
+        batches = self.trainer.num_training_batches
+        self._resumed_phase = self._skipped_batches() > 0
+        tested = bool(self.config.TEST_MODEL) and tests_after(self.config, self.trainer.current_epoch)
+        self._test_at_epoch_end = tested and self._resumed_phase
+        if self.config.TEST_MODEL:
+            lightning_api.validate_after(self.trainer, batches if tested and not self._resumed_phase else batches + 1)
+
+    @override
+    def on_train_epoch_end(self) -> None:
+        """The end of a train phase resumed inside it (the adapter's phase end has run): its meters to the loggers
+        (:meth:`_log_meters`) and, if VISSL tests after it, its test phase now (``lightning_api.validate_now``), as
+        VISSL's trainer runs it after the phase's last batch; Lightning, whose count of the loader's batches includes
+        those the sampler skipped, never saw a last batch."""
+        task = self._host_task()
+        if self._resumed_phase and task is not None:
+            self._log_meters(task)
+        if self._test_at_epoch_end:
+            self._test_at_epoch_end = False
+            lightning_api.validate_now(self.trainer)
+
+    def _skipped_batches(self) -> int:
+        """The batches VISSL's ``StatefulDistributedSampler`` skips in this train phase: its ``start_iter``, which the
+        adapter's resume sets for a phase resumed from a checkpoint written inside it (0 otherwise)."""
+        sampler = getattr(self.trainer.train_dataloader, "sampler", None)
+        return int(getattr(sampler, "start_iter", 0) or 0)
+
+    @override
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         """VISSL's ``construct_sample_for_model``: the collated batch as ``{"input", "target", ...}``, with the keys
         of ``DATA.TRAIN`` (``DATA.TEST`` in a test phase)."""
@@ -188,8 +227,8 @@ class VisslConfigModule(pl.LightningModule):
         at LogLossLrEtaHook's iterations (the first, every ``LOG_FREQUENCY``, every 5 up to 100) the step's loss
         (averaged over ranks, as VISSL's ``last_batch.loss``) and its LR, stdout.json's ``loss`` and ``lr``, as
         ``train/loss`` and ``train/lr`` at stdout.json's ``iter`` (``task.iteration`` as LogLossLrEtaHook reads it:
-        the iterations before this one, from 0); after a train phase's last batch (its phase end has run), the
-        meters' values of ``metrics.json`` (:meth:`_log_meters`)."""
+        the iterations before this one, from 0); after a train phase's last batch (its phase end has run; a resumed
+        phase's: :meth:`on_train_epoch_end`), the meters' values of ``metrics.json`` (:meth:`_log_meters`)."""
         task = self._host_task()
         iteration = (int(task.iteration) if task is not None else self.trainer.global_step) - 1  # counted after on_update
         if _logging_iteration(iteration, int(self.config.LOG_FREQUENCY)):
@@ -281,26 +320,14 @@ def _flat(name: str, value: Any) -> dict[str, float]:
 
 
 def check_test_phases(config: Any) -> None:
-    """VISSL's test phases as Lightning validations: ``TEST_MODEL`` maps onto a validation after every epoch where
-    VISSL's ``_build_phases`` puts a test phase after every train phase (``TEST_EVERY_NUM_EPOCH`` 1, or at most 2
-    epochs: VISSL tests after phases 0, N, 2N, ... and the last); other schedules and ``TEST_ONLY`` are refused
-    naming the option and the way out."""
+    """VISSL's ``TEST_ONLY`` is refused naming the option and the way out; ``TEST_MODEL``'s test phases are
+    Lightning validations, after the train phases VISSL's ``_build_phases`` tests
+    (:meth:`VisslConfigModule.on_train_epoch_start`)."""
     if config.TEST_ONLY:
         raise ConfigError(
             "config.TEST_ONLY=true: VISSL's test-only run (OPTIMIZER.num_epochs test phases of the loaded weights, no "
             "training) is not a lightning-hooks train run; evaluate with VISSL's own launcher, or train with "
             "config.TEST_ONLY=false (test phases after each epoch with config.TEST_MODEL=true)."
-        )
-    if not config.TEST_MODEL:
-        return
-    epochs, every = int(config.OPTIMIZER.num_epochs), int(config.TEST_EVERY_NUM_EPOCH)
-    tested = [phase for phase in range(epochs) if phase % every == 0 or phase == epochs - 1]
-    if len(tested) != epochs:
-        raise ConfigError(
-            f"config.TEST_EVERY_NUM_EPOCH={every} with config.OPTIMIZER.num_epochs={epochs}: VISSL tests after the "
-            f"train phases {tested} (0, every {every}-th and the last), which Lightning's check_val_every_n_epoch "
-            "(after epochs N-1, 2N-1, ...) cannot give; set config.TEST_EVERY_NUM_EPOCH=1 (a test phase after every "
-            "epoch), or config.TEST_MODEL=false."
         )
 
 

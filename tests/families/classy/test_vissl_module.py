@@ -3,8 +3,8 @@
 (``quick_eval_in1k_linear``, small: vissl_eval_runs.py), without VISSL's TensorBoard hook: the values VISSL writes to
 stdout.json (loss, LR at ``iter``) and metrics.json (its meters at ``train_phase_idx``) reach each Lightning logger
 under VISSL's names at VISSL's steps; with the config's ``TEST_MODEL``, its test phases run as under VISSL (bitwise),
-in one process and in two (rank by rank). One subprocess (the real torchvision). What cannot map (``TEST_ONLY``, a
-test schedule Lightning's validation cannot give) is refused naming the option."""
+in one process and in two (rank by rank), after the train phases VISSL's ``TEST_EVERY_NUM_EPOCH`` schedule tests.
+One subprocess (the real torchvision). What cannot map (``TEST_ONLY``) is refused naming the option."""
 
 from __future__ import annotations
 
@@ -47,10 +47,10 @@ def _untimed(rows):
     return [{k: v for k, v in row.items() if not k.startswith(TIMES)} for row in rows]
 
 
-def _assert_same_checkpoints(theirs, ours):
+def _assert_same_checkpoints(theirs, ours, last_phase=1):
     """The same checkpoint files, the last one final; each file's counters, loss state, task state (meters, losses),
     weights and optimizer state, bitwise (digests)."""
-    assert ours["files"] == theirs["files"] and theirs["final"] == "model_final_checkpoint_phase1.torch"
+    assert ours["files"] == theirs["files"] and theirs["final"] == f"model_final_checkpoint_phase{last_phase}.torch"
     for file, ref in theirs["checkpoints"].items():
         mine = ours["checkpoints"][file]
         assert sorted(mine) == sorted(ref), file
@@ -129,21 +129,38 @@ def test_the_loggers_get_stdout_json_s_loss_and_lr_at_vissl_s_iteration(runs, lo
 
 
 def test_test_model_runs_vissl_s_test_phases_as_vissl(runs):
-    """``TEST_MODEL: True`` (the config's own, a test phase after each train phase): the same stdout.json rows, the
-    same metrics.json lines (train and test meters at each phase, bitwise), the same checkpoint files, counters,
-    weights and optimizer state as VISSL's launcher; the loggers get the test meters too."""
+    """``TEST_MODEL: True`` (the config's own, ``TEST_EVERY_NUM_EPOCH: 2``) over 3 epochs: VISSL tests after train
+    phases 0 and 2, not 1. The same stdout.json rows, the same metrics.json lines (train and test meters at each
+    phase, bitwise), the same checkpoint files, counters, weights and optimizer state as VISSL's launcher; the loggers
+    get the test meters too."""
     theirs, ours = _run(runs, "test_model")
-    assert [(row["phase_idx"], row["train_phase_idx"]) for row in theirs["metrics"]] == [(0, 0), (1, 0), (2, 1), (3, 1)]
-    assert [sorted(row) for row in theirs["metrics"]][1::2] == [
-        ["iteration", "phase_idx", "test_accuracy_list_meter", "train_phase_idx"]] * 2
+    assert [(row["phase_idx"], row["train_phase_idx"]) for row in theirs["metrics"]] == [
+        (0, 0), (1, 0), (2, 1), (3, 2), (4, 2)]  # fmt: skip
+    tests = ["iteration", "phase_idx", "test_accuracy_list_meter", "train_phase_idx"]
+    assert [sorted(row) == tests for row in theirs["metrics"]] == [False, True, False, False, True]
     assert ours["metrics"] == theirs["metrics"]
     assert _untimed(ours["stdout"]) == _untimed(theirs["stdout"]) and theirs["stdout"]
-    _assert_same_checkpoints(theirs, ours)
+    _assert_same_checkpoints(theirs, ours, last_phase=2)
     [points] = ours["points"]["csv"]
     expected = _meter_points(theirs["metrics"])
     logged = _logged(points, ("train_", "test_"))
     assert [(step, name) for step, name, _ in logged] == [(step, name) for step, name, _ in expected]
     assert [value for *_, value in logged] == pytest.approx([value for *_, value in expected], rel=1e-6)
+
+
+@pytest.mark.parametrize(("name", "metrics", "iterations"), [
+    ("resumed_after_untested_phase", [(3, 2), (4, 2)], [6, 7, 8]),
+    ("resumed_inside_tested_phase", [(3, 2), (4, 2)], [7, 8])])  # fmt: skip
+def test_a_rerun_trains_on_and_tests_as_vissl(runs, name, metrics, iterations):
+    """Auto-resumed from VISSL's ``model_phase1.torch`` of that run (the end of train phase 1, which VISSL does not
+    test: no test phase first) or its ``model_iteration7.torch`` (inside train phase 2: its last 2 batches, then its
+    test phase); metrics.json, stdout.json and the checkpoints as VISSL's rerun."""
+    theirs, ours = _run(runs, name)
+    assert [(row["phase_idx"], row["train_phase_idx"]) for row in theirs["metrics"]] == metrics
+    assert ours["metrics"] == theirs["metrics"]
+    assert _untimed(ours["stdout"]) == _untimed(theirs["stdout"])
+    assert [row["iter"] for row in theirs["stdout"]] == iterations
+    _assert_same_checkpoints(theirs, ours, last_phase=2)
 
 
 def test_test_model_in_two_processes_runs_vissl_s_test_phases_rank_by_rank(runs):
@@ -173,16 +190,15 @@ def _schedule(epochs, every, test_only=False, test_model=True):
                            OPTIMIZER=SimpleNamespace(num_epochs=epochs))  # fmt: skip
 
 
-@pytest.mark.parametrize(("epochs", "every"), [(1, 1), (5, 1), (2, 2), (2, 7)])
-def test_test_phases_after_every_train_phase_map_onto_lightning_s_validation(epochs, every):
-    check_test_phases(_schedule(epochs, every))
-    check_test_phases(_schedule(epochs, 3, test_model=False))
-
-
-@pytest.mark.parametrize(("epochs", "every", "tested"), [(3, 2, "[0, 2]"), (5, 2, "[0, 2, 4]"), (7, 3, "[0, 3, 6]")])
-def test_a_test_schedule_lightning_cannot_give_is_refused_naming_the_option(epochs, every, tested):
-    with pytest.raises(ConfigError, match=rf"TEST_EVERY_NUM_EPOCH={every} with config.OPTIMIZER.num_epochs={epochs}: "
-                       rf"VISSL tests after the train phases \{tested}.*set config.TEST_EVERY_NUM_EPOCH=1"):  # fmt: skip
+def test_the_validations_are_vissl_s_test_phases_of_its_test_every_num_epoch_schedule(runs):
+    """``TEST_EVERY_NUM_EPOCH`` N over E epochs (VISSL tests after train phases 0, N, 2N, ... and the last): the train
+    and test phases VISSL's ``_build_phases`` builds are the epochs and validations ``lightning-hooks train`` runs
+    (``tests_after``), and the config is accepted."""
+    result = real_torchvision.scenario_result(runs, "schedules")
+    assert len(result) == 8 and result["3 epochs, every 2"]["vissl"] == [True, False, True, True, False]
+    for schedule, phases in result.items():
+        assert phases["lightning"] == phases["vissl"], schedule
+        epochs, every = (int(word.strip(",")) for word in schedule.split()[::3])
         check_test_phases(_schedule(epochs, every))
 
 
