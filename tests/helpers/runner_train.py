@@ -25,6 +25,8 @@ if __name__ == "__main__":
     if "RANK" in os.environ:
         cfg.launcher = "pytorch"
         cfg.env_cfg = dict(cfg.get("env_cfg") or {}, dist_cfg=dict(backend="gloo"))
-        cfg.model_wrapper_cfg = dict(type="MMDistributedDataParallel", device_ids=None, broadcast_buffers=False)
+        cfg.model_wrapper_cfg = dict(  # Runner.wrap_model's default wrapper, on CPU (device_ids=None)
+            type="MMDistributedDataParallel", device_ids=None, broadcast_buffers=False,
+            find_unused_parameters=cfg.get("find_unused_parameters", False))
         torch.cuda.set_device = lambda device: None
     Runner.from_cfg(cfg).train()
