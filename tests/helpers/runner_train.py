@@ -30,3 +30,5 @@ if __name__ == "__main__":
             find_unused_parameters=cfg.get("find_unused_parameters", False))
         torch.cuda.set_device = lambda device: None
     Runner.from_cfg(cfg).train()
+    if torch.distributed.is_initialized():  # tools/train.py leaves the group to the interpreter's exit, where gloo's
+        torch.distributed.destroy_process_group()  # threads once aborted a rank after a finished run (SIGABRT)
