@@ -828,3 +828,34 @@ def test_direct_optimizer_reads_answer_from_the_wrappers_own_class(ns):
     wrapper.param_groups[0]["lr"] = 0.5
     assert optimizer.param_groups[0]["lr"] == 0.5
     assert lightning_api.direct_optimizer_reads(optimizer) is optimizer and "param_groups" not in vars(torch.optim.SGD)
+
+
+def test_remake_train_iterator_sets_the_samplers_epoch_then_makes_a_new_iterator(ns, tmp_path):
+    """At ``on_train_start`` of a fit that starts at epoch 2: Lightning made the train iterator (``setup_data``) with
+    the sampler still at epoch 0; ``remake_train_iterator`` sets the epoch, then makes a new one, which the fit uses."""
+    made: list[int] = []
+
+    class Sampler(torch.utils.data.DistributedSampler):
+        pass
+
+    class Loader(torch.utils.data.DataLoader):
+        def __iter__(self):
+            made.append(self.sampler.epoch)
+            return super().__iter__()
+
+    class Model(_boring(ns)):
+        def train_dataloader(self):
+            data = importlib.import_module(f"{ns.__name__}.demos.boring_classes").RandomDataset(32, 8)
+            return Loader(data, batch_size=2, sampler=Sampler(data, num_replicas=1, rank=0, shuffle=True))
+
+    class Probe(ns.Callback):
+        def on_fit_start(self, trainer, pl_module):
+            lightning_api.start_fit_after(trainer, 2, 8)
+
+        def on_train_start(self, trainer, pl_module):
+            made.append(-1)
+            lightning_api.remake_train_iterator(trainer)
+
+    trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=3, use_distributed_sampler=False)
+    trainer.fit(Model())
+    assert made == [0, -1, 2] and trainer.global_step == 12

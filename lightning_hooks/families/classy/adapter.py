@@ -338,7 +338,12 @@ class ClassyAdapter(LegacyHookAdapter):
             if isinstance(hook, self.weight_swap_classes()) and hook.state.model_state:
                 hook.set_model_state(self.task, use_ema=False)
 
+    @override
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.legacy_start.note_rng_before_train_iterator()
+
     def start_train(self, trainer: pl.Trainer) -> None:
+        self.legacy_start.rewind_to_train_iterator()
         self.legacy_start.apply(trainer)
         _warn_if_no_final_test_phase(trainer)
         self._schedule.attach(trainer, vissl=self.vissl)

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import torch
+
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.introspect import keywords
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
@@ -102,6 +104,8 @@ class LegacyStart:
         self.position: Position | None = None
         #: the sampler of the train phase a VISSL mid-phase checkpoint resumed, until that phase ends
         self.skipping: Any = None
+        #: torch's generator state before Lightning made the train iterator, while a Classy test phase is to run first
+        self.rng_before_train_iterator: torch.Tensor | None = None
 
     def loaded(self, checkpoint: dict[str, Any], source: str) -> dict[str, Any]:
         """What :class:`LoadCheckpoint` read from ``source``, as the Lightning checkpoint to restore: a Classy or VISSL
@@ -275,13 +279,32 @@ class LegacyStart:
         if sampler is not None:
             sampler.set_start_iter(0)
 
+    def note_rng_before_train_iterator(self) -> None:
+        """``on_fit_start``, before Lightning makes the train loader's iterator (``FitLoop.setup_data``), which draws
+        its workers' base seed from torch's generator: with a Classy test phase to run first, the generator's state,
+        for :meth:`run_pending_test_phase`."""
+        position = self.position
+        pending = position is not None and position.test_phase_pending and position.iteration is None
+        self.rng_before_train_iterator = torch.get_rng_state() if pending else None
+
+    def rewind_to_train_iterator(self) -> None:
+        """Training starts (before :meth:`apply` and the ``on_start`` hooks): torch's generator back where it was
+        before Lightning made the train iterator, when Classy makes the test phase's iterator (``advance_phase``) first."""
+        if self.rng_before_train_iterator is not None:
+            torch.set_rng_state(self.rng_before_train_iterator)
+
     def run_pending_test_phase(self, trainer: pl.Trainer) -> None:
         """After the ``on_start`` hooks of a fit started from a checkpoint written at the end of a train phase: the
         test phase the legacy run would run before training on, as a validation run of the fit (its test-phase
-        hooks fire; the counters go on from the checkpoint's, as Classy's)."""
+        hooks fire; the counters go on from the checkpoint's, as Classy's). For Classy, the train iterator is then
+        made again (:func:`~lightning_hooks.core.lightning_api.remake_train_iterator`): its draw comes after the test
+        phase's, as Classy's, so loader workers get Classy's seeds (:meth:`rewind_to_train_iterator`)."""
         position, self.position = self.position, None
+        rewound, self.rng_before_train_iterator = self.rng_before_train_iterator is not None, None
         if position is not None and position.test_phase_pending:
             lightning_api.validate_now(trainer)
+            if rewound:
+                lightning_api.remake_train_iterator(trainer)
 
 
 def _draw_discarded_iterator_seed(trainer: pl.Trainer) -> None:
