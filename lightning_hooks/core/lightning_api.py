@@ -515,9 +515,9 @@ def remake_train_iterator(trainer: Any) -> None:
     at ``on_advance_start``, after that iterator's workers took their first indices). Only before the epoch's first
     batch. Checked on :data:`CHECKED_ON`."""
     fit_loop = trainer.fit_loop
-    data: Any = importlib.import_module(f"{namespace_of(trainer).__name__}.loops.fit_loop")  # its import of fabric's
+    module: Any = importlib.import_module(f"{namespace_of(trainer).__name__}.loops.fit_loop")  # fabric's, as it uses
     for loader in fit_loop._combined_loader.flattened:
-        data._set_sampler_epoch(loader, fit_loop.epoch_progress.current.processed)
+        module._set_sampler_epoch(loader, fit_loop.epoch_progress.current.processed)
     iter(fit_loop._data_fetcher)
 
 

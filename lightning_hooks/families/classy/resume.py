@@ -314,8 +314,6 @@ def _draw_discarded_iterator_seed(trainer: pl.Trainer) -> None:
     ``DataLoader`` iterator draws its base seed from the loader's generator, the global one by default), and its
     trainer's first ``_advance_phase`` makes the iterator it trains on: one draw more than a fresh start, before the
     ``on_start`` hooks. The same draw here keeps the transforms' random stream (and the workers' seeds) in step."""
-    import torch
-
     loader = trainer.train_dataloader
     generator = getattr(loader, "generator", None)
     torch.empty((), dtype=torch.int64).random_(generator=generator)
