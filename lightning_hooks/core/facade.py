@@ -7,6 +7,8 @@ import shutil
 import tempfile
 from typing import Any, ClassVar
 
+from lightning_hooks.core.lightning_api import direct_optimizer_reads
+
 
 class Facade:
     """A stand-in for a legacy host object.
@@ -21,6 +23,21 @@ class Facade:
     #: the host's work dir, for facades whose host has one (MMEngine's runner, iMIX's engine): the adapter removes its
     #: temporary ``fast_dev_run`` folder when a run ends (:meth:`WorkDir.release`)
     _work_dir: WorkDir | None = None
+
+    #: the fit's first optimizer once :meth:`_keep_first_optimizer` has read it; a facade bound to a new fit sets it
+    #: back to ``None`` (that fit's Trainer makes its own wrappers)
+    _optimizer: Any = None
+
+    def _keep_first_optimizer(self, trainer: Any) -> Any:
+        """``trainer``'s first optimizer, as Lightning's ``LightningOptimizer`` wrapper (an instance of the optimizer's
+        class) whose ``param_groups``, ``state`` and ``defaults`` read without its ``__getattr__``
+        (``lightning_api.direct_optimizer_reads``), kept in ``_optimizer``: the host's hooks read ``optimizer`` several
+        times an iteration (mmcv's runner, iMIX's engine), so a facade's property reads ``_optimizer`` first and calls
+        this only while it is ``None``."""
+        optimizers = trainer.lightning_module.optimizers()
+        optimizer = optimizers[0] if isinstance(optimizers, list) else optimizers
+        self._optimizer = direct_optimizer_reads(optimizer)
+        return self._optimizer
 
     def provides(self) -> list[str]:
         """Public attribute names this facade answers."""

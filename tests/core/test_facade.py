@@ -77,3 +77,39 @@ def test_a_kept_property_error_is_raised_without_running_the_property_again():
     counters._raised = ("epoch", AttributeError("kept for another read"))
     with pytest.raises(AttributeError, match="trainer facade has no attribute 'iteration'"):
         counters.iteration  # noqa: B018  # a kept error of another name is not this read's
+
+
+class Host(Facade):
+    """A facade whose ``optimizer`` reads as mmcv's runner and iMIX's engine read theirs."""
+
+    host = "runner"
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+
+    @property
+    def optimizer(self):
+        optimizer = self._optimizer
+        return self._keep_first_optimizer(self.trainer) if optimizer is None else optimizer
+
+
+@pytest.mark.parametrize("as_list", [True, False], ids=["optimizers-list", "one-optimizer"])
+def test_keep_first_optimizer_reads_the_first_wrapper_once_with_direct_param_group_reads(as_list):
+    import torch
+    from lightning.pytorch.core.optimizer import LightningOptimizer
+
+    first = LightningOptimizer(torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=0.1))
+    second = LightningOptimizer(torch.optim.SGD([torch.nn.Parameter(torch.zeros(2))], lr=0.2))
+    calls = []
+
+    def optimizers():
+        calls.append(1)
+        return [first, second] if as_list else first
+
+    host = Host(SimpleNamespace(lightning_module=SimpleNamespace(optimizers=optimizers)))
+    assert host.optimizer is first and host.optimizer is first
+    assert len(calls) == 1  # kept: hooks read it several times an iteration
+    assert "param_groups" in vars(type(first))  # read by its class's property, not LightningOptimizer.__getattr__
+    assert host.optimizer.param_groups[0]["lr"] == 0.1
+    host._optimizer = None  # a facade bound to a new fit
+    assert host.optimizer is first and len(calls) == 2

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from lightning_hooks.core.facade import Facade, WorkDir
-from lightning_hooks.core.lightning_api import direct_optimizer_reads, pl
+from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.loaders import Loader
 from lightning_hooks.families.imix.loop import IMIXLoop
 
@@ -102,11 +102,7 @@ class Engine(Facade):
         """The first optimizer, as Lightning's ``LightningOptimizer`` wrapper; the fit's wrapper is kept once it
         exists (hooks read it several times an iteration)."""
         optimizer = self._optimizer
-        if optimizer is None:
-            optimizers = self._lightning("optimizer").lightning_module.optimizers()
-            optimizer = optimizers[0] if isinstance(optimizers, list) else optimizers
-            optimizer = self._optimizer = direct_optimizer_reads(optimizer)  # param_groups without __getattr__
-        return optimizer
+        return self._keep_first_optimizer(self._lightning("optimizer")) if optimizer is None else optimizer
 
     def _attach(self, trainer: pl.Trainer) -> None:
         """Bind the trainer of a new run (its optimizers are read again)."""

@@ -11,7 +11,7 @@ import torch
 
 from lightning_hooks.core.dispatch import HookCaller
 from lightning_hooks.core.facade import Facade, WorkDir
-from lightning_hooks.core.lightning_api import LIGHTNING_MODULES, direct_optimizer_reads, pl, rank_zero_warn
+from lightning_hooks.core.lightning_api import LIGHTNING_MODULES, pl, rank_zero_warn
 from lightning_hooks.core.loaders import Loader
 from lightning_hooks.families.mmcv.loop import MMCVLoop
 
@@ -151,11 +151,7 @@ class Runner(Facade):
         """The first optimizer, as Lightning's wrapper (an instance of the optimizer's class); the fit's wrapper is
         kept once it exists (hooks read it several times an iteration)."""
         optimizer = self._optimizer
-        if optimizer is None:
-            optimizers = self._lightning("optimizer").lightning_module.optimizers()
-            optimizer = optimizers[0] if isinstance(optimizers, list) else optimizers
-            optimizer = self._optimizer = direct_optimizer_reads(optimizer)  # param_groups without __getattr__
-        return optimizer
+        return self._keep_first_optimizer(self._lightning("optimizer")) if optimizer is None else optimizer
 
     @property
     def data_loader(self) -> Loader:
