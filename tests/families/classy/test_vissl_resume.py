@@ -1,7 +1,7 @@
 """A VISSL run interrupted inside a train phase, then rerun with the same command (auto-resume from its
 ``model_iteration{N}.torch``): ``lightning-hooks train config=...`` against VISSL's own launcher doing the same, on
 VISSL's ``quick_swav``, ``quick_dino``, ``test_cpu_resnet_simclr`` and ``test_cpu_regnet_moco`` (CPU, bitwise;
-vissl_resume_runs.py runs both in one subprocess).
+vissl_resume_runs.py runs both in one subprocess; SwAV's and SimCLR's ResNet-50 at 8 channels a group).
 
 Each side is interrupted after iteration 5 (train phase 1 has trained 2 of its 3 batches) with a checkpoint every 2
 iterations, and resumes from ``model_iteration4.torch``: the batch of phase 1 trained before the checkpoint is skipped
