@@ -75,6 +75,17 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
     family_title: ClassVar[str] = ""
     host_args: ClassVar[tuple[str, ...]] = ()
     upstream: ClassVar[tuple[str, ...]] = ()
+    #: where the host makes each train epoch's loader iterator, relative to the hooks that start the epoch (the
+    #: host loop's ``start_epoch`` rows): ``"after_epoch_start"`` (MMEngine's ``EpochBasedTrainLoop.run_epoch``, mmcv
+    #: 1.x's ``EpochBasedRunner.train``, iMIX: ``iter(loader)`` after ``before_train_epoch``), ``"before_epoch_start"``
+    #: (a host that makes it first, then runs the epoch-start hooks). None: where Lightning makes it, today's behaviour.
+    #: Declared, the fit's first iterator (which Lightning makes when it sets up its train data, before
+    #: ``on_train_start``) is made at that point of the first epoch the fit runs (:class:`TrainIterator`), so the
+    #: workers' base seed is drawn from torch's generator after the hooks before it, their first indices come from the
+    #: sampler at the epoch the hooks set, and they fork the dataset as the hooks left it (a switched pipeline); later
+    #: epochs' iterators Lightning makes after ``on_train_epoch_start`` already. A family whose host makes it at another
+    #: point (MMEngine's ``IterBasedTrainLoop``: once, when the loop is built) leaves it None. A property may decide.
+    train_iterator_at: ClassVar[Literal["after_epoch_start", "before_epoch_start"] | None] = None
     #: names of the family's hook classes that write checkpoint files (a hook deriving from one, too): they do not
     #: run under ``Trainer(fast_dev_run=...)``, which suppresses checkpointing (see :meth:`_mute_checkpoint_hooks`).
     checkpoint_hooks: ClassVar[frozenset[str]] = frozenset()
@@ -304,8 +315,12 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         """The patches installed for a run of ``stage`` (``"fit"``, ``"validate"``, ...): one per patch trigger of the
         table; a family adds, after them, patches of its own machinery that fire no row (a checkpoint-load wrapper, the
         endless train loader of an iteration-based host). All are removed at ``teardown`` or on a failure. In a fit,
-        :data:`EMPTY_FIT` comes first: the fit loop's return, where a fit with nothing left to train is translated."""
-        return (*((EMPTY_FIT,) if stage == "fit" else ()), *self.events.patches())
+        :data:`EMPTY_FIT` comes first: the fit loop's return, where a fit with nothing left to train is translated;
+        then, for a family that declares :attr:`train_iterator_at`, :data:`TRAIN_ITERATOR`."""
+        if stage != "fit":
+            return (*self.events.patches(),)
+        iterator = (TRAIN_ITERATOR,) if self.train_iterator_at is not None else ()
+        return (EMPTY_FIT, *iterator, *self.events.patches())
 
     # ------------------------------------------------------------------------------------------ lightning glue
     def _install_patches(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -449,7 +464,11 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
 
     def _start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         self._mark_train_epoch(True)
+        if self.train_iterator_at == "before_epoch_start":
+            lightning_api.make_pending_train_iterator(trainer)
         self.start_train_epoch(trainer, pl_module, mid_epoch=mid_epoch)
+        if self.train_iterator_at == "after_epoch_start":
+            lightning_api.make_pending_train_iterator(trainer)
 
     @override
     def on_train_batch_end(
@@ -651,6 +670,25 @@ class EmptyFit(Patch):
 
 #: the one :class:`EmptyFit` patch
 EMPTY_FIT = EmptyFit()
+
+
+@dataclass(frozen=True)
+class TrainIterator(Patch):
+    """The fit's first train iterator, held back from Lightning's data setup (``FitLoop.setup_data``, before
+    ``on_train_start``) to where the family's host makes it (:attr:`LegacyHookAdapter.train_iterator_at`), which
+    :meth:`~LegacyHookAdapter._start_train_epoch` reaches; if the epoch's first batch is drawn before (a fit resumed
+    inside an epoch, whose start runs at its first batch), it is made then
+    (:func:`~lightning_hooks.core.lightning_api.defer_train_iterators`). Fires no row."""
+
+    def __str__(self) -> str:
+        return "FitLoop's train data fetcher (its first iterator)"
+
+    def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Callable[[], None]:
+        return lightning_api.defer_train_iterators(trainer)
+
+
+#: the one :class:`TrainIterator` patch (in a fit of a family that declares ``train_iterator_at``)
+TRAIN_ITERATOR = TrainIterator()
 
 
 class AdapterCaller:

@@ -251,6 +251,87 @@ def fetch_train_batches_when_run(trainer: Any) -> Callable[[], None]:
     return undo
 
 
+def defer_train_iterators(trainer: Any) -> Callable[[], None]:
+    """Make the train-loader iterator that ``trainer``'s fit loop makes when it sets up its train data
+    (``FitLoop.setup_data``: ``iter(fit_loop._data_fetcher)``, before ``on_train_start``) only when
+    :func:`make_pending_train_iterator` asks for it, or when the loop draws the first batch from its data fetcher.
+    The fetcher ``fit_loop._select_data_fetcher`` returns for this trainer's train stage (a ``_PrefetchDataFetcher``)
+    becomes a :class:`_DeferredFetcher`. A ``DataLoader`` iterator draws its workers' base seed from torch's generator
+    and its workers take their first indices from the sampler when it is made: made later, it draws after the hooks
+    that run in between and sees the sampler's epoch and the dataset as they left them. Several calls for one trainer
+    defer once. Returns the undo. Checked on :data:`CHECKED_ON`."""
+    module: Any = importlib.import_module(f"{namespace_of(trainer).__name__}.loops.fit_loop")
+    original = module._select_data_fetcher
+    if trainer in getattr(original, "defers_for", ()):
+        return lambda: None
+    prefetcher = importlib.import_module(f"{namespace_of(trainer).__name__}.loops.fetchers")._PrefetchDataFetcher
+
+    def select(fitting: Any, stage: Any) -> Any:
+        fetcher = original(fitting, stage)
+        if fitting is trainer and stage == "train" and type(fetcher) is prefetcher:
+            fetcher.__class__ = _deferred_class(prefetcher)
+            fetcher.pending = True
+        return fetcher
+
+    select.defers_for = (*getattr(original, "defers_for", ()), trainer)  # type: ignore[attr-defined]  # a mark read above
+    module._select_data_fetcher = select
+
+    def undo() -> None:
+        if module._select_data_fetcher is select:
+            module._select_data_fetcher = original
+
+    return undo
+
+
+def make_pending_train_iterator(trainer: Any) -> bool:
+    """Make the train iterator :func:`defer_train_iterators` held back, now (``iter()`` of the fit loop's data
+    fetcher, which keeps the batches it counted as fetched); returns whether one was pending. Checked on
+    :data:`CHECKED_ON`."""
+    fetcher = trainer.fit_loop._data_fetcher
+    if not getattr(fetcher, "pending", False):
+        return False
+    fetcher.make_iterator()
+    return True
+
+
+_DEFERRED_CLASSES: dict[type, type] = {}
+
+
+def _deferred_class(base: type) -> type:
+    """``base`` (Lightning's ``_PrefetchDataFetcher``) whose first ``iter()`` after ``pending`` was set is held back
+    until :meth:`make_iterator` or ``next()`` (one class per namespace's fetcher)."""
+    if base not in _DEFERRED_CLASSES:
+
+        class _DeferredFetcher(base):  # Lightning's fetcher class, found at run time
+            pending = False
+
+            def __iter__(self) -> Any:
+                if not self.pending:
+                    return super().__iter__()
+                # sized as Lightning's data setup needs (len(combined_loader)), without an iterator of its loaders
+                loader = self.combined_loader
+                modes = importlib.import_module(type(loader).__module__)._SUPPORTED_MODES
+                loader._iterator = modes[loader._mode]["iterator"](loader.flattened, loader._limits)
+                self.iterator = loader
+                self.reset()
+                return self
+
+            def make_iterator(self) -> None:
+                """``iter()`` now; the count of batches fetched (a resumed epoch loop adds its batches before
+                drawing) stays."""
+                fetched, self.pending = self.fetched, False
+                super().__iter__()
+                self.fetched += fetched
+
+            def __next__(self) -> Any:
+                if self.pending:
+                    self.make_iterator()
+                return super().__next__()
+
+        _DEFERRED_CLASSES[base] = _DeferredFetcher
+    return _DEFERRED_CLASSES[base]
+
+
 def train_batch_index(trainer: Any) -> int:
     """Index of the current train batch counted over all epochs (``fit_loop.epoch_loop.total_batch_idx``).
     Checked on :data:`CHECKED_ON`."""

@@ -859,3 +859,55 @@ def test_remake_train_iterator_sets_the_samplers_epoch_then_makes_a_new_iterator
     trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=3, use_distributed_sampler=False)
     trainer.fit(Model())
     assert made == [0, -1, 2] and trainer.global_step == 12
+
+
+def test_defer_train_iterators_makes_the_first_iterator_when_asked_or_at_the_first_batch(ns, tmp_path):
+    """Lightning makes the fit's first train iterator at its data setup, before ``on_train_start`` and before the
+    sampler gets the fit's epoch; deferred, it is made when ``make_pending_train_iterator`` asks (here after
+    ``on_train_epoch_start``, the sampler at the fit's epoch 2), or else at the first batch drawn with the fetched count
+    kept; the next epoch's iterator Lightning makes as usual, another trainer keeps Lightning's timing, and the undo
+    gives it back."""
+    made: list[Any] = []
+
+    class Sampler(torch.utils.data.DistributedSampler):
+        pass
+
+    class Loader(torch.utils.data.DataLoader):
+        def __iter__(self):
+            made.append(self.sampler.epoch)
+            return super().__iter__()
+
+    class Model(_boring(ns)):
+        def train_dataloader(self):
+            data = importlib.import_module(f"{ns.__name__}.demos.boring_classes").RandomDataset(32, 8)
+            return Loader(data, batch_size=2, sampler=Sampler(data, num_replicas=1, rank=0, shuffle=True))
+
+    class Probe(ns.Callback):
+        def __init__(self, ask: bool) -> None:
+            self.ask = ask
+
+        def on_fit_start(self, trainer, pl_module):
+            lightning_api.start_fit_after(trainer, 2, 8)
+
+        def on_train_start(self, trainer, pl_module):
+            made.append("train_start")
+
+        def on_train_epoch_start(self, trainer, pl_module):
+            made.append("epoch_start")
+            if self.ask:
+                made.append(lightning_api.make_pending_train_iterator(trainer))
+
+    def fit(defer: bool, ask: bool) -> list[Any]:
+        made.clear()
+        trainer = _trainer(ns, tmp_path, callbacks=[Probe(ask)], max_steps=-1, max_epochs=4, use_distributed_sampler=False)
+        undo = lightning_api.defer_train_iterators(trainer) if defer else lambda: None
+        again = lightning_api.defer_train_iterators(trainer) if defer else lambda: None  # defers once
+        trainer.fit(Model())
+        again()
+        undo()
+        assert trainer.global_step == 16 and lightning_api.train_batches_fetched(trainer) == 8  # 2 epochs of 4 batches
+        return list(made)
+
+    assert fit(defer=True, ask=True) == ["train_start", "epoch_start", 2, True, "epoch_start", False, 3]
+    assert fit(defer=True, ask=False) == ["train_start", "epoch_start", 2, "epoch_start", 3]
+    assert fit(defer=False, ask=True) == [0, "train_start", "epoch_start", False, "epoch_start", False, 3]

@@ -302,6 +302,13 @@ class MMEngineAdapter(LegacyHookAdapter):
         super().start_train(trainer)
 
     @property
+    def train_iterator_at(self) -> str | None:  # type: ignore[override]  # a property where the base adapter has a class attribute: the loop's type decides
+        """``EpochBasedTrainLoop.run_epoch`` iterates the loader after ``before_train_epoch``; ``IterBasedTrainLoop``
+        makes its one iterator when the Runner builds the loop, before ``before_run``: Lightning's data setup, before
+        ``on_train_start``, stands for it (None)."""
+        return "after_epoch_start" if self.loop.by_epoch else None
+
+    @property
     def empty_train_opens_epoch(self) -> bool:  # type: ignore[override]  # a property where the base adapter has a class attribute: the loop's type decides
         """``IterBasedTrainLoop.run`` opens and closes its one epoch with no iteration left to run."""
         return not self.loop.by_epoch

@@ -87,6 +87,19 @@ test_dataloader = val_dataloader
 train_cfg = dict(max_iters=5, val_interval=2)
 """, 3),
 }
+#: mmseg's FCN case with the shipped configs' loader workers (2 here, persistent): the Runner's resume advances the
+#: loader's iterator past the iterations done with next() ("Advance dataloader 3 steps"), so the workers' random
+#: streams (their flips) go on from there; the resumed fit's skip draws them from its iterator alike
+_ZERO_WORKERS = "num_workers=0, persistent_workers=False"
+
+
+def _train_workers(lines: str, persistent: bool) -> str:
+    """``lines`` whose train loader (the first loader they define) has 2 workers."""
+    return lines.replace(_ZERO_WORKERS, f"num_workers=2, persistent_workers={persistent}", 1)
+
+
+CASES["mmseg-fcn-r18-random-val-2-workers"] = (*CASES["mmseg-fcn-r18-random-val"][:2],
+                                               _train_workers(CASES["mmseg-fcn-r18-random-val"][2], True), 3)  # fmt: skip
 
 
 def derived_config(directory: Path, case: str) -> Path:
@@ -130,9 +143,12 @@ _RESNET18_RESUMES = {
     "epoch-checkpoints": ("by_epoch=True, interval=1", _SWITCH, "epoch_1.pth", ["epoch_1.pth", "epoch_2.pth", "epoch_3.pth"]),
     "inside-an-epoch": ("by_epoch=False, interval=4", "", "iter_4.pth", ["iter_4.pth", "iter_8.pth"]),
 }
+#: the same with the shipped config's loader workers (2 here): name -> (case, persistent_workers)
+_WORKERS = {"epoch-checkpoints-2-workers": ("epoch-checkpoints", False),
+            "inside-an-epoch-2-persistent-workers": ("inside-an-epoch", True)}  # fmt: skip
 
 
-@pytest.mark.parametrize("case", sorted(_RESNET18_RESUMES))
+@pytest.mark.parametrize("case", sorted(_RESNET18_RESUMES) + sorted(_WORKERS))
 def test_an_epoch_based_run_resumes_as_the_runners_resume_without_lightnings_cautions(tmp_path: Path, case: str) -> None:
     """mmpretrain's ResNet-18 CIFAR config (3 iterations an epoch), stopped after iteration 5 and resumed with
     ``--resume`` against the Runner stopped and resumed alike:
@@ -144,11 +160,18 @@ def test_an_epoch_based_run_resumes_as_the_runners_resume_without_lightnings_cau
 
     Neither shows Lightning's warning that a resume inside an epoch "can cause unreliable results" (the epoch runs
     again whole: ``lightning_api.MID_EPOCH_RESUME_WARNING``) nor that metrics are logged "but no logger" is configured
-    (the run has none)."""
-    checkpoint, hooks, resumed, compared = _RESNET18_RESUMES[case]
+    (the run has none).
+
+    The ``-workers`` cases train on 2 loader workers: the Runner makes each epoch's loader iterator after
+    ``before_train_epoch``, where the sampler has its epoch and the pipeline is switched, and so does the resumed fit
+    (``MMEngineAdapter.train_iterator_at``); Lightning made the first one at its data setup, before them (the loss
+    parted at the first resumed iteration)."""
+    base, persistent = _WORKERS.get(case, (case, None))
+    checkpoint, hooks, resumed, compared = _RESNET18_RESUMES[base]
+    data = train_kit.resnet_cifar() if persistent is None else _train_workers(train_kit.resnet_cifar(), persistent)
     configs = Path(importlib.util.find_spec("mmpretrain").origin).parent / ".mim" / "configs"  # type: ignore[arg-type]
     config = tmp_path / f"resnet18-{case}.py"
-    config.write_text(f"_base_ = [{str(configs / 'resnet/resnet18_8xb16_cifar10.py')!r}]\n{train_kit.resnet_cifar()}"
+    config.write_text(f"_base_ = [{str(configs / 'resnet/resnet18_8xb16_cifar10.py')!r}]\n{data}"
                       "param_scheduler = dict(milestones=[2])\ntrain_cfg = dict(max_epochs=3)\nrandomness = dict(seed=0)\n"
                       f"default_hooks = dict(logger=dict(interval=1), checkpoint=dict({checkpoint}))\n"
                       f"custom_hooks = [{hooks}dict(type='StopRunHook')]\n")  # fmt: skip
