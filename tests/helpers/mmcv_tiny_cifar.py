@@ -9,6 +9,8 @@ subprocesses (``lh_testing.subprocess_env``).
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from mmcls.datasets import DATASETS, BaseDataset
 
@@ -18,6 +20,19 @@ class TinyCIFAR(BaseDataset):
     """8 (train) or 4 (test) generated 32x32 images of the 10 CIFAR classes."""
 
     CLASSES = [str(i) for i in range(10)]
+    #: the pipeline's transforms left out (``mmcv_user_hooks.SwitchOffAugmentation`` sets them)
+    skip_type_keys: tuple[str, ...] = ()
+
+    def update_skip_type_keys(self, skip_type_keys):
+        """Leave the transforms of these types out from now on (mmdet 2.x's ``MultiImageMixDataset`` method)."""
+        self.skip_type_keys = tuple(skip_type_keys)
+
+    def prepare_data(self, idx):
+        results = copy.deepcopy(self.data_infos[idx])
+        for transform in self.pipeline.transforms:
+            if type(transform).__name__ not in self.skip_type_keys:
+                results = transform(results)
+        return results
 
     def load_annotations(self):
         rng = np.random.RandomState(1 if self.test_mode else 0)

@@ -243,6 +243,12 @@ class MMCVAdapter(ManualStepAdapter):
         """``IterBasedRunner`` has no train epochs: nothing ends at a loader's last batch."""
         return self.epoch_based()
 
+    @property
+    def train_iterator_at(self) -> str:  # type: ignore[override]  # a property where the base adapter has a class attribute: the runner's type decides
+        """``EpochBasedRunner.train`` iterates the loader after ``before_train_epoch``; ``IterBasedRunner.run`` makes
+        its ``IterLoader`` (the iterator) after ``before_run`` and before ``before_epoch``."""
+        return "after_epoch_start" if self.epoch_based() else "before_epoch_start"
+
     # ------------------------------------------------------------------------------------------ lightning glue
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:

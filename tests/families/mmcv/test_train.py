@@ -73,6 +73,14 @@ def reference(path: Path, work_dir: Path, timestamp: str, max_epochs: int | None
     return model
 
 
+def with_workers(config: Path, lines: str) -> Path:
+    """A config derived from ``config`` whose loaders have 2 persistent workers (``workers_per_gpu=2``, mmcls's
+    default ``persistent_workers``), then ``lines``."""
+    path = config.with_name(f"{config.stem}_workers.py")
+    path.write_text(f"_base_ = [{str(config)!r}]\ndata = dict(workers_per_gpu=2, persistent_workers=True)\n{lines}")
+    return path
+
+
 def ours(config: Path, *flags: str) -> Callable[[Path], None]:
     """``lightning-hooks train CONFIG --seed 0 --accelerator cpu FLAGS --work-dir WORK_DIR`` as a function of the
     work dir."""
@@ -117,7 +125,13 @@ def test_the_dispatcher_tells_a_1x_config_from_an_mmengine_config(config, tmp_pa
 def test_resume_from_goes_on_as_train_model_resumed(config, tmp_path):
     """mmcls's runner trains epoch 1; its own train_model resumed from epoch_1.pth (--resume-from) and ours go on
     alike: log records (the resumed meta first), epoch_2.pth, final weights. --auto-resume from a checkpoint our
-    command wrote (latest.pth in its work dir) gives the same epoch 2."""
+    command wrote (latest.pth in its work dir) gives the same epoch 2. With DataLoader workers (``workers_per_gpu=2``,
+    persistent, mmcls's default) and a hook that turns the train pipeline's random crop and flip off in
+    ``before_train_epoch`` from epoch 2 on (``mmcv_user_hooks.SwitchOffAugmentation``, as mmdet 2.x's
+    ``YOLOXModeSwitchHook`` turns mosaic off for the last epochs): the resumed epoch's workers fork the dataset as the
+    hook left it, as ``EpochBasedRunner.train`` makes the loader's iterator after ``before_train_epoch``."""
+    config = with_workers(config, "custom_imports = dict(imports=['mmcv_tiny_cifar', 'mmcv_user_hooks'])\n"
+                                  "custom_hooks = [dict(type='SwitchOffAugmentation', epoch=1)]\n")  # fmt: skip  # the string under its call
     first = tmp_path / "first"
     reference(config, first, "20260101_000000", max_epochs=1)
     torch.manual_seed(123)
