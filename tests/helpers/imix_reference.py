@@ -92,6 +92,28 @@ def tiny_data(cfg: Any) -> DataLoader:
     return DataLoader(TensorDataset(x, y), batch_size=BATCH, shuffle=False)
 
 
+class NoisySamples(torch.utils.data.Dataset):
+    """Samples ``(x, y)`` whose ``x`` gets noise drawn from torch's generator, times ``noise`` (a random augmentation;
+    in a loader worker, torch seeds it from the base seed the loader's iterator drew)."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.x, self.y, self.noise = x, y, 1.0
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x[i] + self.noise * torch.randn(4), self.y[i]
+
+
+def noisy_data(cfg: Any) -> DataLoader:
+    """:func:`tiny_data`'s samples with noise (:class:`NoisySamples`), shuffled, through ``cfg.train_data.workers``
+    loader workers."""
+    fixed = tiny_data(cfg).dataset
+    return DataLoader(NoisySamples(*fixed.tensors), batch_size=BATCH, shuffle=True,
+                      num_workers=cfg.train_data.get("workers", 0))  # fmt: skip  # arguments aligned under the call
+
+
 class TinyConverter(BaseDatasetConverter):
     """iMIX's dataset converter for the evaluator: per sample, the prediction and its label."""
 
@@ -129,7 +151,7 @@ EVALUATION = dict(
 
 MODELS: dict[str, Callable[..., torch.nn.Module]] = {"TinyNet": TinyNet}
 LOSSES: dict[str, Callable[..., torch.nn.Module]] = {"MSELoss": MSELoss}
-DATASETS: dict[str, Callable[[Any], Any]] = {"TinyData": tiny_data}
+DATASETS: dict[str, Callable[[Any], Any]] = {"TinyData": tiny_data, "NoisyData": noisy_data}
 
 
 def config(work_dir: Path, **overrides: Any) -> Config:
@@ -151,6 +173,20 @@ def config(work_dir: Path, **overrides: Any) -> Config:
     )
     cfg.update(overrides)
     return Config({k: v for k, v in cfg.items() if v is not None})
+
+
+class SwitchOffNoise(HookBase):
+    """From epoch ``epoch`` (0-based) on, the train dataset's noise is off (:class:`NoisySamples`): set in
+    ``before_train_epoch``, before iMIX's engine iterates the loader, as mmdet 2.x's ``YOLOXModeSwitchHook`` turns
+    its random mosaic off for the last epochs."""
+
+    def __init__(self, epoch: int) -> None:
+        super().__init__()
+        self.epoch = epoch
+
+    def before_train_epoch(self) -> None:
+        if self.trainer.epoch >= self.epoch:
+            self.trainer.data_loader.dataset.noise = 0.0
 
 
 # ------------------------------------------------------------------------------------------ what a run showed

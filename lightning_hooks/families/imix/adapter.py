@@ -94,6 +94,9 @@ class IMIXAdapter(ManualStepAdapter):
     family_title, host_args, upstream = "iMIX", (), ("imix.", "lightning_hooks.compat.")
     checkpoint_hooks = frozenset({"CheckPointHook"})
     ends_train_epoch_at_last_batch = False  # iMIX has no validation: its epochs end at on_train_epoch_end
+    #: ``CommonEngine.run_train_epoch`` iterates the loader after ``before_train_epoch``; ``train_by_iter`` after
+    #: ``before_train`` (no epoch rows by iteration: the same point)
+    train_iterator_at = "after_epoch_start"
 
     def __init__(
         self,

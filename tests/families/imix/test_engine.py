@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 from imix.engine.hooks import PriorityStatus
-from imix_reference import assert_runs_as_imix, assert_same, checkpoints, config, fit, organize, recorder, train
+from imix_reference import (Recorder, SwitchOffNoise, assert_runs_as_imix, assert_same, checkpoints, config, fit, organize,
+                            recorder, train)  # fmt: skip  # names aligned under the import
 from lightning.pytorch.callbacks import ModelCheckpoint
 
 from lightning_hooks import IMIXAdapter
@@ -79,6 +80,27 @@ def test_resume_continues_as_imix_resumes_from_its_checkpoint_hook_files(tmp_pat
         assert (mine.events, mine.scalars, mine.lrs, mine.history) == (ref.events, ref.scalars, ref.lrs, ref.history)
         assert_same(model.state_dict(), engine.model.state_dict(), "weights")
         assert_same(checkpoints(tmp_path / work_dir), checkpoints(tmp_path / "imix-2"))
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # Lightning's note on a checkpoint written before an epoch's end
+def test_a_loader_worker_resumed_into_an_epoch_whose_hook_switches_the_data_goes_on_as_imix(tmp_path):
+    """One loader worker, a shuffled dataset with noise drawn in the worker (imix_reference.noisy_data) and a hook that
+    turns the noise off in ``before_train_epoch`` from epoch 1 on (imix_reference.SwitchOffNoise): resumed for epoch 1
+    (iMIX from CheckPointHook's file, Lightning from its checkpoint), the worker forks the dataset as the hook left it
+    and draws its seed after it, as iMIX's engine iterates the loader after ``before_train_epoch``: the same events,
+    scalars, learning rates and weights."""
+    data = dict(dataset_type="NoisyData", train_data=dict(batches=6, workers=1),
+                custom_hooks=[dict(type=Recorder, level=PriorityStatus.LOWEST), dict(type=SwitchOffNoise, epoch=1)])  # fmt: skip
+    train(config(tmp_path / "imix-1", total_epochs=1, **data))
+    [first] = (tmp_path / "imix-1").glob("*epoch0*_model.pth")
+    engine = train(config(tmp_path / "imix-2", resume_from=str(first), **data))
+    last = ModelCheckpoint(dirpath=tmp_path / "ckpt", save_last=True)
+    fit(config(tmp_path / "lightning-1", total_epochs=1, **data), callbacks=[last], enable_checkpointing=True)
+    organizer = fit(config(tmp_path / "lightning-2", **data), ckpt_path=str(tmp_path / "ckpt" / "last.ckpt"))[0]
+    ref, mine = recorder(engine._hooks), recorder(organizer.hooks)
+    assert ref.events[1][:4] == ("before_train_epoch", 6, None, 1)  # resumed at epoch 1
+    assert (mine.events, mine.scalars, mine.lrs, mine.history) == (ref.events, ref.scalars, ref.lrs, ref.history)
+    assert_same(organizer.model.state_dict(), engine.model.state_dict(), "weights")
 
 
 def test_levels_order_hooks_as_imix_add_custom_hooks(tmp_path):
