@@ -9,8 +9,9 @@ work-dir files (a rank other than 0 writes no log file under either host, so the
 and each checkpoint's weights, optimizer, scheduler and message-hub state. Two processes averaging their gradients over
 gloo sum two values, which is exact whatever the order, so the runs agree to the bit on this CPU.
 
-The cases: mmpretrain's ResNet-18 CIFAR and mmpose's top-down heatmap config (``SyncBuffersHook``, CocoMetric over
-both ranks' results) fresh; stopped and resumed (the stopped run compared as a fresh one): mmseg's SegFormer
+The cases: mmpose's top-down heatmap config (``SyncBuffersHook``, CocoMetric over both ranks' results) fresh, and
+mmpretrain's ResNet-18 CIFAR fresh in tests/integration/ddp/test_write_audit.py (its audited run, compared here by
+:func:`assert_same_ranks`); stopped and resumed (the stopped run compared as a fresh one): mmseg's SegFormer
 (iteration-based: each rank's InfiniteSampler advanced past the iterations done) and, mid-epoch, mmdet's Mask R-CNN
 (two-stage instance segmentation: each rank's RPN proposals through NMS and RoIAlign, the pure-torch stand-ins of
 tests/helpers/torch_ops.py in every process of both hosts, its samplers drawing from each rank's generator; CocoMetric
@@ -37,9 +38,12 @@ assert _spec is not None and _spec.loader is not None
 corpus = importlib.util.module_from_spec(_spec)  # the corpus's cases and derived configs (a test module, by path)
 _spec.loader.exec_module(corpus)
 
-#: the corpus's cases run fresh in two processes: epoch-based classification (DefaultSampler sharding by rank),
-#: top-down pose (SyncBuffersHook averaging the BN statistics, CocoMetric on both ranks' results)
-CASES = {"mmpretrain-resnet18-cifar": 29561, "mmpose-topdown-res50": 29565}
+#: the corpus's cases run fresh in two processes: top-down pose (SyncBuffersHook averaging the BN statistics,
+#: CocoMetric on both ranks' results) here; epoch-based classification (DefaultSampler sharding by rank), the
+#: :data:`AUDITED` case, by tests/integration/ddp/test_write_audit.py, which compares its ranks' writes and then calls
+#: :func:`assert_same_ranks` on the same runs (one two-process run of each host for both checks)
+CASES = {"mmpose-topdown-res50": 29565}
+AUDITED = "mmpretrain-resnet18-cifar"
 #: the cases with an EMAHook: each rank's rows must carry its EMA digest
 EMA = {"mmpose-rtmpose-s"}
 #: the cases stopped in two processes and resumed (the stopped run compared too, as a fresh one): the iteration both

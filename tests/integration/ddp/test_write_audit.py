@@ -46,13 +46,18 @@ def _audited(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def test_mmengine_ranks_write_what_the_runners_ranks_write(monkeypatch, tmp_path):
+    """mmpretrain's ResNet-18 CIFAR, test_train_ddp.py's two-process case, once for both tests: the ranks' writes, then
+    (the loggers' stores moved out of Lightning's work dir) test_train_ddp's rank-by-rank comparison of the same runs."""
     ddp = _test_module(ROOT / "tests" / "families" / "mmengine" / "test_train_ddp.py")
     records = _audited(monkeypatch, tmp_path)
-    path = ddp.two_process_config(tmp_path, "mmpretrain-resnet18-cifar")
-    ddp.run_both(path, tmp_path, 29581, *LOGGERS)
+    path = ddp.two_process_config(tmp_path, ddp.AUDITED)
+    runner, lightning = ddp.run_both(path, tmp_path, 29581, *LOGGERS)
     sides = write_audit.by_side(write_audit.writes(records))
     assert write_audit.differences(sides["runner"], sides["lightning"]) == {}
     assert "write losses_rank1.jsonl" in sides["runner"][1]  # rank 1 recorded (resume_kit.RankLossHook's own file)
+    for store in write_audit.LOGGER_STORES.values():
+        (lightning / store).rename(tmp_path / f"lightning_{store}")
+    ddp.assert_same_ranks(ddp.AUDITED, runner, lightning, runs=[0])
 
 
 def _free_port() -> str:
