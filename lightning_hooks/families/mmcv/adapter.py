@@ -99,6 +99,10 @@ class MMCVAdapter(ManualStepAdapter):
     loop: MMCVLoop
     family_title, host_args, upstream = "mmcv", ("runner",), ("mmcv.", "mmdet.", "mmcls.", "mmseg.")
     checkpoint_hooks = frozenset({"CheckpointHook"})
+    #: ``EpochBasedRunner.train`` iterates the loader after ``before_train_epoch``; ``IterBasedRunner.run`` makes its
+    #: ``IterLoader`` after ``before_run`` (on_fit_start here) and before ``before_epoch`` (on_train_start here): at
+    #: the epoch's start it comes after both, with the sampler at the pass's number, which the loop sets there
+    train_iterator_at = "after_epoch_start"
     delegates: ClassVar[dict[str, tuple[str, ...]]] = {
         **{f"{w}_{stage}_epoch": (f"{w}_epoch",) for w in ("before", "after") for stage in _STAGES},
         **{f"{w}_{stage}_iter": (f"{w}_iter",) for w in ("before", "after") for stage in _STAGES},
@@ -242,12 +246,6 @@ class MMCVAdapter(ManualStepAdapter):
     def ends_train_epoch_at_last_batch(self) -> bool:
         """``IterBasedRunner`` has no train epochs: nothing ends at a loader's last batch."""
         return self.epoch_based()
-
-    @property
-    def train_iterator_at(self) -> str:  # type: ignore[override]  # a property where the base adapter has a class attribute: the runner's type decides
-        """``EpochBasedRunner.train`` iterates the loader after ``before_train_epoch``; ``IterBasedRunner.run`` makes
-        its ``IterLoader`` (the iterator) after ``before_run`` and before ``before_epoch``."""
-        return "after_epoch_start" if self.epoch_based() else "before_epoch_start"
 
     # ------------------------------------------------------------------------------------------ lightning glue
     @override
