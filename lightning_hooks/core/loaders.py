@@ -22,3 +22,11 @@ class Loader:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.loader, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A write goes to the loader (but the view's own ``loader`` and ``batches``): mmdet 2.x's
+        ``YOLOXModeSwitchHook`` restarts persistent workers with ``runner.data_loader._iterator = None``."""
+        if name in ("loader", "batches"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.loader, name, value)

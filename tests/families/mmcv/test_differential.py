@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import types
 
 import pytest
 import torch
@@ -291,3 +292,73 @@ def test_profiler_and_sync_buffers_hooks_match_runner(tmp_path):
     traces = [json.loads((tmp_path / f"{f}.json").read_text()) for f in ("mmcv", "lightning")]
     losses = [sum(e.get("name") == "aten::mse_loss" for e in t["traceEvents"]) for t in traces]
     assert losses[0] == losses[1] > 0  # the profiled iterations' forward passes
+
+
+class ShiftedSamples(torch.utils.data.Dataset):
+    """Samples ``(x + 10, y)``, or ``(x, y)`` once ``"Shift"`` is among the transforms left out
+    (``update_skip_type_keys``, the method of mmdet 2.x's ``MultiImageMixDataset`` that ``YOLOXModeSwitchHook`` calls)."""
+
+    def __init__(self, x, y):
+        self.x, self.y, self.skip_type_keys = x, y, ()
+
+    def update_skip_type_keys(self, skip_type_keys):
+        self.skip_type_keys = tuple(skip_type_keys)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return self.x[i] + (0 if "Shift" in self.skip_type_keys else 10), self.y[i]
+
+
+def _persistent_workers(n_batches, seed=1, batch_size=4):
+    """:func:`mmcv_testkit.loader`'s samples as :class:`ShiftedSamples`, through 2 persistent loader workers."""
+    x, y = loader(n_batches, seed, batch_size).dataset.tensors
+    return torch.utils.data.DataLoader(ShiftedSamples(x, y), batch_size=batch_size, num_workers=2,
+                                       persistent_workers=True)  # fmt: skip  # arguments aligned under the call
+
+
+class DetectorToy(ToyModel):
+    """ToyModel with the ``bbox_head.use_l1`` switch that ``YOLOXModeSwitchHook`` turns on."""
+
+    def __init__(self):
+        super().__init__()
+        self.bbox_head = types.SimpleNamespace(use_l1=False)
+
+
+class BatchSums(R.Hook):
+    """Notes each train iteration's epoch and the sum of its batch's inputs."""
+
+    def __init__(self):
+        self.seen = []
+
+    def after_train_iter(self, runner):
+        self.seen.append((runner.epoch, round(float(runner.data_batch[0].sum()), 3)))
+
+
+def test_yolox_mode_switch_hook_restarts_persistent_loader_workers_as_under_mmcvs_runner(tmp_path, monkeypatch):
+    """mmdet 2.x's ``YOLOXModeSwitchHook`` switches the dataset's transforms off for the last epochs and, as the
+    loader's workers are persistent, restarts them (``runner.data_loader._iterator = None``): under Lightning the
+    write reaches the loader, so the last epoch's batches come from new workers with the switched dataset, as under
+    mmcv's ``EpochBasedRunner``."""
+    pytest.importorskip("mmdet", reason="mmdet 2.x lives in .venv-mmcv1")
+    import mmcv_testkit
+
+    [mmdet_hooks] = mmcv_testkit.import_with_stubbed_ops("mmdet.core.hook")  # mmdet.core imports mmcv's compiled ops
+
+    monkeypatch.setattr(mmcv_testkit, "loader", _persistent_workers)  # run_mmcv's and run_lightning's loaders
+    monkeypatch.setattr(mmcv_testkit, "ToyModel", DetectorToy)  # run_mmcv's model
+
+    def hooks():
+        return [mmdet_hooks.YOLOXModeSwitchHook(num_last_epochs=1, skip_type_keys=("Shift",)), R.OptimizerHook(),
+                BatchSums()]  # fmt: skip
+
+    ref_hooks, our_hooks = hooks(), hooks()
+    real = run_mmcv(ref_hooks, tmp_path / "mmcv", max_epochs=3)
+    adapter = MMCVAdapter(our_hooks, runner={"type": "EpochBasedRunner", "max_epochs": 3}, work_dir=tmp_path / "ours")
+    trainer = run_lightning(adapter, tmp_path / "ours", model=DetectorToy)
+    ref, ours = ref_hooks[-1].seen, our_hooks[-1].seen
+    assert ours == ref
+    assert ref[0][1] != ref[-1][1] and real.model.bbox_head.use_l1  # the last epochs' batches are not shifted
+    assert trainer.lightning_module.model.bbox_head.use_l1
+    assert_same_weights(weights(real.model), weights(trainer.lightning_module.model))
