@@ -17,7 +17,8 @@ same way (tests/helpers/resume_kit.py), compared bitwise on this CPU as in the c
   mmagic's LIIF validates (``RandomDownSampling``; found on ``liif-edsr-norm_c64b16_1xb16-1000k_div2k``): here mmseg's
   FCN on ResNet-18 validating flipped images every 2 iterations. Lightning drew each train batch one ahead (a loader
   without length), so the batch after a validation took its random flips before the validation's: the loss parted at
-  the first iteration after it (iteration 3).
+  the first iteration after it (iteration 3). ``mmseg-fcn-r18-random-val-2-workers``: the same on 2 persistent loader
+  workers, as the shipped configs train.
 
 :func:`test_an_epoch_based_run_resumes_as_the_runners_resume_without_lightnings_cautions`: an epoch-based run
 resumed from the checkpoint ``CheckpointHook`` writes by epoch (``after_train_epoch``), the shipped configs' default;
@@ -36,6 +37,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch.utils.data
 import train_kit
 from resume_kit import (
     StopRun,
@@ -125,6 +127,9 @@ def _runner_resume(monkeypatch: pytest.MonkeyPatch) -> None:
     # MMEngine's _InfiniteDataloaderIterator sleeps 2 s whenever it restarts a finite loader
     monkeypatch.setattr(mmengine.runner.loops, "time", SimpleNamespace(sleep=lambda _: None))
     monkeypatch.setattr(Config, "pretty_text", pretty_text_once())
+    # a loader iterator with workers let go unexhausted (an iteration-based run's) waits this long for each worker
+    # to see it is done, at the garbage collection (5 s)
+    monkeypatch.setattr(torch.utils.data._utils, "MP_STATUS_CHECK_INTERVAL", 0.2)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
