@@ -830,37 +830,6 @@ def test_direct_optimizer_reads_answer_from_the_wrappers_own_class(ns):
     assert lightning_api.direct_optimizer_reads(optimizer) is optimizer and "param_groups" not in vars(torch.optim.SGD)
 
 
-def test_remake_train_iterator_sets_the_samplers_epoch_then_makes_a_new_iterator(ns, tmp_path):
-    """At ``on_train_start`` of a fit that starts at epoch 2: Lightning made the train iterator (``setup_data``) with
-    the sampler still at epoch 0; ``remake_train_iterator`` sets the epoch, then makes a new one, which the fit uses."""
-    made: list[int] = []
-
-    class Sampler(torch.utils.data.DistributedSampler):
-        pass
-
-    class Loader(torch.utils.data.DataLoader):
-        def __iter__(self):
-            made.append(self.sampler.epoch)
-            return super().__iter__()
-
-    class Model(_boring(ns)):
-        def train_dataloader(self):
-            data = importlib.import_module(f"{ns.__name__}.demos.boring_classes").RandomDataset(32, 8)
-            return Loader(data, batch_size=2, sampler=Sampler(data, num_replicas=1, rank=0, shuffle=True))
-
-    class Probe(ns.Callback):
-        def on_fit_start(self, trainer, pl_module):
-            lightning_api.start_fit_after(trainer, 2, 8)
-
-        def on_train_start(self, trainer, pl_module):
-            made.append(-1)
-            lightning_api.remake_train_iterator(trainer)
-
-    trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=3, use_distributed_sampler=False)
-    trainer.fit(Model())
-    assert made == [0, -1, 2] and trainer.global_step == 12
-
-
 def test_defer_train_iterators_makes_the_first_iterator_when_asked_or_at_the_first_batch(ns, tmp_path):
     """Lightning makes the fit's first train iterator at its data setup, before ``on_train_start`` and before the
     sampler gets the fit's epoch; deferred, it is made when ``make_pending_train_iterator`` asks (here after
@@ -911,3 +880,30 @@ def test_defer_train_iterators_makes_the_first_iterator_when_asked_or_at_the_fir
     assert fit(defer=True, ask=True) == ["train_start", "epoch_start", 2, True, "epoch_start", False, 3]
     assert fit(defer=True, ask=False) == ["train_start", "epoch_start", 2, "epoch_start", 3]
     assert fit(defer=False, ask=True) == [0, "train_start", "epoch_start", False, "epoch_start", False, 3]
+
+
+def test_a_deferred_train_iterator_made_at_the_first_batch_of_a_resumed_epoch_keeps_its_batch_count(ns, tmp_path):
+    """A fit resumed inside an epoch: its epoch loop counts the batches already run as fetched before it draws; the
+    deferred iterator, made at that first draw, keeps them, so the epoch's last batch is known as such."""
+    last: list[tuple[int, bool]] = []
+
+    class Probe(ns.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            last.append((batch_idx, trainer.fit_loop.epoch_loop.batch_progress.is_last_batch))
+
+    class Save(ns.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if batch_idx == 2:
+                trainer.save_checkpoint(tmp_path / "mid.ckpt")
+
+    first = _trainer(ns, tmp_path, callbacks=[Save()], max_steps=-1, max_epochs=1, limit_train_batches=4,
+                     limit_val_batches=0)  # fmt: skip
+    first.fit(_boring(ns)())
+    trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=1, limit_train_batches=4,
+                       limit_val_batches=0)  # fmt: skip
+    undo = lightning_api.defer_train_iterators(trainer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Lightning's caution on a resume inside an epoch
+        trainer.fit(_boring(ns)(), ckpt_path=tmp_path / "mid.ckpt")
+    undo()
+    assert last[-1] == (3, True) and not any(flag for _, flag in last[:-1]), last  # 2.4 runs batch 2 again
