@@ -285,12 +285,16 @@ def defer_train_iterators(trainer: Any) -> Callable[[], None]:
 
 def make_pending_train_iterator(trainer: Any) -> bool:
     """Make the train iterator :func:`defer_train_iterators` held back, now (``iter()`` of the fit loop's data
-    fetcher, which keeps the batches it counted as fetched); returns whether one was pending. Checked on
+    fetcher, which keeps the batches it counted as fetched); returns whether one was pending. The epoch loop's own
+    ``iter()`` of the fetcher at the start of an epoch after the first (``_TrainingEpochLoop.on_run_start``: a loader
+    rebuilt at that epoch's start, ``reload_dataloaders_every_n_epochs`` or a replaced train loader) then keeps this
+    iterator rather than making a second one, as a host iterates its loader once an epoch. Checked on
     :data:`CHECKED_ON`."""
     fetcher = trainer.fit_loop._data_fetcher
     if not getattr(fetcher, "pending", False):
         return False
     fetcher.make_iterator()
+    fetcher.made_ahead = True
     return True
 
 
@@ -304,8 +308,12 @@ def _deferred_class(base: type) -> type:
 
         class _DeferredFetcher(base):  # Lightning's fetcher class, found at run time
             pending = False
+            made_ahead = False  # made by make_pending_train_iterator, no batch drawn yet
 
             def __iter__(self) -> Any:
+                if self.made_ahead:
+                    self.made_ahead = False
+                    return self
                 if not self.pending:
                     return super().__iter__()
                 # sized as Lightning's data setup needs (len(combined_loader)), without an iterator of its loaders
@@ -324,6 +332,7 @@ def _deferred_class(base: type) -> type:
                 self.fetched += fetched
 
             def __next__(self) -> Any:
+                self.made_ahead = False
                 if self.pending:
                     self.make_iterator()
                 return super().__next__()

@@ -834,8 +834,8 @@ def test_defer_train_iterators_makes_the_first_iterator_when_asked_or_at_the_fir
     """Lightning makes the fit's first train iterator at its data setup, before ``on_train_start`` and before the
     sampler gets the fit's epoch; deferred, it is made when ``make_pending_train_iterator`` asks (here after
     ``on_train_epoch_start``, the sampler at the fit's epoch 2), or else at the first batch drawn with the fetched count
-    kept; the next epoch's iterator Lightning makes as usual, another trainer keeps Lightning's timing, and the undo
-    gives it back."""
+    kept; the next epoch's iterator Lightning makes as usual (once, for a loader rebuilt at that epoch's start),
+    and without the deferral (or after its undo) Lightning makes it at its data setup."""
     made: list[Any] = []
 
     class Sampler(torch.utils.data.DistributedSampler):
@@ -866,9 +866,10 @@ def test_defer_train_iterators_makes_the_first_iterator_when_asked_or_at_the_fir
             if self.ask:
                 made.append(lightning_api.make_pending_train_iterator(trainer))
 
-    def fit(defer: bool, ask: bool) -> list[Any]:
+    def fit(defer: bool, ask: bool, reload: int = 0) -> list[Any]:
         made.clear()
-        trainer = _trainer(ns, tmp_path, callbacks=[Probe(ask)], max_steps=-1, max_epochs=4, use_distributed_sampler=False)
+        trainer = _trainer(ns, tmp_path, callbacks=[Probe(ask)], max_steps=-1, max_epochs=4, use_distributed_sampler=False,
+                           reload_dataloaders_every_n_epochs=reload)  # fmt: skip
         undo = lightning_api.defer_train_iterators(trainer) if defer else lambda: None
         again = lightning_api.defer_train_iterators(trainer) if defer else lambda: None  # defers once
         trainer.fit(Model())
@@ -880,6 +881,8 @@ def test_defer_train_iterators_makes_the_first_iterator_when_asked_or_at_the_fir
     assert fit(defer=True, ask=True) == ["train_start", "epoch_start", 2, True, "epoch_start", False, 3]
     assert fit(defer=True, ask=False) == ["train_start", "epoch_start", 2, "epoch_start", 3]
     assert fit(defer=False, ask=True) == [0, "train_start", "epoch_start", False, "epoch_start", False, 3]
+    # a loader rebuilt at an epoch's start: made once when asked, kept by the epoch loop's own iter() (not made again)
+    assert fit(defer=True, ask=True, reload=1) == ["train_start", "epoch_start", 2, True, "epoch_start", 3, True]
 
 
 def test_a_deferred_train_iterator_made_at_the_first_batch_of_a_resumed_epoch_keeps_its_batch_count(ns, tmp_path):
