@@ -36,7 +36,7 @@ FILE_SECONDS = {
     "tests/families/mmengine/test_resume_corpus.py": 120,  # estimate
     "tests/families/classy/test_project.py": 100,  # its 4 runs 188 -> 105 s CPU with 2 loader workers, not 4
     "tests/families/mmengine/test_corpus.py": 100,  # estimate
-    "tests/integration/ddp/test_write_audit.py": 100,
+    "tests/integration/ddp/test_write_audit.py": 95,  # 79 s CPU here: MMEngine 31, VISSL 27, Classy 21
     "tests/families/classy/test_loggers.py": 95,
     "tests/families/classy/test_vissl_module.py": 75,
     "tests/integration/ddp/test_spawn.py": 70,
