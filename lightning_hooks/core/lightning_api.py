@@ -598,19 +598,6 @@ def validate_now(trainer: Any) -> None:
         trainer.training = True
 
 
-def remake_train_iterator(trainer: Any) -> None:
-    """Make the fit's train-loader iterator again (``iter(fit_loop._data_fetcher)``, as ``FitLoop.setup_data`` made it
-    before ``on_train_start``): a new ``DataLoader`` iterator, which draws its workers' base seed anew and starts new
-    workers; the old one is let go. The samplers get the epoch first (``_set_sampler_epoch``, which Lightning does only
-    at ``on_advance_start``, after that iterator's workers took their first indices). Only before the epoch's first
-    batch. Checked on :data:`CHECKED_ON`."""
-    fit_loop = trainer.fit_loop
-    module: Any = importlib.import_module(f"{namespace_of(trainer).__name__}.loops.fit_loop")  # fabric's, as it uses
-    for loader in fit_loop._combined_loader.flattened:
-        module._set_sampler_epoch(loader, fit_loop.epoch_progress.current.processed)
-    iter(fit_loop._data_fetcher)
-
-
 def end_train_epoch_at(trainer: Any, steps: int) -> None:
     """End the fit once ``steps`` optimizer steps are done, without the validation Lightning forces on
     ``should_stop``: bounds the epoch loop's ``max_steps`` (``fit_loop.epoch_loop.max_steps``).

@@ -7,7 +7,12 @@ train phase ended (a config hook raises when the next phase starts, once Checkpo
 ``checkpoint.torch``); run B trains the same config
 without that hook from A's checkpoint: Classy runs the pending test phase of epoch 0 first, then epochs 1 and 2.
 In the ``*_mid_phase`` scenarios run A is preempted inside train phase 2 (after 2 of its 4 steps; Classy checkpoints
-at train phase ends only) and the same command reruns on the same folder with ``--checkpoint_load_path`` on it.
+at train phase ends only) and the same command reruns on the same folder with ``--checkpoint_load_path`` on it; their
+loaders have a worker (``MID_PHASE_WORKERS``) and their train images random crops and flips (``_config``'s ``crops``),
+which draw from torch's generator; torch seeds it in each worker from a base seed the loader's iterator draws when it
+is made: the batches match only when both sides make their iterators with the generator in the same state (the rerun
+makes test phase 1's, then train phase 2's). Classy's loaders start their workers with ``spawn``;
+real_torchvision_child.py makes torchvision importable there.
 
 Each side resumes from each side's checkpoint, as a folder and as a file. A checkpoint path that does not exist
 starts the run from scratch with Classy's warning, on both sides.
@@ -29,6 +34,9 @@ import torch
 from classy_train_runs import delete_states, digest
 
 HERE = Path(__file__).resolve().parent
+
+#: the loader workers of the ``*_mid_phase`` scenarios (the others load in the process)
+MID_PHASE_WORKERS = 1
 
 #: run B: (name, side that resumes, run A whose checkpoint it loads, path inside A's checkpoint folder)
 RESUMES = (
@@ -70,14 +78,20 @@ def register_preempt() -> None:
                 raise Preempted(f"preempted inside phase {task.phase_idx}, after step 2")
 
 
-def _config(out: Path, preempt: str = "") -> Path:
+def _config(out: Path, preempt: str = "", crops: bool = False) -> Path:
+    """The shrunk ResNet-50 config, with the ``preempt`` hook if one is named; with ``crops``, its train images are
+    cropped and flipped at random first (torchvision's ``RandomResizedCrop`` and ``RandomHorizontalFlip``: the
+    shipped config has no random transform, and its synthetic images are drawn from a seed per index)."""
     import classy_train_runs
 
     path = classy_train_runs.resnet_config(out)
+    config = json.loads(path.read_text())
     if preempt:
-        config = json.loads(path.read_text())
         config["hooks"].append({"name": preempt})
-        path.write_text(json.dumps(config, indent=2))
+    if crops:
+        transforms = config["dataset"]["train"]["transforms"][0]["transforms"]
+        transforms[:0] = [{"name": "RandomResizedCrop", "size": 32}, {"name": "RandomHorizontalFlip"}]
+    path.write_text(json.dumps(config, indent=2))
     return path
 
 
@@ -142,6 +156,7 @@ def child_main(out: str) -> None:
                                  ["--checkpoint_load_path", str(root / "no_such_folder")])  # fmt: skip
         except Exception:  # noqa: BLE001
             results[name] = {"failed": traceback.format_exc()}
+    classy_dataset.DEFAULT_NUM_WORKERS = MID_PHASE_WORKERS
     for side in ("classy", "lightning"):
         try:
             results[f"{side}_mid_phase"] = mid_phase_rerun(root, side)
@@ -156,9 +171,10 @@ def mid_phase_rerun(root: Path, side: str) -> dict[str, Any]:
     the files of both runs in the folder, and the files run A left."""
     out = root / f"{side}_mid_phase"
     try:
-        _run(side, _config(out, preempt="preempt_mid_phase"), out, [], keep=True)
+        _run(side, _config(out, preempt="preempt_mid_phase", crops=True), out, [], keep=True)
     except Preempted:
         left = sorted(p.name for p in (out / "ckpt").glob("*"))
     else:
         raise AssertionError(f"{side}: run A was not preempted")
-    return {**_run(side, _config(out), out, ["--checkpoint_load_path", str(out / "ckpt")]), "left": left}
+    rerun = _run(side, _config(out, crops=True), out, ["--checkpoint_load_path", str(out / "ckpt")])
+    return {**rerun, "left": left}

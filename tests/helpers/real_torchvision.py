@@ -74,11 +74,11 @@ def activate() -> Path:
 
 def run_child(module: str, out: Path, timeout: int, folder: Path | None = None) -> dict[str, Any]:
     """Run ``<module>.child_main(out)`` (a module in this folder, or in ``folder``) in a subprocess, where it may
-    activate the real torchvision, and return what it saved to ``out/results.pt``: one entry per scenario."""
+    activate the real torchvision, and return what it saved to ``out/results.pt``: one entry per scenario. The
+    subprocess runs ``real_torchvision_child.py``, which activates it in loader workers started with ``spawn`` too."""
     here = Path(__file__).resolve().parent
-    code = f"import sys; sys.path[:0] = sys.argv[1:3]; import {module} as t; t.child_main(sys.argv[3])"
     proc = subprocess.run(
-        [sys.executable, "-c", code, str(folder or here), str(here), str(out)],
+        [sys.executable, str(here / "real_torchvision_child.py"), str(folder or here), module, str(out)],
         capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-6000:]

@@ -226,6 +226,36 @@ class VisslModule(L.LightningModule):
         return self.classy_optimizer.optimizer
 
 
+class TestedModule(VisslModule):
+    """A :class:`VisslModule` that validates (VISSL's ``TEST_MODEL`` test phases): ``DATA.TEST`` through VISSL's
+    builders, the loss of each batch as the validation step's."""
+
+    def val_dataloader(self) -> Any:
+        from vissl.data import build_dataloader, build_dataset
+
+        return build_dataloader(
+            dataset=build_dataset(self.config, "TEST"),
+            dataset_config=self.config.DATA.TEST,
+            num_dataloader_workers=0,
+            pin_memory=False,
+            multi_processing_method=self.config.MULTI_PROCESSING_METHOD,
+            device=torch.device("cpu"),
+            sampler_seed=self.config.SEED_VALUE,
+            split="test",
+        )
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        from vissl.trainer.train_steps.standard_train_step import construct_sample_for_model
+
+        split = self.config.DATA.TRAIN if self.trainer.training else self.config.DATA.TEST
+        keys = {"input": split.INPUT_KEY_NAMES, "target": split.TARGET_KEY_NAMES}
+        return construct_sample_for_model(batch, types.SimpleNamespace(data_and_label_keys=keys))
+
+    def validation_step(self, sample: dict[str, Any], batch_idx: int) -> torch.Tensor:
+        output = self.model(sample["input"])  # not through training_step: the adapter's step rows fire once a step
+        return self.criterion(output[0] if len(output) == 1 else output, sample["target"])
+
+
 class ForgetfulModule(VisslModule):
     """Returns the ClassyOptimizer's torch optimizer but keeps no ClassyOptimizer (the docs' example before)."""
 

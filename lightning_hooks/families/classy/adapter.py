@@ -17,7 +17,7 @@ from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_u
 from lightning_hooks.core.checks import Periods, check_periods
 from lightning_hooks.core.host_loop import Evaluation
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
-from lightning_hooks.core.triggers import ON, Patch, Trigger
+from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, Patch, Trigger
 from lightning_hooks.families.classy import vissl as vissl_host
 from lightning_hooks.families.classy.config import build_hook
 from lightning_hooks.families.classy.events import EVENTS, FORWARD, OPTIMIZER_STEP, STEPS
@@ -102,6 +102,9 @@ class ClassyAdapter(LegacyHookAdapter):
     events = EVENTS
     family_title, host_args, upstream = "Classy", ("task",), ("classy_vision.", "vissl.", "lightning_hooks.compat.")
     checkpoint_hooks = frozenset({"CheckpointHook", "LogLossMetricsCheckpointHook"})  # Classy's, VISSL's
+    #: Classy's ``advance_phase`` and VISSL's ``_advance_phase`` make the phase's iterator, then the hooks'
+    #: ``on_phase_start`` run: a fit's first train iterator is made after ``on_start`` and a pending test phase
+    train_iterator_at = "before_epoch_start"
 
     def __init__(
         self,
@@ -338,12 +341,7 @@ class ClassyAdapter(LegacyHookAdapter):
             if isinstance(hook, self.weight_swap_classes()) and hook.state.model_state:
                 hook.set_model_state(self.task, use_ema=False)
 
-    @override
-    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.legacy_start.note_rng_before_train_iterator()
-
     def start_train(self, trainer: pl.Trainer) -> None:
-        self.legacy_start.rewind_to_train_iterator()
         self.legacy_start.apply(trainer)
         _warn_if_no_final_test_phase(trainer)
         self._schedule.attach(trainer, vissl=self.vissl)
@@ -357,11 +355,22 @@ class ClassyAdapter(LegacyHookAdapter):
         over what they put in the model there (Classy's EMA hook swaps in the weights saved at the previous phase end).
         """
         weights = {k: v.clone() for k, v in pl_module.state_dict().items()} if mid_epoch else None
+        self.legacy_start.start_train_epoch(trainer)
         self.loop.start_epoch(mid_epoch)
         if weights is not None:
             with torch.no_grad():
                 for key, value in pl_module.state_dict().items():
                     value.copy_(weights[key])
+
+    @override
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """Also the end of the train phase a VISSL mid-phase checkpoint resumed, at its last batch: Lightning, which
+        counts the batches its sampler skips, sees no last batch (:meth:`LegacyStart.ends_resumed_phase`)."""
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        if self.train_epoch_open() and self.legacy_start.ends_resumed_phase(trainer, batch_idx):
+            self._end_train_epoch(trainer, LAST_TRAIN_BATCH)
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         self.legacy_start.end_train_epoch()

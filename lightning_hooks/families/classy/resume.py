@@ -104,8 +104,8 @@ class LegacyStart:
         self.position: Position | None = None
         #: the sampler of the train phase a VISSL mid-phase checkpoint resumed, until that phase ends
         self.skipping: Any = None
-        #: torch's generator state before Lightning made the train iterator, while a Classy test phase is to run first
-        self.rng_before_train_iterator: torch.Tensor | None = None
+        #: Lightning's validation check, moved to that phase's last batch, to put back when the next phase starts
+        self.moved_val_check: int | None = None
 
     def loaded(self, checkpoint: dict[str, Any], source: str) -> dict[str, Any]:
         """What :class:`LoadCheckpoint` read from ``source``, as the Lightning checkpoint to restore: a Classy or VISSL
@@ -259,11 +259,20 @@ class LegacyStart:
         """A VISSL checkpoint written inside a train phase: that phase starts at batch ``start_iter``, as VISSL's
         trainer resumes it (``set_start_iter`` of its ``StatefulDistributedSampler``, which skips the samples of the
         batches already trained; ``DATA.TRAIN.USE_STATEFUL_DISTRIBUTED_SAMPLER``). :meth:`end_train_epoch` sets it
-        back to 0, as VISSL does at the next phase. Another sampler cannot skip them: a warning says so."""
+        back to 0, as VISSL does at the next phase. Another sampler cannot skip them: a warning says so.
+
+        The phase then ends ``start_iter`` batches before Lightning's count of the loader (its length), after which
+        Lightning checks for a validation: the check moves to the phase's last batch, so that the fit validates after
+        it where it would after a whole epoch, as VISSL's trainer tests after the phase (with any LightningModule;
+        ``VisslConfigModule`` sets its test schedule itself). :meth:`start_train_epoch` puts it back."""
         sampler: Any = getattr(trainer.train_dataloader, "sampler", None)
         if callable(getattr(sampler, "set_start_iter", None)):
             sampler.set_start_iter(start_iter)
             self.skipping = sampler
+            if trainer.check_val_every_n_epoch is not None and trainer.val_check_interval == 1.0:
+                batches = int(trainer.num_training_batches)
+                lightning_api.validate_after(trainer, batches - start_iter)
+                self.moved_val_check = batches
             return
         rank_zero_warn(
             f"ClassyAdapter: {position.source} was written at iteration {position.iteration}, inside train phase "
@@ -273,38 +282,34 @@ class LegacyStart:
             "from a phase checkpoint (model_phase<N>.torch)."
         )
 
+    def ends_resumed_phase(self, trainer: pl.Trainer, batch_idx: int) -> bool:
+        """Whether train batch ``batch_idx`` is the last of the phase a VISSL mid-phase checkpoint resumed: its sampler
+        skips ``start_iter`` of the batches Lightning counts in the loader's length."""
+        sampler = self.skipping
+        return sampler is not None and batch_idx + 1 + int(sampler.start_iter) == trainer.num_training_batches
+
     def end_train_epoch(self) -> None:
         """After the train phase a VISSL mid-phase checkpoint resumed: the next phases start at their first batch."""
         sampler, self.skipping = self.skipping, None
         if sampler is not None:
             sampler.set_start_iter(0)
 
-    def note_rng_before_train_iterator(self) -> None:
-        """``on_fit_start``, before Lightning makes the train loader's iterator (``FitLoop.setup_data``), which draws
-        its workers' base seed from torch's generator: with a Classy test phase to run first, the generator's state,
-        for :meth:`run_pending_test_phase`."""
-        position = self.position
-        pending = position is not None and position.test_phase_pending and position.iteration is None
-        self.rng_before_train_iterator = torch.get_rng_state() if pending else None
-
-    def rewind_to_train_iterator(self) -> None:
-        """Training starts (before :meth:`apply` and the ``on_start`` hooks): torch's generator back where it was
-        before Lightning made the train iterator, when Classy makes the test phase's iterator (``advance_phase``) first."""
-        if self.rng_before_train_iterator is not None:
-            torch.set_rng_state(self.rng_before_train_iterator)
+    def start_train_epoch(self, trainer: pl.Trainer) -> None:
+        """A train phase starts: after the one a VISSL mid-phase checkpoint resumed, Lightning's validation check is
+        back after the epoch's last batch (:meth:`_skip_trained_batches` moved it for that phase)."""
+        if self.skipping is None and self.moved_val_check is not None:
+            lightning_api.validate_after(trainer, self.moved_val_check)
+            self.moved_val_check = None
 
     def run_pending_test_phase(self, trainer: pl.Trainer) -> None:
         """After the ``on_start`` hooks of a fit started from a checkpoint written at the end of a train phase: the
         test phase the legacy run would run before training on, as a validation run of the fit (its test-phase
-        hooks fire; the counters go on from the checkpoint's, as Classy's). For Classy, the train iterator is then
-        made again (:func:`~lightning_hooks.core.lightning_api.remake_train_iterator`): its draw comes after the test
-        phase's, as Classy's, so loader workers get Classy's seeds (:meth:`rewind_to_train_iterator`)."""
+        hooks fire; the counters go on from the checkpoint's, as Classy's). The fit's train iterator is made after it
+        (``ClassyAdapter.train_iterator_at``), as the legacy trainer makes the next phase's: loader workers draw their
+        seeds and first indices after the test phase's, as there."""
         position, self.position = self.position, None
-        rewound, self.rng_before_train_iterator = self.rng_before_train_iterator is not None, None
         if position is not None and position.test_phase_pending:
             lightning_api.validate_now(trainer)
-            if rewound:
-                lightning_api.remake_train_iterator(trainer)
 
 
 def _draw_discarded_iterator_seed(trainer: pl.Trainer) -> None:

@@ -67,7 +67,7 @@ class VisslConfigModule(pl.LightningModule):
         # trunk (linear evaluation) keeps its frozen base model in eval mode; Lightning keeps the modes it finds
         self.model.train(True)
         self._step_loss: torch.Tensor | None = None
-        self._resumed_phase = self._test_at_epoch_end = False  # this train epoch's (on_train_epoch_start)
+        self._skipped = 0  # the batches this train epoch's sampler skips (on_train_epoch_start)
 
     def adapter(self, hooks: list[Any] | None = None, **options: Any) -> ClassyAdapter:
         """A :class:`ClassyAdapter` with VISSL's ``default_hook_generator(config)`` hooks, then ``hooks``, and the
@@ -147,28 +147,15 @@ class VisslConfigModule(pl.LightningModule):
         ``TEST_EVERY_NUM_EPOCH``, 2 x ``TEST_EVERY_NUM_EPOCH``, ... and the last), which Lightning's
         ``check_val_every_n_epoch`` (after epochs N-1, 2N-1, ...) cannot give; the check moves past the epoch's last
         batch otherwise (``lightning_api.validate_after``). A phase resumed inside it (:meth:`_skipped_batches`) ends
-        before Lightning's count of its batches: it is tested in :meth:`on_train_epoch_end` instead."""
+        that many batches before Lightning's count of the loader: its last batch is the one checked, as the adapter's
+        resume sets it for any LightningModule."""
         from lightning_hooks.families.classy.vissl import tests_after
 
         batches = self.trainer.num_training_batches
-        self._resumed_phase = self._skipped_batches() > 0
+        self._skipped = self._skipped_batches()
         tested = bool(self.config.TEST_MODEL) and tests_after(self.config, self.trainer.current_epoch)
-        self._test_at_epoch_end = tested and self._resumed_phase
         if self.config.TEST_MODEL:
-            lightning_api.validate_after(self.trainer, batches if tested and not self._resumed_phase else batches + 1)
-
-    @override
-    def on_train_epoch_end(self) -> None:
-        """The end of a train phase resumed inside it (the adapter's phase end has run): its meters to the loggers
-        (:meth:`_log_meters`) and, if VISSL tests after it, its test phase now (``lightning_api.validate_now``), as
-        VISSL's trainer runs it after the phase's last batch; Lightning, whose count of the loader's batches includes
-        those the sampler skipped, never saw a last batch."""
-        task = self._host_task()
-        if self._resumed_phase and task is not None:
-            self._log_meters(task)
-        if self._test_at_epoch_end:
-            self._test_at_epoch_end = False
-            lightning_api.validate_now(self.trainer)
+            lightning_api.validate_after(self.trainer, batches - self._skipped if tested else batches + 1)
 
     def _skipped_batches(self) -> int:
         """The batches VISSL's ``StatefulDistributedSampler`` skips in this train phase: its ``start_iter``, which the
@@ -228,7 +215,7 @@ class VisslConfigModule(pl.LightningModule):
         (averaged over ranks, as VISSL's ``last_batch.loss``) and its LR, stdout.json's ``loss`` and ``lr``, as
         ``train/loss`` and ``train/lr`` at stdout.json's ``iter`` (``task.iteration`` as LogLossLrEtaHook reads it:
         the iterations before this one, from 0); after a train phase's last batch (its phase end has run; a resumed
-        phase's: :meth:`on_train_epoch_end`), the meters' values of ``metrics.json`` (:meth:`_log_meters`)."""
+        phase's is its sampler's skipped batches early), the meters' values of ``metrics.json`` (:meth:`_log_meters`)."""
         task = self._host_task()
         iteration = (int(task.iteration) if task is not None else self.trainer.global_step) - 1  # counted after on_update
         if _logging_iteration(iteration, int(self.config.LOG_FREQUENCY)):
@@ -238,7 +225,7 @@ class VisslConfigModule(pl.LightningModule):
             values = {"train/loss": float(loss), "train/lr": float(lr)}
             for logger in self.trainer.loggers:
                 logger.log_metrics(values, step=iteration)
-        if task is not None and batch_idx + 1 == self.trainer.num_training_batches:
+        if task is not None and batch_idx + 1 + self._skipped == self.trainer.num_training_batches:
             self._log_meters(task)
 
     def _host_task(self) -> Any:

@@ -5,7 +5,7 @@ A run of Classy's shrunk ResNet-50 config is preempted after its first train pha
 side's ``checkpoint.torch`` (the folder or a file): the test phase of epoch 0 Classy runs first, then epochs 1 and 2,
 with the same losses, LRs, meters, weights, log lines and checkpoint files as Classy resuming from its own. A run
 preempted inside a train phase (Classy checkpoints at train phase ends only) and rerun on its own folder is compared
-the same way.
+the same way, with a loader worker and random crops (Classy's ``spawn`` workers, seeded from the loader's iterator).
 """
 
 from __future__ import annotations
@@ -80,7 +80,9 @@ def test_classy_resume_from_a_missing_path_starts_fresh_as_classy(runs):
 def test_classy_rerun_after_a_preemption_mid_phase_matches_classy_train(runs):
     """Preempted inside train phase 2 (after 2 of its 4 steps), then the same command again with
     ``--checkpoint_load_path`` on its own checkpoint folder: the files run A left, then the rerun (test phase 1 again,
-    train phase 2 from its first step) and the folder's files, as classy_train.py's."""
+    train phase 2 from its first step) and the folder's files, as classy_train.py's. One loader worker, random crops
+    and flips: train phase 2's batches depend on the worker's seed, drawn when its iterator is made (after test phase
+    1's, as in Classy's ``advance_phase``)."""
     theirs = real_torchvision.scenario_result(runs, "classy_mid_phase")
     ours = real_torchvision.scenario_result(runs, "lightning_mid_phase")
     assert theirs["left"] == ["checkpoint.torch", "model_phase-0_end.torch"]

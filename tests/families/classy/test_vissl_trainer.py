@@ -34,6 +34,7 @@ def child_main(out: str) -> None:
     torch.set_num_threads(1)
     real_torchvision.activate()
     import vissl_runs as runs
+    from vissl_eval_runs import TEST_MODEL
 
     root = Path(out)
     results: dict[str, Any] = {}
@@ -73,6 +74,13 @@ def child_main(out: str) -> None:
                                                                ckpt_path=phase0))
     for name, module in (("forgetful", runs.ForgetfulModule), ("two_schedules", runs.TwoSchedulesModule)):
         scenario(name, lambda: runs.run_lightning(runs.compose(root / name, scheduled), module=module))
+    tested = [*runs.TINY, *runs.LOSSES["swav"], *TEST_MODEL, "config.DATA.TRAIN.USE_STATEFUL_DISTRIBUTED_SAMPLER=true"]
+    inside = str(root / "tested/model_iteration3.torch")  # iteration 3: the first of train phase 1's 2
+    scenario("tested", lambda: runs.run_vissl(runs.compose(root / "tested", tested)))
+    scenario("tested_vissl_resume", lambda: runs.run_vissl(runs.compose(root / "tested_vissl_resume", tested),
+                                                           checkpoint=inside))
+    scenario("tested_from_vissl", lambda: runs.run_lightning(runs.compose(root / "tested_from_vissl", tested),
+                                                             module=runs.TestedModule, ckpt_path=inside))
     scenario("config", lambda: config_layer(root / "config"))
     scenario("cli", lambda: cli(root / "cli"))
     scenario("docs", lambda: docs_snippet(root / "docs"))
@@ -263,6 +271,20 @@ def test_classy_vissl_trainer_fit_ckpt_path_resumes_a_vissl_checkpoint(runs):
     started = scenario(runs, "to_lightning")
     assert_same_resume(started, scenario(runs, "vissl_resume"))
     assert started["epochs"] == [1] and started["global_step"] == 4  # Lightning's epochs count VISSL's phases
+
+
+def test_classy_vissl_trainer_user_module_tests_a_phase_resumed_inside_it(runs):
+    """A user's own LightningModule that validates (``TEST_MODEL``), fit from VISSL's ``model_iteration3.torch``
+    (written inside its last train phase): the phase's remaining batch, then its test phase, as VISSL's trainer resumes
+    from that file. VISSL's stateful sampler skips the batch trained already, which Lightning's count of the loader
+    includes: the adapter ends the phase at its real last batch and moves Lightning's validation check there."""
+    assert scenario(runs, "tested")["error"] is None
+    ours, theirs = scenario(runs, "tested_from_vissl"), scenario(runs, "tested_vissl_resume")
+    phases = [entry[1:3] + entry[5:6] for entry in theirs["seen"] if entry[0] == "on_phase_start"]
+    assert phases == [(2, 1, True), (3, 1, False)]  # (phase_idx, train_phase_idx, train): the test phase after
+    assert ours["error"] is None and ours["seen"] == theirs["seen"]
+    assert ours["metrics"] == theirs["metrics"] and ours["files"] == theirs["files"]
+    assert without_times(ours["stdout"]) == without_times(theirs["stdout"])
 
 
 def test_classy_vissl_trainer_cpu_test_config_as_a_whole(runs):
