@@ -26,9 +26,9 @@ from typing import Protocol
 FILE_SECONDS = {
     "tests/families/mmcv/test_venv.py": 270,  # the .venv-mmcv1 suite but its 2-process files
     "tests/families/mmcv/test_venv_ddp.py": 230,  # those, in .venv-mmcv1
+    "tests/families/classy/test_train_resume.py": 200,  # estimate: 155 + its mid-phase scenarios' loader workers
     "tests/families/mmengine/test_train_ddp.py": 175,  # ResNet-18 CIFAR (24 s CPU) runs in test_write_audit.py
     "tests/docs/test_snippets.py": 175,  # migration-classy.md's python page 40 -> 13 s CPU
-    "tests/families/classy/test_train_resume.py": 155,
     "tests/families/classy/test_train_ddp.py": 135,
     "tests/families/classy/test_vissl_train.py": 125,
     "tests/families/classy/test_vissl_resume.py": 125,  # 80 s CPU (os.times) here, was 120
@@ -43,6 +43,7 @@ FILE_SECONDS = {
     "tests/test_tools.py": 60,
     "tests/families/classy/test_vissl_project.py": 55,
     "tests/families/mmengine/test_downstream.py": 53,
+    "tests/families/mmengine/test_resume_shipped.py": 50,  # estimate: its 3 loader-worker cases, ~5-7 s each
     "tests/core/test_lightning_versions.py": 50,
     "tests/families/mmengine/test_project.py": 45,
     "tests/families/mmengine/test_train.py": 40,
@@ -61,7 +62,6 @@ FILE_SECONDS = {
     "tests/core/test_namespaces.py": 15,
     "tests/families/classy/test_compat.py": 10,
     "tests/families/mmengine/test_loggers.py": 10,
-    "tests/families/mmengine/test_resume_shipped.py": 9,
     "tests/integration/ddp/test_ddp.py": 9,
     "tests/loggers/test_visdom.py": 9,
     "tests/notebooks/test_quickstart.py": 8,
