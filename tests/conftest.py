@@ -44,6 +44,24 @@ def no_launcher_variable_left():
         )
 
 
+#: what ``lightning.seed_everything`` exports (``LightningCLI`` calls it with ``workers=True``): left in the pytest
+#: process, ``PL_SEED_WORKERS=1`` makes every later fit in it and its subprocesses seed loader workers Lightning's way
+#: (``pl_worker_init_function``), not the legacy host's
+SEED_VARIABLES = ("PL_GLOBAL_SEED", "PL_SEED_WORKERS")
+
+
+@pytest.fixture(autouse=True)
+def no_lightning_seed_left():
+    """Each test ends with the seed variables it started with (Lightning sets them by design: put back quietly)."""
+    before = {name: os.environ.get(name) for name in SEED_VARIABLES}
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture(autouse=True)
 def no_process_group_left():
     """Lightning's DDP strategy leaves its default process group after a single-process fit (the process may fit
