@@ -57,6 +57,9 @@ def main(work_dir: Path) -> None:
         callbacks=[IMIXAdapter(hooks, cfg=cfg, work_dir=str(work_dir))],
     )  # fmt: skip
     trainer.fit(module, tiny_data(cfg))
+    import wandb
+
+    wandb.finish()  # as a W&B user's script ends its run: torchrun may end the rank's process group before atexit's
 
 
 if __name__ == "__main__":
