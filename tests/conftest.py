@@ -25,6 +25,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=suite_order.rank)
 
 
+def put_back(before: dict[str, str | None]) -> None:
+    """The environment variables of ``before`` set to its values again (None: unset)."""
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture(autouse=True)
 def no_launcher_variable_left():
     """Each test ends with the launcher variables it started with: one it leaves set (or changed, or removed) is put
@@ -32,11 +41,7 @@ def no_launcher_variable_left():
     before = {name: os.environ.get(name) for name in LAUNCHER_VARIABLES}
     yield
     left = {name: os.environ.get(name) for name in LAUNCHER_VARIABLES if os.environ.get(name) != before[name]}
-    for name in left:
-        if before[name] is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = before[name]
+    put_back(before)
     if left:
         changes = ", ".join(f"{name}={value!r} (was {before[name]!r})" for name, value in left.items())
         pytest.fail(
@@ -55,11 +60,7 @@ def no_lightning_seed_left():
     """Each test ends with the seed variables it started with (Lightning sets them by design: put back quietly)."""
     before = {name: os.environ.get(name) for name in SEED_VARIABLES}
     yield
-    for name, value in before.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+    put_back(before)
 
 
 @pytest.fixture(autouse=True)
@@ -80,11 +81,7 @@ def lightning_ddp_in_this_process():
     ``LOCAL_RANK`` set, a later Lightning run takes its processes as launched by someone else)."""
     before = {name: os.environ.get(name) for name in LAUNCHER_VARIABLES}
     yield
-    for name, value in before.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+    put_back(before)
 
 
 @pytest.fixture(autouse=True)

@@ -170,6 +170,22 @@ def options(task: Any) -> tuple[Any, ...]:
     return (groups, task.optimizer.options_view.lr)
 
 
+def vissl_loader(config: Any, split: str) -> Any:
+    """The ``split`` (``"TRAIN"``, ``"TEST"``) loader VISSL's builders make from ``config``, in this process, on CPU."""
+    from vissl.data import build_dataloader, build_dataset
+
+    return build_dataloader(
+        dataset=build_dataset(config, split),
+        dataset_config=config.DATA[split],
+        num_dataloader_workers=0,
+        pin_memory=False,
+        multi_processing_method=config.MULTI_PROCESSING_METHOD,
+        device=torch.device("cpu"),
+        sampler_seed=config.SEED_VALUE,
+        split=split.lower(),
+    )
+
+
 class VisslModule(L.LightningModule):
     """A VISSL model, loss and data in a LightningModule, built with VISSL's own builders from its config (a composed
     ``AttrDict`` or VISSL's command-line overrides)."""
@@ -190,18 +206,7 @@ class VisslModule(L.LightningModule):
         self.criterion = build_loss(self.config.LOSS[name])  # after the adapter set Classy's device, as VISSL does
 
     def train_dataloader(self) -> Any:
-        from vissl.data import build_dataloader, build_dataset
-
-        return build_dataloader(
-            dataset=build_dataset(self.config, "TRAIN"),
-            dataset_config=self.config.DATA.TRAIN,
-            num_dataloader_workers=0,
-            pin_memory=False,
-            multi_processing_method=self.config.MULTI_PROCESSING_METHOD,
-            device=torch.device("cpu"),
-            sampler_seed=self.config.SEED_VALUE,
-            split="train",
-        )
+        return vissl_loader(self.config, "TRAIN")
 
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         from vissl.trainer.train_steps.standard_train_step import construct_sample_for_model
@@ -231,18 +236,7 @@ class TestedModule(VisslModule):
     builders, the loss of each batch as the validation step's."""
 
     def val_dataloader(self) -> Any:
-        from vissl.data import build_dataloader, build_dataset
-
-        return build_dataloader(
-            dataset=build_dataset(self.config, "TEST"),
-            dataset_config=self.config.DATA.TEST,
-            num_dataloader_workers=0,
-            pin_memory=False,
-            multi_processing_method=self.config.MULTI_PROCESSING_METHOD,
-            device=torch.device("cpu"),
-            sampler_seed=self.config.SEED_VALUE,
-            split="test",
-        )
+        return vissl_loader(self.config, "TEST")
 
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
         from vissl.trainer.train_steps.standard_train_step import construct_sample_for_model
