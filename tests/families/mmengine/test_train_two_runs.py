@@ -3,10 +3,8 @@ logs to its own ``MMLogger``, whatever an earlier run left current."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import train_kit  # registers the tiny datasets
 from mmengine.logging import MMLogger
 
@@ -37,17 +35,6 @@ def leave_current_and_closed(work_dir: Path) -> None:
     raise AssertionError(f"no MMLogger wrote under {work_dir}")
 
 
-@pytest.fixture
-def closed_files_removed() -> Iterator[None]:
-    """After the test, the closed log files it left are taken off their MMLoggers: the tests after it in the process
-    (a model built outside a run writes its weight init to the current logger's files) do not meet them."""
-    yield
-    for logger in list(MMLogger._instance_dict.values()):
-        for handler in [h for h in logger.handlers if getattr(h, "baseFilename", None) and h.stream is None]:
-            logger.removeHandler(handler)
-
-
-@pytest.mark.usefixtures("closed_files_removed")
 def test_a_second_run_logs_its_weight_init_to_its_own_log(tmp_path: Path) -> None:
     """After a first run whose logger was left current with its file closed, a second run trains, and each run's log
     holds its model's initialisation lines: the run's logger exists before the weights are initialised, as the
