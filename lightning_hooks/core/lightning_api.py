@@ -790,3 +790,9 @@ def drop_unset_wandb_anonymous(logger: Any) -> None:
     setting has no effect and will be removed"). Checked on :data:`CHECKED_ON`."""
     if logger._wandb_init.get("anonymous", False) is None:
         del logger._wandb_init["anonymous"]
+
+
+def wandb_run_made(logger: Any) -> Any:
+    """The W&B run a ``WandbLogger`` started (``_experiment``), or None: it starts one when first used, and on rank 0
+    only (elsewhere ``experiment`` answers with a dummy and starts nothing). Checked on :data:`CHECKED_ON`."""
+    return logger._experiment

@@ -27,7 +27,7 @@ from typing import Any
 from typing_extensions import override
 
 from lightning_hooks.core.errors import InputError, unknown_name
-from lightning_hooks.core.lightning_api import drop_unset_wandb_anonymous, pl, rank_zero_only, submodule
+from lightning_hooks.core.lightning_api import drop_unset_wandb_anonymous, pl, rank_zero_only, submodule, wandb_run_made
 
 #: the ``--logger`` choices, in the order their help lists them
 LOGGERS = ("tensorboard", "csv", "wandb", "mlflow")
@@ -164,9 +164,10 @@ class TrainerRequest:
     def resolve(self, defaults: Mapping[str, Any], owned: Mapping[str, Owned], *, save_dir: str, name: str,
                 callbacks: Sequence[Any] = ()) -> dict[str, Any]:  # fmt: skip  # parameters aligned under the signature
         """The ``Trainer`` keywords: ``defaults`` (the family's), the options asked for, ``owned``'s values, the
-        loggers (:func:`build_loggers`, under ``save_dir``, run name ``name``) and ``callbacks`` before the asked
-        ones. An asked option that ``owned`` decides otherwise raises a :class:`TrainerOptionError` naming both sides; a
-        ``ModelCheckpoint`` among the asked callbacks turns Lightning's checkpointing on."""
+        loggers (:func:`build_loggers`, under ``save_dir``, run name ``name``; the W&B runs they start end with the
+        fit, :class:`WandbRunsFinished`) and ``callbacks`` before the asked ones. An asked option that ``owned``
+        decides otherwise raises a :class:`TrainerOptionError` naming both sides; a ``ModelCheckpoint`` among the asked
+        callbacks turns Lightning's checkpointing on."""
         asked = dict(self.options)
         if self.loggers:
             asked_logger = self.origins.get("logger")
@@ -186,6 +187,9 @@ class TrainerRequest:
         options["callbacks"] = [*callbacks, *_as_list(asked.get("callbacks"))]
         if "mlflow" in self.loggers:
             options["callbacks"].append(TrackingUriRestored())
+        if "wandb" in self.loggers:
+            wandb_loggers = [lg for lg in asked["logger"] if isinstance(lg, submodule("loggers").WandbLogger)]
+            options["callbacks"].append(WandbRunsFinished(wandb_loggers))
         if any(isinstance(cb, pl.callbacks.ModelCheckpoint) for cb in options["callbacks"]):
             options["enable_checkpointing"] = True
         return {k: v for k, v in options.items() if v is not None or k in asked}
@@ -276,6 +280,36 @@ class TrackingUriRestored(pl.Callback):
 
         if os.environ.get("MLFLOW_TRACKING_URI") != self.before:
             mlflow.set_tracking_uri(self.before)  # type: ignore[arg-type]  # MLflow's code takes None: it unsets both
+
+
+class WandbRunsFinished(pl.Callback):
+    """Ends the W&B runs of ``loggers`` (the ``WandbLogger`` s ``lightning-hooks train`` built) when the run ends:
+    finished (exit code 0) or failed (1), as a W&B user's script calls ``wandb.finish()``. Lightning's logger leaves its
+    run to wandb's exit hook, which hands the exit record to wandb's service after the interpreter has begun to exit:
+    under torchrun the agent ends a finished rank's process group (``os.killpg``) and can take the service with it
+    before it writes the record, and a later run in the process would find this one still open.
+
+    Example::
+
+        logger = WandbLogger(save_dir="work_dirs/run", offline=True)
+        Trainer(logger=logger, callbacks=[WandbRunsFinished([logger])])"""
+
+    def __init__(self, loggers: Sequence[Any]) -> None:
+        self.loggers = list(loggers)
+
+    @override
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        self._finish(0)
+
+    @override
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        self._finish(1)
+
+    def _finish(self, exit_code: int) -> None:
+        for logger in self.loggers:
+            run = wandb_run_made(logger)
+            if run is not None:
+                run.finish(exit_code=exit_code)
 
 
 def _mlflow(save_dir: str, name: str) -> Any:

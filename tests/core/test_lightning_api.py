@@ -810,6 +810,24 @@ def test_drop_unset_wandb_anonymous_leaves_out_the_anonymous_none_wandb_warns_ab
     assert chosen._wandb_init["anonymous"] == "allow"  # the user's setting stays
 
 
+def test_wandb_run_made_is_the_run_a_wandb_logger_started_or_none(ns, tmp_path, monkeypatch):
+    """``WandbLogger`` starts its run when first used, on rank 0 only; before, and on another rank, there is none."""
+    pytest.importorskip("wandb")
+    for name in ("WANDB_API_KEY", "WANDB_BASE_URL", "WANDB_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    logger = ns.loggers.WandbLogger(save_dir=str(tmp_path), offline=True)
+    assert lightning_api.wandb_run_made(logger) is None
+    rank_zero_only = importlib.import_module(f"{ns.__name__}.utilities.rank_zero").rank_zero_only
+    monkeypatch.setattr(rank_zero_only, "rank", 1)
+    assert type(logger.experiment).__name__ == "_DummyExperiment" and lightning_api.wandb_run_made(logger) is None
+    monkeypatch.setattr(rank_zero_only, "rank", 0)
+    run = logger.experiment
+    try:
+        assert lightning_api.wandb_run_made(logger) is run and type(run).__name__ == "Run"
+    finally:
+        run.finish()
+
+
 
 def test_direct_optimizer_reads_answer_from_the_wrappers_own_class(ns):
     """Lightning builds a class per ``LightningOptimizer`` (``Lightning<Optimizer>``) and forwards the optimizer's

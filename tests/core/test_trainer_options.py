@@ -166,3 +166,37 @@ def test_a_run_with_the_mlflow_logger_leaves_mlflows_tracking_uri_as_it_was(tmp_
     import mlflow
 
     mlflow.set_tracking_uri(None)  # MLflow's own default again, as before this test
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["finished", "failed"])
+def test_the_wandb_run_of_a_wandb_logger_ends_with_the_fit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          fails: bool) -> None:  # fmt: skip
+    """The W&B run that ``--logger wandb`` starts ends with the fit (exit code 0; 1 when the fit fails), as a W&B
+    user's script ends it: left to wandb's exit hook, a torchrun agent's ``os.killpg`` of a finished rank could take
+    wandb's service before it wrote the exit record, and a later run in the process found this one open."""
+    pytest.importorskip("wandb", reason="wandb is in the test extra (scripts/setup.sh test)")
+    import wandb
+    from lightning.pytorch.demos.boring_classes import BoringModel
+    from tracker_stores import finished_records
+
+    from lightning_hooks.core.trainer_options import WandbRunsFinished
+
+    class Failing(BoringModel):
+        def training_step(self, batch, batch_idx):  # type: ignore[no-untyped-def]
+            raise RuntimeError("the user's step fails")
+
+    for name in ("WANDB_API_KEY", "WANDB_BASE_URL", "WANDB_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    options = request(["cfg.py", "--logger", "wandb"]).resolve({}, {}, save_dir=str(tmp_path), name="run")
+    assert any(isinstance(cb, WandbRunsFinished) for cb in options["callbacks"])
+    trainer = pl.Trainer(max_steps=2, limit_val_batches=0, enable_progress_bar=False, enable_model_summary=False,
+                         enable_checkpointing=False, log_every_n_steps=1, **options)  # fmt: skip
+    if fails:
+        with pytest.raises(RuntimeError, match="the user's step fails"):
+            trainer.fit(Failing())
+    else:
+        trainer.fit(BoringModel())
+    assert wandb.run is None  # ended by the command, not left to the interpreter's exit
+    (run_file,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
+    (exit_record,) = [r.exit for r in finished_records(run_file) if r.WhichOneof("record_type") == "exit"]
+    assert exit_record.exit_code == (1 if fails else 0)

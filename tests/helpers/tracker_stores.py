@@ -61,7 +61,7 @@ def wandb_points(save_dir: Path, step_key: str = "trainer/global_step") -> list[
     (``WandbLogger`` puts the step it was given there)."""
     (run_file,) = (save_dir / "wandb").glob("offline-run-*/run-*.wandb")
     points = []
-    for record in _finished(run_file):
+    for record in finished_records(run_file):
         if record.WhichOneof("record_type") != "history":
             continue
         row = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
@@ -93,7 +93,7 @@ def wandb_records(path: Path) -> list[Any]:
     return records
 
 
-def _finished(run_file: Path, timeout: float = 60.0) -> list[Any]:
+def finished_records(run_file: Path, timeout: float = 60.0) -> list[Any]:
     """The run file's records once wandb's service wrote the exit record (``wandb.finish`` can return before)."""
     deadline = time.monotonic() + timeout
     while True:
