@@ -51,13 +51,15 @@ def no_launcher_variable_left():
 
 #: what ``lightning.seed_everything`` exports (``LightningCLI`` calls it with ``workers=True``): left in the pytest
 #: process, ``PL_SEED_WORKERS=1`` makes every later fit in it and its subprocesses seed loader workers Lightning's way
-#: (``pl_worker_init_function``), not the legacy host's
-SEED_VARIABLES = ("PL_GLOBAL_SEED", "PL_SEED_WORKERS")
+#: (``pl_worker_init_function``), not the legacy host's; and ``PYTHONWARNINGS``, which the console script's entry
+#: points extend for the processes a run starts (``console.quiet_upstream_notices``)
+SEED_VARIABLES = ("PL_GLOBAL_SEED", "PL_SEED_WORKERS", "PYTHONWARNINGS")
 
 
 @pytest.fixture(autouse=True)
 def no_lightning_seed_left():
-    """Each test ends with the seed variables it started with (Lightning sets them by design: put back quietly)."""
+    """Each test ends with the seed and warning variables it started with (Lightning and the entry points set them by
+    design: put back quietly)."""
     before = {name: os.environ.get(name) for name in SEED_VARIABLES}
     yield
     put_back(before)
