@@ -1,7 +1,7 @@
 """A user's hook module for the OpenMMLab 1.x train tests, registered in mmcv's ``HOOKS`` when imported: hooks that
 act on the data or draw from torch's random generator when the run or an epoch starts, before mmcv's runners make the
 train loader's iterator (``EpochBasedRunner.train`` after ``before_train_epoch``, ``IterBasedRunner.run``'s
-``IterLoader`` after ``before_run``). Configs name it in ``custom_imports``, as
+``IterLoader`` after ``before_run``) or after it (``IterBasedRunner``'s ``before_epoch``). Configs name it in ``custom_imports``, as
 :mod:`mmcv_tiny_cifar`; no test imports it itself.
 """
 
@@ -34,3 +34,13 @@ class ReinitDecodeHead(Hook):
     def before_run(self, runner):
         model = runner.model.module if is_module_wrapper(runner.model) else runner.model
         model.decode_head.conv_seg.reset_parameters()
+
+
+@HOOKS.register_module(force=True)
+class ReinitAuxiliaryHead(Hook):
+    """Draws the segmentor's auxiliary classifier (``auxiliary_head.conv_seg``) anew in ``before_epoch``, from torch's
+    generator: under ``IterBasedRunner`` once, after its ``IterLoader`` made the train loader's iterator."""
+
+    def before_epoch(self, runner):
+        model = runner.model.module if is_module_wrapper(runner.model) else runner.model
+        model.auxiliary_head.conv_seg.reset_parameters()

@@ -100,8 +100,8 @@ class MMCVAdapter(ManualStepAdapter):
     family_title, host_args, upstream = "mmcv", ("runner",), ("mmcv.", "mmdet.", "mmcls.", "mmseg.")
     checkpoint_hooks = frozenset({"CheckpointHook"})
     #: ``EpochBasedRunner.train`` iterates the loader after ``before_train_epoch``; ``IterBasedRunner.run`` makes its
-    #: ``IterLoader`` after ``before_run`` (on_fit_start here) and before ``before_epoch`` (on_train_start here): at
-    #: the epoch's start it comes after both, with the sampler at the pass's number, which the loop sets there
+    #: ``IterLoader`` after ``before_run`` (on_fit_start here) and before ``before_epoch`` (on_train_start here):
+    #: the loop makes it there (:meth:`_make_train_iterator`), before the epoch's start
     train_iterator_at = "after_epoch_start"
     delegates: ClassVar[dict[str, tuple[str, ...]]] = {
         **{f"{w}_{stage}_epoch": (f"{w}_epoch",) for w in ("before", "after") for stage in _STAGES},
@@ -134,8 +134,9 @@ class MMCVAdapter(ManualStepAdapter):
         self.steppers = [h for h in self.hooks if isinstance(h, real.OptimizerHook)]
         #: mmcv's runner loop: counters, lengths, mode; fires the train and val rows (the runner facade reads it)
         self.loop = MMCVLoop(
-            self, runner_type == "IterBasedRunner", hooks_step=bool(self.steppers), take_outputs=self._take_outputs
-        )
+            self, runner_type == "IterBasedRunner", hooks_step=bool(self.steppers), take_outputs=self._take_outputs,
+            make_train_iterator=self._make_train_iterator,
+        )  # fmt: skip  # the keywords a few to a line
         self.runner = self.host = Runner(self.hooks, self.hook_caller, self.loop, runner_type, work_dir, meta, logger,
                                          model)  # fmt: skip  # Runner's arguments, continued
         self.dispatch.build_plan((self.runner,))
@@ -389,6 +390,16 @@ class MMCVAdapter(ManualStepAdapter):
         seeder = _runner_module().DistSamplerSeedHook
         if sampler is not None and self._sampler_epoch is not None and any(isinstance(h, seeder) for h in self.hooks):
             sampler.set_epoch(self._sampler_epoch)
+
+    def _make_train_iterator(self, pass_number: int) -> None:
+        """IterBasedRunner's ``IterLoader``: the train loader's sampler at the pass's number (``IterLoader`` counts
+        its passes from 0; a new sampler starts at 0), then the fit's first train iterator, which
+        :attr:`train_iterator_at` held back from Lightning's data setup, made now."""
+        assert self._trainer is not None, "training starts with the adapter set up"
+        sampler = getattr(self._trainer.train_dataloader, "sampler", None)
+        if sampler is not None and callable(getattr(sampler, "set_epoch", None)):
+            sampler.set_epoch(pass_number)  # IterLoader sets its loader's sampler (not a batch sampler's)
+        lightning_api.make_pending_train_iterator(self._trainer)
 
     def _hold_back(self, checkpoint: dict[str, Any]) -> None:
         """Take the checkpoint's weights that the LightningModule has no entry for out of its ``state_dict``."""

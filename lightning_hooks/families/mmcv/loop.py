@@ -14,7 +14,8 @@ Lightning event (adapter)                      loop call: rows fired, counters m
 ``setup`` (fit)                                :meth:`start_run`: counters at 0, or where an mmcv checkpoint left
                                                them (``MMCVAdapter.start_after``); a resumed fit then loads its own
 ``on_fit_start`` / each train epoch's start    :meth:`set_limits`: ``max_epochs`` / ``max_iters`` of the Trainer
-``on_train_start``                             :meth:`start_train`: IterBasedRunner's ``before_epoch``
+``on_train_start``                             :meth:`start_train`: IterBasedRunner's ``IterLoader`` (the train
+                                               iterator, ``make_train_iterator``), then its ``before_epoch``
 ``on_train_epoch_start`` (or the 1st batch)    :meth:`start_mode` ``"train"``, :meth:`start_epoch`:
                                                ``before_train_epoch``
 ``on_train_batch_start``                       :meth:`start_iter`: ``inner_iter``, ``data_batch``;
@@ -75,10 +76,14 @@ class MMCVLoop(EvalRows):
     def __init__(
         self, caller: HookCaller, iter_based: bool, hooks_step: bool,
         take_outputs: Callable[[Any, str], None] | None = None,
-    ) -> None:  # fmt: skip  # the optional collaborator on its own line
+        make_train_iterator: Callable[[int], None] | None = None,
+    ) -> None:  # fmt: skip  # the optional collaborators on lines of their own
         self.caller = caller
         #: what makes a step's result ``runner.outputs`` (and logs its ``log_vars``): the adapter's, for val steps
         self.take_outputs = take_outputs
+        #: IterBasedRunner: what makes the train loader's iterator for the pass of the given number, where its
+        #: ``IterLoader`` does (the adapter's, which has the Trainer)
+        self.make_train_iterator = make_train_iterator
         self.iter_based = iter_based
         self._after_iter: Trigger = AFTER_STEP if hooks_step else _AFTER_ITER
         self.hooks_step = hooks_step
@@ -107,12 +112,16 @@ class MMCVLoop(EvalRows):
 
     def start_train(self, at: TrainStart) -> None:
         """Training starts (``on_train_start``; a resumed fit's Lightning loop is restored): IterBasedRunner's
-        ``before_epoch``. Its loader's passes are Lightning's epoch (``at.epoch``); ``epoch`` stays what the run
-        started with (0, or a checkpoint's ``meta['epoch']``, as ``runner.resume`` sets it) until the first iteration
-        reads the loader's pass, as ``IterBasedRunner.train`` does; after :meth:`resumed`, the passes of its new
-        ``IterLoader``, from 0."""
+        ``IterLoader`` and ``before_epoch``. Its loader's passes are Lightning's epoch (``at.epoch``); ``epoch`` stays
+        what the run started with (0, or a checkpoint's ``meta['epoch']``, as ``runner.resume`` sets it) until the
+        first iteration reads the loader's pass, as ``IterBasedRunner.train`` does; after :meth:`resumed`, the passes
+        of its new ``IterLoader``, from 0. ``IterBasedRunner.run`` makes that ``IterLoader`` (``iter()`` of the
+        loader: its workers' base seed, their first indices, their copy of the dataset) after ``before_run`` and
+        before ``before_epoch``, even when no iteration is left: so does :attr:`make_train_iterator`."""
         if self.iter_based:
             self.passes = 0 if self.fresh_passes else at.epoch
+            if self.make_train_iterator is not None:
+                self.make_train_iterator(self.passes)
         self.caller.fire(ON["on_train_start"])
 
     def end_train(self) -> None:

@@ -113,17 +113,18 @@ def test_resume_from_goes_on_as_train_segmentor_resumed(config, tmp_path, monkey
     alike (iterations 2 to 4, the loader starting a new pass as mmcv's IterLoader does), with the new run's meta.
     (mmcv 1.7's ``IterBasedRunner.resume`` asks for the current CUDA device unless given a ``map_location``: the
     reference resumes with ``map_location="cpu"``, as on a machine without a GPU one has to.) With DataLoader workers
-    (``workers_per_gpu=2``, persistent, mmseg's default) and a hook that draws the decode head's classifier anew in
-    ``before_run`` from torch's generator (``mmcv_user_hooks.ReinitDecodeHead``): the loader's iterator (its workers'
-    base seed, the shuffling sampler's seed) draws after that hook, as ``IterBasedRunner.run`` makes its
-    ``IterLoader`` after ``before_run``."""
+    (``workers_per_gpu=2``, persistent, mmseg's default) and hooks that draw the decode head's classifier anew in
+    ``before_run`` and the auxiliary head's in ``before_epoch`` from torch's generator
+    (``mmcv_user_hooks.ReinitDecodeHead``, ``ReinitAuxiliaryHead``): the loader's iterator (its workers' base seed,
+    the shuffling sampler's seed) draws between the two, as ``IterBasedRunner.run`` makes its ``IterLoader`` after
+    ``before_run`` and before ``before_epoch``."""
     from mmcv.runner import IterBasedRunner
 
     monkeypatch.setattr(IterBasedRunner, "resume", functools.partialmethod(IterBasedRunner.resume, map_location="cpu"))
     config = config.with_name("tiny_fcn_workers.py")
     config.write_text("_base_ = ['tiny_fcn.py']\ncustom_imports = dict(imports=['mmcv_user_hooks'])\n"
                       "data = dict(workers_per_gpu=2, persistent_workers=True)\n"
-                      "custom_hooks = [dict(type='ReinitDecodeHead')]\n")  # fmt: skip  # the string under its call
+                      "custom_hooks = [dict(type='ReinitDecodeHead'), dict(type='ReinitAuxiliaryHead')]\n")  # fmt: skip  # the string under its call
     first = tmp_path / "first"
     reference(config, first, "20260101_000000", max_iters=2)
     sides = ours_then_reference(tmp_path, ours(config, "--resume-from", str(first / "iter_2.pth")),
