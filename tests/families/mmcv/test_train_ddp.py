@@ -2,7 +2,8 @@
 mmcls 0.x's own ``tools/train.py --launcher pytorch`` under ``torchrun`` with 2 processes, as its ``dist_train.sh``
 runs it (tests/helpers/mmcv_dist_train.py bridges that script's two CUDA-only calls), on a derived config of the
 shipped ``resnet18_8xb16_cifar10.py``: a narrow ResNet, 8 generated images (2 iterations per rank and epoch), 3
-epochs, ``DistEvalHook`` each epoch, then resumed from a checkpoint written inside an epoch. Rank by rank: each
+epochs, ``DistEvalHook`` each epoch, loaders with 2 persistent workers (``workers_per_gpu=2``, mmcls's default
+``persistent_workers``), then resumed from a checkpoint written inside an epoch. Rank by rank: each
 iteration's loss, learning rate and counters, the sampler's epoch (``DistSamplerSeedHook``), the model wrapper hooks
 see (``MMDistributedDataParallel``, ``runner.model.module``) and the final weights, bitwise; rank 0's json and text
 logs, checkpoints (written once) and config dump."""
@@ -62,14 +63,20 @@ class RankRecord(Hook):
 
 @pytest.fixture
 def config(tmp_path):
+    """The derived config, its loaders with 2 persistent workers a process: the first train iterator of each fit
+    (fresh, and resumed mid-epoch into an epoch whose sampler ``DistSamplerSeedHook`` sets in ``before_epoch``) takes
+    its first indices when made, where ``EpochBasedRunner.train`` makes it."""
     (tmp_path / "rank_record.py").write_text(RANK_RECORD)
-    return tiny_resnet_cifar(tmp_path / "tiny_resnet_cifar_dist.py", samples_per_gpu=2, imports=("rank_record",),
+    base = tiny_resnet_cifar(tmp_path / "tiny_resnet_cifar_dist.py", samples_per_gpu=2, imports=("rank_record",),
                              lines="""
         runner = dict(max_epochs=3)
         checkpoint_config = dict(interval=3, by_epoch=False)
         custom_hooks = [dict(type='RankRecord')]
         dist_params = dict(backend='gloo')
     """)  # fmt: skip  # the config's lines under the call
+    path = tmp_path / "tiny_resnet_cifar_dist_workers.py"
+    path.write_text(f"_base_ = [{str(base)!r}]\ndata = dict(workers_per_gpu=2, persistent_workers=True)\n")
+    return path
 
 
 def _port() -> str:
