@@ -42,15 +42,17 @@ class _ValSchedule:
 
     def interval_at(self, it: int) -> int:
         """The validation interval once ``it`` epochs (iterations) are done (``_decide_current_val_interval``)."""
-        if not self.dynamic_intervals:  # read at every iteration
+        if not self.dynamic_intervals:  # the facade's val_interval, read by hooks
             return self.val_interval
         milestones = [0, *(m for m, _ in self.dynamic_intervals)]
         intervals = [self.val_interval, *(i for _, i in self.dynamic_intervals)]
         return intervals[bisect.bisect(milestones, it + 1) - 1]
 
     def validates_at(self, it: int) -> bool:
-        """Whether MMEngine's loop validates once ``it`` epochs (iterations) are done."""
-        return it >= self.val_begin and (it % self.interval_at(it) == 0 or it == self.end)
+        """Whether MMEngine's loop validates once ``it`` epochs (iterations) are done (asked at every iteration of an
+        ``IterBasedTrainLoop``: a fixed interval is read without a call of :meth:`interval_at`)."""
+        interval = self.interval_at(it) if self.dynamic_intervals else self.val_interval
+        return it >= self.val_begin and (it % interval == 0 or it == self.end)
 
 
 @dataclass(frozen=True)
@@ -169,23 +171,25 @@ def end_if_done(trainer: pl.Trainer, cfg: IterLoopConfig, done: int, stop_reques
 class Endless:
     """The train loader as ``IterBasedTrainLoop`` iterates it: without end, restarting it (after ``set_epoch`` on its
     sampler, as ``_InfiniteDataloaderIterator``) when it runs out; a resumed run first skips ``skip()`` batches.
-    Once ``redirect()`` returns an iterator (a hook assigned ``runner.train_loop.dataloader_iterator``, see
-    :meth:`EndlessSource.redirect`), every later batch is ``next()`` of it, as MMEngine's loop draws it.
+    Once ``redirect.iterator`` is an iterator (a hook assigned ``runner.train_loop.dataloader_iterator``: ``redirect``
+    is the :class:`EndlessSource`, see :meth:`EndlessSource.redirect`), every later batch is ``next()`` of it, as
+    MMEngine's loop draws it (an attribute read at every batch, no call).
 
     It has no ``len()``, so Lightning runs one epoch that ``max_steps`` ends. An ``InfiniteSampler`` loader is iterated
     once, as under MMEngine: iterating it anew would close the sampler's shared index generator.
     """
 
-    def __init__(self, loader: Any, skip: Any, redirect: Any = lambda: None) -> None:
+    def __init__(self, loader: Any, skip: Any, redirect: Any = None) -> None:
         self.loader = loader
         self._skip = skip
-        self._redirect = redirect  # the iterator a hook assigned, or None
+        self._redirect = redirect if redirect is not None else _NoRedirect()  # its iterator: a hook's, or None
 
     def __iter__(self) -> Iterator[Any]:
         epoch, skip = 0, self._skip()
         iterator = iter(self.loader)
+        redirect = self._redirect
         while True:
-            assigned = self._redirect()
+            assigned = redirect.iterator
             if assigned is not None:
                 yield next(assigned)
                 continue
@@ -206,6 +210,12 @@ class Endless:
                 skip -= 1
                 continue
             yield batch
+
+
+class _NoRedirect:
+    """What a plain :class:`Endless` reads at every batch: no hook assigned an iterator."""
+
+    iterator = None
 
 
 def _set_epoch(loader: Any, epoch: int) -> None:
@@ -259,7 +269,7 @@ class EndlessSource(lightning_api.DataLoaderSource):
         lightning_api.refetch_train_batches(trainer)
 
     def dataloader(self) -> Endless:
-        return Endless(self.loader, self._skip, lambda: self.iterator)
+        return Endless(self.loader, self._skip, self)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import operator
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -38,26 +39,24 @@ from lightning_hooks.families.mmengine.loops import train_loop
 _instances = itertools.count()
 
 
-class _ReadOnly:
+class _ReadOnly(property):
     """A ``runner`` attribute that MMEngine's ``Runner`` computes (a property there), served by the decorated method;
-    assigning it raises an error that says so."""
+    assigning it raises an error that says so. A ``property``: Python reads it without a frame of its own, and
+    :meth:`of_train_loop`'s reads run only the loop's (hooks read ``runner.iter`` several times an iteration)."""
 
     def __init__(self, compute: Callable[[Runner], Any], doc: str | None = None) -> None:
-        self.compute = compute
+        super().__init__(compute, self._refuse)
         self.__doc__ = doc or compute.__doc__
 
     @classmethod
     def of_train_loop(cls, name: str, what: str) -> _ReadOnly:
         """``runner.<attribute>``: ``train_loop.<name>`` (``what``), as MMEngine's ``Runner`` reads it."""
-        return cls(lambda runner: getattr(runner.train_loop, name), f"``train_loop.{name}``: {what}.")
+        return cls(operator.attrgetter(f"train_loop.{name}"), f"``train_loop.{name}``: {what}.")
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
-    def __get__(self, runner: Runner | None, owner: type | None = None) -> Any:
-        return self if runner is None else self.compute(runner)
-
-    def __set__(self, runner: Runner, value: Any) -> None:
+    def _refuse(self, runner: Runner, value: Any) -> None:
         raise AttributeError(
             f"runner.{self.name} is read-only under lightning-hooks: it is computed from the Lightning trainer "
             "(the train loader, Trainer limits, the run's progress and the optimizers configure_optimizers() returns)"
