@@ -84,7 +84,7 @@ def instrument() -> None:
         if runner is None:
             return self
         READS[self.name] += 1
-        return self.compute(runner)
+        return self.fget(runner)
 
     facade._ReadOnly.__get__ = get
 

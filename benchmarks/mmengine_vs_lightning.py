@@ -53,6 +53,11 @@ The report gives, per model:
     swing by a millisecond and its ratio by more than 0.1 even then: repeat the run.
 
     python benchmarks/mmengine_vs_lightning.py [--repeats 15] [--models tiny cnn tiny-iter] [--mount-points [--probe]]
+    python benchmarks/mmengine_vs_lightning.py --calls [--models ...]   # Python calls per iteration, not timed
+
+``--calls`` counts, with ``sys.setprofile``, the Python function calls of each host per iteration (a run of the case's
+epochs less a run of one epoch, over the iterations between): the same breakdown as the timing, in calls, which load
+on the machine does not move; and, per host, which of lightning_hooks' own functions run how often per iteration.
 
 Where the adapter's per-step microseconds go (``tiny``; ``benchmarks/mmengine_step_profile.py --repeats 5``, which
 wraps each piece in a process-CPU-time timer; us per step, medians of 5 runs per host on the shared 2-core VM under
@@ -93,6 +98,40 @@ of ``--repeats 7`` at a load average of 14-15 on the 2 cores (us/it, tiny, cnn, 
 (1.82, 0.40, 1.19); the bookkeeping itself 316, -343, 5: at this load the tiny cases' differences move by
 100-300 us between runs, so this run does not say whether 1.1 is met.
 
+Round 12 (#35), the per-step path in calls (``--calls``; load-independent, the same on every run; load was 15-20 on
+the 2 cores, so no timing of this round is given). Python calls per iteration, tiny / cnn / tiny-iter:
+
+    adapter's own bookkeeping (no hooks) over bare Lightning, before  14.3 / 14.5 / 20.0
+    the same after this round's cuts                                  14.3 / 14.5 / 19.0
+    hooks under the Runner (MMEngine's own code included)            289.5 / 672.0 / 310.7-313.9
+    hooks under the adapter, bookkeeping apart, before this round    271.4 / 664.0 / 282.7 (ours: 32 / 38 / 42)
+    the same after the runner's computed reads became properties     254.2 / 646.6 / 258.2 (ours: 15 / 20 / 19)
+
+So the hooks run fewer Python calls under the adapter than under the Runner (the Runner's ``call_hook`` calls every
+hook's mount point, overridden or not, and its ``runner.iter`` goes through ``Runner.train_loop``, a property);
+the facade's reads (``runner.iter`` 5-7 a step, ``train_dataloader`` 2, ``max_iters`` 1-2, ``optim_wrapper`` 1) were
+the adapter's part of them: ``families/mmengine/runner.py``'s ``_ReadOnly`` is now a ``property`` over an
+``operator.attrgetter``, so a read runs only the train loop's own property (``runner.iter``: 390 -> 240 ns, min of 7
+``timeit`` repeats at load 15; three Python frames -> one). The adapter's bookkeeping per iteration (``tiny``; the
+bare Lightning run pays 6 calls of ``Callback.state_key`` the adapter's cached key saves, hence 14.3 net):
+
+    on_train_batch_start -> train_epoch_open, start_train_batch -> MMEngineLoop.start_iter
+        -> AdapterCaller.fire -> MMEngineAdapter.trigger (+2 dataclass __eq__: ``trigger != LOAD_CHECKPOINT``)
+        -> LegacyHookAdapter.fire -> HookDispatch.fire                                   10 calls (7 to reach fire)
+    on_train_batch_end -> end_train_batch -> MMEngineLoop.end_iter -> (the same 6 to HookDispatch.fire),
+        Trainer.is_last_batch                                                             10 calls
+    the optimizer-step post-hook of ``schedulers.CountWrapperSteps``; ``_DeferredFetcher.__next__``  2 calls
+    tiny-iter also: ``iter_based.plan_iteration`` (validates_at, end, end_if_done, validate_after; ``interval_at``
+        no longer for a fixed interval) and ``MMEngineLoop.attached``, the endless loader's generator (its check
+        for a hook's iterator is now an attribute read: one call less in bare Lightning's run too)        +7 calls
+
+Each hop re-packs the keyword context (``**context``) into a new dict. Measured outside Lightning (the adapter's two
+batch callbacks on a stand-in trainer, ``timeit`` min of 7, load 15-20): 6.2 us an iteration; with the trigger compared
+by identity and ``HookDispatch.fire`` called from it, and the loop's caller handed ``adapter.trigger`` itself
+(``AdapterCaller``: files of other owners this round), 4.7-5.5 us, and the bookkeeping 14.3 -> 6.2 calls (tiny),
+20.0 -> 12.0 (tiny-iter, before the iter_based cut). The hooks' own call count is at or under the Runner's in all
+three cases; what remains of the time gap is outside the adapter's Python (round 9, below).
+
 Round 9 (#35), per hook and mount point (``--models tiny-iter --mount-points [--probe]``: benchmarks/_common.py's
 ``MountPointTimer`` wraps each mount point the hooks' classes define in a thread-CPU-time timer, the same wrapped code
 under both hosts, round-robin in one process). ``tiny-iter``, 5 repeats, load ~15-20, us per iteration under the
@@ -111,6 +150,7 @@ out), not work the adapter adds.
 from __future__ import annotations
 
 import argparse
+import collections
 import logging
 import statistics
 import sys
@@ -120,6 +160,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
@@ -360,17 +401,65 @@ def mount_points(case: Case, tmp: str, repeats: int, probe: bool) -> None:
     mount_point_report(f"[{case.name}] hooks' mount points", hosts, case.iters, timer, repeats)
 
 
+def python_calls(run: Callable[..., float], case: Case, tmp: str) -> collections.Counter[tuple[str, str]]:
+    """Python calls per iteration of ``run`` by (file, function), counted with ``sys.setprofile``: a run of
+    ``case.epochs`` epochs less a run of one, over the iterations between (the fit's start and end cancel out)."""
+    short, full = (_calls_of(lambda e=epochs: run(case, f"{tmp}/calls{e}", e)) for epochs in (1, case.epochs))
+    iters = (case.epochs - 1) * case.batches
+    return collections.Counter({k: n / iters for k, n in (full - short).items()})
+
+
+def _calls_of(run: Callable[[], object]) -> collections.Counter[tuple[str, str]]:
+    """Python calls ``run()`` makes, by (file, function)."""
+    calls: collections.Counter[tuple[str, str]] = collections.Counter()
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            calls[frame.f_code.co_filename, frame.f_code.co_qualname] += 1
+
+    sys.setprofile(count)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def call_report(case: Case, tmp: str) -> None:
+    """Print Python calls per iteration under each host, ``lightning_hooks``' own apart: the adapter's bookkeeping
+    (the adapter holding no hook over bare Lightning) and the hooks' calls on each host, by the package's function."""
+    per_host = {host: python_calls(HOSTS[host], case, tmp) for host in ("runner", "bare runner", "lightning",
+                                                                        "adapter, no hooks", "bare lightning")}
+    ours = {host: collections.Counter({k: n for k, n in calls.items() if "lightning_hooks" in k[0]})
+            for host, calls in per_host.items()}  # fmt: skip
+    print(f"[{case.name}] Python calls per iteration, all and those of lightning_hooks' own functions")
+    for label, host, minus in BREAKDOWN[3:]:
+        calls = [sum(counts[host].values()) - sum(counts[minus].values()) for counts in (per_host, ours)]
+        print(f"  {label:51s}" + "".join(f"{n:8.1f}" for n in calls))
+    for host in ("adapter, no hooks", "lightning"):
+        print(f"  lightning_hooks' functions, {host}:")
+        for (path, name), n in ours[host].most_common():
+            if n >= 0.5:
+                print(f"    {n:6.2f}  {path.rsplit('lightning_hooks/', 1)[1]} {name}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--models", nargs="+", choices=list(CASES), default=list(CASES))
     parser.add_argument("--mount-points", action="store_true", help="time each hook's mount points under both hosts")
     parser.add_argument("--probe", action="store_true", help="with --mount-points: time a fixed probe at each call")
+    parser.add_argument("--calls", action="store_true", help="count Python calls per iteration instead of timing")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)  # both hosts run the same kernels; intra-op threads would only add noise
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     MMLogger.get_current_instance().setLevel(logging.WARNING)
+    if args.calls:
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in args.models:
+                call_report(CASES[name], tmp)
+        return
     if args.mount_points:
         with tempfile.TemporaryDirectory() as tmp:
             for name in args.models:
