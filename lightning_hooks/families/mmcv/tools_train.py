@@ -38,6 +38,7 @@ def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed
     processes = _start_processes(trainer_options)
     distributed = processes > 1
     if distributed:  # as the scripts record it under their launcher (mmcv's resume rescales the iteration by it)
+        init_dist_start_method()
         cfg.gpu_ids = range(processes)
     if not library.finds_latest_checkpoint and cfg.get("auto_resume") and cfg.get("resume_from") is None:
         cfg.resume_from = latest_checkpoint(cfg.work_dir)
@@ -222,6 +223,17 @@ def _start_processes(trainer_options: dict[str, Any]) -> int:
 
         ddp_strategy(launch["strategy"], None, lightning_api.world_size(**launch))  # raises
     return lightning_api.launch_processes(**{**launch, "strategy": "ddp"})
+
+
+def init_dist_start_method() -> None:
+    """What mmcv's ``init_dist`` (the scripts' ``--launcher``) does to the process besides joining the process group:
+    the multiprocessing start method ``spawn`` where none is set yet. The scripts that set the processes up first
+    (mmcls, mmdet: ``setup_multi_processes``, ``fork`` by default) keep theirs; mmseg 0.x's, which sets them up after,
+    starts its data loader workers with ``spawn`` unless its config names an ``mp_start_method``."""
+    import multiprocessing
+
+    if multiprocessing.get_start_method(allow_none=True) is None:
+        multiprocessing.set_start_method("spawn")
 
 
 def latest_checkpoint(work_dir: str) -> str | None:

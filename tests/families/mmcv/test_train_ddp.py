@@ -167,6 +167,7 @@ def test_two_processes_train_as_dist_train_sh_rank_by_rank(config, tmp_path):
 
 ITER_RECORD = '''
 import json
+import multiprocessing
 
 import torch
 from mmcv.parallel import MMDistributedDataParallel
@@ -176,7 +177,7 @@ from mmcv.runner import HOOKS, Hook
 @HOOKS.register_module(force=True)
 class IterRecord(Hook):
     """Each train iteration as this rank's runner shows it to its hooks, written as rank{R}.json after the run with
-    the wrapper it sees; the final weights as weights_rank{R}.pth."""
+    the wrapper it sees and the start method its data loader workers get; the final weights as weights_rank{R}.pth."""
 
     def __init__(self):
         self.iters = []
@@ -190,7 +191,8 @@ class IterRecord(Hook):
 
     def after_run(self, runner):
         record = dict(iters=self.iters, rank=runner.rank, world_size=runner.world_size,
-                      mmddp=isinstance(runner.model, MMDistributedDataParallel))
+                      mmddp=isinstance(runner.model, MMDistributedDataParallel),
+                      start_method=multiprocessing.get_start_method(allow_none=True))
         with open(f"{runner.work_dir}/rank{runner.rank}.json", "w") as f:
             json.dump(record, f)
         torch.save(runner.model.module.state_dict(), f"{runner.work_dir}/weights_rank{runner.rank}.pth")
@@ -255,6 +257,8 @@ def test_an_iteration_based_mmseg_config_trains_and_resumes_in_two_processes_as_
                                            "rank0.json", "rank1.json", "weights_rank0.pth", "weights_rank1.pth"])
     records = _assert_same_ranks(ours, ref, config.name)
     assert [r[1] for r in records[0]["iters"]] == [0, 1, 2] and [r[3] for r in records[0]["iters"]] == [0, 0, 1]
+    # mmcv's init_dist sets it where none is set, and mmseg's script sets its processes up after init_dist
+    assert records[0]["start_method"] == "spawn"
     assert json_log(ours) == json_log(ref)
     assert [r["mode"] for r in json_log(ref)[1:]] == ["train"] * 3 + ["val"]
     starts = ("Iter", "Saving checkpoint", "Set random seed", "Distributed")
@@ -299,6 +303,7 @@ def test_an_mmdet_config_validates_and_resumes_mid_epoch_in_two_processes_as_dis
                                            "latest.pth", "rank0.json", "rank1.json", "weights_rank0.pth",
                                            "weights_rank1.pth"])  # fmt: skip
     records = _assert_same_ranks(ours, ref, config.name)
+    assert records[0]["start_method"] == "fork"  # mmdet's config, set up before init_dist
     # [epoch, iter, inner_iter, the sampler's epoch] (DistSamplerSeedHook sets it before the custom hooks' turn)
     assert [r[:4] for r in records[0]["iters"]] == [[e, 2 * e + i, i, e] for e in range(3) for i in range(2)]
     _assert_same_map_records(ours, ref, config.name, epochs=[1, 2, 3])
