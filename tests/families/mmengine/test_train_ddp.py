@@ -19,6 +19,13 @@ on boxes and masks over both ranks' predictions) and RTMPose-s (the shipped ``EM
 BN statistics differs by rank, saved by rank 0 and resumed in both ranks, and mmdet's ``PipelineSwitchHook`` switching
 both ranks' data at epoch 2, again on resuming). Mask R-CNN runs Faster R-CNN's path and its mask head, so Faster
 R-CNN is not run again here.
+
+Each case trains on the shipped config's loader workers (at most 2 a loader and process, ``persistent_workers`` as
+shipped: :func:`shipped_workers`), where the corpus derives its loaders with none: each process's workers take their
+index batches from its sampler when its iterator is made. A fit resumed inside an epoch makes the epoch's iterator
+where ``EpochBasedTrainLoop`` does, after ``before_train_epoch`` set the sampler's epoch
+(``MMEngineAdapter.train_iterator_at``); made at Lightning's data setup instead, Mask R-CNN's resumed run parts at its
+first iteration.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from pathlib import Path
 
 import pytest
 from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
+from mmengine.config import Config
 from resume_kit import FORMAT_ONCE_ENV, STOP_ENV, first_difference, rank_losses, scalars
 
 _spec = importlib.util.spec_from_file_location("resume_corpus", Path(__file__).with_name("test_resume_corpus.py"))
@@ -71,12 +79,28 @@ CPU_LINES = {"mmseg-segformer-b0": "model['decode_head']['norm_cfg'] = dict(type
 INIT_INFO = re.compile(r"torch\.Size\(\[|Initialized by user-defined|Name of parameter")
 
 
+#: the most loader workers a process starts for one loader (the shipped configs name 2 to 10 a GPU)
+MAX_WORKERS = 2
+
+
+def shipped_workers(case: str) -> str:
+    """Lines that give the derived config's train and validation loaders (the corpus derives them with none) the
+    shipped config's workers, at most :data:`MAX_WORKERS`, and its ``persistent_workers``, as a user trains it: each
+    process's workers take their index batches from its sampler and draw from generators seeded by its base seed."""
+    library, shipped, _, _ = corpus.CASES[case]
+    base = Config.fromfile(str(corpus._CONFIGS[library] / shipped))
+    return "".join(f"{name}['num_workers'] = {min(base[name].get('num_workers', 0), MAX_WORKERS)}\n"
+                   f"{name}['persistent_workers'] = {base[name].get('persistent_workers', False)}\n"
+                   for name in ("train_dataloader", "val_dataloader"))  # fmt: skip
+
+
 def two_process_config(directory: Path, case: str) -> Path:
-    """The corpus's derived config, each rank's outputs recorded; the helper modules imported by ``custom_imports``
-    in every process (the tiny datasets, the hooks)."""
+    """The corpus's derived config on the shipped loader workers (:func:`shipped_workers`), each rank's outputs
+    recorded; the helper modules imported by ``custom_imports`` in every process (the tiny datasets, the hooks)."""
     path = corpus.derived_config(directory, case)
     helpers = ["train_kit", "resume_kit", *(["pose_kit"] if case.startswith("mmpose") else [])]
-    path.write_text(path.read_text() + CPU_LINES.get(case, "") + "custom_hooks = [*custom_hooks, dict(type='RankLossHook')]\n"
+    path.write_text(path.read_text() + CPU_LINES.get(case, "") + shipped_workers(case)
+                    + "custom_hooks = [*custom_hooks, dict(type='RankLossHook')]\n"
                     f"custom_imports = dict(imports={helpers!r}, allow_failed_imports=False)\n")  # fmt: skip
     return path
 

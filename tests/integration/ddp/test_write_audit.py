@@ -46,8 +46,9 @@ def _audited(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def test_mmengine_ranks_write_what_the_runners_ranks_write(monkeypatch, tmp_path):
-    """mmpretrain's ResNet-18 CIFAR, test_train_ddp.py's two-process case, once for both tests: the ranks' writes, then
-    (the loggers' stores moved out of Lightning's work dir) test_train_ddp's rank-by-rank comparison of the same runs."""
+    """mmpretrain's ResNet-18 CIFAR on its shipped loader workers (2 a loader, not persistent), test_train_ddp.py's
+    two-process case, once for both tests: the ranks' writes, then (the loggers' stores moved out of Lightning's work
+    dir) test_train_ddp's rank-by-rank comparison of the same runs."""
     ddp = _test_module(ROOT / "tests" / "families" / "mmengine" / "test_train_ddp.py")
     records = _audited(monkeypatch, tmp_path)
     path = ddp.two_process_config(tmp_path, ddp.AUDITED)
