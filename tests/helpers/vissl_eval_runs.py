@@ -50,37 +50,44 @@ TWO_PROCESSES = [*TEST_MODEL, "config.DATA.TRAIN.DATA_LIMIT=12", "config.DATA.TR
 
 def run(root: Path, name: str) -> dict[str, Any]:
     """Both sides on scenario ``name``; the Lightning run's logger points too."""
-    from tracker_stores import csv_points, tensorboard_points
-    from vissl_train_runs import run_lightning, run_vissl
+    from vissl_train_runs import run_vissl
 
     out = root / name
     extra = [*SCENARIOS[name], *(pretrained(out) if name == "train_only" else [])]
     vissl = run_vissl("meters", out / "vissl", extra)
-    lightning = run_lightning("meters", out / "lightning", LOGGERS, extra)
-    folder = out / "lightning"
+    return {"vissl": vissl, "lightning": lightning_with_points(out / "lightning", extra)}
+
+
+def lightning_with_points(folder: Path, extra: list[str]) -> dict[str, Any]:
+    """``lightning-hooks train`` of the ``meters`` config with :data:`LOGGERS` into ``folder``: what it wrote, and
+    what each logger stored (``points``)."""
+    from tracker_stores import csv_points, tensorboard_points
+    from vissl_train_runs import run_lightning
+
+    lightning = run_lightning("meters", folder, LOGGERS, extra)
     lightning["points"] = {
         "csv": [csv_points(p) for p in sorted(folder.glob("lightning_logs/version_*/metrics.csv"))],
         "tensorboard": [tensorboard_points(p) for p in sorted(folder.glob("tensorboard/version_*"))],
     }
-    return {"vissl": vissl, "lightning": lightning}
+    return lightning
 
 
 def resumed(root: Path, name: str) -> dict[str, Any]:
     """Each side auto-resumes (the config's AUTO_RESUME) from a folder holding only VISSL's :data:`RESUMED` file of
     the ``test_model`` scenario: ``model_phase1.torch`` (the end of train phase 1, which VISSL does not test: it
-    trains phase 2, then tests) or ``model_iteration7.torch`` (inside phase 2: its last 2 batches, then its test)."""
+    trains phase 2, then tests) or ``model_iteration7.torch`` (inside phase 2: its last 2 batches, then its test);
+    the Lightning run's logger points too."""
     import shutil
 
-    from vissl_train_runs import run_lightning, run_vissl
+    from vissl_train_runs import run_vissl
 
-    runs = {}
-    for side, run in (("vissl", run_vissl), ("lightning", run_lightning)):
-        out = root / name / side
-        out.mkdir(parents=True)
-        file, rerun = RESUMED[name]
-        shutil.copy(root / "test_model" / "vissl" / file, out / file)
-        runs[side] = run("meters", out, [*SCENARIOS["test_model"], *rerun])
-    return runs
+    file, rerun = RESUMED[name]
+    extra = [*SCENARIOS["test_model"], *rerun]
+    for side in ("vissl", "lightning"):
+        (root / name / side).mkdir(parents=True)
+        shutil.copy(root / "test_model" / "vissl" / file, root / name / side / file)
+    return {"vissl": run_vissl("meters", root / name / "vissl", extra),
+            "lightning": lightning_with_points(root / name / "lightning", extra)}  # fmt: skip
 
 
 def direct_adapter(root: Path) -> dict[str, Any]:

@@ -6,6 +6,7 @@ group and device it prepares, and the hooks and checkpoint folder its config giv
 - :func:`check_loss_device`: a VISSL loss built for the wrong device.
 - :data:`RANK_VARIABLES`: the rank variables VISSL reads from the environment, set for the run and restored.
 - :func:`tests_after` / :func:`tests_before`: VISSL's test schedule (``TEST_MODEL``, ``TEST_EVERY_NUM_EPOCH``).
+- :func:`ends_train_phase`: the last batch of a train phase whose stateful sampler skips batches (a resumed phase).
 - :func:`compose` / :func:`hooks_from_config` / :func:`with_config_hooks`: a VISSL config, and VISSL's own
   ``default_hook_generator(cfg)`` before the hooks given.
 
@@ -171,6 +172,14 @@ def tests_after(config: Any, train_phase: int) -> bool:
 def tests_before(config: Any, train_phase: int) -> int:
     """The test phases VISSL runs before train phase ``train_phase`` ends (:func:`tests_after` of the phases before)."""
     return sum(tests_after(config, phase) for phase in range(train_phase))
+
+
+def ends_train_phase(trainer: Any, batch_idx: int, skipped: int) -> bool:
+    """Whether train batch ``batch_idx`` is the last of the phase when VISSL's ``StatefulDistributedSampler`` skips
+    ``skipped`` of the batches Lightning counts in the loader's length (its ``start_iter``: a phase resumed from a
+    checkpoint written inside it; 0 otherwise). Lightning, which counts the skipped batches too, sees no last batch
+    there."""
+    return batch_idx + 1 + skipped == trainer.num_training_batches
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from lightning_hooks.core import lightning_api
 from lightning_hooks.core.errors import ConfigError, InputError
 from lightning_hooks.core.lightning_api import ddp_kwargs, pl
 from lightning_hooks.families.classy.adapter import ClassyAdapter
+from lightning_hooks.families.classy.vissl import ends_train_phase
 
 
 def vissl_ddp_options(config: Any) -> dict[str, Any]:
@@ -215,7 +216,9 @@ class VisslConfigModule(pl.LightningModule):
         (averaged over ranks, as VISSL's ``last_batch.loss``) and its LR, stdout.json's ``loss`` and ``lr``, as
         ``train/loss`` and ``train/lr`` at stdout.json's ``iter`` (``task.iteration`` as LogLossLrEtaHook reads it:
         the iterations before this one, from 0); after a train phase's last batch (its phase end has run; a resumed
-        phase's is its sampler's skipped batches early), the meters' values of ``metrics.json`` (:meth:`_log_meters`)."""
+        phase's is its sampler's skipped batches early: :func:`ends_train_phase` with the count read at
+        :meth:`on_train_epoch_start`, since the adapter's phase end, which runs first, sets the sampler's back to 0),
+        the meters' values of ``metrics.json`` (:meth:`_log_meters`)."""
         task = self._host_task()
         iteration = (int(task.iteration) if task is not None else self.trainer.global_step) - 1  # counted after on_update
         if _logging_iteration(iteration, int(self.config.LOG_FREQUENCY)):
@@ -225,7 +228,7 @@ class VisslConfigModule(pl.LightningModule):
             values = {"train/loss": float(loss), "train/lr": float(lr)}
             for logger in self.trainer.loggers:
                 logger.log_metrics(values, step=iteration)
-        if task is not None and batch_idx + 1 + self._skipped == self.trainer.num_training_batches:
+        if task is not None and ends_train_phase(self.trainer, batch_idx, self._skipped):
             self._log_meters(task)
 
     def _host_task(self) -> Any:

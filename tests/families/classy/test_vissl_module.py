@@ -154,13 +154,20 @@ def test_test_model_runs_vissl_s_test_phases_as_vissl(runs):
 def test_a_rerun_trains_on_and_tests_as_vissl(runs, name, metrics, iterations):
     """Auto-resumed from VISSL's ``model_phase1.torch`` of that run (the end of train phase 1, which VISSL does not
     test: no test phase first) or its ``model_iteration7.torch`` (inside train phase 2: its last 2 batches, then its
-    test phase); metrics.json, stdout.json and the checkpoints as VISSL's rerun."""
+    test phase); metrics.json, stdout.json and the checkpoints as VISSL's rerun, and metrics.json's meters in the CSV
+    logger at the resumed phase's end (its last batch, the sampler's skipped batch early) and its test phase's."""
     theirs, ours = _run(runs, name)
     assert [(row["phase_idx"], row["train_phase_idx"]) for row in theirs["metrics"]] == metrics
     assert ours["metrics"] == theirs["metrics"]
     assert _untimed(ours["stdout"]) == _untimed(theirs["stdout"])
     assert [row["iter"] for row in theirs["stdout"]] == iterations
     _assert_same_checkpoints(theirs, ours, last_phase=2)
+    [points] = ours["points"]["csv"]
+    expected = _meter_points(theirs["metrics"])
+    assert {name.split("_")[0] for _, name, _ in expected} == {"train", "test"}
+    logged = _logged(points, ("train_", "test_"))
+    assert [(step, name) for step, name, _ in logged] == [(step, name) for step, name, _ in expected]
+    assert [value for *_, value in logged] == pytest.approx([value for *_, value in expected], rel=1e-6)
 
 
 def test_test_model_in_two_processes_runs_vissl_s_test_phases_rank_by_rank(runs):
