@@ -15,10 +15,10 @@ from lightning_hooks.core.checks import check_argument, check_period, is_int
 from lightning_hooks.core.host_loop import Evaluation
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.core.safety import plain
-from lightning_hooks.core.triggers import ON, Patch, Trigger
+from lightning_hooks.core.triggers import ON, ModuleLoadCheckpoint, Patch, Trigger
 from lightning_hooks.families.mmengine import ema, hook_checks, iter_based, trainer_checks
 from lightning_hooks.families.mmengine.current import RUN_INSTANCES
-from lightning_hooks.families.mmengine.events import EVENTS, LOAD_CHECKPOINT
+from lightning_hooks.families.mmengine.events import EVENTS
 from lightning_hooks.families.mmengine.host_loop import MMEngineLoop
 
 # mmengine is not a dependency of lightning-hooks: the modules that import it (runner, loops, checkpoint, schedulers,
@@ -265,8 +265,8 @@ class MMEngineAdapter(LegacyHookAdapter):
         )
 
     def trigger(self, trigger: Trigger, **context: Any) -> None:
-        if trigger != LOAD_CHECKPOINT:
-            self.fire(trigger, **context)
+        if type(trigger) is not ModuleLoadCheckpoint:  # every step's path: no dataclass __eq__, no hop through fire
+            self.dispatch.fire(trigger, **context)
             return
         from lightning_hooks.families.mmengine.checkpoint import to_lightning_keys
 
