@@ -40,6 +40,10 @@ EXTRA = [f"config.CHECKPOINT.CHECKPOINT_ITER_FREQUENCY={ITER_FREQUENCY}",
 #: its layers, BN statistics and optimizer state resume alike, a fifth of the checkpoints' bytes to write and digest
 NARROW = {"swav": ["config.MODEL.TRUNK.RESNETS.WIDTH_PER_GROUP=8"],
           "cpu_resnet_simclr": ["config.MODEL.TRUNK.RESNETS.WIDTH_PER_GROUP=8"]}  # fmt: skip
+#: DINO loads its data with a loader worker on both sides, as VISSL's shipped configs do (NUM_DATALOADER_WORKERS > 0,
+#: VISSL's forkserver): each train phase's worker takes its indices when the phase's iterator is made, so the rerun's
+#: iterator must come after the stateful sampler's skip and seed the worker from torch's generator as VISSL's does
+WORKERS = {"dino": ["config.DATA.NUM_DATALOADER_WORKERS=1"]}
 
 
 class Interrupted(Exception):
@@ -74,7 +78,7 @@ def interrupted_then_rerun(root: Path, name: str) -> dict[str, Any]:
     """Each side: run A (interrupted), then run B on the same folder."""
     import vissl_train_runs
 
-    runs, extra = {}, [*EXTRA, *NARROW.get(name, [])]
+    runs, extra = {}, [*EXTRA, *NARROW.get(name, []), *WORKERS.get(name, [])]
     for side, run in (("vissl", vissl_train_runs.run_vissl), ("lightning", vissl_train_runs.run_lightning)):
         out = root / name / side
         try:
@@ -143,9 +147,10 @@ def _wait_for_link(link: Path, target: str, proc: subprocess.Popen, log: Path, t
 
 def child_main(out: str) -> None:
     sys.path.insert(0, str(HERE))
-    from vissl_train_runs import prepare_child, run_scenarios
+    from vissl_train_runs import prepare_child, run_scenarios, start_forkserver
 
     prepare_child()
+    start_forkserver()  # DINO's loader workers (WORKERS)
     root = Path(out)
     scenarios = {name: (lambda name=name: interrupted_then_rerun(root, name)) for name in NAMES}
     run_scenarios(root, {**scenarios, "two_processes": lambda: killed_then_rerun_two_processes(root)})

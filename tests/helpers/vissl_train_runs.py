@@ -250,6 +250,26 @@ def prepare_child() -> None:
     track_log_hooks()
 
 
+def start_forkserver() -> None:
+    """For a subprocess whose scenarios load with workers: starts the forkserver VISSL's loader workers are forked
+    from (``MULTI_PROCESSING_METHOD: forkserver``) with real_torchvision_child.py (which activates the real
+    torchvision) and VISSL's data package imported, so each worker starts with torch and VISSL imported (~2.8 s CPU a
+    worker otherwise: Python 3.11's forkserver does not preload a main file run by path). The forkserver imports its
+    preload from its own path, not the run's: this folder is on its ``PYTHONPATH`` while it starts."""
+    import multiprocessing.forkserver
+
+    multiprocessing.set_forkserver_preload(["real_torchvision_child", "vissl.data"])
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), saved]))
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
 def run_scenarios(root: Path, scenarios: dict[str, Callable[[], Any]], keep: dict[str, tuple[str, ...]] | None = None,
                   ) -> None:  # fmt: skip
     """The subprocess side of a VISSL differential: each scenario in order, its result or its traceback (reported by

@@ -1,7 +1,10 @@
 """A VISSL run interrupted inside a train phase, then rerun with the same command (auto-resume from its
 ``model_iteration{N}.torch``): ``lightning-hooks train config=...`` against VISSL's own launcher doing the same, on
 VISSL's ``quick_swav``, ``quick_dino``, ``test_cpu_resnet_simclr`` and ``test_cpu_regnet_moco`` (CPU, bitwise;
-vissl_resume_runs.py runs both in one subprocess; SwAV's and SimCLR's ResNet-50 at 8 channels a group).
+vissl_resume_runs.py runs both in one subprocess; SwAV's and SimCLR's ResNet-50 at 8 channels a group). DINO loads
+its data with a loader worker on both sides, as VISSL's shipped configs do (``DATA.NUM_DATALOADER_WORKERS`` > 0): the
+rerun's worker must take its indices after the stateful sampler's skip and its seed from torch's generator where
+VISSL's does.
 
 Each side is interrupted after iteration 5 (train phase 1 has trained 2 of its 3 batches) with a checkpoint every 2
 iterations, and resumes from ``model_iteration4.torch``: the batch of phase 1 trained before the checkpoint is skipped
