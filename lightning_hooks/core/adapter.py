@@ -79,12 +79,13 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
     #: host loop's ``start_epoch`` rows): ``"after_epoch_start"`` (MMEngine's ``EpochBasedTrainLoop.run_epoch``, mmcv
     #: 1.x's ``EpochBasedRunner.train``, iMIX: ``iter(loader)`` after ``before_train_epoch``), ``"before_epoch_start"``
     #: (a host that makes it first, then runs the epoch-start hooks). None: where Lightning makes it, today's behaviour.
-    #: Declared, the fit's first iterator (which Lightning makes when it sets up its train data, before
-    #: ``on_train_start``) is made at that point of the first epoch the fit runs (:class:`TrainIterator`), so the
-    #: workers' base seed is drawn from torch's generator after the hooks before it, their first indices come from the
-    #: sampler at the epoch the hooks set, and they fork the dataset as the hooks left it (a switched pipeline); later
-    #: epochs' iterators Lightning makes after ``on_train_epoch_start`` already. A family whose host makes it at another
-    #: point (MMEngine's ``IterBasedTrainLoop``: once, when the loop is built) leaves it None. A property may decide.
+    #: Declared, every epoch's iterator is made at that point (:class:`TrainIterator`): the fit's first, which
+    #: Lightning makes when it sets up its train data (before ``on_train_start``), and each later one, which Lightning
+    #: makes after every ``on_train_epoch_start`` hook; so the workers' base seed is drawn from torch's generator
+    #: between the same hooks as in the host, their first indices come from the sampler at the epoch the hooks before
+    #: it set, and they fork the dataset as those hooks left it (a switched pipeline). A family whose host makes it at
+    #: another point (MMEngine's ``IterBasedTrainLoop``: once, when the loop is built) leaves it None. A property may
+    #: decide.
     train_iterator_at: ClassVar[Literal["after_epoch_start", "before_epoch_start"] | None] = None
     #: names of the family's hook classes that write checkpoint files (a hook deriving from one, too): they do not
     #: run under ``Trainer(fast_dev_run=...)``, which suppresses checkpointing (see :meth:`_mute_checkpoint_hooks`).
@@ -452,23 +453,34 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
 
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._start_train_epoch(trainer, pl_module, mid_epoch=False)
+        self._start_train_epoch(trainer, pl_module, mid_epoch=False, first_batch_drawn=False)
 
     @override
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         if not self.train_epoch_open():
             # Lightning 2.6 does not call on_train_epoch_start for the epoch a fit resumes into from a checkpoint
             # written during it or at the previous epoch's last batch; every legacy host starts each epoch it runs.
-            self._start_train_epoch(trainer, pl_module, mid_epoch=batch_idx > 0)
+            self._start_train_epoch(trainer, pl_module, mid_epoch=batch_idx > 0, first_batch_drawn=True)
         self.start_train_batch(trainer, pl_module, batch, batch_idx)
 
-    def _start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
+    def _start_train_epoch(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool, first_batch_drawn: bool
+    ) -> None:
+        """The host's train epoch starts; unless its ``first_batch_drawn`` (which made its iterator), the epoch's
+        train iterator is made at the point :attr:`train_iterator_at` declares
+        (``lightning_api.make_pending_train_iterator``)."""
         self._mark_train_epoch(True)
-        if self.train_iterator_at == "before_epoch_start":
+        at = None if first_batch_drawn else self.train_iterator_at
+        if at == "before_epoch_start":
+            self.prepare_train_iterator(trainer)
             lightning_api.make_pending_train_iterator(trainer)
         self.start_train_epoch(trainer, pl_module, mid_epoch=mid_epoch)
-        if self.train_iterator_at == "after_epoch_start":
+        if at == "after_epoch_start":
             lightning_api.make_pending_train_iterator(trainer)
+
+    def prepare_train_iterator(self, trainer: pl.Trainer) -> None:
+        """What a host that makes each train epoch's iterator before the epoch-start hooks (``"before_epoch_start"``)
+        does to the train loader first (nothing here; VISSL's trainer sets its sampler's epoch)."""
 
     @override
     def on_train_batch_end(
@@ -526,7 +538,7 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         self._train_started = True
         self.start_train(trainer)
         if self.empty_train_opens_epoch:
-            self._start_train_epoch(trainer, trainer.lightning_module, mid_epoch=False)
+            self._start_train_epoch(trainer, trainer.lightning_module, mid_epoch=False, first_batch_drawn=False)
             self._end_train_epoch(trainer, ON["on_train_epoch_end"])
         self.end_train(trainer)
 
@@ -674,14 +686,15 @@ EMPTY_FIT = EmptyFit()
 
 @dataclass(frozen=True)
 class TrainIterator(Patch):
-    """The fit's first train iterator, held back from Lightning's data setup (``FitLoop.setup_data``, before
-    ``on_train_start``) to where the family's host makes it (:attr:`LegacyHookAdapter.train_iterator_at`), which
-    :meth:`~LegacyHookAdapter._start_train_epoch` reaches; if the epoch's first batch is drawn before (a fit resumed
-    inside an epoch, whose start runs at its first batch), it is made then
+    """Each train epoch's iterator made where the family's host makes it (:attr:`LegacyHookAdapter.train_iterator_at`),
+    which :meth:`~LegacyHookAdapter._start_train_epoch` reaches: the fit's first is held back from Lightning's data
+    setup (``FitLoop.setup_data``, before ``on_train_start``), and a later epoch's is made there rather than after the
+    epoch-start hooks (:func:`~lightning_hooks.core.lightning_api.make_pending_train_iterator`); if the epoch's first
+    batch is drawn before (a fit resumed inside an epoch, whose start runs at its first batch), that makes it
     (:func:`~lightning_hooks.core.lightning_api.defer_train_iterators`). Fires no row."""
 
     def __str__(self) -> str:
-        return "FitLoop's train data fetcher (its first iterator)"
+        return "FitLoop's train data fetcher (each epoch's iterator)"
 
     def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Callable[[], None]:
         return lightning_api.defer_train_iterators(trainer)

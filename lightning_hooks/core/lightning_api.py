@@ -284,14 +284,16 @@ def defer_train_iterators(trainer: Any) -> Callable[[], None]:
 
 
 def make_pending_train_iterator(trainer: Any) -> bool:
-    """Make the train iterator :func:`defer_train_iterators` held back, now (``iter()`` of the fit loop's data
-    fetcher, which keeps the batches it counted as fetched); returns whether one was pending. The epoch loop's own
-    ``iter()`` of the fetcher at the start of an epoch after the first (``_TrainingEpochLoop.on_run_start``: a loader
-    rebuilt at that epoch's start, ``reload_dataloaders_every_n_epochs`` or a replaced train loader) then keeps this
-    iterator rather than making a second one, as a host iterates its loader once an epoch. Checked on
-    :data:`CHECKED_ON`."""
+    """Make the train iterator pending for the epoch that starts now, before its first batch is drawn (in
+    ``on_train_epoch_start``, or earlier in the fit), for a fit whose train iterators :func:`defer_train_iterators`
+    defers: the one it held back at the data setup (the fit's first epoch, a resumed fit's, an epoch whose loader was
+    rebuilt at its start; the batches the fetcher counted as fetched are kept), or, at a later epoch's start, a new
+    one in place of the previous epoch's, which Lightning makes only after every ``on_train_epoch_start`` hook
+    (``iter()`` of the fetcher in ``_TrainingEpochLoop.on_run_start``). That ``iter()`` then keeps this iterator
+    rather than making a second one, as a host iterates its loader once an epoch. Returns whether one was made (not:
+    made for this epoch already, or the fit's fetcher not deferred). Checked on :data:`CHECKED_ON`."""
     fetcher = trainer.fit_loop._data_fetcher
-    if not getattr(fetcher, "pending", False):
+    if getattr(fetcher, "made_ahead", True):
         return False
     fetcher.make_iterator()
     fetcher.made_ahead = True
@@ -308,7 +310,7 @@ def _deferred_class(base: type) -> type:
 
         class _DeferredFetcher(base):  # Lightning's fetcher class, found at run time
             pending = False
-            made_ahead = False  # made by make_pending_train_iterator, no batch drawn yet
+            made_ahead = False  # made by make_pending_train_iterator for the epoch starting, no batch drawn yet
 
             def __iter__(self) -> Any:
                 if self.made_ahead:
@@ -325,9 +327,9 @@ def _deferred_class(base: type) -> type:
                 return self
 
             def make_iterator(self) -> None:
-                """``iter()`` now; the count of batches fetched (a resumed epoch loop adds its batches before
-                drawing) stays."""
-                fetched, self.pending = self.fetched, False
+                """``iter()`` now; for the iterator held back, the count of batches fetched (a resumed epoch loop
+                adds its batches before drawing) stays."""
+                fetched, self.pending = self.fetched if self.pending else 0, False
                 super().__iter__()
                 self.fetched += fetched
 

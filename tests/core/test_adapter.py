@@ -1,12 +1,14 @@
 """``core/adapter.py``: ``LegacyHookAdapter``'s shared lifecycle, on the toy family (tests/helpers/toy_family): a train
 epoch ends at its last batch, or at ``on_train_epoch_end`` when cut short; the epoch a fit resumes into is started
-(mid-epoch); the hook list is checked; the facade is handed a caller, never the adapter."""
+(mid-epoch); each train epoch's iterator is made where the family declares; the hook list is checked; the facade is
+handed a caller, never the adapter."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+import torch
 from lh_testing import TinyModule, tiny_loader
 from toy_family import Counter, ToyAdapter, ToyHook
 
@@ -65,6 +67,45 @@ def test_the_epoch_a_fit_resumes_into_is_started_mid_epoch(tmp_path):
     resumed = Starts([Counter()])
     _fit(tmp_path / "resumed", resumed, ckpt_path=str(checkpoint), max_epochs=2)
     assert resumed.starts == [(0, True), (1, False)]
+
+
+class IteratorAt(ToyAdapter):
+    """Declares where its host makes each train epoch's iterator; records the epoch starts and what it prepares."""
+
+    def __init__(self, hooks: Any, at: str | None, record: list[str]) -> None:
+        super().__init__(hooks)
+        self.train_iterator_at, self.record = at, record  # type: ignore[misc]  # the declaration, per instance here
+
+    def prepare_train_iterator(self, trainer: Any) -> None:
+        self.record.append("prepare")
+
+    def start_train_epoch(self, trainer: Any, pl_module: Any, mid_epoch: bool) -> None:
+        self.record.append("start")
+        super().start_train_epoch(trainer, pl_module, mid_epoch)
+
+
+@pytest.mark.parametrize(("at", "expected"), [
+    ("before_epoch_start", ["prepare", "iter", "start"] * 3),
+    ("after_epoch_start", ["start", "iter"] * 3),
+    (None, ["iter", "start", "start", "iter", "start", "iter"]),  # Lightning's: the first at its data setup
+])  # fmt: skip  # one case a line
+def test_every_train_epochs_iterator_is_made_where_the_family_declares(tmp_path, at, expected):
+    """``train_iterator_at``: each epoch's train iterator (``iter()`` of the loader), the first and the later ones, is
+    made before the epoch-start steps, after ``prepare_train_iterator`` (Classy's ``advance_phase``), or after them
+    (MMEngine's ``run_epoch``); undeclared, where Lightning makes it. Once an epoch."""
+    events: list[str] = []
+
+    class Loader(torch.utils.data.DataLoader):
+        def __iter__(self) -> Any:
+            events.append("iter")
+            return super().__iter__()
+
+    data = Loader(tiny_loader(n=3, batch_size=1).dataset, batch_size=1)
+    trainer = pl.Trainer(callbacks=[IteratorAt([Counter()], at, events)], default_root_dir=tmp_path, logger=False,
+                         enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", max_epochs=3,
+                         limit_val_batches=0)  # fmt: skip  # Trainer kwargs
+    trainer.fit(TinyModule(), data)
+    assert events == expected
 
 
 def test_the_hook_list_is_checked():

@@ -850,10 +850,11 @@ def test_direct_optimizer_reads_answer_from_the_wrappers_own_class(ns):
 
 def test_defer_train_iterators_makes_the_first_iterator_when_asked_or_at_the_first_batch(ns, tmp_path):
     """Lightning makes the fit's first train iterator at its data setup, before ``on_train_start`` and before the
-    sampler gets the fit's epoch; deferred, it is made when ``make_pending_train_iterator`` asks (here after
-    ``on_train_epoch_start``, the sampler at the fit's epoch 2), or else at the first batch drawn with the fetched count
-    kept; the next epoch's iterator Lightning makes as usual (once, for a loader rebuilt at that epoch's start),
-    and without the deferral (or after its undo) Lightning makes it at its data setup."""
+    sampler gets the fit's epoch, and a later epoch's after every ``on_train_epoch_start`` hook; deferred, each is made
+    when ``make_pending_train_iterator`` asks in ``on_train_epoch_start`` (the sampler at the fit's epoch 2, then 3),
+    once (the epoch loop's own ``iter()`` keeps it, also for a loader rebuilt at that epoch's start), or else the
+    first at the first batch drawn with the fetched count kept and the next where Lightning makes it; without the
+    deferral (or after its undo) Lightning makes them as usual."""
     made: list[Any] = []
 
     class Sampler(torch.utils.data.DistributedSampler):
@@ -896,7 +897,7 @@ def test_defer_train_iterators_makes_the_first_iterator_when_asked_or_at_the_fir
         assert trainer.global_step == 16 and lightning_api.train_batches_fetched(trainer) == 8  # 2 epochs of 4 batches
         return list(made)
 
-    assert fit(defer=True, ask=True) == ["train_start", "epoch_start", 2, True, "epoch_start", False, 3]
+    assert fit(defer=True, ask=True) == ["train_start", "epoch_start", 2, True, "epoch_start", 3, True]
     assert fit(defer=True, ask=False) == ["train_start", "epoch_start", 2, "epoch_start", 3]
     assert fit(defer=False, ask=True) == [0, "train_start", "epoch_start", False, "epoch_start", False, 3]
     # a loader rebuilt at an epoch's start: made once when asked, kept by the epoch loop's own iter() (not made again)

@@ -103,7 +103,8 @@ class ClassyAdapter(LegacyHookAdapter):
     family_title, host_args, upstream = "Classy", ("task",), ("classy_vision.", "vissl.", "lightning_hooks.compat.")
     checkpoint_hooks = frozenset({"CheckpointHook", "LogLossMetricsCheckpointHook"})  # Classy's, VISSL's
     #: Classy's ``advance_phase`` and VISSL's ``_advance_phase`` make the phase's iterator, then the hooks'
-    #: ``on_phase_start`` run: a fit's first train iterator is made after ``on_start`` and a pending test phase
+    #: ``on_phase_start`` run: every train phase's iterator is made before them (a fit's first after ``on_start`` and
+    #: a pending test phase)
     train_iterator_at = "before_epoch_start"
 
     def __init__(
@@ -347,6 +348,14 @@ class ClassyAdapter(LegacyHookAdapter):
         self._schedule.attach(trainer, vissl=self.vissl)
         super().start_train(trainer)  # on_start
         self.legacy_start.run_pending_test_phase(trainer)
+
+    def prepare_train_iterator(self, trainer: pl.Trainer) -> None:
+        """With VISSL, its ``recreate_data_iterator``: the train sampler's epoch is the index of the phase starting,
+        test phases counted (Lightning's counts train epochs only), before the iterator is made. (Classy's
+        ``advance_phase`` builds its loader at the train phase index, Lightning's epoch.)"""
+        set_epoch = getattr(getattr(trainer.train_dataloader, "sampler", None), "set_epoch", None)
+        if self.vissl and callable(set_epoch):
+            set_epoch(self.loop.phase_idx + 1)
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         """Start a train phase, or reopen the one a mid-epoch checkpoint was in (``mid_epoch``).
