@@ -81,11 +81,14 @@ def register_preempt() -> None:
 def _config(out: Path, preempt: str = "", crops: bool = False) -> Path:
     """The shrunk ResNet-50 config, with the ``preempt`` hook if one is named; with ``crops``, its train images are
     cropped and flipped at random first (torchvision's ``RandomResizedCrop`` and ``RandomHorizontalFlip``: the
-    shipped config has no random transform, and its synthetic images are drawn from a seed per index)."""
+    shipped config has no random transform, and its synthetic images are drawn from a seed per index). Its recorder
+    draws from torch's generator at each phase start (``RunRecorder``'s ``draw``), after the phase's iterator drew its
+    base seed in Classy's ``advance_phase``."""
     import classy_train_runs
 
     path = classy_train_runs.resnet_config(out)
     config = json.loads(path.read_text())
+    next(hook for hook in config["hooks"] if hook["name"] == "run_recorder")["draw"] = True
     if preempt:
         config["hooks"].append({"name": preempt})
     if crops:

@@ -99,28 +99,33 @@ def register() -> None:
         """Saves, per phase end: counters, losses, LR and buffers (train), meter values, and the weights of test
         phases; and
         each step's loss as ``on_step`` sees it (this rank's, before Classy averages them over ranks at the phase
-        end). ``out`` may name ``{rank}``; with ``digest``, states are kept as :func:`digest` s."""
+        end). ``out`` may name ``{rank}``; with ``digest``, states are kept as :func:`digest` s. With ``draw``, it
+        draws a number from torch's generator at each ``on_phase_start``, as a user's hook that draws there, and
+        saves it with the phase."""
 
         on_start = ClassyHook._noop
 
-        def __init__(self, out: str, digest: bool = False) -> None:
+        def __init__(self, out: str, digest: bool = False, draw: bool = False) -> None:
             super().__init__()
-            self.out, self.digest, self.phases, self.steps = out, digest, [], []
+            self.out, self.digest, self.draw, self.phases, self.steps = out, digest, draw, [], []
+            self.drawn: int | None = None
 
         def on_phase_start(self, task: Any) -> None:
             self.steps = []
+            if self.draw:
+                self.drawn = int(torch.randint(0, 2**62, ()))
 
         def on_step(self, task: Any) -> None:
             self.steps.append(task.losses[-1])
 
         @classmethod
         def from_config(cls, config: dict[str, Any]) -> RunRecorder:
-            return cls(config["out"], config.get("digest", False))
+            return cls(config["out"], config.get("digest", False), config.get("draw", False))
 
         def on_phase_end(self, task: Any) -> None:
             record = {"type": task.phase_type, "phase_idx": task.phase_idx, "train_phase_idx": task.train_phase_idx,
                       "losses": list(task.losses), "meters": [m.value for m in task.meters],
-                      "num_updates": task.num_updates, "step_losses": self.steps}  # fmt: skip
+                      "num_updates": task.num_updates, "step_losses": self.steps, "drawn": self.drawn}  # fmt: skip
             if task.train:
                 record["lr"] = task.optimizer.options_view.lr
                 record["buffers"] = {k: v.detach().clone() for k, v in task.base_model.named_buffers()}

@@ -5,7 +5,8 @@ A run of Classy's shrunk ResNet-50 config is preempted after its first train pha
 side's ``checkpoint.torch`` (the folder or a file): the test phase of epoch 0 Classy runs first, then epochs 1 and 2,
 with the same losses, LRs, meters, weights, log lines and checkpoint files as Classy resuming from its own. A run
 preempted inside a train phase (Classy checkpoints at train phase ends only) and rerun on its own folder is compared
-the same way, with a loader worker and random crops (Classy's ``spawn`` workers, seeded from the loader's iterator).
+the same way, with a loader worker and random crops (Classy's ``spawn`` workers, seeded from the loader's iterator);
+the recorder hook draws from torch's generator at each phase start, and what it drew is compared too.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def assert_same_run(ours: dict, theirs: dict, where: str) -> None:
     ]
     for mine, ref in zip(ours["phases"], theirs["phases"], strict=True):
         at = f"{where}: {ref['type']} phase {ref['phase_idx']}"
-        for key in ("train_phase_idx", "num_updates", "losses", "meters", "lr"):
+        for key in ("train_phase_idx", "num_updates", "losses", "meters", "lr", "drawn"):
             assert mine.get(key) == ref.get(key), (at, key, mine.get(key), ref.get(key))
         for key, value in ref.get("weights", {}).items():
             assert mine["weights"][key] == value, (at, key)
@@ -81,8 +82,9 @@ def test_classy_rerun_after_a_preemption_mid_phase_matches_classy_train(runs):
     """Preempted inside train phase 2 (after 2 of its 4 steps), then the same command again with
     ``--checkpoint_load_path`` on its own checkpoint folder: the files run A left, then the rerun (test phase 1 again,
     train phase 2 from its first step) and the folder's files, as classy_train.py's. One loader worker, random crops
-    and flips: train phase 2's batches depend on the worker's seed, drawn when its iterator is made (after test phase
-    1's, as in Classy's ``advance_phase``)."""
+    and flips: each train phase's batches depend on the worker's seed, drawn when its iterator is made (after test
+    phase 1's, and before the recorder's own draw at each phase start, as in Classy's ``advance_phase``): train phase
+    2's is the rerun's first iterator, train phase 4's a later one."""
     theirs = real_torchvision.scenario_result(runs, "classy_mid_phase")
     ours = real_torchvision.scenario_result(runs, "lightning_mid_phase")
     assert theirs["left"] == ["checkpoint.torch", "model_phase-0_end.torch"]
