@@ -709,9 +709,9 @@ class AdapterCaller:
 
     def __init__(self, adapter: LegacyHookAdapter) -> None:
         self._adapter = adapter
-
-    def fire(self, trigger: Trigger, **context: Any) -> None:
-        self._adapter.trigger(trigger, **context)
+        #: the adapter's :meth:`~LegacyHookAdapter.trigger` itself: the host loops fire every step through it, and a
+        #: method of ours in between would take a call and a copy of the keywords each time
+        self.fire: Callable[..., None] = adapter.trigger
 
     def call_hook(self, mount: str, **context: Any) -> None:
         self._adapter.call_hook(mount, **context)
