@@ -19,6 +19,7 @@ from lightning_hooks.core.introspect import keywords
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
 from lightning_hooks.core.triggers import Patch, Remove
 from lightning_hooks.families.classy import state
+from lightning_hooks.families.classy.vissl import ends_train_phase
 
 
 @dataclass(frozen=True)
@@ -286,7 +287,7 @@ class LegacyStart:
         """Whether train batch ``batch_idx`` is the last of the phase a VISSL mid-phase checkpoint resumed: its sampler
         skips ``start_iter`` of the batches Lightning counts in the loader's length."""
         sampler = self.skipping
-        return sampler is not None and batch_idx + 1 + int(sampler.start_iter) == trainer.num_training_batches
+        return sampler is not None and ends_train_phase(trainer, batch_idx, int(sampler.start_iter))
 
     def end_train_epoch(self) -> None:
         """After the train phase a VISSL mid-phase checkpoint resumed: the next phases start at their first batch."""
