@@ -16,7 +16,7 @@ Cases (Classy's shipped configs, on smaller generated images):
   images, batch 8, 10 classes, a per-step linear LR schedule and gradient clipping.
 
 The report gives each side's median ms/step and the median over repeats of each repeat's lightning/classy ratio
-(target: at most 1.1). Measured on the shared 2-core machine (torch 2.13 CPU, Lightning 2.6.6): template 13.5 vs
+(target: at most 1.02). Measured on the shared 2-core machine (torch 2.13 CPU, Lightning 2.6.6): template 13.5 vs
 14.2 ms/step, ratio 1.06 (5 repeats: 1.02-1.09); resnet 285 vs 277 ms/step, ratio 0.98 (3 repeats); again
 (3 repeats, process CPU time, load ~5-10): template 15.43 vs 15.44 ms/step, ratio 1.02 (0.85-1.15); resnet 299.8 vs
 314.5 ms/step, ratio 0.93 (0.91-0.99). Runs from the
