@@ -23,7 +23,7 @@ from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.manual_step import ManualStepAdapter
 from lightning_hooks.core.triggers import ON, ModuleLoadCheckpoint, Patch, Remove, Trigger
 from lightning_hooks.families.mmcv.events import EVENTS
-from lightning_hooks.families.mmcv.loop import MMCVLoop, run_limits
+from lightning_hooks.families.mmcv.loop import MMCVLoop, run_limits, start_pass
 
 # mmcv 1.x is not a dependency of lightning-hooks (and mmcv 2.x has no mmcv.runner): its modules are imported where
 # an mmcv hook or config is already in hand.
@@ -396,9 +396,7 @@ class MMCVAdapter(ManualStepAdapter):
         its passes from 0; a new sampler starts at 0), then the fit's first train iterator, which
         :attr:`train_iterator_at` held back from Lightning's data setup, made now."""
         assert self._trainer is not None, "training starts with the adapter set up"
-        sampler = getattr(self._trainer.train_dataloader, "sampler", None)
-        if sampler is not None and callable(getattr(sampler, "set_epoch", None)):
-            sampler.set_epoch(pass_number)  # IterLoader sets its loader's sampler (not a batch sampler's)
+        start_pass(self._trainer.train_dataloader, pass_number)
         lightning_api.make_pending_train_iterator(self._trainer)
 
     def _hold_back(self, checkpoint: dict[str, Any]) -> None:

@@ -176,9 +176,8 @@ class MMCVLoop(EvalRows):
         """``EpochBasedRunner.train``'s start: ``before_train_epoch`` (the table fires it for that runner only). After
         :meth:`resumed`, IterBasedRunner's train sampler gets the pass's number from 0, as the new ``IterLoader``
         sets it (Lightning set its own epoch)."""
-        sampler = getattr(self.data_loader, "sampler", None)
-        if self.iter_based and self.fresh_passes and sampler is not None and callable(getattr(sampler, "set_epoch", None)):
-            sampler.set_epoch(self.passes)  # IterLoader sets its loader's sampler (not a batch sampler's)
+        if self.iter_based and self.fresh_passes:
+            start_pass(self.data_loader, self.passes)
         self.caller.fire(ON["on_train_epoch_start"])
 
     def start_iter(self, batch: Any, batch_idx: int) -> None:
@@ -254,3 +253,11 @@ def run_limits(trainer: pl.Trainer, iter_based: bool, iters_per_step: int) -> tu
     if not iter_based:
         return trainer.max_epochs, max_iters
     return (None if max_iters is None or not batches else math.ceil(max_iters / batches)), max_iters
+
+
+def start_pass(loader: Any, passes: int) -> None:
+    """What IterBasedRunner's ``IterLoader`` does to ``loader`` when its pass number ``passes`` starts: its sampler
+    (the loader's own, not a batch sampler's) gets that number as its epoch."""
+    sampler = getattr(loader, "sampler", None)
+    if callable(getattr(sampler, "set_epoch", None)):
+        sampler.set_epoch(passes)
