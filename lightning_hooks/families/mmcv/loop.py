@@ -258,6 +258,6 @@ def run_limits(trainer: pl.Trainer, iter_based: bool, iters_per_step: int) -> tu
 def start_pass(loader: Any, passes: int) -> None:
     """What IterBasedRunner's ``IterLoader`` does to ``loader`` when its pass number ``passes`` starts: its sampler
     (the loader's own, not a batch sampler's) gets that number as its epoch."""
-    sampler = getattr(loader, "sampler", None)
-    if callable(getattr(sampler, "set_epoch", None)):
-        sampler.set_epoch(passes)
+    set_epoch = getattr(getattr(loader, "sampler", None), "set_epoch", None)
+    if callable(set_epoch):
+        set_epoch(passes)
