@@ -43,10 +43,12 @@ def main(argv: list[str] | None = None) -> None:
         argparse.ArgumentParser(prog="lightning-hooks lifecycle", description=description).parse_args(rest)
         print(render(), end="")
     elif command == "train":
-        from lightning_hooks.console import quiet_upstream_notices
         from lightning_hooks.train import main as train
 
-        quiet_upstream_notices()
+        if rest and not rest[0].startswith("-"):  # a config to train; --help and a bad option import nothing to quiet
+            from lightning_hooks.console import quiet_upstream_notices  # imports Lightning
+
+            quiet_upstream_notices()
         train(rest)
     elif command in ("fit", "validate", "test"):
         from lightning_hooks.console import quiet_upstream_notices

@@ -16,7 +16,6 @@ import sys
 from typing import NoReturn
 
 from lightning_hooks import families
-from lightning_hooks.core.checkpoint_files import checkpoint_error
 from lightning_hooks.core.config_kind import config_kind
 from lightning_hooks.core.errors import InputError
 from lightning_hooks.core.family import TrainCommand
@@ -52,6 +51,8 @@ def command_for(first: str) -> TrainCommand | None:
 def explain(command: TrainCommand, err: BaseException) -> InputError | None:
     """The short error of ours behind ``err``: a checkpoint file that is not one (for every family), or what the
     entry point's ``explain`` makes of its library's error (a name no registry knows); None: ``err`` stands."""
+    from lightning_hooks.core.checkpoint_files import checkpoint_error  # imports torch, which --help does not
+
     if isinstance(err, InputError):
         return None  # raised as it is
     return checkpoint_error(err) or (command.explain(err) if command.explain is not None else None)

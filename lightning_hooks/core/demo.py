@@ -8,9 +8,10 @@ import copy
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from lightning_hooks.core.adapter import LegacyHookAdapter
+if TYPE_CHECKING:  # the families' demo modules import this one, and the family registry them, without Lightning
+    from lightning_hooks.core.adapter import LegacyHookAdapter
 
 
 class DemoModel(Protocol):

@@ -10,6 +10,7 @@ from toy_family import FAMILY, Counter, ToyAdapter
 from lightning_hooks import adapt, build_callbacks, families
 from lightning_hooks.config import ConfigError
 from lightning_hooks.core.events import EventTable, Mount
+from lightning_hooks.core.family import Family, Later
 from lightning_hooks.core.triggers import ON
 from lightning_hooks.lifecycle import render
 
@@ -85,3 +86,13 @@ def test_an_unregistered_adapter_is_not_exported():
     assert "ToyAdapter" not in lightning_hooks.__all__
     with pytest.raises(ImportError, match="cannot import name 'ToyAdapter' from 'lightning_hooks'"):
         exec("from lightning_hooks import ToyAdapter", {})
+
+
+def test_an_adapter_named_later_is_imported_and_checked_at_the_first_read():
+    # the registry's families name their adapters so (importing the registry imports no Lightning)
+    def family(name: str) -> Family:
+        return Family(name, Later("toy_family", "ToyAdapter").as_adapter(), FAMILY.build_section, "", "")
+
+    assert family("toy").adapter is ToyAdapter
+    with pytest.raises(ValueError, match=r"^Family 'other': its adapter ToyAdapter says family 'toy'"):
+        family("other").adapter  # noqa: B018  # the read is the test

@@ -24,7 +24,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lightning_hooks.core import trainer_options
 from lightning_hooks.core.config_kind import CLASSY, VISSL
 from lightning_hooks.core.family import TrainCommand
 from lightning_hooks.families.classy import names
@@ -32,6 +31,8 @@ from lightning_hooks.families.classy import names
 
 def lightning_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Lightning's hardware flags, shared by both commands (None: the config's / Lightning's default)."""
+    from lightning_hooks.core import trainer_options  # imports Lightning, which the family registry does not
+
     group = parser.add_argument_group("Lightning")
     group.add_argument("--accelerator", default=None, help="cpu, gpu, ... (default: the config's device, else auto)")
     group.add_argument("--devices", default=None, help="devices per node (int, list or auto)")
@@ -182,6 +183,7 @@ def classy_main(argv: list[str]) -> None:
     import torch
     from classy_vision.generic.opts import check_generic_args
 
+    from lightning_hooks.core import trainer_options
     from lightning_hooks.families.classy.data import load_task_config
     from lightning_hooks.families.classy.module import ClassyTaskModule
     from lightning_hooks.families.classy.project import import_project
@@ -303,6 +305,7 @@ def vissl_main(argv: list[str]) -> None:
     from vissl.utils.logger import setup_logging, shutdown_logging
     from vissl.utils.misc import set_seeds
 
+    from lightning_hooks.core import trainer_options
     from lightning_hooks.families.classy.project import import_user_modules, user_function
     from lightning_hooks.families.classy.vissl_module import VisslConfigModule
 
