@@ -85,10 +85,14 @@ def _port() -> str:
         return str(s.getsockname()[1])
 
 
-def _run(command: list[str], cwd: Path, paths: tuple[Path, ...] = ()) -> None:
-    environment = subprocess_env(*paths, drop=DDP_LAUNCH_VARIABLES, OMP_NUM_THREADS="1")
+def _run(command: list[str], cwd: Path, paths: tuple[Path, ...] = (), killed: str | None = None) -> str:
+    """Run ``command``; it must succeed, or with ``killed`` (``KILL_RANK_AT``'s ``RANK:ITER`` for ``ITER_RECORD``'s
+    ``KillRank``) fail. Returns its output."""
+    variables = {"KILL_RANK_AT": killed} if killed else {}
+    environment = subprocess_env(*paths, drop=(*DDP_LAUNCH_VARIABLES, "KILL_RANK_AT"), OMP_NUM_THREADS="1", **variables)
     proc = subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    assert (proc.returncode != 0) == bool(killed), proc.stdout[-3000:] + proc.stderr[-6000:]
+    return proc.stdout + proc.stderr
 
 
 def _without_work_dir(config: str) -> str:
@@ -168,6 +172,8 @@ def test_two_processes_train_as_dist_train_sh_rank_by_rank(config, tmp_path):
 ITER_RECORD = '''
 import json
 import multiprocessing
+import os
+import signal
 
 import torch
 from mmcv.parallel import MMDistributedDataParallel
@@ -176,8 +182,9 @@ from mmcv.runner import HOOKS, Hook
 
 @HOOKS.register_module(force=True)
 class IterRecord(Hook):
-    """Each train iteration as this rank's runner shows it to its hooks, written as rank{R}.json after the run with
-    the wrapper it sees and the start method its data loader workers get; the final weights as weights_rank{R}.pth."""
+    """Each train iteration as this rank's runner shows it to its hooks, written as rank{R}.json after each iteration
+    (a killed run leaves its iterations) with the wrapper it sees and the start method its data loader workers get;
+    the final weights as weights_rank{R}.pth after the run."""
 
     def __init__(self):
         self.iters = []
@@ -188,34 +195,45 @@ class IterRecord(Hook):
         self.iters.append([runner.epoch, runner.iter, runner.inner_iter, loader.sampler.epoch,
                            {k: round(v, 12) for k, v in runner.outputs["log_vars"].items()},
                            runner.current_lr()[0], stats, runner.outputs["loss"].item()])
-
-    def after_run(self, runner):
         record = dict(iters=self.iters, rank=runner.rank, world_size=runner.world_size,
                       mmddp=isinstance(runner.model, MMDistributedDataParallel),
                       start_method=multiprocessing.get_start_method(allow_none=True))
         with open(f"{runner.work_dir}/rank{runner.rank}.json", "w") as f:
             json.dump(record, f)
+
+    def after_run(self, runner):
         torch.save(runner.model.module.state_dict(), f"{runner.work_dir}/weights_rank{runner.rank}.pth")
+
+
+@HOOKS.register_module(force=True)
+class KillRank(Hook):
+    """A crash or a preemption: SIGKILL of this process when train iteration ``runner.iter`` starts on rank R, where
+    the environment has KILL_RANK_AT=R:ITER (no handler, hook or launcher code of the process runs after it)."""
+
+    def before_train_iter(self, runner):
+        if os.environ.get("KILL_RANK_AT") == f"{runner.rank}:{runner.iter}":
+            os.kill(os.getpid(), signal.SIGKILL)
 '''
 
 
 def _two_sides(package: str, config: Path, tmp_path: Path, ours: Path, ref: Path, *flags: str,
-               ours_flags: tuple[str, ...] = (), ref_flags: tuple[str, ...] = ()) -> None:  # fmt: skip  # arguments aligned under the call
+               killed: str | None = None) -> tuple[str, str]:  # fmt: skip  # arguments aligned under the call
     """``lightning-hooks train CONFIG --devices 2`` in ``ours``, then the library's ``tools/train.py`` under torchrun
-    in ``ref``, both with ``--seed 0`` and ``flags`` (and each its own), each in 2 processes with mmcv's ops stubbed
-    (tests/helpers/mmcv_cpu_ops.py)."""
+    in ``ref``, both with ``--seed 0`` and ``flags``, each in 2 processes with mmcv's ops stubbed
+    (tests/helpers/mmcv_cpu_ops.py); ``killed``: see :func:`_run`. Returns their outputs."""
     common = ["--seed", "0", *flags]
-    _run([sys.executable, str(HELPERS / "mmcv_cpu_ops.py"), package, "train", str(config), "--work-dir", str(ours),
-          *common, *ours_flags, "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp"], cwd=tmp_path,
-         paths=(HELPERS,))  # fmt: skip
-    _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", _port(),
-          str(HELPERS / "mmcv_dist_train.py"), package, str(config), "--work-dir", str(ref), *common, *ref_flags,
-          "--launcher", "pytorch"], cwd=tmp_path, paths=(tmp_path, HELPERS))  # fmt: skip
+    mine = _run([sys.executable, str(HELPERS / "mmcv_cpu_ops.py"), package, "train", str(config), "--work-dir",
+                 str(ours), *common, "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp"], cwd=tmp_path,
+                paths=(HELPERS,), killed=killed)  # fmt: skip
+    theirs = _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", _port(),
+                   str(HELPERS / "mmcv_dist_train.py"), package, str(config), "--work-dir", str(ref), *common,
+                   "--launcher", "pytorch"], cwd=tmp_path, paths=(tmp_path, HELPERS), killed=killed)  # fmt: skip
+    return mine, theirs
 
 
-def _assert_same_ranks(ours: Path, ref: Path, what: str) -> list[dict]:
+def _assert_same_ranks(ours: Path, ref: Path, what: str, weights: bool = True) -> list[dict]:
     """Rank by rank, each iteration's record (tests/families/mmcv/test_train_ddp.py's ``IterRecord``) and the final
-    weights, bitwise. Returns the reference's records."""
+    weights (not a killed run's), bitwise. Returns the reference's records."""
     records = []
     for rank in (0, 1):
         mine, theirs = (json.loads((d / f"rank{rank}.json").read_text()) for d in (ours, ref))
@@ -224,8 +242,9 @@ def _assert_same_ranks(ours: Path, ref: Path, what: str) -> list[dict]:
                             f"lr, BN running means, the rank's loss] {a} != {b}")
         assert mine == theirs, f"{what}: rank {rank}"
         assert theirs["rank"] == rank and theirs["world_size"] == 2 and theirs["mmddp"]
-        assert_same_weights(*(torch.load(d / f"weights_rank{rank}.pth", weights_only=False) for d in (ours, ref)),
-                            f"{what}: rank {rank}")  # fmt: skip  # arguments aligned under the call
+        if weights:
+            assert_same_weights(*(torch.load(d / f"weights_rank{rank}.pth", weights_only=False) for d in (ours, ref)),
+                                f"{what}: rank {rank}")  # fmt: skip  # arguments aligned under the call
         records.append(theirs)
     # each rank trains its own shard: its own loss (the libraries average log_vars over the ranks, not the loss)
     assert records[0]["iters"][0][7] != records[1]["iters"][0][7], what
@@ -236,31 +255,36 @@ def _newest_log(folder: Path, suffix: str) -> Path:
     return max(folder.glob(f"*{suffix}"), key=lambda p: p.name)
 
 
-def test_an_iteration_based_mmseg_config_trains_and_resumes_in_two_processes_as_dist_train_sh(tmp_path):
+def test_an_iteration_based_mmseg_config_killed_and_resumed_in_two_processes_as_dist_train_sh(tmp_path):
     """mmseg 0.30's shipped FCN (IterBasedRunner, poly LR; :func:`mmcv_train_kit.tiny_fcn`: plain BN for the
     shipped SyncBN, on CPU), 8 train images (2 iterations a pass on each rank), DistEvalHook (mIoU) and a checkpoint
-    every 3 iterations, rank by rank as mmseg's ``tools/train.py`` under torchrun: a run of 3 iterations
-    (``--cfg-options runner.max_iters=3``, stopped inside the second pass), then resumed to 6 from its iter_3.pth by
-    the same command with ``--auto-resume`` in its work dir, on each side (mmseg's ``find_latest_checkpoint``)."""
+    every 3 iterations, 6 iterations, rank by rank as mmseg's ``tools/train.py`` under torchrun: rank 1 killed
+    (SIGKILL) as its 5th iteration starts, after iter_3.pth was written (the launcher then ends rank 0, as after a
+    crash or a preemption: torchrun's agent there, Lightning's process observer here), then the same command with
+    ``--auto-resume`` in its work dir, on each side from its own checkpoint (mmseg's ``find_latest_checkpoint``:
+    ``latest.pth``, mmcv's link to the last checkpoint written whole)."""
     (tmp_path / "iter_record.py").write_text(ITER_RECORD)
     config = tiny_fcn(tmp_path, train_images=8, imports=("iter_record",), lines="""
         runner = dict(max_iters=6)
         checkpoint_config = dict(interval=3)
         evaluation = dict(interval=3)
-        custom_hooks = [dict(type='IterRecord')]
+        custom_hooks = [dict(type='IterRecord'), dict(type='KillRank')]
         dist_params = dict(backend='gloo')
     """)  # fmt: skip  # the config's lines under the call
     ours, ref = tmp_path / "ours", tmp_path / "ref"
-    _two_sides("mmseg", config, tmp_path, ours, ref, "--cfg-options", "runner.max_iters=3")
+    _, theirs = _two_sides("mmseg", config, tmp_path, ours, ref, killed="1:4")
+    assert "failed (exitcode: -9) local_rank: 1" in theirs  # torchrun's agent saw the kill, then ended rank 0
     names = [sorted(re.sub(r"^\d{8}_\d{6}", "TS", p.name) for p in d.iterdir()) for d in (ours, ref)]
     assert names[0] == names[1] == sorted(["TS.log", "TS.log.json", config.name, "iter_3.pth", "latest.pth",
-                                           "rank0.json", "rank1.json", "weights_rank0.pth", "weights_rank1.pth"])
-    records = _assert_same_ranks(ours, ref, config.name)
-    assert [r[1] for r in records[0]["iters"]] == [0, 1, 2] and [r[3] for r in records[0]["iters"]] == [0, 0, 1]
+                                           "rank0.json", "rank1.json"])  # fmt: skip
+    assert os.readlink(ours / "latest.pth") == os.readlink(ref / "latest.pth") == "iter_3.pth"
+    # each rank's iterations up to the kill: rank 0 never finished the 5th (its gradients wait for rank 1's)
+    records = _assert_same_ranks(ours, ref, f"{config.name} killed", weights=False)
+    assert [r[1] for r in records[0]["iters"]] == [0, 1, 2, 3] and [r[3] for r in records[0]["iters"]] == [0, 0, 1, 1]
     # mmcv's init_dist sets it where none is set, and mmseg's script sets its processes up after init_dist
     assert records[0]["start_method"] == "spawn"
     assert json_log(ours) == json_log(ref)
-    assert [r["mode"] for r in json_log(ref)[1:]] == ["train"] * 3 + ["val"]
+    assert [r["mode"] for r in json_log(ref)[1:]] == ["train"] * 3 + ["val", "train"]
     starts = ("Iter", "Saving checkpoint", "Set random seed", "Distributed")
     assert text_log(ours, "mmseg", starts) == text_log(ref, "mmseg", starts)
     assert_same_checkpoint(ours / "iter_3.pth", ref / "iter_3.pth")
