@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import collections
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -227,3 +230,50 @@ def mount_point_report(title: str, hosts: dict[str, Callable[[], float]], iters:
     if not timer.probe:
         print(f"  {'all mount points, ' + unit:58s}" + "".join(f"{v:20.2f}" for v in totals)
               + f"{totals[1] / totals[0] if totals[0] else 0:8.2f}")
+
+
+# --------------------------------------------------------------------------- Python calls per iteration (--calls)
+Calls = collections.Counter[tuple[str, str]]
+
+
+def python_calls(run: Callable[[int], object], epochs: int, batches: int) -> Calls:
+    """Python calls per iteration of ``run(epochs)`` by (file, function), counted with ``sys.setprofile``: a run of
+    ``epochs`` epochs less a run of one, over the iterations between (the fit's start and end cancel out). The counts
+    do not move with the machine's load."""
+    short, full = _calls_of(lambda: run(1)), _calls_of(lambda: run(epochs))
+    iters = (epochs - 1) * batches
+    return collections.Counter({k: n / iters for k, n in (full - short).items()})
+
+
+def _calls_of(run: Callable[[], object]) -> Calls:
+    """Python calls ``run()`` makes, by (file, function)."""
+    calls: Calls = collections.Counter()
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            calls[frame.f_code.co_filename, frame.f_code.co_qualname] += 1
+
+    sys.setprofile(count)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+def call_report(title: str, per_host: dict[str, Calls], rows: tuple[tuple[str, str, str], ...],
+                detail: tuple[str, ...]) -> None:
+    """Print Python calls per iteration for each ``(label, host, host subtracted)`` row, all of them and those into
+    ``lightning_hooks``, then which of lightning_hooks' functions run how often per iteration under the ``detail``
+    hosts."""  # fmt: skip  # the signature on two lines
+    ours = {host: collections.Counter({k: n for k, n in calls.items() if "lightning_hooks" in k[0]})
+            for host, calls in per_host.items()}  # fmt: skip
+    print(f"{title}: Python calls per iteration, all and those of lightning_hooks' own functions")
+    for label, host, minus in rows:
+        calls = [sum(counts[host].values()) - sum(counts[minus].values()) for counts in (per_host, ours)]
+        print(f"  {label:60s}" + "".join(f"{n:8.1f}" for n in calls))
+    for host in detail:
+        print(f"  lightning_hooks' functions, {host}:")
+        for (path, name), n in ours[host].most_common():
+            if n >= 0.5:
+                print(f"    {n:6.2f}  {path.rsplit('lightning_hooks/', 1)[1]} {name}")

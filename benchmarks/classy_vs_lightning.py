@@ -3,6 +3,11 @@ same models, data and hooks. ``classy_vision.tasks`` imports the real torchvisio
 test`` installs off the venv's path; the README's environment line puts it on::
 
     PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/classy_vs_lightning.py [--repeats 9] [--mount-points]
+    PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/classy_vs_lightning.py --calls [--cases tiny]
+
+``--calls`` counts the Python calls per step of each host (``_common.python_calls``: a run of the case's epochs less a
+run of one, over the steps between), which the machine's load does not move, and which of lightning_hooks' functions
+run how often per step.
 
 Cases, each under the hosts below, round-robin in one process with single-threaded torch (Classy is epoch-based
 only: its phases are epochs):
@@ -125,6 +130,20 @@ calls three (no-ops included). ``--repeats 7 --cases tiny`` at load 4: hooks 59 
 adapter with its bookkeeping apart (1.81), 129 with it (2.18); the adapter's bookkeeping 22 us over bare Lightning.
 Not met, and not reachable by cutting the adapter: the 1.05 target asks the hooks to run as fast inside Lightning's
 step as inside the task's, which the cache effect above rules out for sub-millisecond steps.
+
+Round 13 (#35): on a quiet machine (load ~1, ``--cases tiny --repeats 7``) the hooks take 71 us/step under the adapter
+with its bookkeeping apart against 55 under the task (1.28), 112 with it (2.03): the bookkeeping is 36 us over bare
+Lightning. In calls (``--calls --cases tiny``): the hooks 29.8 a step under the adapter against 30.2 under the task;
+the adapter's bookkeeping 18.6 calls over bare Lightning (26.4 into lightning_hooks, bare Lightning's ``state_key``
+calls the adapter's cached key saves apart). Per step: ``train_epoch_open`` 2 (``on_train_batch_start``'s check and
+``ClassyAdapter.on_train_batch_end``'s resumed-phase check, which also calls ``LegacyStart.ends_resumed_phase``),
+``HookDispatch.fire`` 3 (the step's ``on_loss_and_meter`` row, ``on_after_backward``, ``on_step``; none with a row
+here), ``_DeferredFetcher.__next__`` 1, ``ClassyLoop.start_iter`` 1 (a no-op), the step clock 3 (``start_step``,
+``record_step``, ``end_batch``), the task's records 3 (``record_loss``, ``global_batchsize``, ``_count_batch``),
+``param_options`` 1, and the Lightning callbacks and the step patch themselves. Each is Classy's own per-step work
+(the task's bare run does it in its loop) except the two resumed-phase checks, the no-op ``start_iter`` and the fetcher's
+``__next__`` (4 calls): those lie in ``core/adapter.py``, ``core/lightning_api.py`` and ``families/classy/`` (the
+changes are in #35's round-13 note).
 """
 
 from __future__ import annotations
@@ -134,7 +153,8 @@ import logging
 import sys
 import tempfile
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +164,8 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import MountPointTimer, cpu_clock, hook_cost_report, hook_cost_rounds, mount_point_report  # noqa: E402
+from _common import (  # noqa: E402
+    MountPointTimer, call_report, cpu_clock, hook_cost_report, hook_cost_rounds, mount_point_report, python_calls)
 
 from classy_vision.dataset import ClassyDataset  # noqa: E402
 from classy_vision.hooks import (  # noqa: E402
@@ -308,14 +329,29 @@ def run_plain(case: Case, work_dir: str) -> float:
     return (cpu_clock() - start) / case.iters
 
 
-HOSTS = {
-    "host": lambda c, d, warm: run_task(CASES[c], d),
-    "bare host": lambda c, d, warm: run_task(CASES[c], d, with_hooks=False),
-    "lightning": lambda c, d, warm: run_lightning(CASES[c], d),
-    "adapter, no hooks": lambda c, d, warm: run_lightning(CASES[c], d, with_hooks=False),
-    "bare lightning": lambda c, d, warm: run_lightning(CASES[c], d, with_hooks=False, adapter=False),
-    "plain loop": lambda c, d, warm: run_plain(CASES[c], d),
+#: each host's run of a case in a work dir
+RUNS: dict[str, Callable[[Case, str], float]] = {
+    "host": run_task,
+    "bare host": lambda c, d: run_task(c, d, with_hooks=False),
+    "lightning": run_lightning,
+    "adapter, no hooks": lambda c, d: run_lightning(c, d, with_hooks=False),
+    "bare lightning": lambda c, d: run_lightning(c, d, with_hooks=False, adapter=False),
+    "plain loop": run_plain,
 }
+HOSTS = {name: lambda c, d, warm, run=run: run(CASES[c], d) for name, run in RUNS.items()}
+
+
+def call_counts(case: str, tmp: str) -> None:
+    """Print Python calls per step under each host, ``lightning_hooks``' own apart: the adapter's bookkeeping (the
+    adapter holding no hook but the timer over bare Lightning) and the hooks' calls on each host."""
+    runs = {host: RUNS[host] for host in ("host", "bare host", "lightning", "adapter, no hooks", "bare lightning")}
+    per_host = {host: python_calls(lambda e, run=run, host=host: run(replace(CASES[case], epochs=e),
+                                                                   f"{tmp}/calls-{host}-{case}-{e}"),
+                                   CASES[case].epochs, CASES[case].batches) for host, run in runs.items()}  # fmt: skip
+    rows = (("ClassyAdapter's own bookkeeping (no hooks) over Lightning", "adapter, no hooks", "bare lightning"),
+            ("hooks under the ClassificationTask", "host", "bare host"),
+            ("hooks under ClassyAdapter, its bookkeeping apart", "lightning", "adapter, no hooks"))  # fmt: skip
+    call_report(f"[{case}]", per_host, rows, ("adapter, no hooks", "lightning"))
 
 
 def mount_points(case: str, tmp: str, repeats: int, probe: bool) -> None:
@@ -335,12 +371,18 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     parser.add_argument("--mount-points", action="store_true", help="time each hook's mount points under both hosts")
     parser.add_argument("--probe", action="store_true", help="with --mount-points: time a fixed probe at each call")
+    parser.add_argument("--calls", action="store_true", help="count Python calls per step instead of timing")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     for name in ("lightning.pytorch", "lightning.pytorch.utilities.rank_zero"):
         logging.getLogger(name).setLevel(logging.ERROR)
     logging.getLogger().setLevel(logging.WARNING)  # Classy logs through the root logger
+    if args.calls:
+        with tempfile.TemporaryDirectory() as tmp:
+            for case in args.cases:
+                call_counts(case, tmp)
+        return
     if args.mount_points:
         with tempfile.TemporaryDirectory() as tmp:
             for case in args.cases:

@@ -145,12 +145,32 @@ once warm. The one facade cost left warm is ``runner.optim_wrapper`` (0.94 / 1.6
 ``per_epoch`` lookup, ``families/mmengine/runner.py``). So the hooks' extra time inside Lightning's step is the CPU
 caches its larger per-step work leaves cold (classy_vs_lightning.py's docstring has the probe and the settings ruled
 out), not work the adapter adds.
+
+Round 13 (#35), the CNN case. On a quiet machine (load ~1, ``--repeats 9``) the hooks cost 734 us/it under the adapter,
+its bookkeeping apart, against 561 under the Runner (1.31; tiny 1.09, tiny-iter 1.06). Taken apart (load 3-6, so the
+figures compare hosts run side by side, not with the quiet run):
+
+* per mount point (``--models cnn --mount-points --repeats 3``) the hooks' own calls take 553.1 us/it under the
+  adapter against 561.2 under the Runner (0.99): ``EMAHook.after_train_iter`` 282.9 / 301.5,
+  ``RuntimeInfoHook.after_train_iter`` 63.1 / 63.3, ``LoggerHook.after_train_iter`` 36.4 / 34.7;
+* EMAHook gets the same model on both hosts: ``runner.model`` is the bare ``BaseModel`` (no wrapper), the same 11
+  parameters in the same ``named_parameters`` order, 9 buffers, contiguous, grad mode on, ``update_buffers`` off.
+  One difference, which the update does not read: under Lightning the parameters' ``.grad`` are still allocated when
+  the hooks run (Lightning zeroes them in the next step's closure; ``OptimWrapper.update_params`` before
+  ``after_train_iter``);
+* the adapter's Lightning callbacks outside the hooks' mount points take the same with the hooks as without them
+  (thread time, 3 runs: 36 vs 33 us/it); the collector runs 1-35 us/it on every host alike;
+* the model's own forward and backward (thread time, 4 repeats) are not slower with the hooks under Lightning
+  (4952 / 2881 us/it, against 5020 / 3021 without) than under the Runner (4948 / 2917, against 4883 / 2919).
+
+So the 170 us are not the hooks' work done differently nor work the adapter adds: they are the spread of a difference
+of two 7.5 ms steps (120 iterations, ~1 s a run); round 11's quiet run read 568 vs 545 (1.04) on the same code, and
+the 4-repeat run above (its timers on) 335 vs 655 (0.51). No change.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
 import logging
 import statistics
 import sys
@@ -160,7 +180,6 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import lightning.pytorch as pl
 import torch
@@ -177,7 +196,7 @@ from lightning_hooks.families.mmengine import MMEngineAdapter, build_hooks
 from lightning_hooks.families.mmengine.iter_based import Endless
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import MountPointTimer, mount_point_report  # noqa: E402
+from _common import MountPointTimer, call_report, mount_point_report, python_calls  # noqa: E402
 
 DEFAULT_HOOKS = dict(logger=dict(type="LoggerHook", interval=50))
 CUSTOM_HOOKS = [dict(type="EMAHook")]
@@ -401,46 +420,13 @@ def mount_points(case: Case, tmp: str, repeats: int, probe: bool) -> None:
     mount_point_report(f"[{case.name}] hooks' mount points", hosts, case.iters, timer, repeats)
 
 
-def python_calls(run: Callable[..., float], case: Case, tmp: str) -> collections.Counter[tuple[str, str]]:
-    """Python calls per iteration of ``run`` by (file, function), counted with ``sys.setprofile``: a run of
-    ``case.epochs`` epochs less a run of one, over the iterations between (the fit's start and end cancel out)."""
-    short, full = (_calls_of(lambda e=epochs: run(case, f"{tmp}/calls{e}", e)) for epochs in (1, case.epochs))
-    iters = (case.epochs - 1) * case.batches
-    return collections.Counter({k: n / iters for k, n in (full - short).items()})
-
-
-def _calls_of(run: Callable[[], object]) -> collections.Counter[tuple[str, str]]:
-    """Python calls ``run()`` makes, by (file, function)."""
-    calls: collections.Counter[tuple[str, str]] = collections.Counter()
-
-    def count(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            calls[frame.f_code.co_filename, frame.f_code.co_qualname] += 1
-
-    sys.setprofile(count)
-    try:
-        run()
-    finally:
-        sys.setprofile(None)
-    return calls
-
-
-def call_report(case: Case, tmp: str) -> None:
+def call_counts(case: Case, tmp: str) -> None:
     """Print Python calls per iteration under each host, ``lightning_hooks``' own apart: the adapter's bookkeeping
     (the adapter holding no hook over bare Lightning) and the hooks' calls on each host, by the package's function."""
-    per_host = {host: python_calls(HOSTS[host], case, tmp) for host in ("runner", "bare runner", "lightning",
-                                                                        "adapter, no hooks", "bare lightning")}
-    ours = {host: collections.Counter({k: n for k, n in calls.items() if "lightning_hooks" in k[0]})
-            for host, calls in per_host.items()}  # fmt: skip
-    print(f"[{case.name}] Python calls per iteration, all and those of lightning_hooks' own functions")
-    for label, host, minus in BREAKDOWN[3:]:
-        calls = [sum(counts[host].values()) - sum(counts[minus].values()) for counts in (per_host, ours)]
-        print(f"  {label:51s}" + "".join(f"{n:8.1f}" for n in calls))
-    for host in ("adapter, no hooks", "lightning"):
-        print(f"  lightning_hooks' functions, {host}:")
-        for (path, name), n in ours[host].most_common():
-            if n >= 0.5:
-                print(f"    {n:6.2f}  {path.rsplit('lightning_hooks/', 1)[1]} {name}")
+    hosts = ("runner", "bare runner", "lightning", "adapter, no hooks", "bare lightning")
+    per_host = {host: python_calls(lambda e, host=host: HOSTS[host](case, f"{tmp}/calls-{host}-{e}", e), case.epochs,
+                                   case.batches) for host in hosts}  # fmt: skip
+    call_report(f"[{case.name}]", per_host, BREAKDOWN[3:], ("adapter, no hooks", "lightning"))
 
 
 def main() -> None:
@@ -458,7 +444,7 @@ def main() -> None:
     if args.calls:
         with tempfile.TemporaryDirectory() as tmp:
             for name in args.models:
-                call_report(CASES[name], tmp)
+                call_counts(CASES[name], tmp)
         return
     if args.mount_points:
         with tempfile.TemporaryDirectory() as tmp:
