@@ -393,8 +393,10 @@ class MMCVAdapter(ManualStepAdapter):
 
     def _make_train_iterator(self, pass_number: int) -> None:
         """IterBasedRunner's ``IterLoader``: the train loader's sampler at the pass's number (``IterLoader`` counts
-        its passes from 0; a new sampler starts at 0), then the fit's first train iterator, which
-        :attr:`train_iterator_at` held back from Lightning's data setup, made now."""
+        its passes from 0, and a new sampler starts at 0; a fit resumed from a Lightning checkpoint without this
+        adapter's state starts at Lightning's epoch, which Lightning gives the sampler only after this), then the
+        fit's first train iterator, which :attr:`train_iterator_at` held back from Lightning's data setup, made now
+        (its workers take their first indices from the sampler then)."""
         assert self._trainer is not None, "training starts with the adapter set up"
         start_pass(self._trainer.train_dataloader, pass_number)
         lightning_api.make_pending_train_iterator(self._trainer)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -60,14 +61,15 @@ ITER_BASED = dict(type="IterBasedRunner", max_iters=14)  # N_BATCHES = 5 a pass:
 FORMAT_1 = Path(__file__).parent / "fixtures" / "mmcv_iter_based_format1.ckpt"
 
 
-def _shuffled(*args, **kwargs):
+def _shuffled(*args, workers=0, **kwargs):
     """:func:`mmcv_testkit.loader`'s loader through a shuffling sampler with ``set_epoch`` (a DistributedSampler of
-    one replica): each pass's order follows the epoch the sampler was given."""
+    one replica), with ``workers`` loader workers: each pass's order follows the epoch the sampler was given (with
+    workers, when the pass's iterator is made)."""
     from torch.utils.data import DataLoader, DistributedSampler
 
     plain = loader(*args, **kwargs)
     sampler = DistributedSampler(plain.dataset, num_replicas=1, rank=0, shuffle=True, seed=3)
-    return DataLoader(plain.dataset, batch_size=plain.batch_size, sampler=sampler)
+    return DataLoader(plain.dataset, batch_size=plain.batch_size, sampler=sampler, num_workers=workers)
 
 
 class Batches(R.Hook):
@@ -124,7 +126,10 @@ def test_a_mid_pass_checkpoint_resumes_under_iter_based_runner_as_mmcvs_resume(t
 def test_the_sampler_numbers_the_passes_after_a_mid_pass_resume_as_mmcvs_iter_loader(tmp_path, monkeypatch):
     """Through a sampler with ``set_epoch`` (shuffling by it): resumed mid-pass, each pass draws the batches mmcv's
     resumed run draws, the sampler's epoch numbering the passes of the resumed run from 0 as its new ``IterLoader``
-    does (Lightning would give it its own epoch): batches, sampler epochs, final weights."""
+    does (Lightning would give it its own epoch): batches, sampler epochs, final weights. Resumed from a checkpoint
+    without the adapter's state (Lightning's resume stands: the passes are Lightning's epochs), with a loader worker,
+    whose indices are taken when the fit's first iterator is made (before ``before_epoch``, before Lightning sets the
+    sampler's epoch): the pass of Lightning's epoch, as the uninterrupted fit drew it."""
     import mmcv_testkit
 
     monkeypatch.setattr(mmcv_testkit, "loader", _shuffled)  # run_mmcv's loaders
@@ -132,12 +137,22 @@ def test_the_sampler_numbers_the_passes_after_a_mid_pass_resume_as_mmcvs_iter_lo
     _, real = _mmcv_resumed_after_7(tmp_path, ref)
     assert [epoch for _, _, epoch in ref.seen] == [0] * 5 + [1, 1]
     saver = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=7, save_top_k=-1)
-    _fit_iter_based(tmp_path / "a", callbacks=[saver], recorder=Batches(), data=_shuffled)
+    at_pass_end = pl.callbacks.ModelCheckpoint(dirpath=tmp_path / "pass_end", every_n_train_steps=5, save_top_k=-1)
+    whole = Batches()
+    _fit_iter_based(tmp_path / "a", callbacks=[saver, at_pass_end], recorder=whole, data=_shuffled)
     mine = Batches()
     _, module = _fit_iter_based(tmp_path / "b", ckpt_path=str(tmp_path / "ckpt" / "epoch=1-step=7.ckpt"),
                                 recorder=mine, data=_shuffled)  # fmt: skip
     assert mine.seen == ref.seen
     assert_same_weights(weights(real.model), weights(module.model))
+    checkpoint = torch.load(tmp_path / "pass_end" / "epoch=0-step=5.ckpt", weights_only=False)
+    checkpoint["callbacks"] = {k: v for k, v in checkpoint["callbacks"].items() if not k.startswith("MMCVAdapter")}
+    torch.save(checkpoint, tmp_path / "without_state.ckpt")
+    lightnings = Batches()
+    _fit_iter_based(tmp_path / "c", ckpt_path=str(tmp_path / "without_state.ckpt"), recorder=lightnings,
+                    data=functools.partial(_shuffled, workers=1))  # fmt: skip
+    assert [seen[1:] for seen in lightnings.seen] == [seen[1:] for seen in whole.seen[5:]]
+    assert [epoch for _, _, epoch in lightnings.seen] == [1] * 5 + [2] * 4
 
 
 class SaveAtEnd(pl.Callback):
