@@ -144,6 +144,62 @@ def test_checkpoint_hook_files_meta_and_out_dir_match_runner(tmp_path):
     assert runner.meta["exp_name"] == "toy"
 
 
+class Killed(Exception):
+    """Stands for the SIGKILL that ends a run while CheckpointHook writes its file (:func:`_killed_in_second_write`)."""
+
+
+def _killed_in_second_write(monkeypatch):
+    """mmcv's file writer (``HardDiskBackend.put``, which ``save_checkpoint`` hands the serialised checkpoint) writes
+    half of the second file it is given, then the run ends (:class:`Killed`). Returns the paths it was given (clear it
+    for the next run)."""
+    from mmcv.fileio.file_client import HardDiskBackend
+
+    written = []
+    put = HardDiskBackend.put
+
+    def put_until_killed(self, obj, filepath):
+        written.append(filepath)
+        if len(written) < 2:
+            return put(self, obj, filepath)
+        with open(filepath, "wb") as f:
+            f.write(obj[: len(obj) // 2])
+        raise Killed(filepath)
+
+    monkeypatch.setattr(HardDiskBackend, "put", put_until_killed)
+    return written
+
+
+def test_a_run_killed_while_writing_a_checkpoint_leaves_what_mmcvs_runner_leaves(tmp_path, monkeypatch):
+    """Killed inside CheckpointHook's second write (epoch_2.pth half written): the same files under both runners,
+    ``latest.pth`` still the link to epoch_1.pth, which is what ``--auto-resume`` picks (mmdet's / mmseg's
+    ``find_latest_checkpoint``; ``tools_train.latest_checkpoint`` for mmcls); mmcv links a checkpoint once it is
+    written whole."""
+    from lightning_hooks.families.mmcv.tools_train import latest_checkpoint
+
+    def hooks():
+        return [R.OptimizerHook(), R.CheckpointHook(interval=1)]
+
+    written = _killed_in_second_write(monkeypatch)
+    for side in ("mmcv", "lightning"):
+        written.clear()
+        with pytest.raises(Killed):
+            if side == "mmcv":
+                run_mmcv(hooks(), tmp_path / side, max_epochs=3)
+            else:
+                adapter = MMCVAdapter(hooks(), runner=dict(type="EpochBasedRunner", max_epochs=3),
+                                      work_dir=tmp_path / side)  # fmt: skip
+                run_lightning(adapter, tmp_path / side)
+        assert written == [str(tmp_path / side / name) for name in ("epoch_1.pth", "epoch_2.pth")]
+    files = [sorted(os.listdir(tmp_path / side)) for side in ("mmcv", "lightning")]
+    assert files[0] == files[1] == ["epoch_1.pth", "epoch_2.pth", "latest.pth"]
+    for side in ("mmcv", "lightning"):
+        assert os.readlink(tmp_path / side / "latest.pth") == "epoch_1.pth"
+        assert latest_checkpoint(str(tmp_path / side)) == str(tmp_path / side / "latest.pth")
+    sizes = [(tmp_path / side / "epoch_2.pth").stat().st_size for side in ("mmcv", "lightning")]
+    assert sizes[0] == sizes[1] < (tmp_path / "mmcv" / "epoch_1.pth").stat().st_size
+    assert_same_checkpoints(tmp_path / "mmcv", tmp_path / "lightning", ["epoch_1.pth"])
+
+
 def _log_lines(path):
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     return [{k: v for k, v in line.items() if k not in ("time", "data_time", "eta", "memory")} for line in lines]
