@@ -87,6 +87,12 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
     #: another point (MMEngine's ``IterBasedTrainLoop``: once, when the loop is built) leaves it None. A property may
     #: decide.
     train_iterator_at: ClassVar[Literal["after_epoch_start", "before_epoch_start"] | None] = None
+    #: the same for each evaluation (a validation or test run; never Lightning's sanity check): ``"before_epoch_start"``
+    #: (Classy's and VISSL's test phase: ``iter()`` of the test loader, then ``on_phase_start``) makes its iterator
+    #: after :meth:`prepare_eval_iterator`, before the evaluation-epoch-start step (:class:`EvalIterator`), where
+    #: Lightning makes it in the evaluation loop's ``reset()``, before ``on_validation_start`` / ``on_test_start``
+    #: (and in a fit after setting the loaders' sampler epoch to its count of train epochs). None: Lightning's.
+    eval_iterator_at: ClassVar[Literal["before_epoch_start"] | None] = None
     #: names of the family's hook classes that write checkpoint files (a hook deriving from one, too): they do not
     #: run under ``Trainer(fast_dev_run=...)``, which suppresses checkpointing (see :meth:`_mute_checkpoint_hooks`).
     checkpoint_hooks: ClassVar[frozenset[str]] = frozenset()
@@ -317,11 +323,13 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         table; a family adds, after them, patches of its own machinery that fire no row (a checkpoint-load wrapper, the
         endless train loader of an iteration-based host). All are removed at ``teardown`` or on a failure. In a fit,
         :data:`EMPTY_FIT` comes first: the fit loop's return, where a fit with nothing left to train is translated;
-        then, for a family that declares :attr:`train_iterator_at`, :data:`TRAIN_ITERATOR`."""
+        then, for a family that declares :attr:`train_iterator_at`, :data:`TRAIN_ITERATOR`; in any run, for one that
+        declares :attr:`eval_iterator_at`, :data:`EVAL_ITERATOR`."""
+        evaluation = (EVAL_ITERATOR,) if self.eval_iterator_at is not None else ()
         if stage != "fit":
-            return (*self.events.patches(),)
+            return (*evaluation, *self.events.patches())
         iterator = (TRAIN_ITERATOR,) if self.train_iterator_at is not None else ()
-        return (EMPTY_FIT, *iterator, *self.events.patches())
+        return (EMPTY_FIT, *iterator, *evaluation, *self.events.patches())
 
     # ------------------------------------------------------------------------------------------ lightning glue
     def _install_patches(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
@@ -550,7 +558,7 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
 
     @override
     def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.start_eval_epoch(trainer, self._evaluation(trainer, "val"))
+        self._start_eval_epoch(trainer, self._evaluation(trainer, "val"))
 
     @override
     def on_validation_batch_start(
@@ -579,7 +587,7 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
 
     @override
     def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.start_eval_epoch(trainer, self._evaluation(trainer, "test"))
+        self._start_eval_epoch(trainer, self._evaluation(trainer, "test"))
 
     @override
     def on_test_batch_start(
@@ -615,6 +623,18 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         """An evaluation starts in the host loop. A family overrides it (or :meth:`start_eval_epoch`) for what its
         adapter, not its loop, checks first (MMEngine's sampler check, Classy's end of a train phase cut short)."""
         self.eval_loop.start_eval(run)
+
+    def _start_eval_epoch(self, trainer: pl.Trainer, run: Evaluation) -> None:
+        """The host's evaluation epoch starts; its iterator is made first where :attr:`eval_iterator_at` says so
+        (``lightning_api.make_pending_eval_iterator``; not in the sanity check, whose iterator Lightning made)."""
+        if self.eval_iterator_at == "before_epoch_start" and not run.sanity_check:
+            self.prepare_eval_iterator(trainer, run)
+            lightning_api.make_pending_eval_iterator(trainer)
+        self.start_eval_epoch(trainer, run)
+
+    def prepare_eval_iterator(self, trainer: pl.Trainer, run: Evaluation) -> None:
+        """What a host that makes each evaluation's iterator before its epoch-start hooks does to the loaders first
+        (nothing here; VISSL's trainer sets the test sampler's epoch)."""
 
     def start_eval_epoch(self, trainer: pl.Trainer, run: Evaluation) -> None:
         """An evaluation epoch starts in the host loop (see :meth:`start_eval`)."""
@@ -702,6 +722,23 @@ class TrainIterator(Patch):
 
 #: the one :class:`TrainIterator` patch (in a fit of a family that declares ``train_iterator_at``)
 TRAIN_ITERATOR = TrainIterator()
+
+
+@dataclass(frozen=True)
+class EvalIterator(Patch):
+    """Each evaluation's iterator made where the family's host makes it (:attr:`LegacyHookAdapter.eval_iterator_at`):
+    held back from the evaluation loop's ``reset()`` (:func:`~lightning_hooks.core.lightning_api.defer_eval_iterators`)
+    and made by :meth:`~LegacyHookAdapter._start_eval_epoch`, or at the first batch. Fires no row."""
+
+    def __str__(self) -> str:
+        return "EvaluationLoop's data fetcher (each evaluation's iterator)"
+
+    def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Callable[[], None]:
+        return lightning_api.defer_eval_iterators(trainer)
+
+
+#: the one :class:`EvalIterator` patch (in a run of a family that declares ``eval_iterator_at``)
+EVAL_ITERATOR = EvalIterator()
 
 
 class AdapterCaller:

@@ -260,7 +260,25 @@ def defer_train_iterators(trainer: Any) -> Callable[[], None]:
     and its workers take their first indices from the sampler when it is made: made later, it draws after the hooks
     that run in between and sees the sampler's epoch and the dataset as they left them. Several calls for one trainer
     defer once. Returns the undo. Checked on :data:`CHECKED_ON`."""
-    module: Any = importlib.import_module(f"{namespace_of(trainer).__name__}.loops.fit_loop")
+    return _defer_fetchers(trainer, "fit_loop", ("train",))
+
+
+def defer_eval_iterators(trainer: Any) -> Callable[[], None]:
+    """The evaluation counterpart of :func:`defer_train_iterators`: the iterator of the validation or test loaders
+    that ``trainer``'s evaluation loop makes in its ``reset()`` (``_EvaluationLoop.reset``: ``iter(data_fetcher)``,
+    before ``on_validation_start`` / ``on_test_start``, in a fit after setting the loaders' sampler epoch to its count
+    of train epochs) is made only when :func:`make_pending_eval_iterator` asks for it, or when the loop draws the first
+    batch. Every evaluation run but Lightning's sanity check (its fetcher: ``evaluation_loop._select_data_fetcher``,
+    called at each run's reset). Several calls for one trainer defer once. Returns the undo. Checked on
+    :data:`CHECKED_ON`."""
+    return _defer_fetchers(trainer, "evaluation_loop", ("validate", "test"))
+
+
+def _defer_fetchers(trainer: Any, loop: str, stages: tuple[str, ...]) -> Callable[[], None]:
+    """The ``_PrefetchDataFetcher`` that ``<namespace>.loops.<loop>._select_data_fetcher`` returns for ``trainer`` in
+    one of ``stages`` (``RunningStage`` values) becomes a :class:`_DeferredFetcher` whose next ``iter()`` is held
+    back; once for a trainer and loop. Returns the undo."""
+    module: Any = importlib.import_module(f"{namespace_of(trainer).__name__}.loops.{loop}")
     original = module._select_data_fetcher
     if trainer in getattr(original, "defers_for", ()):
         return lambda: None
@@ -268,7 +286,7 @@ def defer_train_iterators(trainer: Any) -> Callable[[], None]:
 
     def select(fitting: Any, stage: Any) -> Any:
         fetcher = original(fitting, stage)
-        if fitting is trainer and stage == "train" and type(fetcher) is prefetcher:
+        if fitting is trainer and stage in stages and type(fetcher) is prefetcher:
             fetcher.__class__ = _deferred_class(prefetcher)
             fetcher.pending = True
         return fetcher
@@ -281,6 +299,19 @@ def defer_train_iterators(trainer: Any) -> Callable[[], None]:
             module._select_data_fetcher = original
 
     return undo
+
+
+def make_pending_eval_iterator(trainer: Any) -> bool:
+    """Make the iterator that :func:`defer_eval_iterators` held back for the evaluation running now (in
+    ``on_validation_epoch_start`` / ``on_test_epoch_start``, before its first batch; the loop's count of batches
+    fetched is kept). Returns whether one was made (not: made already, or the run's fetcher not deferred: the sanity
+    check, a step taking ``dataloader_iter``). Reads ``trainer._evaluation_loop._data_fetcher``. Checked on
+    :data:`CHECKED_ON`."""
+    fetcher = trainer._evaluation_loop._data_fetcher
+    if not getattr(fetcher, "pending", False):
+        return False
+    fetcher.make_iterator()
+    return True
 
 
 def make_pending_train_iterator(trainer: Any) -> bool:

@@ -1,6 +1,6 @@
 """``core/adapter.py``: ``LegacyHookAdapter``'s shared lifecycle, on the toy family (tests/helpers/toy_family): a train
 epoch ends at its last batch, or at ``on_train_epoch_end`` when cut short; the epoch a fit resumes into is started
-(mid-epoch); each train epoch's iterator is made where the family declares; the hook list is checked; the facade is
+(mid-epoch); each train epoch's and each evaluation's iterator is made where the family declares; the hook list is checked; the facade is
 handed a caller, never the adapter."""
 
 from __future__ import annotations
@@ -105,6 +105,50 @@ def test_every_train_epochs_iterator_is_made_where_the_family_declares(tmp_path,
                          enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", max_epochs=3,
                          limit_val_batches=0)  # fmt: skip  # Trainer kwargs
     trainer.fit(TinyModule(), data)
+    assert events == expected
+
+
+class EvalIteratorAt(ToyAdapter):
+    """Declares where its host makes each evaluation's iterator; records the evaluation steps and what it prepares."""
+
+    def __init__(self, hooks: Any, at: str | None, record: list[str]) -> None:
+        super().__init__(hooks)
+        self.eval_iterator_at, self.record = at, record  # type: ignore[misc]  # the declaration, per instance here
+
+    def prepare_eval_iterator(self, trainer: Any, run: Any) -> None:
+        self.record.append(f"prepare {run.stage}")
+
+    def start_eval(self, trainer: Any, run: Any) -> None:
+        self.record.append("sanity" if run.sanity_check else "start")
+        super().start_eval(trainer, run)
+
+    def start_eval_epoch(self, trainer: Any, run: Any) -> None:
+        self.record.append("epoch start")
+        super().start_eval_epoch(trainer, run)
+
+
+@pytest.mark.parametrize(("at", "expected"), [
+    ("before_epoch_start", ["iter", "sanity", "epoch start", *["start", "prepare val", "iter", "epoch start"] * 3]),
+    (None, ["iter", "sanity", "epoch start", *["iter", "start", "epoch start"] * 3]),  # Lightning's: in the loop's reset
+])  # fmt: skip  # one case a line
+def test_every_evaluations_iterator_is_made_where_the_family_declares(tmp_path, at, expected):
+    """``eval_iterator_at``: each evaluation's iterator (``iter()`` of the loader; the fit's validations and a
+    ``trainer.validate``) is made after the evaluation's start and ``prepare_eval_iterator``, before its epoch-start
+    step (Classy's ``advance_phase`` of a test phase); the sanity check's, and every one when undeclared, where
+    Lightning makes it, before the start."""
+    events: list[str] = []
+
+    class Loader(torch.utils.data.DataLoader):
+        def __iter__(self) -> Any:
+            events.append("iter")
+            return super().__iter__()
+
+    data = Loader(tiny_loader(n=2, batch_size=1).dataset, batch_size=1)
+    trainer = pl.Trainer(callbacks=[EvalIteratorAt([Counter()], at, events)], default_root_dir=tmp_path, logger=False,
+                         enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", max_epochs=2,
+                         limit_train_batches=1, num_sanity_val_steps=1)  # fmt: skip  # Trainer kwargs
+    trainer.fit(TinyModule(), tiny_loader(n=2, batch_size=1), data)
+    trainer.validate(TinyModule(), data, verbose=False)  # outside the fit too
     assert events == expected
 
 

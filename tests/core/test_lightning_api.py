@@ -929,3 +929,69 @@ def test_a_deferred_train_iterator_made_at_the_first_batch_of_a_resumed_epoch_ke
         trainer.fit(_boring(ns)(), ckpt_path=tmp_path / "mid.ckpt")
     undo()
     assert last[-1] == (3, True) and not any(flag for _, flag in last[:-1]), last  # 2.4 runs batch 2 again
+
+
+def test_defer_eval_iterators_makes_each_evaluations_iterator_when_asked_or_at_the_first_batch(ns, tmp_path):
+    """Lightning makes a validation's (and a test's) iterator in its evaluation loop's ``reset()``, before
+    ``on_validation_start``, in a fit after setting the sampler's epoch to its count of train epochs; deferred, it is
+    made when ``make_pending_eval_iterator`` asks in ``on_validation_epoch_start`` / ``on_test_epoch_start`` (after
+    the probe set the sampler's epoch to 7), or else at the first batch; never in the sanity check, which keeps
+    Lightning's order (as without the deferral, or after its undo). (``trainer.test`` after the fit: Lightning set
+    the test sampler's epoch to the fit's 2 when it built the loader.)"""
+    made: list[Any] = []
+
+    class Loader(torch.utils.data.DataLoader):
+        def __iter__(self):
+            made.append(("iter", self.sampler.epoch))
+            return super().__iter__()
+
+    class Model(_boring(ns)):
+        def val_dataloader(self):
+            data = importlib.import_module(f"{ns.__name__}.demos.boring_classes").RandomDataset(32, 4)
+            return Loader(data, batch_size=2, sampler=torch.utils.data.DistributedSampler(data, num_replicas=1, rank=0))
+
+        test_dataloader = val_dataloader
+
+    class Probe(ns.Callback):
+        def __init__(self, ask: bool) -> None:
+            self.ask = ask
+
+        def on_validation_start(self, trainer, pl_module):
+            made.append("sanity" if trainer.sanity_checking else "start")
+
+        def on_validation_epoch_start(self, trainer, pl_module):
+            if self.ask and not trainer.sanity_checking:
+                self.make(trainer, trainer.val_dataloaders)
+
+        def on_test_epoch_start(self, trainer, pl_module):
+            made.append("test")
+            if self.ask:
+                self.make(trainer, trainer.test_dataloaders)
+
+        def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+            made.append(batch_idx)
+
+        @staticmethod
+        def make(trainer, loader):
+            loader.sampler.set_epoch(7)
+            made.append(lightning_api.make_pending_eval_iterator(trainer))
+
+    def run(defer: bool, ask: bool) -> list[Any]:
+        made.clear()
+        trainer = _trainer(ns, tmp_path, callbacks=[Probe(ask)], max_steps=-1, max_epochs=2, limit_train_batches=2,
+                           limit_val_batches=2, num_sanity_val_steps=1, use_distributed_sampler=False)  # fmt: skip
+        undo = lightning_api.defer_eval_iterators(trainer) if defer else lambda: None
+        again = lightning_api.defer_eval_iterators(trainer) if defer else lambda: None  # defers once
+        trainer.fit(Model())
+        trainer.test(Model(), verbose=False)
+        again()
+        undo()
+        return list(made)
+
+    sanity = [("iter", 0), "sanity", 0]
+    assert run(defer=True, ask=True) == [*sanity, "start", ("iter", 7), True, 0, 1, "start", ("iter", 7), True, 0, 1,
+                                         "test", ("iter", 7), True]  # fmt: skip
+    assert run(defer=True, ask=False) == [*sanity, "start", ("iter", 0), 0, 1, "start", ("iter", 1), 0, 1, "test",
+                                          ("iter", 2)]  # fmt: skip
+    assert run(defer=False, ask=True) == [*sanity, ("iter", 0), "start", False, 0, 1, ("iter", 1), "start", False, 0, 1,
+                                          ("iter", 2), "test", False]  # fmt: skip

@@ -43,9 +43,15 @@ RESUMED = {"resumed_after_untested_phase": ("model_phase1.torch", ["config.CHECK
 SCHEDULES = ((1, 1), (4, 1), (2, 2), (2, 7), (3, 2), (5, 2), (7, 3), (105, 5))
 
 #: the config's test phases in two processes (gloo), as the commands a user runs (vissl_cli.py, each rank's steps and
-#: meters recorded): 12 train and 12 test samples (the heads' 12 classes), each rank its shard of 6 in 2 batches of 3
+#: meters recorded): 12 train and 12 test samples (the heads' 12 classes), each rank its shard of 6 in 2 batches of 3,
+#: loaded by a loader worker, which takes its indices from VISSL's shuffling test sampler when the phase's iterator is
+#: made: each rank's test batches come in VISSL's order only if that iterator is made where VISSL makes it, with the
+#: sampler at VISSL's epoch (the phase's index). The workers are forked, not started from the config's forkserver,
+#: which each of the 4 ranks would start, importing torch and VISSL (~4 s CPU each): the order and the workers' seeds
+#: do not depend on how they start (the rank draws the base seed, its sampler gives the indices)
 TWO_PROCESSES = [*TEST_MODEL, "config.DATA.TRAIN.DATA_LIMIT=12", "config.DATA.TRAIN.BATCHSIZE_PER_REPLICA=3",
-                 "config.DATA.TEST.DATA_LIMIT=12", "config.DATA.TEST.BATCHSIZE_PER_REPLICA=3"]  # fmt: skip
+                 "config.DATA.TEST.DATA_LIMIT=12", "config.DATA.TEST.BATCHSIZE_PER_REPLICA=3",
+                 "config.DATA.NUM_DATALOADER_WORKERS=1", "config.MULTI_PROCESSING_METHOD=fork"]  # fmt: skip
 
 
 def run(root: Path, name: str) -> dict[str, Any]:

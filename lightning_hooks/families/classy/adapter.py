@@ -106,6 +106,9 @@ class ClassyAdapter(LegacyHookAdapter):
     #: ``on_phase_start`` run: every train phase's iterator is made before them (a fit's first after ``on_start`` and
     #: a pending test phase)
     train_iterator_at = "before_epoch_start"
+    #: and each test phase's too (``advance_phase`` / ``_advance_phase`` of a test phase), after the train phase before
+    #: it ended (a train epoch cut short ends at the validation's start: :meth:`start_eval`)
+    eval_iterator_at = "before_epoch_start"
 
     def __init__(
         self,
@@ -385,8 +388,17 @@ class ClassyAdapter(LegacyHookAdapter):
         self.legacy_start.end_train_epoch()
         self.loop.end_epoch(trigger)
 
-    def start_eval_epoch(self, trainer: pl.Trainer, run: Evaluation) -> None:
-        """A test phase; a train phase still open ends first when Lightning validates because the fit stops early."""
+    def prepare_eval_iterator(self, trainer: pl.Trainer, run: Evaluation) -> None:
+        """With VISSL, its ``recreate_data_iterator`` of a test phase: the test sampler's epoch is the phase's index,
+        test phases counted (Lightning set a fit's count of train epochs), before the iterator is made."""
+        loaders = trainer.val_dataloaders if run.stage == "val" else trainer.test_dataloaders
+        set_epoch = getattr(getattr(loaders, "sampler", None), "set_epoch", None)
+        if self.vissl and callable(set_epoch):
+            set_epoch(self.loop.phase_idx + 1)
+
+    def start_eval(self, trainer: pl.Trainer, run: Evaluation) -> None:
+        """An evaluation; a train phase still open ends first when Lightning validates because the fit stops early,
+        before the test phase's iterator is made (:attr:`eval_iterator_at`)."""
         if run.stage == "val" and not run.sanity_check and self.train_epoch_open():
             if not trainer.should_stop:
                 raise ValueError(
@@ -397,7 +409,7 @@ class ClassyAdapter(LegacyHookAdapter):
             # should_stop (max_time, EarlyStopping, a callback) inside the epoch: Lightning validates before it stops.
             # The train phase ends here, cut short, so its on_phase_end hooks (CheckpointHook) see the steps trained.
             self._end_train_epoch(trainer, ON["on_train_epoch_end"])
-        super().start_eval_epoch(trainer, run)
+        super().start_eval(trainer, run)
 
 
 def _warn_if_no_final_test_phase(trainer: pl.Trainer) -> None:

@@ -172,9 +172,11 @@ def test_a_rerun_trains_on_and_tests_as_vissl(runs, name, metrics, iterations):
 
 def test_test_model_in_two_processes_runs_vissl_s_test_phases_rank_by_rank(runs):
     """``TEST_MODEL: True`` in two processes (gloo; ``--devices 2`` against VISSL's launcher with
-    ``NUM_PROC_PER_NODE=2``): each rank trains and tests on its shard of VISSL's samplers (inputs, targets, the loss
-    averaged over ranks, at every train and test step) and ends each phase with the same meter values (synced over the
-    ranks); rank 0's stdout.json, metrics.json lines (train and test meters at each phase) and checkpoints as VISSL's."""
+    ``NUM_PROC_PER_NODE=2``), a loader worker a rank: each rank trains and tests on its shard of VISSL's samplers
+    (inputs, targets, the loss averaged over ranks, at every train and test step: a test phase's batches in VISSL's
+    order, the worker taking its indices when the phase's iterator is made, at the phase's epoch) and ends each phase
+    with the same meter values (synced over the ranks); rank 0's stdout.json, metrics.json lines (train and test meters
+    at each phase) and checkpoints as VISSL's."""
     theirs, ours = _run(runs, "test_model_two_processes")
     for rank in (0, 1):
         rows = theirs["ranks"][rank]
