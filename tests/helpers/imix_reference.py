@@ -7,11 +7,16 @@ wheel lacks (allennlp, transformers, cytoolz, data files); only those builders a
 
 - ``build_model(cfg)``: ``MODELS[cfg.model.type]``; ``Losser(cfg.loss)``: iMIX's ``Losser`` sums and logs the losses
   ``LOSSES[cfg.loss.type]`` returns (``{name: value.item(), "total_loss": float, "loss": tensor}``);
-- ``build_imix_train_loader(cfg)``: ``DATASETS[cfg.dataset_type](cfg)``;
+- ``build_imix_train_loader(cfg)``: ``DATASETS[cfg.dataset_type](cfg)``; the type ``IMIXLoader`` is iMIX's own
+  ``build_imix_train_loader`` (``imix/data/builder.py`` and its sampler builder, loaded from the installed files:
+  ``cfg.train_data``'s batch size, workers and sampler, a ``DistributedSampler`` of the rank in several processes)
+  on a dataset of iMIX's registry (:class:`RegisteredSamples`);
 - ``build_optimizer(cfg.optimizer, model)`` / ``build_lr_scheduler(cfg.lr_config, optimizer)``: the torch optimizer
   and scheduler of that ``type`` name.
 
-The engine sleeps 2 s per epoch and 1 s at the end (``time.sleep``): patched out in this module's copy. While an
+The engine sleeps 2 s per epoch and 1 s at the end (``time.sleep``): patched out in this module's copy. In several
+processes the Organizer wraps its model in ``DistributedDataParallel`` with the rank's GPU as device, which torch
+refuses on CPU: there it is built without device ids (:func:`_cpu_ddp`). While an
 Organizer is built, the imix logger is at INFO and iMIX's work dir is the config's, as iMIX's ``default_setup`` leaves
 them. iMIX's evaluation (``Organizer.test``: ``inference_on_dataset`` with its ``Evaluator``) runs as it is, with a
 metric and a dataset converter of this module (:data:`EVALUATION`).
@@ -306,6 +311,28 @@ def _load(name: str, path: Path, stand_ins: dict[str, types.ModuleType]) -> type
     return module
 
 
+def _cpu_ddp(module: torch.nn.Module, device_ids: Any = None, output_device: Any = None, **kwargs: Any) -> Any:
+    """The Organizer's ``DistributedDataParallel(model, device_ids=[local_rank], output_device=local_rank, ...)`` on
+    CPU, where torch refuses device ids (iMIX runs on GPUs only): without them, as DDP takes a CPU module."""
+    if all(p.device.type == "cpu" for p in module.parameters()):
+        device_ids = output_device = None
+    return torch.nn.parallel.DistributedDataParallel(module, device_ids=device_ids, output_device=output_device, **kwargs)
+
+
+def _load_data_builder() -> types.ModuleType:
+    """iMIX's ``imix/data/builder.py`` (``build_imix_train_loader``: the dataset from its registry, then the loader
+    with the config's sampler, through ``imix/data/sampler/builder.py``, which makes it a ``DistributedSampler`` of
+    this rank once the process group is up), without ``imix.data``'s package, whose dataset readers and samplers
+    need what the wheel lacks (cytoolz, data files)."""
+    data = _ENGINE_DIR.parent / "data"
+    adaptor = _load("imix.data.sampler.sampler_adaptor", data / "sampler/sampler_adaptor.py", {})
+    samplers = _load("imix.data.sampler.builder", data / "sampler/builder.py",
+                     {"imix.data.sampler.sampler_adaptor": adaptor})  # fmt: skip
+    sampler = _module("imix.data.sampler", build_sampler=samplers.build_sampler,
+                      build_batch_sampler=samplers.build_batch_sampler)  # fmt: skip
+    return _load("imix.data.builder", data / "builder.py", {"imix.data.sampler": sampler})
+
+
 def _load_imix() -> tuple[types.ModuleType, types.ModuleType]:
     builder = _module("imix.models.builder", build_loss=_build_loss)
     base_loss = _load("imix.models.losses.base_loss", _ENGINE_DIR.parent / "models/losses/base_loss.py",
@@ -320,10 +347,25 @@ def _load_imix() -> tuple[types.ModuleType, types.ModuleType]:
     organizer = _load("imix.engine.organizer", _ENGINE_DIR / "organizer.py", zoo)
     engine = _load("imix.engine.imix_engine", _ENGINE_DIR / "imix_engine.py", {"imix.engine.organizer": organizer})
     engine.time = _module("time", sleep=lambda seconds: None)  # the loop's sleeps, only
+    organizer.DistributedDataParallel = _cpu_ddp
     return organizer, engine
 
 
 ORGANIZER, ENGINE = _load_imix()
+DATA_BUILDER = _load_data_builder()
+
+
+@DATA_BUILDER.DATASETS.register_module()
+class RegisteredSamples(NoisySamples):
+    """:class:`NoisySamples` as a dataset of iMIX's registry, for a config's ``train_data.data``: ``samples`` samples
+    of :func:`tiny_data`'s values."""
+
+    def __init__(self, samples: int) -> None:
+        g = torch.Generator().manual_seed(1)
+        super().__init__(torch.randn(samples, 4, generator=g) * 3, torch.randn(samples, 1, generator=g) * 3)
+
+
+DATASETS["IMIXLoader"] = DATA_BUILDER.build_imix_train_loader  # iMIX's own loader of cfg.train_data
 Losser = ORGANIZER.Losser  # iMIX's, importable from here: EvaluateHook pickles the LightningModule that holds one
 Losser.__module__ = __name__
 
@@ -372,7 +414,8 @@ class IMIXModule(L.LightningModule):
 
     def __init__(self, organizer: Any) -> None:
         super().__init__()
-        self.model = organizer.model
+        model = organizer.model  # wrapped in DDP where the process group was up: Lightning's strategy wraps its own
+        self.model = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
         self.losses_fn = organizer.losses_fn
         self.optimizer = organizer.optimizer
 
@@ -416,8 +459,8 @@ def fit(cfg: Config, ckpt_path: str | None = None, lightning_steps: bool = False
 
 # ------------------------------------------------------------------------------------------ comparing two runs
 class LogLines(logging.Handler):
-    """The imix loggers' messages, work dirs and wall-clock figures masked; not the Organizer's list of the hooks it
-    built (which names LightningStep under iMIX)."""
+    """The imix loggers' messages, work dirs and wall-clock figures (seconds, durations) masked; not the Organizer's
+    list of the hooks it built (which names LightningStep under iMIX)."""
 
     def __init__(self, work_dir: str) -> None:
         super().__init__(logging.INFO)
@@ -427,10 +470,11 @@ class LogLines(logging.Handler):
         if record.getMessage().startswith("hook name:"):
             return
         message = record.getMessage().replace(self.work_dir, "WORK_DIR")
-        self.lines.append((record.name, re.sub(r"\d+\.\d{4,}", "T", message)))
+        self.lines.append((record.name, re.sub(r"\d+\.\d{4,}|\d+:\d\d:\d\d", "T", message)))
 
 
-def _logged(runner: Callable[[], Any], work_dir: str) -> tuple[Any, list[tuple[str, str]]]:
+def logged(runner: Callable[[], Any], work_dir: str) -> tuple[Any, list[tuple[str, str]]]:
+    """``runner()``'s result and the imix loggers' lines meanwhile (:class:`LogLines`)."""
     logger = logging.getLogger("imix")
     lines, level = LogLines(work_dir), logger.level
     logger.addHandler(lines)
@@ -496,7 +540,7 @@ def assert_runs_as_imix(tmp_path: Path, lightning_steps: bool = False, **overrid
     for name, runner in (("imix", lambda cfg: train(cfg, lightning_steps)),
                          ("lightning", lambda cfg: fit(cfg, lightning_steps=lightning_steps)[0])):  # fmt: skip
         cfg = config(tmp_path / name, **overrides)
-        host, log = _logged(lambda: runner(cfg), cfg.work_dir)
+        host, log = logged(lambda: runner(cfg), cfg.work_dir)
         hooks = host._hooks if name == "imix" else host.hooks
         runs.append(Run(hooks, host.model, log, tmp_path / name))
     imix, lightning = runs

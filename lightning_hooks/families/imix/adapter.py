@@ -141,6 +141,8 @@ class IMIXAdapter(ManualStepAdapter):
         self._data_start = 0.0
         self._data_time = 0.0
         self._write_metrics: Any = None
+        #: the train loader's samplers with their epoch when training started, which iMIX's engine never changes
+        self._sampler_epochs: list[tuple[Any, int]] = []
         self.dispatch.build_plan(())
 
     @classmethod
@@ -260,9 +262,16 @@ class IMIXAdapter(ManualStepAdapter):
         if real is not None:
             self._write_metrics = real.periods.write_metrics
         self._train_running = True
+        self._sampler_epochs = _sampler_epochs(trainer.train_dataloader)
         super().start_train(trainer)
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
+        """iMIX's epoch starts: the train sampler gets back the epoch it had when training started, which Lightning
+        replaced with the epoch's number (iMIX never calls ``set_epoch``: its ``DistributedSampler`` orders every
+        epoch as the first, in a resumed run too), then ``before_train_epoch``; the epoch's iterator follows
+        (:attr:`train_iterator_at`)."""
+        for sampler, epoch in self._sampler_epochs:
+            sampler.set_epoch(epoch)
         self.loop.start_epoch(mid_epoch)
         self._data_start = time.perf_counter()
 
@@ -390,6 +399,14 @@ def _check_unowned(hook: Any) -> None:
             f"IMIXAdapter: the {type(hook).__qualname__} instance is already driven by another IMIXAdapter "
             "(its hook.trainer points at that adapter's engine). Build a new hook for each adapter."
         )
+
+
+def _sampler_epochs(loader: Any) -> list[tuple[Any, int]]:
+    """The samplers of ``loader`` whose epoch Lightning sets at each epoch's start (its sampler and its batch
+    sampler's, as ``_set_sampler_epoch`` finds them), each with the epoch it has now."""
+    samplers = (getattr(loader, "sampler", None), getattr(getattr(loader, "batch_sampler", None), "sampler", None))
+    settable = [s for s in samplers if s is not None and callable(getattr(s, "set_epoch", None))]
+    return [(s, s.epoch) for s in settable if isinstance(getattr(s, "epoch", None), int)]
 
 
 def _loss_dict(result: Any) -> dict[str, Any]:
