@@ -8,7 +8,9 @@ Lightning logger stored, as ``(step, name, value)`` points, and in two processes
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -92,8 +94,32 @@ def resumed(root: Path, name: str) -> dict[str, Any]:
     for side in ("vissl", "lightning"):
         (root / name / side).mkdir(parents=True)
         shutil.copy(root / "test_model" / "vissl" / file, root / name / side / file)
-    return {"vissl": run_vissl("meters", root / name / "vissl", extra),
-            "lightning": lightning_with_points(root / name / "lightning", extra)}  # fmt: skip
+    with iterators_made() as theirs:
+        vissl = run_vissl("meters", root / name / "vissl", extra)
+    with iterators_made() as ours:
+        lightning = lightning_with_points(root / name / "lightning", extra)
+    return {"vissl": {**vissl, "iterators": theirs}, "lightning": {**lightning, "iterators": ours}}
+
+
+@contextlib.contextmanager
+def iterators_made() -> Iterator[list[tuple[str, Any, Any]]]:
+    """The loader iterators made meanwhile (``DataLoader.__iter__``), each as its sampler's class, ``epoch`` and
+    ``start_iter`` then: what a loader worker would take its indices from (VISSL's samplers shuffle by epoch)."""
+    from torch.utils.data import DataLoader
+
+    made: list[tuple[str, Any, Any]] = []
+    original = DataLoader.__iter__
+
+    def recording(loader: Any) -> Any:
+        sampler = loader.sampler
+        made.append((type(sampler).__name__, getattr(sampler, "epoch", None), getattr(sampler, "start_iter", None)))
+        return original(loader)
+
+    DataLoader.__iter__ = recording  # type: ignore[method-assign]  # restored below
+    try:
+        yield made
+    finally:
+        DataLoader.__iter__ = original  # type: ignore[method-assign]
 
 
 def direct_adapter(root: Path) -> dict[str, Any]:

@@ -155,8 +155,16 @@ def test_a_rerun_trains_on_and_tests_as_vissl(runs, name, metrics, iterations):
     """Auto-resumed from VISSL's ``model_phase1.torch`` of that run (the end of train phase 1, which VISSL does not
     test: no test phase first) or its ``model_iteration7.torch`` (inside train phase 2: its last 2 batches, then its
     test phase); metrics.json, stdout.json and the checkpoints as VISSL's rerun, and metrics.json's meters in the CSV
-    logger at the resumed phase's end (its last batch, the sampler's skipped batch early) and its test phase's."""
+    logger at the resumed phase's end (its last batch, the sampler's skipped batch early) and its test phase's. Each
+    loader iterator is made with the sampler where VISSL's is (what a loader worker takes its indices from): the
+    resumed train phase's at VISSL's epoch, the phase's index counting the test phase before (Lightning's count of
+    train epochs is 2; the fit starts its epoch with ``on_train_epoch_start`` on Lightning 2.6 too, the converted
+    checkpoint being an epoch boundary for Lightning), past the skipped batch; the test phase's at its index. VISSL
+    makes one more at the checkpoint's load, for the same phase, and discards it."""
     theirs, ours = _run(runs, name)
+    discarded, *made = theirs["iterators"]
+    assert ours["iterators"] == made and discarded == made[0]
+    assert [epoch for _, epoch, _ in made] == [3, 4]
     assert [(row["phase_idx"], row["train_phase_idx"]) for row in theirs["metrics"]] == metrics
     assert ours["metrics"] == theirs["metrics"]
     assert _untimed(ours["stdout"]) == _untimed(theirs["stdout"])
