@@ -4,8 +4,8 @@ DDP (``strategy="ddp"``, ``devices=2``, IMIXAdapter with the Organizer's hooks a
 epoch 1 then resumed (iMIX from its CheckPointHook's epoch file with ``resume_from``, Lightning from its checkpoint):
 ``tests/helpers/imix_engine_ddp.py``. The config loads through iMIX's own loader builder with the sampler of iMIX's
 shipped OSCAR configs (``sampler='DistributedSampler'``), without loader workers (they ship 4): iMIX forks its
-workers anew every epoch in processes that run gloo's threads, and a worker forked so hung once in 23 runs with 2
-workers a rank (all the others bitwise equal); the worker's seed and data drawn where iMIX makes the epoch's iterator
+workers anew every epoch in processes that run gloo's threads, and a worker forked so hung once in some 45 runs with
+2 workers a rank (the others bitwise equal); the worker's seed and data drawn where iMIX makes the epoch's iterator
 are checked in one process (test_engine.py)."""
 
 from __future__ import annotations
