@@ -91,8 +91,10 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
     #: (Classy's and VISSL's test phase: ``iter()`` of the test loader, then ``on_phase_start``) makes its iterator
     #: after :meth:`prepare_eval_iterator`, before the evaluation-epoch-start step (:class:`EvalIterator`), where
     #: Lightning makes it in the evaluation loop's ``reset()``, before ``on_validation_start`` / ``on_test_start``
-    #: (and in a fit after setting the loaders' sampler epoch to its count of train epochs). None: Lightning's.
-    eval_iterator_at: ClassVar[Literal["before_epoch_start"] | None] = None
+    #: (and in a fit after setting the loaders' sampler epoch to its count of train epochs); ``"after_epoch_start"``
+    #: (MMEngine's ``ValLoop.run`` / ``TestLoop.run``: ``iter()`` after ``before_val_epoch`` / ``before_test_epoch``)
+    #: makes it right after the evaluation-epoch-start step. None: Lightning's.
+    eval_iterator_at: ClassVar[Literal["after_epoch_start", "before_epoch_start"] | None] = None
     #: names of the family's hook classes that write checkpoint files (a hook deriving from one, too): they do not
     #: run under ``Trainer(fast_dev_run=...)``, which suppresses checkpointing (see :meth:`_mute_checkpoint_hooks`).
     checkpoint_hooks: ClassVar[frozenset[str]] = frozenset()
@@ -625,12 +627,16 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         self.eval_loop.start_eval(run)
 
     def _start_eval_epoch(self, trainer: pl.Trainer, run: Evaluation) -> None:
-        """The host's evaluation epoch starts; its iterator is made first where :attr:`eval_iterator_at` says so
-        (``lightning_api.make_pending_eval_iterator``; not in the sanity check, whose iterator Lightning made)."""
-        if self.eval_iterator_at == "before_epoch_start" and not run.sanity_check:
+        """The host's evaluation epoch starts; its iterator is made before or after it where :attr:`eval_iterator_at`
+        says so (``lightning_api.make_pending_eval_iterator``; not in the sanity check, whose iterator Lightning
+        made)."""
+        at = None if run.sanity_check else self.eval_iterator_at
+        if at == "before_epoch_start":
             self.prepare_eval_iterator(trainer, run)
             lightning_api.make_pending_eval_iterator(trainer)
         self.start_eval_epoch(trainer, run)
+        if at == "after_epoch_start":
+            lightning_api.make_pending_eval_iterator(trainer)
 
     def prepare_eval_iterator(self, trainer: pl.Trainer, run: Evaluation) -> None:
         """What a host that makes each evaluation's iterator before its epoch-start hooks does to the loaders first

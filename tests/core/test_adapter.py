@@ -127,15 +127,30 @@ class EvalIteratorAt(ToyAdapter):
         super().start_eval_epoch(trainer, run)
 
 
+#: the sanity check's evaluation, where Lightning makes its iterator whatever the family declares
+SANITY = ["iter", "sanity", "epoch start", "next callback"]
+
+
+class NextCallback(pl.Callback):
+    """A callback after the adapter: its ``on_validation_epoch_start`` follows the adapter's."""
+
+    def __init__(self, record: list[str]) -> None:
+        self.record = record
+
+    def on_validation_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        self.record.append("next callback")
+
+
 @pytest.mark.parametrize(("at", "expected"), [
-    ("before_epoch_start", ["iter", "sanity", "epoch start", *["start", "prepare val", "iter", "epoch start"] * 3]),
-    (None, ["iter", "sanity", "epoch start", *["iter", "start", "epoch start"] * 3]),  # Lightning's: in the loop's reset
+    ("before_epoch_start", [*SANITY, *["start", "prepare val", "iter", "epoch start", "next callback"] * 3]),
+    ("after_epoch_start", [*SANITY, *["start", "epoch start", "iter", "next callback"] * 3]),  # before other callbacks'
+    (None, [*SANITY, *["iter", "start", "epoch start", "next callback"] * 3]),  # Lightning's: in the loop's reset
 ])  # fmt: skip  # one case a line
 def test_every_evaluations_iterator_is_made_where_the_family_declares(tmp_path, at, expected):
     """``eval_iterator_at``: each evaluation's iterator (``iter()`` of the loader; the fit's validations and a
     ``trainer.validate``) is made after the evaluation's start and ``prepare_eval_iterator``, before its epoch-start
-    step (Classy's ``advance_phase`` of a test phase); the sanity check's, and every one when undeclared, where
-    Lightning makes it, before the start."""
+    step (Classy's ``advance_phase`` of a test phase), or right after that step, before other callbacks' (MMEngine's
+    ``ValLoop.run``); the sanity check's, and every one when undeclared, where Lightning makes it, before the start."""
     events: list[str] = []
 
     class Loader(torch.utils.data.DataLoader):
@@ -144,7 +159,7 @@ def test_every_evaluations_iterator_is_made_where_the_family_declares(tmp_path, 
             return super().__iter__()
 
     data = Loader(tiny_loader(n=2, batch_size=1).dataset, batch_size=1)
-    trainer = pl.Trainer(callbacks=[EvalIteratorAt([Counter()], at, events)], default_root_dir=tmp_path, logger=False,
+    trainer = pl.Trainer(callbacks=[EvalIteratorAt([Counter()], at, events), NextCallback(events)], default_root_dir=tmp_path, logger=False,
                          enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", max_epochs=2,
                          limit_train_batches=1, num_sanity_val_steps=1)  # fmt: skip  # Trainer kwargs
     trainer.fit(TinyModule(), tiny_loader(n=2, batch_size=1), data)

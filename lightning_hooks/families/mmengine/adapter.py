@@ -59,6 +59,8 @@ class MMEngineAdapter(LegacyHookAdapter):
     events = EVENTS
     family_title, host_args, upstream = "MMEngine", ("runner",), ("mmengine.",)
     checkpoint_hooks = frozenset({"CheckpointHook"})
+    #: ``ValLoop.run`` / ``TestLoop.run`` iterate the loader after ``before_val_epoch`` / ``before_test_epoch``
+    eval_iterator_at = "after_epoch_start"
     delegates: ClassVar[dict[str, tuple[str, ...]]] = {
         **{f"{w}_{m}_epoch": (f"_{w}_epoch",) for w in ("before", "after") for m in ("train", "val", "test")},
         **{f"{w}_{m}_iter": (f"_{w}_iter",) for w in ("before", "after") for m in ("train", "val", "test")},

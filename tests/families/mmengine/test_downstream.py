@@ -271,6 +271,40 @@ def test_mmengine_downstream_train_dataloader_assignment_takes_effect_where_the_
     assert pair.trainer.train_dataloader.dataset is pair.adapter.runner.train_loop.dataloader.dataset
 
 
+@HOOKS.register_module(force=True)
+class ValDrawHook(Hook):
+    """Draws from torch's generator in ``before_val_epoch`` (as a hook sampling what it will show); records the
+    generator's state at each validation mount point up to the first batch. Each loader iterator made draws its base
+    seed from that generator: the state at ``before_val_iter`` tells whether the validation's iterator was made after
+    ``before_val_epoch``, as ``ValLoop.run`` makes it, or before ``before_val``."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, int, int]] = []
+
+    def _record(self, runner, mount: str) -> None:
+        self.seen.append((mount, runner.epoch, hash(torch.get_rng_state().numpy().tobytes())))
+
+    def before_val(self, runner) -> None:
+        self._record(runner, "before_val")
+
+    def before_val_epoch(self, runner) -> None:
+        self._record(runner, "before_val_epoch")
+        torch.rand(1)
+
+    def before_val_iter(self, runner, batch_idx, data_batch=None) -> None:
+        if batch_idx == 0:
+            self._record(runner, "before_val_iter")
+
+
+def test_mmengine_each_validations_iterator_is_made_after_before_val_epoch_as_the_val_loop_makes_it(tmp_path):
+    pair = run_both(tmp_path, custom_hooks=[dict(type="ValDrawHook")])
+    pair.assert_same()
+    mm_hook, lt_hook = pair.hook(ValDrawHook)
+    assert [seen[:2] for seen in mm_hook.seen] == [(m, e) for e in (1, 2) for m in ("before_val", "before_val_epoch",
+                                                                                     "before_val_iter")]  # fmt: skip
+    assert lt_hook.seen == mm_hook.seen
+
+
 @pytest.mark.parametrize(
     "task, hook, scope, visualizer",
     [
