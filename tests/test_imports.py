@@ -2,7 +2,8 @@
 core -> (callbacks, loggers, compat) -> families -> app (docs/architecture.md).
 
 The graph is read from the source (an AST walk, every ``import`` wherever it stands: module level, in a function, under
-``TYPE_CHECKING``), so it holds for lazy imports too."""
+``TYPE_CHECKING``, and each module a family names with ``Later("module", "name")`` for import on first use), so it
+holds for lazy imports too."""
 
 from __future__ import annotations
 
@@ -40,6 +41,10 @@ def imports(name: str, path: Path, known: set[str]) -> Iterator[str]:
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Later" and node.args:
+            # a family's piece named for import on first use (core/family.py's Later("module", "name"))
+            first = node.args[0]
+            targets = [first.value] if isinstance(first, ast.Constant) and isinstance(first.value, str) else []
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -127,6 +132,7 @@ def test_the_walk_sees_lazy_and_relative_imports():
     assert f"{PACKAGE}.core.adapter" in edges[f"{PACKAGE}.core.family"]
     assert f"{PACKAGE}.families" in edges[f"{PACKAGE}.adapt"]  # from lightning_hooks import families
     assert f"{PACKAGE}.families.mmengine.config" in edges[f"{PACKAGE}.families.mmengine"]  # inside a function
+    assert f"{PACKAGE}.families.mmengine.vis_backend" in edges[f"{PACKAGE}.families.mmengine"]  # Later("...", ...)
 
 
 def test_no_upward_imports():
