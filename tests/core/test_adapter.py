@@ -69,6 +69,17 @@ def test_the_epoch_a_fit_resumes_into_is_started_mid_epoch(tmp_path):
     assert resumed.starts == [(0, True), (1, False)]
 
 
+def recording_loader(n: int, events: list[str]) -> torch.utils.data.DataLoader:
+    """A loader of ``n`` one-sample batches that records each ``iter()`` of it in ``events``."""
+
+    class Loader(torch.utils.data.DataLoader):
+        def __iter__(self) -> Any:
+            events.append("iter")
+            return super().__iter__()
+
+    return Loader(tiny_loader(n=n, batch_size=1).dataset, batch_size=1)
+
+
 class IteratorAt(ToyAdapter):
     """Declares where its host makes each train epoch's iterator; records the epoch starts and what it prepares."""
 
@@ -95,12 +106,7 @@ def test_every_train_epochs_iterator_is_made_where_the_family_declares(tmp_path,
     (MMEngine's ``run_epoch``); undeclared, where Lightning makes it. Once an epoch."""
     events: list[str] = []
 
-    class Loader(torch.utils.data.DataLoader):
-        def __iter__(self) -> Any:
-            events.append("iter")
-            return super().__iter__()
-
-    data = Loader(tiny_loader(n=3, batch_size=1).dataset, batch_size=1)
+    data = recording_loader(3, events)
     trainer = pl.Trainer(callbacks=[IteratorAt([Counter()], at, events)], default_root_dir=tmp_path, logger=False,
                          enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", max_epochs=3,
                          limit_val_batches=0)  # fmt: skip  # Trainer kwargs
@@ -153,15 +159,11 @@ def test_every_evaluations_iterator_is_made_where_the_family_declares(tmp_path, 
     ``ValLoop.run``); the sanity check's, and every one when undeclared, where Lightning makes it, before the start."""
     events: list[str] = []
 
-    class Loader(torch.utils.data.DataLoader):
-        def __iter__(self) -> Any:
-            events.append("iter")
-            return super().__iter__()
-
-    data = Loader(tiny_loader(n=2, batch_size=1).dataset, batch_size=1)
-    trainer = pl.Trainer(callbacks=[EvalIteratorAt([Counter()], at, events), NextCallback(events)], default_root_dir=tmp_path, logger=False,
-                         enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", max_epochs=2,
-                         limit_train_batches=1, num_sanity_val_steps=1)  # fmt: skip  # Trainer kwargs
+    data = recording_loader(2, events)
+    trainer = pl.Trainer(callbacks=[EvalIteratorAt([Counter()], at, events), NextCallback(events)],
+                         default_root_dir=tmp_path, logger=False, enable_progress_bar=False, enable_model_summary=False,
+                         accelerator="cpu", max_epochs=2, limit_train_batches=1,
+                         num_sanity_val_steps=1)  # fmt: skip  # Trainer kwargs
     trainer.fit(TinyModule(), tiny_loader(n=2, batch_size=1), data)
     trainer.validate(TinyModule(), data, verbose=False)  # outside the fit too
     assert events == expected
