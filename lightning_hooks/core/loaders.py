@@ -30,3 +30,11 @@ class Loader:
             object.__setattr__(self, name, value)
         else:
             setattr(self.loader, name, value)
+
+
+def set_sampler_epoch(loader: Any, epoch: int) -> None:
+    """``loader``'s own sampler (not a batch sampler's) gets ``epoch`` when it has ``set_epoch``, as a legacy loop sets
+    it before it makes an epoch's iterator (mmcv 1.x's ``IterLoader``, VISSL's ``recreate_data_iterator``)."""
+    set_epoch = getattr(getattr(loader, "sampler", None), "set_epoch", None)
+    if callable(set_epoch):
+        set_epoch(epoch)

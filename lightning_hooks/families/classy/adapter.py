@@ -17,6 +17,7 @@ from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_u
 from lightning_hooks.core.checks import Periods, check_periods
 from lightning_hooks.core.host_loop import Evaluation
 from lightning_hooks.core.lightning_api import pl, rank_zero_warn
+from lightning_hooks.core.loaders import set_sampler_epoch
 from lightning_hooks.core.triggers import LAST_TRAIN_BATCH, ON, Patch, Trigger
 from lightning_hooks.families.classy import vissl as vissl_host
 from lightning_hooks.families.classy.config import build_hook
@@ -356,9 +357,7 @@ class ClassyAdapter(LegacyHookAdapter):
         """With VISSL, its ``recreate_data_iterator``: the train sampler's epoch is the index of the phase starting,
         test phases counted (Lightning's counts train epochs only), before the iterator is made. (Classy's
         ``advance_phase`` builds its loader at the train phase index, Lightning's epoch.)"""
-        set_epoch = getattr(getattr(trainer.train_dataloader, "sampler", None), "set_epoch", None)
-        if self.vissl and callable(set_epoch):
-            set_epoch(self.loop.phase_idx + 1)
+        self._start_vissl_phase_sampler(trainer.train_dataloader)
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         """Start a train phase, or reopen the one a mid-epoch checkpoint was in (``mid_epoch``).
@@ -391,10 +390,12 @@ class ClassyAdapter(LegacyHookAdapter):
     def prepare_eval_iterator(self, trainer: pl.Trainer, run: Evaluation) -> None:
         """With VISSL, its ``recreate_data_iterator`` of a test phase: the test sampler's epoch is the phase's index,
         test phases counted (Lightning set a fit's count of train epochs), before the iterator is made."""
-        loaders = trainer.val_dataloaders if run.stage == "val" else trainer.test_dataloaders
-        set_epoch = getattr(getattr(loaders, "sampler", None), "set_epoch", None)
-        if self.vissl and callable(set_epoch):
-            set_epoch(self.loop.phase_idx + 1)
+        self._start_vissl_phase_sampler(trainer.val_dataloaders if run.stage == "val" else trainer.test_dataloaders)
+
+    def _start_vissl_phase_sampler(self, loader: Any) -> None:
+        """With VISSL, the sampler of the phase starting gets the phase's index as its epoch, test phases counted."""
+        if self.vissl:
+            set_sampler_epoch(loader, self.loop.phase_idx + 1)
 
     def start_eval(self, trainer: pl.Trainer, run: Evaluation) -> None:
         """An evaluation; a train phase still open ends first when Lightning validates because the fit stops early,

@@ -45,7 +45,7 @@ from lightning_hooks.core import lightning_api
 from lightning_hooks.core.dispatch import HookCaller
 from lightning_hooks.core.host_loop import EvalRows, Evaluation, TrainStart
 from lightning_hooks.core.lightning_api import pl
-from lightning_hooks.core.loaders import Loader
+from lightning_hooks.core.loaders import Loader, set_sampler_epoch
 from lightning_hooks.core.manual_step import AFTER_STEP, BEFORE_STEP
 from lightning_hooks.core.triggers import ON, Trigger
 
@@ -258,6 +258,4 @@ def run_limits(trainer: pl.Trainer, iter_based: bool, iters_per_step: int) -> tu
 def start_pass(loader: Any, passes: int) -> None:
     """What IterBasedRunner's ``IterLoader`` does to ``loader`` when its pass number ``passes`` starts: its sampler
     (the loader's own, not a batch sampler's) gets that number as its epoch."""
-    set_epoch = getattr(getattr(loader, "sampler", None), "set_epoch", None)
-    if callable(set_epoch):
-        set_epoch(passes)
+    set_sampler_epoch(loader, passes)
