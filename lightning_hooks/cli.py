@@ -45,11 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     elif command == "train":
         from lightning_hooks.train import main as train
 
-        if rest and not rest[0].startswith("-"):  # a config to train; --help and a bad option import nothing to quiet
-            from lightning_hooks.console import quiet_upstream_notices  # imports Lightning
-
-            quiet_upstream_notices()
-        train(rest)
+        train(rest)  # quiets the upstream notices once it has a config to train
     elif command in ("fit", "validate", "test"):
         from lightning_hooks.console import quiet_upstream_notices
         from lightning_hooks.lightning_cli import LightningHooksCLI
