@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # both import Lightning, which reading the registry does not
 @dataclass(frozen=True)
 class Later:
     """``module``'s attribute ``name``, imported on first use: a family's piece that imports Lightning or its legacy
-    library, named in the registry line without importing it. Calling it calls the attribute."""
+    library, named in the registry line without importing it."""
 
     module: str
     name: str
@@ -45,9 +45,6 @@ class Later:
     def load(self) -> Any:
         """The attribute (imports ``module``)."""
         return getattr(importlib.import_module(self.module), self.name)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.load()(*args, **kwargs)
 
     def as_adapter(self) -> type[LegacyHookAdapter]:
         """This reference as a :class:`Family`'s ``adapter`` (typed as the class it names), loaded on first read."""
