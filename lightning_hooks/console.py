@@ -1,21 +1,19 @@
 """Console output a person can read at the entry points: legacy loggers set up as their hosts' entry points did,
-progress bars that count right in every adapter mode. The streams that print above the bar live in
+progress bars that count right in every adapter mode. The streams that print above the bar and the notices an entry
+point silences (``quiet_upstream_notices``, served here too) live in
 :mod:`lightning_hooks.core.console`."""
 
 from __future__ import annotations
 
 import importlib.util
 import logging
-import os
-import re
-import warnings
 from typing import Any
 
 from typing_extensions import override
 
 from lightning_hooks import families
-from lightning_hooks.core.console import DropMessages, route_console
-from lightning_hooks.core.lightning_api import NAMESPACES, RichProgressBar, TQDMProgressBar, pl, rich_bar_works
+from lightning_hooks.core.console import quiet_upstream_notices, route_console  # noqa: F401  # the entry points' call
+from lightning_hooks.core.lightning_api import RichProgressBar, TQDMProgressBar, pl, rich_bar_works
 
 
 def configure_logging(trainer: Any) -> None:
@@ -36,41 +34,6 @@ def configure_logging(trainer: Any) -> None:
             family.configure_logging(trainer, last[family])
     route_console(logging.getLogger())
     route_console(logging.getLogger(pl.__name__))
-
-
-#: the deprecation notices that the archived legacy libraries' own imports raise on today's stack, by the start of
-#: their message: VISSL's ``import pkg_resources`` (and MMEngine's ``get_installed_path``), and the torchvision video
-#: transforms VISSL imports. Nobody running a legacy config can act on them.
-LEGACY_IMPORT_NOTICES = (
-    "pkg_resources is deprecated as an API",
-    "The 'torchvision.transforms._functional_video' module is deprecated",
-    "The 'torchvision.transforms._transforms_video' module is deprecated",
-)
-
-
-def quiet_upstream_notices() -> None:
-    """Silence, at an entry point, the notices of Lightning, torch and the legacy libraries that a user of it cannot
-    act on.
-
-    - Lightning 2.6 builds ``LeafSpec()`` in ``lightning.pytorch.utilities._pytree``, which torch >= 2.10 deprecates
-      with a FutureWarning on every fit: Lightning's code, not the user's.
-    - Lightning's "Tip: ... try installing litlogger / litmodels" advertisements (INFO on every run).
-    - :data:`LEGACY_IMPORT_NOTICES` (UserWarnings), here and, through ``PYTHONWARNINGS``, in the processes the run
-      starts that import the libraries again (loader workers under VISSL's ``forkserver``, other ranks); the user's
-      own ``PYTHONWARNINGS`` entries come after, and win.
-    - Hydra's migration notice when VISSL composes its config without ``version_base`` (VISSL's call, not the user's).
-    """
-    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning,
-                            module=r"(lightning\.pytorch|pytorch_lightning)\.utilities\._pytree")  # fmt: skip  # arguments aligned under the call
-    warnings.filterwarnings("ignore", message=r"\s*The version_base parameter is not specified", module=r"vissl\.")
-    for notice in LEGACY_IMPORT_NOTICES:
-        warnings.filterwarnings("ignore", message=re.escape(notice), category=UserWarning)
-    entries = [f"ignore:{notice}:UserWarning" for notice in LEGACY_IMPORT_NOTICES]
-    given = [entry for entry in os.environ.get("PYTHONWARNINGS", "").split(",") if entry and entry not in entries]
-    os.environ["PYTHONWARNINGS"] = ",".join([*entries, *given])
-    tips = DropMessages("💡 Tip: For seamless cloud")
-    for namespace in NAMESPACES:  # on the logger that emits them, in each installed namespace
-        logging.getLogger(f"{namespace.__name__}.utilities.rank_zero").addFilter(tips)
 
 
 def batches_per_step(trainer: Any) -> int:

@@ -69,7 +69,7 @@ def main(argv: list[str]) -> None:
         command = command_for(argv[0])
         if command is None:
             fail(f"no registered family trains {argv[0]!r}: give a config file of one of the kinds above")
-        from lightning_hooks.console import quiet_upstream_notices  # imports Lightning, which the usage does not
+        from lightning_hooks.core.console import quiet_upstream_notices
 
         quiet_upstream_notices()
         try:

@@ -58,20 +58,36 @@ def test_lifecycle_help_prints_help_not_the_table(capsys):
     assert exit.value.code == 0 and out.startswith("usage: lightning-hooks lifecycle") and "|" not in out
 
 
+#: a config of each kind ``lightning-hooks train`` tells apart, for its usage errors
+CONFIGS = {"mmengine.py": "train_cfg = dict(by_epoch=True, max_epochs=1)\n",
+           "classy.json": '{"name": "classification_task", "num_epochs": 1}'}  # fmt: skip  # one config a line
+
+
 @pytest.mark.parametrize(
-    "args,status,usage",
-    [(["--help"], 0, "usage: lightning-hooks {"), (["train", "--help"], 0, "usage: lightning-hooks train CONFIG"),
-     (["train", "--no-such-option"], 2, "usage: lightning-hooks train CONFIG"), (["trian"], 2, "usage: lightning-hooks {")],
-)
-def test_help_and_usage_errors_import_neither_torch_nor_lightning(args, status, usage):
+    "args,status,usage,imported",
+    [(["--help"], 0, "usage: lightning-hooks {", []), (["train", "--help"], 0, "usage: lightning-hooks train CONFIG", []),
+     (["train", "--no-such-option"], 2, "usage: lightning-hooks train CONFIG", []),
+     (["trian"], 2, "usage: lightning-hooks {", []),
+     # a config's own parser: its usage errors and --help come before Lightning (MMEngine's imports no torch either;
+     # Classy's is classy_vision's, which imports torch)
+     (["train", "mmengine.py", "--no-such-option"], 2, "usage: lightning-hooks train", []),
+     (["train", "mmengine.py", "--help"], 0, "usage: lightning-hooks train", []),
+     (["train", "classy.json", "--no-such-option"], 2, "usage: lightning-hooks train", ["torch"]),
+     (["train", "config=test/integration_test/quick_swav", "--no-such-option"], 2,
+      "usage: lightning-hooks train config=", [])],
+)  # fmt: skip  # one case a line
+def test_help_and_usage_errors_import_neither_torch_nor_lightning(args, status, usage, imported, tmp_path):
     # the family registry behind ``train``'s usage names each family's adapter, which imports Lightning, lazily
-    code = ("import atexit, sys; atexit.register(lambda: print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('torch', 'lightning', 'pytorch_lightning', 'jsonargparse')))); "
+    code = ("import atexit, sys; atexit.register(lambda: print(sorted({m.split('.')[0] for m in sys.modules} & "
+            "{'torch', 'lightning', 'pytorch_lightning', 'jsonargparse'}))); "
             "from lightning_hooks.cli import main; main(sys.argv[1:])")  # fmt: skip  # the child's code, wrapped
+    for name, text in CONFIGS.items():
+        (tmp_path / name).write_text(text)
+    args = [str(tmp_path / arg) if arg in CONFIGS else arg for arg in args]
     result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert result.returncode == status, result.stderr
     assert (result.stdout if status == 0 else result.stderr).startswith(usage)
-    assert result.stdout.strip().endswith("[]"), result.stdout[-300:]
+    assert result.stdout.strip().endswith(str(imported)), result.stdout[-300:]
 
 
 @pytest.mark.parametrize(

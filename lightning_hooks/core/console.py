@@ -1,4 +1,5 @@
-"""Console plumbing the families share: text streams that print above Lightning's progress bar, and a filter.
+"""Console plumbing the families share: text streams that print above Lightning's progress bar, a filter, and the
+upstream notices an entry point silences before it imports Lightning (:func:`quiet_upstream_notices`).
 
 Lightning's progress bar redraws one terminal line. A logging handler that holds the ``sys.stdout`` of the moment it
 was built writes straight through that line (``v_num: 1.00011/23 18:52:33 - mmengine - INFO - ...``).
@@ -10,7 +11,10 @@ installed) swaps those for proxies that print above it while it is live.
 from __future__ import annotations
 
 import logging
+import os
+import re
 import sys
+import warnings
 
 from tqdm import tqdm
 
@@ -61,3 +65,38 @@ class DropMessages(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not str(record.msg).startswith(self.prefixes)
+
+
+#: the deprecation notices that the archived legacy libraries' own imports raise on today's stack, by the start of
+#: their message: VISSL's ``import pkg_resources`` (and MMEngine's ``get_installed_path``), and the torchvision video
+#: transforms VISSL imports. Nobody running a legacy config can act on them.
+LEGACY_IMPORT_NOTICES = (
+    "pkg_resources is deprecated as an API",
+    "The 'torchvision.transforms._functional_video' module is deprecated",
+    "The 'torchvision.transforms._transforms_video' module is deprecated",
+)
+
+
+def quiet_upstream_notices() -> None:
+    """Silence, at an entry point, the notices of Lightning, torch and the legacy libraries that a user of it cannot
+    act on.
+
+    - Lightning 2.6 builds ``LeafSpec()`` in ``lightning.pytorch.utilities._pytree``, which torch >= 2.10 deprecates
+      with a FutureWarning on every fit: Lightning's code, not the user's.
+    - Lightning's "Tip: ... try installing litlogger / litmodels" advertisements (INFO on every run).
+    - :data:`LEGACY_IMPORT_NOTICES` (UserWarnings), here and, through ``PYTHONWARNINGS``, in the processes the run
+      starts that import the libraries again (loader workers under VISSL's ``forkserver``, other ranks); the user's
+      own ``PYTHONWARNINGS`` entries come after, and win.
+    - Hydra's migration notice when VISSL composes its config without ``version_base`` (VISSL's call, not the user's).
+    """
+    warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning,
+                            module=r"(lightning\.pytorch|pytorch_lightning)\.utilities\._pytree")  # fmt: skip  # arguments aligned under the call
+    warnings.filterwarnings("ignore", message=r"\s*The version_base parameter is not specified", module=r"vissl\.")
+    for notice in LEGACY_IMPORT_NOTICES:
+        warnings.filterwarnings("ignore", message=re.escape(notice), category=UserWarning)
+    entries = [f"ignore:{notice}:UserWarning" for notice in LEGACY_IMPORT_NOTICES]
+    given = [entry for entry in os.environ.get("PYTHONWARNINGS", "").split(",") if entry and entry not in entries]
+    os.environ["PYTHONWARNINGS"] = ",".join([*entries, *given])
+    tips = DropMessages("💡 Tip: For seamless cloud")
+    for namespace in ("lightning.pytorch", "pytorch_lightning"):  # on the logger that emits them, by name: set before
+        logging.getLogger(f"{namespace}.utilities.rank_zero").addFilter(tips)  # Lightning is imported, if it is

@@ -113,9 +113,9 @@ class TrainCommand:
 def add_lightning_arguments(parser: argparse.ArgumentParser, *, precision: bool = True) -> None:
     """The ``Trainer`` flags a family's ``lightning-hooks train`` adds to its legacy script's own, in a "Lightning"
     group: ``--devices``, ``--num-nodes``, ``--strategy``, ``--accelerator``, (``precision``) ``--precision``, and
-    ``--logger`` / ``--trainer-config`` (:mod:`lightning_hooks.core.trainer_options`, which also reads
+    ``--logger`` / ``--trainer-config`` (:mod:`lightning_hooks.core.trainer_flags`; ``trainer_options`` reads them and
     ``--trainer.KEY VALUE``)."""
-    from lightning_hooks.core.trainer_options import add_arguments
+    from lightning_hooks.core.trainer_flags import add_arguments
 
     group = parser.add_argument_group("Lightning")
     group.add_argument("--devices", default="auto", help="Trainer(devices=...): e.g. 2 for two processes")

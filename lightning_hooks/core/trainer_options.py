@@ -1,7 +1,8 @@
 """Lightning's loggers and any ``Trainer`` option on ``lightning-hooks train``, for every family's train command.
 
 A family's train command adds the arguments (:func:`add_arguments`, which ``add_lightning_arguments`` calls), takes
-the ``--trainer.KEY VALUE`` items out of its command line before its legacy parser sees it (:func:`split_argv`),
+the ``--trainer.KEY VALUE`` items out of its command line before its legacy parser sees it (:func:`split_argv`; both
+from :mod:`lightning_hooks.core.trainer_flags`, which imports no Lightning: a usage error or ``--help`` does not),
 reads them (:meth:`TrainerRequest.from_args`) and, where it builds its ``lightning.Trainer``, resolves them against
 the options the legacy config owns (:meth:`TrainerRequest.resolve`): an option the config already sets another way is
 an error naming both sides.
@@ -28,14 +29,7 @@ from typing_extensions import override
 
 from lightning_hooks.core.errors import InputError, unknown_name
 from lightning_hooks.core.lightning_api import drop_unset_wandb_anonymous, pl, rank_zero_only, submodule, wandb_run_made
-
-#: the ``--logger`` choices, in the order their help lists them
-LOGGERS = ("tensorboard", "csv", "wandb", "mlflow")
-#: the prefix of a ``Trainer`` option on the command line, as LightningCLI writes it
-PREFIX = "--trainer."
-#: the families' own ``Trainer`` flags (``add_lightning_arguments``), by the option each sets
-FLAGS = {"devices": "--devices", "num_nodes": "--num-nodes", "strategy": "--strategy", "accelerator": "--accelerator",
-         "precision": "--precision"}  # fmt: skip  # one flag per option, wrapped at 120
+from lightning_hooks.core.trainer_flags import FLAGS, PREFIX, add_arguments, split_argv  # noqa: F401  # served here too
 
 
 class TrainerOptionError(InputError, ValueError):
@@ -68,39 +62,6 @@ LOOP_GROUPS: tuple[dict[str, Any], ...] = (
     {"max_epochs": None, "max_steps": -1, "fast_dev_run": False},
     {"check_val_every_n_epoch": 1, "val_check_interval": None},
 )
-
-
-def add_arguments(group: Any) -> None:
-    """``--logger`` (repeatable) and ``--trainer-config FILE`` in a family's "Lightning" argument group; the
-    ``--trainer.KEY VALUE`` items are taken out before parsing (:func:`split_argv`)."""
-    group.add_argument("--logger", action="append", choices=LOGGERS, default=None,
-                       help="a Lightning logger receiving the legacy hooks' scalars, saved under the work dir "
-                            "(repeat for several); wandb runs offline and mlflow writes a local file: store unless "
-                            "WANDB_API_KEY / MLFLOW_TRACKING_URI name a server")  # fmt: skip  # help text aligned under its first line
-    group.add_argument("--trainer-config", metavar="FILE", default=None,
-                       help="a YAML file of lightning.Trainer options (as under trainer: in a LightningCLI config); "
-                            "--trainer.KEY VALUE sets any Trainer option, e.g. --trainer.max_time 00:01:00:00")  # fmt: skip  # help text aligned under its first line
-
-
-def split_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """``(rest, trainer_argv)``: the ``--trainer.KEY VALUE`` / ``--trainer.KEY=VALUE`` /
-    ``--trainer.callbacks+=CLASS`` items taken out of ``argv`` (a value is the next item unless it starts with
-    ``--``)."""
-    rest: list[str] = []
-    trainer: list[str] = []
-    items = list(argv)
-    i = 0
-    while i < len(items):
-        item = items[i]
-        if item.startswith(PREFIX):
-            trainer.append(item)
-            if "=" not in item and i + 1 < len(items) and not items[i + 1].startswith("--"):
-                trainer.append(items[i + 1])
-                i += 1
-        else:
-            rest.append(item)
-        i += 1
-    return rest, trainer
 
 
 def _parser() -> Any:

@@ -31,7 +31,7 @@ from lightning_hooks.families.classy import names
 
 def lightning_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Lightning's hardware flags, shared by both commands (None: the config's / Lightning's default)."""
-    from lightning_hooks.core import trainer_options  # imports Lightning, which the family registry does not
+    from lightning_hooks.core import trainer_flags
 
     group = parser.add_argument_group("Lightning")
     group.add_argument("--accelerator", default=None, help="cpu, gpu, ... (default: the config's device, else auto)")
@@ -39,7 +39,7 @@ def lightning_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
     group.add_argument("--num-nodes", "--num_nodes", dest="num_nodes", type=int, default=None, help="nodes")
     group.add_argument("--strategy", default=None, help="Lightning strategy (ddp, fsdp, ...)")
     group.add_argument("--precision", default=None, help="Lightning precision (32, 16-mixed, bf16-mixed, ...)")
-    trainer_options.add_arguments(group)
+    trainer_flags.add_arguments(group)
     return parser
 
 
@@ -180,17 +180,20 @@ def classy_hooks(args: argparse.Namespace, config: dict[str, Any]) -> list[Any]:
 def classy_main(argv: list[str]) -> None:
     """``classy_train.py --config_file argv[0] argv[1:]`` under Lightning, after importing the project's packages
     (``--project_folder``, default: the current folder) as ``classy_train.py`` imports those of its folder."""
-    import torch
     from classy_vision.generic.opts import check_generic_args
+
+    from lightning_hooks.core.trainer_flags import split_argv
+
+    parser = classy_parser()
+    argv, trainer_argv = split_argv(argv)
+    args = check_generic_args(parser.parse_args(argv))
+    import torch  # with Lightning below: after the command line parsed (a usage error imports only Classy's parser)
 
     from lightning_hooks.core import trainer_options
     from lightning_hooks.families.classy.data import load_task_config
     from lightning_hooks.families.classy.module import ClassyTaskModule
     from lightning_hooks.families.classy.project import import_project
 
-    parser = classy_parser()
-    argv, trainer_argv = trainer_options.split_argv(argv)
-    args = check_generic_args(parser.parse_args(argv))
     request = trainer_options.TrainerRequest.from_args(args, trainer_argv, parser=parser)
     if args.pretrained_checkpoint_path:
         parser.error("--pretrained_checkpoint_path is for Classy's fine_tuning task, not built under Lightning")
@@ -300,6 +303,15 @@ def vissl_world_overrides(args: argparse.Namespace, parser: argparse.ArgumentPar
 def vissl_main(argv: list[str]) -> None:
     """``run_distributed_engines.py config=... overrides...`` under Lightning, after importing the user's modules
     (``--import``); ``--hook-generator`` builds the hooks, as a launcher script's ``hook_generator``."""
+    from lightning_hooks.core.trainer_flags import split_argv
+
+    parser = vissl_parser()
+    argv, trainer_argv = split_argv(argv)
+    args, overrides = parser.parse_known_args(argv)
+    flags = [item for item in overrides if item.startswith("-")]
+    if flags:
+        parser.error(f"unrecognized arguments: {' '.join(flags)}")
+    # VISSL and Lightning (torch) after the command line parsed: a usage error imports neither
     from vissl.utils.checkpoint import get_checkpoint_folder, get_resume_checkpoint, is_training_finished
     from vissl.utils.hydra_config import compose_hydra_configuration, convert_to_attrdict
     from vissl.utils.logger import setup_logging, shutdown_logging
@@ -309,13 +321,7 @@ def vissl_main(argv: list[str]) -> None:
     from lightning_hooks.families.classy.project import import_user_modules, user_function
     from lightning_hooks.families.classy.vissl_module import VisslConfigModule
 
-    parser = vissl_parser()
-    argv, trainer_argv = trainer_options.split_argv(argv)
-    args, overrides = parser.parse_known_args(argv)
     request = trainer_options.TrainerRequest.from_args(args, trainer_argv, parser=parser)
-    flags = [item for item in overrides if item.startswith("-")]
-    if flags:
-        parser.error(f"unrecognized arguments: {' '.join(flags)}")
     import_user_modules(args.imports)
     hook_generator = user_function(args.hook_generator, "--hook-generator") if args.hook_generator else None
     rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", 0)))

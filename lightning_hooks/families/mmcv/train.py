@@ -80,11 +80,13 @@ def load_config(args: argparse.Namespace) -> Any:
 
 def main(argv: list[str]) -> None:
     """``lightning-hooks train CONFIG.py ...``: parse as OpenMMLab 1.x ``tools/train.py`` and train."""
-    from lightning_hooks.core.trainer_options import TrainerRequest, split_argv
+    from lightning_hooks.core.trainer_flags import split_argv
 
     argv, trainer_argv = split_argv(argv)
     p = parser()
     args = p.parse_args(argv)
+    from lightning_hooks.core.trainer_options import TrainerRequest  # imports Lightning, which a usage error does not
+
     request = TrainerRequest.from_args(args, trainer_argv, parser=p)
     cfg = load_config(args)
     devices = int(args.devices) if str(args.devices).isdigit() else args.devices
