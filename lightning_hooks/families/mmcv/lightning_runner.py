@@ -83,12 +83,14 @@ class LightningRunner:
         its state into the optimizer now, and the fit goes on after ``meta['epoch']`` / ``meta['iter']``
         (:attr:`resumed_at`). ``EpochBasedRunner``'s also makes the checkpoint's ``meta`` the run's (``hook_msgs``:
         ``last_ckpt``, ``best_score``, ...) and rescales the iteration from the checkpoint's number of GPUs to this run's
-        processes; ``IterBasedRunner``'s does neither."""
+        processes; ``IterBasedRunner``'s does neither. A file that is not a whole checkpoint is a
+        :class:`~lightning_hooks.core.errors.CheckpointFileError` (:func:`check_resumed_file`)."""
         import mmcv
         from mmcv.runner import get_dist_info
 
         iter_based = self.runner_cfg.get("type") == "IterBasedRunner"
         location = "cpu" if map_location == "default" else map_location  # Lightning moves the module afterwards
+        check_resumed_file(checkpoint)
         loaded = self.load_checkpoint(checkpoint, map_location=location)
         meta = loaded["meta"]
         epoch, iteration = meta["epoch"], meta["iter"]
@@ -135,6 +137,24 @@ class LightningRunner:
         else:
             epochs = max_epochs if max_epochs is not None else self.runner_cfg["max_epochs"]
             self.logger.info("workflow: %s, max: %d epochs", workflow, epochs)
+
+
+def check_resumed_file(checkpoint: str) -> None:
+    """A :class:`~lightning_hooks.core.errors.CheckpointFileError` naming ``checkpoint`` and the way out, unless it may
+    be a whole ``torch.save`` file. Where the host fails too (torch's error as mmcv's ``runner.resume`` loads it): a
+    run killed while writing its first checkpoint leaves that file cut short and no ``latest.pth``, and
+    ``--auto-resume`` picks it, as the libraries' ``find_latest_checkpoint`` does."""
+    from lightning_hooks.core.checkpoint_files import check_checkpoint_file
+    from lightning_hooks.core.errors import CheckpointFileError
+
+    try:
+        check_checkpoint_file(checkpoint, owner="runner.resume (--resume-from, or --auto-resume's pick)")
+    except CheckpointFileError as err:
+        raise CheckpointFileError(
+            f"{err} --auto-resume picks the work dir's latest.pth, else its highest numbered *.pth, which a run "
+            "killed while writing its first checkpoint leaves cut short: delete that file to start afresh, or resume "
+            "from a whole checkpoint with --resume-from."
+        ) from err
 
 
 def fit(runner: LightningRunner, data_loaders: list[Any], workflow: list[tuple[str, int]]) -> Any:

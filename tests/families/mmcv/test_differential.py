@@ -16,8 +16,10 @@ from mmcv_testkit import (
     assert_same_weights,
     loader,
     mmcv_runner,
+    quiet_logger,
     run_lightning,
     run_mmcv,
+    sgd,
     weights,
 )
 
@@ -145,13 +147,13 @@ def test_checkpoint_hook_files_meta_and_out_dir_match_runner(tmp_path):
 
 
 class Killed(Exception):
-    """Stands for the SIGKILL that ends a run while CheckpointHook writes its file (:func:`_killed_in_second_write`)."""
+    """Stands for the SIGKILL that ends a run while CheckpointHook writes its file (:func:`_killed_in_write`)."""
 
 
-def _killed_in_second_write(monkeypatch):
+def _killed_in_write(monkeypatch, killed_in):
     """mmcv's file writer (``HardDiskBackend.put``, which ``save_checkpoint`` hands the serialised checkpoint) writes
-    half of the second file it is given, then the run ends (:class:`Killed`). Returns the paths it was given (clear it
-    for the next run)."""
+    half of the ``killed_in``-th file it is given, then the run ends (:class:`Killed`). Returns the paths it was given
+    (clear it for the next run)."""
     from mmcv.fileio.file_client import HardDiskBackend
 
     written = []
@@ -159,7 +161,7 @@ def _killed_in_second_write(monkeypatch):
 
     def put_until_killed(self, obj, filepath):
         written.append(filepath)
-        if len(written) < 2:
+        if len(written) < killed_in:
             return put(self, obj, filepath)
         with open(filepath, "wb") as f:
             f.write(obj[: len(obj) // 2])
@@ -169,17 +171,15 @@ def _killed_in_second_write(monkeypatch):
     return written
 
 
-def test_a_run_killed_while_writing_a_checkpoint_leaves_what_mmcvs_runner_leaves(tmp_path, monkeypatch):
-    """Killed inside CheckpointHook's second write (epoch_2.pth half written): the same files under both runners,
-    ``latest.pth`` still the link to epoch_1.pth, which is what ``--auto-resume`` picks (mmdet's / mmseg's
-    ``find_latest_checkpoint``; ``tools_train.latest_checkpoint`` for mmcls); mmcv links a checkpoint once it is
-    written whole."""
-    from lightning_hooks.families.mmcv.tools_train import latest_checkpoint
+def _killed_on_both_sides(tmp_path, monkeypatch, killed_in):
+    """The same toy run under ``EpochBasedRunner`` (``tmp_path/mmcv``) and under ``MMCVAdapter``
+    (``tmp_path/lightning``), each killed in its ``killed_in``-th checkpoint write (:func:`_killed_in_write`),
+    ``epoch_{killed_in}.pth`` half written, the same size on both sides."""
 
     def hooks():
         return [R.OptimizerHook(), R.CheckpointHook(interval=1)]
 
-    written = _killed_in_second_write(monkeypatch)
+    written = _killed_in_write(monkeypatch, killed_in)
     for side in ("mmcv", "lightning"):
         written.clear()
         with pytest.raises(Killed):
@@ -189,15 +189,60 @@ def test_a_run_killed_while_writing_a_checkpoint_leaves_what_mmcvs_runner_leaves
                 adapter = MMCVAdapter(hooks(), runner=dict(type="EpochBasedRunner", max_epochs=3),
                                       work_dir=tmp_path / side)  # fmt: skip
                 run_lightning(adapter, tmp_path / side)
-        assert written == [str(tmp_path / side / name) for name in ("epoch_1.pth", "epoch_2.pth")]
+        assert written == [str(tmp_path / side / f"epoch_{n}.pth") for n in range(1, killed_in + 1)]
+    sizes = [(tmp_path / side / f"epoch_{killed_in}.pth").stat().st_size for side in ("mmcv", "lightning")]
+    assert sizes[0] == sizes[1]
+
+
+def test_a_run_killed_while_writing_a_checkpoint_leaves_what_mmcvs_runner_leaves(tmp_path, monkeypatch):
+    """Killed inside CheckpointHook's second write (epoch_2.pth half written): the same files under both runners,
+    ``latest.pth`` still the link to epoch_1.pth, which is what ``--auto-resume`` picks (mmdet's / mmseg's
+    ``find_latest_checkpoint``; ``tools_train.latest_checkpoint`` for mmcls); mmcv links a checkpoint once it is
+    written whole."""
+    from lightning_hooks.families.mmcv.tools_train import latest_checkpoint
+
+    _killed_on_both_sides(tmp_path, monkeypatch, killed_in=2)
     files = [sorted(os.listdir(tmp_path / side)) for side in ("mmcv", "lightning")]
     assert files[0] == files[1] == ["epoch_1.pth", "epoch_2.pth", "latest.pth"]
     for side in ("mmcv", "lightning"):
         assert os.readlink(tmp_path / side / "latest.pth") == "epoch_1.pth"
         assert latest_checkpoint(str(tmp_path / side)) == str(tmp_path / side / "latest.pth")
-    sizes = [(tmp_path / side / "epoch_2.pth").stat().st_size for side in ("mmcv", "lightning")]
-    assert sizes[0] == sizes[1] < (tmp_path / "mmcv" / "epoch_1.pth").stat().st_size
+    assert (tmp_path / "mmcv" / "epoch_2.pth").stat().st_size < (tmp_path / "mmcv" / "epoch_1.pth").stat().st_size
     assert_same_checkpoints(tmp_path / "mmcv", tmp_path / "lightning", ["epoch_1.pth"])
+
+
+def test_a_run_killed_while_writing_its_first_checkpoint_is_not_resumed_from_it(tmp_path, monkeypatch):
+    """Killed inside CheckpointHook's first write: epoch_1.pth half written and no ``latest.pth`` under both runners.
+    ``--auto-resume`` then picks that file on both sides (mmdet's ``find_latest_checkpoint``, as mmseg's; the
+    command's ``tools_train.latest_checkpoint`` for mmcls), which mmcv's ``runner.resume`` fails to load (torch's
+    error) and the command's runner (the one the libraries' training APIs get) refuses, naming the file and the way
+    out: without the file, neither finds a checkpoint, and the run starts afresh."""
+    from mmdet.utils import find_latest_checkpoint
+
+    from lightning_hooks.core.errors import CheckpointFileError
+    from lightning_hooks.families.mmcv.lightning_runner import LightningRunner
+    from lightning_hooks.families.mmcv.tools_train import latest_checkpoint
+
+    _killed_on_both_sides(tmp_path, monkeypatch, killed_in=1)
+    picks = []
+    for side in ("mmcv", "lightning"):
+        assert os.listdir(tmp_path / side) == ["epoch_1.pth"]
+        assert find_latest_checkpoint(str(tmp_path / side)) == latest_checkpoint(str(tmp_path / side))
+        picks.append(latest_checkpoint(str(tmp_path / side)))
+    assert picks == [str(tmp_path / side / "epoch_1.pth") for side in ("mmcv", "lightning")]
+    model = ToyModel()
+    host = R.EpochBasedRunner(model, optimizer=sgd(model.parameters()), work_dir=str(tmp_path / "mmcv"),
+                              logger=quiet_logger("mmcv-reference"), max_epochs=3)  # fmt: skip
+    with pytest.raises(RuntimeError, match="failed finding central directory"):
+        host.resume(picks[0])
+    ours = LightningRunner(dict(type="EpochBasedRunner", max_epochs=3), model, sgd(model.parameters()),
+                           str(tmp_path / "lightning"), quiet_logger("mmcv-reference"))  # fmt: skip
+    with pytest.raises(CheckpointFileError, match=r"truncated.*delete that file to start afresh") as refused:
+        ours.resume(picks[1])
+    assert picks[1] in str(refused.value)
+    for side, pick in zip(("mmcv", "lightning"), picks, strict=True):
+        os.remove(pick)
+        assert find_latest_checkpoint(str(tmp_path / side)) is latest_checkpoint(str(tmp_path / side)) is None
 
 
 def _log_lines(path):
