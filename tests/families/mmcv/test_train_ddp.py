@@ -6,7 +6,7 @@ epochs, ``DistEvalHook`` each epoch, loaders with 2 persistent workers (``worker
 ``persistent_workers``), then resumed from a checkpoint written inside an epoch. Rank by rank: each
 iteration's loss, learning rate and counters, the sampler's epoch (``DistSamplerSeedHook``), the model wrapper hooks
 see (``MMDistributedDataParallel``, ``runner.model.module``) and the final weights, bitwise; rank 0's json and text
-logs, checkpoints (written once) and config dump."""
+logs, checkpoints (written once) and config dump. Each side resumes from its own checkpoint."""
 
 from __future__ import annotations
 
@@ -99,14 +99,35 @@ def _without_work_dir(config: str) -> str:
     return re.sub(r"(?m)^work_dir = .*$", "", config)
 
 
-def _mmcls_sides(config: Path, tmp_path: Path, ours: Path, ref: Path, *flags: str) -> None:
+def _resume_from(resumed: tuple[Path, Path] | None, side: int) -> list[str]:
+    """``--resume-from`` the side's own checkpoint of ``resumed`` (ours, the reference's); none without it."""
+    return ["--resume-from", str(resumed[side])] if resumed else []
+
+
+def _mmcls_sides(config: Path, tmp_path: Path, ours: Path, ref: Path, resumed: tuple[Path, Path] | None = None) -> None:
     """``lightning-hooks train CONFIG --devices 2`` in ``ours``, then mmcls's ``tools/train.py`` under torchrun in
-    ``ref``, both with ``--seed 0`` and ``flags``."""
-    _run([sys.executable, "-m", "lightning_hooks", "train", str(config), "--work-dir", str(ours), "--seed", "0", *flags,
-          "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp"], cwd=tmp_path)  # fmt: skip
+    ``ref``, both with ``--seed 0``; with ``resumed``, each from its own checkpoint (:func:`_resume_from`)."""
+    _run([sys.executable, "-m", "lightning_hooks", "train", str(config), "--work-dir", str(ours), "--seed", "0",
+          *_resume_from(resumed, 0), "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp"],
+         cwd=tmp_path)  # fmt: skip
     _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", _port(),
-          str(HELPERS / "mmcv_dist_train.py"), "mmcls", str(config), "--work-dir", str(ref), "--seed", "0", *flags,
-          "--launcher", "pytorch"], cwd=tmp_path, paths=(tmp_path,))  # fmt: skip
+          str(HELPERS / "mmcv_dist_train.py"), "mmcls", str(config), "--work-dir", str(ref), "--seed", "0",
+          *_resume_from(resumed, 1), "--launcher", "pytorch"], cwd=tmp_path, paths=(tmp_path,))  # fmt: skip
+
+
+def _resumed_json_logs(resumed: tuple[Path, Path], writers: tuple[Path, Path]) -> tuple[list[dict], list[dict]]:
+    """Both sides' json logs (:func:`json_log`) after each resumed from its own checkpoint, written in ``writers``
+    (ours, the reference's). The first record is the checkpoint's ``meta``, which ``EpochBasedRunner.resume`` makes
+    the run's; the config text it holds (``meta['config']``, recorded by mmcls's and mmdet's scripts) names the work
+    dir of the run that wrote the checkpoint: that path, and only there, is written ``WRITER``. Every other field of
+    every record (the rest of the config text, ``env_info``, ``seed``, ``exp_name``, the train and val records) is
+    compared as written."""
+    logs = []
+    for folder, writer in zip(resumed, writers, strict=True):
+        records = json_log(folder)
+        records[0]["config"] = records[0]["config"].replace(str(writer), "WRITER")
+        logs.append(records)
+    return logs[0], logs[1]
 
 
 def _assert_same_rank_records(ours: Path, ref: Path, what: str) -> list[list[dict]]:
@@ -124,8 +145,8 @@ def _assert_same_rank_records(ours: Path, ref: Path, what: str) -> list[list[dic
 
 
 def test_two_processes_train_as_dist_train_sh_rank_by_rank(config, tmp_path):
-    """3 epochs, a checkpoint every 3 iterations (epoch_2.pth inside epoch 2); then both resumed from that mid-epoch
-    checkpoint with ``--resume-from`` (mmcls 0.25's ``tools/train.py`` has no ``--auto-resume``)."""
+    """3 epochs, a checkpoint every 3 iterations (epoch_2.pth inside epoch 2); then each side resumed from its own
+    mid-epoch checkpoint with ``--resume-from`` (mmcls 0.25's ``tools/train.py`` has no ``--auto-resume``)."""
     ours, ref = tmp_path / "ours", tmp_path / "ref"
     _mmcls_sides(config, tmp_path, ours, ref)
     names = [sorted(re.sub(r"^\d{8}_\d{6}", "TS", p.name) for p in d.iterdir()) for d in (ours, ref)]
@@ -156,13 +177,16 @@ def test_two_processes_train_as_dist_train_sh_rank_by_rank(config, tmp_path):
         assert_same_weights(mine["state_dict"], theirs["state_dict"], name)
         assert str(mine["optimizer"]) == str(theirs["optimizer"]), name
     assert os.readlink(ours / "latest.pth") == "epoch_3.pth"
-    # resumed from epoch_2.pth (meta epoch 2: written after the first iteration of epoch 2): epoch 3, validated
-    ours_resumed, ref_resumed = tmp_path / "ours_resumed", tmp_path / "ref_resumed"
-    _mmcls_sides(config, tmp_path, ours_resumed, ref_resumed, "--resume-from", str(ref / "epoch_2.pth"))
+    # each side resumed from its own epoch_2.pth (meta epoch 2: written after the first iteration of epoch 2): epoch
+    # 3, validated
+    resumed = tmp_path / "ours_resumed", tmp_path / "ref_resumed"
+    _mmcls_sides(config, tmp_path, *resumed, resumed=(ours / "epoch_2.pth", ref / "epoch_2.pth"))
+    ours_resumed, ref_resumed = resumed
     records = _assert_same_rank_records(ours_resumed, ref_resumed, f"{config.name} resumed")
     assert [r[:3] for r in records[1][0]["iters"]] == [[2, 2, 0], [2, 3, 1]]
-    assert json_log(ours_resumed) == json_log(ref_resumed)
-    assert [r["mode"] for r in json_log(ref_resumed)[1:]] == ["train", "train", "val"]
+    mine, theirs = _resumed_json_logs(resumed, (ours, ref))
+    assert mine == theirs
+    assert [r["mode"] for r in theirs[1:]] == ["train", "train", "val"] and "WRITER" in theirs[0]["config"]
     starts = ("resumed", *starts)
     assert text_log(ours_resumed, "mmcls", starts) == text_log(ref_resumed, "mmcls", starts)
     assert "resumed epoch 2, iter 2" in text_log(ref_resumed, "mmcls", starts)
@@ -217,17 +241,19 @@ class KillRank(Hook):
 
 
 def _two_sides(package: str, config: Path, tmp_path: Path, ours: Path, ref: Path, *flags: str,
-               killed: str | None = None) -> tuple[str, str]:  # fmt: skip  # arguments aligned under the call
+               killed: str | None = None, resumed: tuple[Path, Path] | None = None) -> tuple[str, str]:  # fmt: skip
     """``lightning-hooks train CONFIG --devices 2`` in ``ours``, then the library's ``tools/train.py`` under torchrun
     in ``ref``, both with ``--seed 0`` and ``flags``, each in 2 processes with mmcv's ops stubbed
-    (tests/helpers/mmcv_cpu_ops.py); ``killed``: see :func:`_run`. Returns their outputs."""
+    (tests/helpers/mmcv_cpu_ops.py); ``killed``: see :func:`_run`; ``resumed``: see :func:`_resume_from`. Returns
+    their outputs."""
     common = ["--seed", "0", *flags]
     mine = _run([sys.executable, str(HELPERS / "mmcv_cpu_ops.py"), package, "train", str(config), "--work-dir",
-                 str(ours), *common, "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp"], cwd=tmp_path,
-                paths=(HELPERS,), killed=killed)  # fmt: skip
+                 str(ours), *common, *_resume_from(resumed, 0), "--accelerator", "cpu", "--devices", "2", "--strategy",
+                 "ddp"], cwd=tmp_path, paths=(HELPERS,), killed=killed)  # fmt: skip
     theirs = _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", _port(),
                    str(HELPERS / "mmcv_dist_train.py"), package, str(config), "--work-dir", str(ref), *common,
-                   "--launcher", "pytorch"], cwd=tmp_path, paths=(tmp_path, HELPERS), killed=killed)  # fmt: skip
+                   *_resume_from(resumed, 1), "--launcher", "pytorch"], cwd=tmp_path, paths=(tmp_path, HELPERS),
+                  killed=killed)  # fmt: skip
     return mine, theirs
 
 
@@ -311,8 +337,8 @@ def test_an_mmdet_config_validates_and_resumes_mid_epoch_in_two_processes_as_dis
     iterations (epoch_2.pth inside epoch 2), validated each epoch as shipped (``evaluation = dict(interval=1,
     metric='bbox')``: mmdet's DistEvalHook, COCO bbox mAP on 5 val images, 3 and 2 a rank with the sampler's padding):
     rank by rank as mmdet's ``tools/train.py`` under torchrun, the mAP records of the json log and the text log's
-    lines; then both resumed from that mid-epoch checkpoint with ``--resume-from`` (the iteration rescaled from the
-    checkpoint's 2 GPUs to the 2 processes: unchanged)."""
+    lines; then each side resumed from its own mid-epoch checkpoint with ``--resume-from`` (the iteration rescaled
+    from the checkpoint's 2 GPUs to the 2 processes: unchanged)."""
     (tmp_path / "iter_record.py").write_text(ITER_RECORD)
     config = tiny_retinanet(tmp_path, val=5, imports=("iter_record",), lines="""
         runner = dict(max_epochs=3)
@@ -330,18 +356,20 @@ def test_an_mmdet_config_validates_and_resumes_mid_epoch_in_two_processes_as_dis
     assert records[0]["start_method"] == "fork"  # mmdet's config, set up before init_dist
     # [epoch, iter, inner_iter, the sampler's epoch] (DistSamplerSeedHook sets it before the custom hooks' turn)
     assert [r[:4] for r in records[0]["iters"]] == [[e, 2 * e + i, i, e] for e in range(3) for i in range(2)]
-    _assert_same_map_records(ours, ref, config.name, epochs=[1, 2, 3])
+    _assert_same_map_records(json_log(ours), json_log(ref), config.name, epochs=[1, 2, 3])
     starts = ("Epoch", "Saving checkpoint", "Set random seed", "Distributed", "Evaluating")
     assert text_log(ours, "mmdet", starts) == text_log(ref, "mmdet", starts)
     # written after the first iteration of epoch 2 (meta epoch 2, iter 2): resumed, the run goes on at epoch 3
     assert torch.load(ref / "epoch_2.pth", weights_only=False)["meta"]["iter"] == 2
     for name in ("epoch_2.pth", "epoch_3.pth"):
         assert_same_checkpoint(ours / name, ref / name)
-    ours_resumed, ref_resumed = tmp_path / "ours_resumed", tmp_path / "ref_resumed"
-    _two_sides("mmdet", config, tmp_path, ours_resumed, ref_resumed, "--resume-from", str(ref / "epoch_2.pth"))
+    # each side resumed from its own epoch_2.pth
+    resumed = tmp_path / "ours_resumed", tmp_path / "ref_resumed"
+    _two_sides("mmdet", config, tmp_path, *resumed, resumed=(ours / "epoch_2.pth", ref / "epoch_2.pth"))
+    ours_resumed, ref_resumed = resumed
     records = _assert_same_ranks(ours_resumed, ref_resumed, f"{config.name} resumed")
     assert [r[:4] for r in records[0]["iters"]] == [[2, 2, 0, 2], [2, 3, 1, 2]]
-    _assert_same_map_records(ours_resumed, ref_resumed, f"{config.name} resumed", epochs=[3])
+    _assert_same_map_records(*_resumed_json_logs(resumed, (ours, ref)), f"{config.name} resumed", epochs=[3])
     starts = ("resumed", *starts)
     assert text_log(ours_resumed, "mmdet", starts) == text_log(ref_resumed, "mmdet", starts)
     assert "resumed epoch 2, iter 2" in text_log(ref_resumed, "mmdet", starts)
@@ -350,10 +378,10 @@ def test_an_mmdet_config_validates_and_resumes_mid_epoch_in_two_processes_as_dis
     assert_same_checkpoint(ours_resumed / "epoch_3.pth", ref_resumed / "epoch_3.pth")
 
 
-def _assert_same_map_records(ours: Path, ref: Path, what: str, epochs: list[int]) -> None:
-    """The same json log records, the val ones with COCO's bbox mAPs (DistEvalHook's, evaluated on rank 0 over both
-    ranks' results), one after each epoch of ``epochs``, some detection scored above 0."""
-    mine, theirs = json_log(ours), json_log(ref)
+def _assert_same_map_records(mine: list[dict], theirs: list[dict], what: str, epochs: list[int]) -> None:
+    """The same json log records (ours, the reference's), the val ones with COCO's bbox mAPs (DistEvalHook's,
+    evaluated on rank 0 over both ranks' results), one after each epoch of ``epochs``, some detection scored above
+    0."""
     for i, (a, b) in enumerate(zip(mine, theirs)):
         assert a == b, f"{what}: json log record {i}: {a} != {b}"
     assert len(mine) == len(theirs), what
