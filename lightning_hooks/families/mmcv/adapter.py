@@ -383,22 +383,29 @@ class MMCVAdapter(ManualStepAdapter):
 
     # ---------------------------------------------------------------------------------------------- helpers
     def _hand_back_sampler_epoch(self, trainer: pl.Trainer) -> None:
-        """Under mmcv's runner only ``DistSamplerSeedHook`` sets the train sampler's epoch (in ``before_epoch``);
-        Lightning sets it before the epoch starts. With that hook, the sampler gets back the epoch it had, so the
-        hooks before that one see it as under mmcv; that one sets Lightning's value again before a batch is drawn."""
+        """Under mmcv's runner only ``DistSamplerSeedHook`` (in ``before_epoch``) and IterBasedRunner's
+        ``IterLoader`` (from its second pass on) set the train sampler's epoch; Lightning sets it before each epoch
+        starts. With that hook, the sampler gets back the epoch it had, so the hooks before that one see it as under
+        mmcv; that one sets Lightning's value again before a batch is drawn. IterBasedRunner's first pass (unless
+        Lightning's resume numbers the passes) draws from the sampler as the fit found it, as a new ``IterLoader``
+        does: a loader of an earlier fit keeps that fit's last epoch."""
         sampler = _epoch_sampler(trainer.train_dataloader)
         seeder = _runner_module().DistSamplerSeedHook
-        if sampler is not None and self._sampler_epoch is not None and any(isinstance(h, seeder) for h in self.hooks):
+        first_pass = self.loop.iter_based and self.loop.passes == 0 and not self._resumed_without_state
+        if sampler is not None and self._sampler_epoch is not None and (
+            first_pass or any(isinstance(h, seeder) for h in self.hooks)
+        ):
             sampler.set_epoch(self._sampler_epoch)
 
     def _make_train_iterator(self, pass_number: int) -> None:
-        """IterBasedRunner's ``IterLoader``: the train loader's sampler at the pass's number (``IterLoader`` counts
-        its passes from 0, and a new sampler starts at 0; a fit resumed from a Lightning checkpoint without this
-        adapter's state starts at Lightning's epoch, which Lightning gives the sampler only after this), then the
-        fit's first train iterator, which :attr:`train_iterator_at` held back from Lightning's data setup, made now
-        (its workers take their first indices from the sampler then)."""
+        """IterBasedRunner's ``IterLoader``: the fit's first train iterator, which :attr:`train_iterator_at` held back
+        from Lightning's data setup, made now (its workers take their first indices from the sampler then), from the
+        sampler as the fit found it (a new ``IterLoader`` sets no epoch for its first pass); a fit resumed from a
+        Lightning checkpoint without this adapter's state first gives the sampler Lightning's epoch, which numbers
+        the passes there and which Lightning gives the sampler only after this."""
         assert self._trainer is not None, "training starts with the adapter set up"
-        start_pass(self._trainer.train_dataloader, pass_number)
+        if self._resumed_without_state:
+            start_pass(self._trainer.train_dataloader, pass_number)
         lightning_api.make_pending_train_iterator(self._trainer)
 
     def _hold_back(self, checkpoint: dict[str, Any]) -> None:

@@ -174,9 +174,9 @@ class MMCVLoop(EvalRows):
     # ------------------------------------------------------------------------------------------------ train
     def start_epoch(self, mid_epoch: bool) -> None:
         """``EpochBasedRunner.train``'s start: ``before_train_epoch`` (the table fires it for that runner only). After
-        :meth:`resumed`, IterBasedRunner's train sampler gets the pass's number from 0, as the new ``IterLoader``
-        sets it (Lightning set its own epoch)."""
-        if self.iter_based and self.fresh_passes:
+        :meth:`resumed`, IterBasedRunner's train sampler gets the pass's number from 1, as the new ``IterLoader``
+        sets it (Lightning set its own epoch; the adapter hands the first pass its sampler's epoch back)."""
+        if self.iter_based and self.fresh_passes and self.passes:
             start_pass(self.data_loader, self.passes)
         self.caller.fire(ON["on_train_epoch_start"])
 

@@ -165,6 +165,37 @@ class SaveAtEnd(pl.Callback):
         trainer.save_checkpoint(self.path)
 
 
+@pytest.mark.parametrize("workers", [0, 1])
+def test_later_fits_on_the_same_loader_start_from_its_sampler_as_later_iter_based_runs(tmp_path, monkeypatch,
+                                                                                        workers):  # fmt: skip
+    """Three IterBasedRunner runs in one process on one loader whose sampler has ``set_epoch`` (5 batches a pass):
+    7 iterations, 7 more afresh, then the first's checkpoint resumed to 14. Each of mmcv's runs makes a new
+    ``IterLoader``, which sets no epoch for its first pass: that pass draws the previous run's last epoch (1) again,
+    and so does the next (``IterLoader`` sets 1). Three fits of new adapters and Trainers on one loader, the last
+    resumed from the first's Lightning checkpoint, draw the same batches at the same sampler epochs: with a loader
+    worker, whose indices are taken as the iterator is made (before Lightning sets the sampler's epoch), and without,
+    drawn after."""
+    import mmcv_testkit
+
+    shared = _shuffled(workers=workers)
+    monkeypatch.setattr(mmcv_testkit, "loader", lambda *args, **kwargs: shared)  # run_mmcv's loaders
+    refs = [Batches(), Batches(), Batches()]
+    first = run_mmcv([R.OptimizerHook(), refs[0]], tmp_path / "mmcv", runner="IterBasedRunner", max_epochs=None,
+                     max_iters=7)  # fmt: skip
+    first.save_checkpoint(str(tmp_path / "mmcv"), filename_tmpl="at_7.pth", create_symlink=False)
+    run_mmcv([R.OptimizerHook(), refs[1]], tmp_path / "mmcv2", runner="IterBasedRunner", max_epochs=None, max_iters=7)
+    run_mmcv([R.OptimizerHook(), refs[2]], tmp_path / "mmcv3", runner="IterBasedRunner", max_epochs=None, max_iters=14,
+             resume_from=tmp_path / "mmcv" / "at_7.pth")  # fmt: skip
+    assert [[epoch for *_, epoch in ref.seen] for ref in refs] == [[0] * 5 + [1] * 2, [1] * 7, [1] * 7]
+    ours, cut = _shuffled(workers=workers), tmp_path / "cut.ckpt"
+    seven = {**ITER_BASED, "max_iters": 7}
+    fits = [dict(callbacks=[SaveAtEnd(cut)], runner=seven), dict(runner=seven), dict(ckpt_path=str(cut))]
+    for n, (ref, fit) in enumerate(zip(refs, fits, strict=True)):
+        mine = Batches()
+        _fit_iter_based(tmp_path / f"fit{n}", recorder=mine, data=lambda: ours, **fit)
+        assert mine.seen == ref.seen, f"fit {n}"
+
+
 def test_a_fit_stopped_at_max_iters_inside_a_pass_resumes_under_iter_based_runner_as_mmcvs_resume(tmp_path):
     """IterBasedRunner stopped at ``max_iters`` 7 (inside the 2nd pass of 5 batches) and its checkpoint trained on to
     14 goes on as mmcv's ``runner.resume`` of the file it saves there: a new pass from the loader's first batch (5
