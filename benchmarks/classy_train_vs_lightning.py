@@ -24,6 +24,24 @@ README's ``.venv`` with the real torchvision on the path (``bash scripts/setup.s
 path, and ``classy_train.py`` into ``.venv/classy_vision/``), without the tests' helpers::
 
     PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/classy_train_vs_lightning.py [--repeats 5]
+    PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/classy_train_vs_lightning.py --calls --cases template
+
+``--calls`` counts the Python calls per train step on each side (cProfile from ``on_phase_start`` to ``on_phase_end``
+of each train phase after the first) and lists the functions called most more often under ``lightning-hooks train``.
+
+Round 14 (#35), what the command does per step that ``classy_train.py`` does not (``--calls --cases template``, two
+runs, the same figures): 13181 Python calls per train step against 11392 (+1789, +15.7%; the data pipeline and the
+model are the same calls on both sides), of which 43.5 into lightning_hooks (the adapter's bookkeeping and
+``ClassyTaskModule``'s step, schedule and logging: Classy's own per-step work, see ``classy_vs_lightning.py``). The
+rest is Lightning's loop: ``nn.Module.__setattr__`` +46 a step with its ``Parameter`` instance checks (+185: Lightning
+sets ``_current_fx_name`` on the module at each of its ~23 module-hook calls), the ``strategy`` / ``lightning_module``
+properties (+159), the profiler's ``profile`` contexts around every hook (+58, with their ``contextlib`` calls +121),
+the hook callers, the optimizer closure, ``isinstance`` +326, ``dict.get`` +152, and ``clip_gradients``'s option checks
+(``ClassyTaskModule.configure_gradient_clipping`` runs Lightning's default when the config sets no
+``clip_grad_norm``, which returns before clipping). The command's Trainer settings already take Lightning's
+loop to ``Trainer(barebones=True)``'s cost (``lightning_settings.py``); none of the calls above can be turned off by a
+setting. At ~0.5 us a call on this machine, +1789 calls is ~0.9 ms of the template's 12-13 ms step: the 1.02 target
+needs at most ~0.25 ms, out of reach on this step with Lightning's loop; on ResNet-50's 280 ms step it is met.
 """
 
 from __future__ import annotations
@@ -44,6 +62,8 @@ CLASSY_TRAIN = Path(sys.prefix) / "classy_vision" / "classy_train.py"
 
 #: Per train phase (after the first): CPU seconds per step, appended by the ``step_timer`` hook.
 SAMPLES: list[float] = []
+#: ``--calls``: the profiler the ``step_timer`` hook runs over each train phase after the first, and its steps
+PROFILED: dict[str, Any] = {"profiler": None, "steps": 0}
 
 
 def register_timer() -> None:
@@ -63,10 +83,15 @@ def register_timer() -> None:
 
         def on_phase_start(self, task: Any) -> None:
             self.started = time.process_time()
+            if PROFILED["profiler"] is not None and task.train and task.train_phase_idx > 0:
+                PROFILED["profiler"].enable()
 
         def on_phase_end(self, task: Any) -> None:
             if task.train and task.train_phase_idx > 0:
                 SAMPLES.append((time.process_time() - self.started) / task.num_batches_per_phase)
+                if PROFILED["profiler"] is not None:
+                    PROFILED["profiler"].disable()
+                    PROFILED["steps"] += task.num_batches_per_phase
 
 
 def config(case: str, out: Path) -> Path:
@@ -136,10 +161,36 @@ def one_run(side: str, case: str, root: Path, index: int) -> float:
     return statistics.median(SAMPLES)
 
 
+def calls_per_step(case: str, root: Path) -> None:
+    """Print the Python calls per train step of each side (cProfile over the train phases after the first, from
+    ``on_phase_start`` to ``on_phase_end``), and the functions whose calls differ most."""
+    import cProfile
+    import pstats
+
+    per_side: dict[str, dict[str, float]] = {}
+    for side in ("classy", "lightning"):
+        one_run(side, case, root, 100)  # warm
+        PROFILED.update(profiler=cProfile.Profile(), steps=0)
+        one_run(side, case, root, 101)
+        stats = pstats.Stats(PROFILED["profiler"]).stats  # type: ignore[attr-defined]  # pstats keeps its table there
+        per_side[side] = {f"{Path(f).name}:{line} {name}": calls / PROFILED["steps"]
+                          for (f, line, name), (_, calls, *_) in stats.items()}  # fmt: skip
+        ours = sum(calls for (f, *_), (_, calls, *_) in stats.items() if "lightning_hooks" in f) / PROFILED["steps"]
+        PROFILED["profiler"] = None
+        print(f"{case}: {side} {sum(per_side[side].values()):.1f} Python calls per train step, {ours:.1f} of them "
+              "into lightning_hooks")
+    theirs, ours = per_side["classy"], per_side["lightning"]
+    diff = sorted(((ours.get(k, 0.0) - theirs.get(k, 0.0), k) for k in ours.keys() | theirs.keys()), reverse=True)
+    print("  most added per step under lightning-hooks train:")
+    for n, name in diff[:15]:
+        print(f"    {n:+8.2f}  {name}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--cases", nargs="+", default=["template", "resnet"])
+    parser.add_argument("--calls", action="store_true", help="count Python calls per train step instead of timing")
     args = parser.parse_args()
     import logging
 
@@ -154,7 +205,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         # the template's my_dataset / my_model / my_loss: a classy-project folder, imported as classy_train.py does
         import_project(Path(tmp))
-        for case in args.cases:
+        for case in args.cases if args.calls else ():
+            calls_per_step(case, Path(tmp))
+        for case in () if args.calls else args.cases:
             times: dict[str, list[float]] = {"classy": [], "lightning": []}
             for r in range(args.repeats):
                 for side in ("classy", "lightning") if r % 2 == 0 else ("lightning", "classy"):

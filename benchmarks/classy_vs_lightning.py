@@ -4,10 +4,12 @@ test`` installs off the venv's path; the README's environment line puts it on::
 
     PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/classy_vs_lightning.py [--repeats 9] [--mount-points]
     PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/classy_vs_lightning.py --calls [--cases tiny]
+    PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/classy_vs_lightning.py --callbacks --cases tiny
 
 ``--calls`` counts the Python calls per step of each host (``_common.python_calls``: a run of the case's epochs less a
 run of one, over the steps between), which the machine's load does not move, and which of lightning_hooks' functions
-run how often per step.
+run how often per step. ``--callbacks`` times each of ClassyAdapter's per-step methods (median wall time per call,
+the step wrapper's ``run_step`` less the module's ``training_step``) with the adapter holding no hook but the timer.
 
 Cases, each under the hosts below, round-robin in one process with single-threaded torch (Classy is epoch-based
 only: its phases are epochs):
@@ -144,14 +146,34 @@ here), ``_DeferredFetcher.__next__`` 1, ``ClassyLoop.start_iter`` 1 (a no-op), t
 (the task's bare run does it in its loop) except the two resumed-phase checks, the no-op ``start_iter`` and the fetcher's
 ``__next__`` (4 calls): those lie in ``core/adapter.py``, ``core/lightning_api.py`` and ``families/classy/`` (the
 changes are in #35's round-13 note).
+
+Round 14 (#35): where the bookkeeping's microseconds go, method by method (``--callbacks --cases tiny --repeats 5``,
+median us per call, load 10-12, so the absolute figures run high): ``on_train_batch_start`` 2.1, the step wrapper
+``run_step`` 31.1 (less the module's step), ``on_before_backward`` 1.6, ``on_after_backward`` 3.0,
+``on_before_optimizer_step`` 3.3, ``on_train_batch_end`` 8.7; 49.8 in all. ``run_step``'s lines timed apart (a
+scratch copy, load ~6, where ``run_step`` read ~22): dropping the previous step's ``last_batch`` 5.6 (its output's
+autograd graph is freed there: Classy's ``train_step`` frees it at the same point, ``self.last_batch = None``, and
+bare Lightning frees the same graph after ``on_train_batch_end``), the new ``LastBatch`` 2.6, the step clock's
+``start_step`` 1.7 (Classy's fetch ``Timer``), ``record_step`` 10.2 (of which ``loss.detach()`` 2.0 and ``.item()``
+2.1: Classy's ``losses.append(loss.data.cpu().item())``), the ``on_loss_and_meter`` fire 1.5. Calls unchanged from round
+13 (``--calls --cases tiny``: 18.6 over bare Lightning, 26.4 into lightning_hooks; the hooks 29.8 vs 30.2). What is not
+Classy's own work: the two resumed-phase checks (``LegacyHookAdapter.on_train_batch_start``'s ``train_epoch_open``,
+for Lightning 2.6's resumed epoch, and ``ClassyAdapter.on_train_batch_end``'s VISSL mid-phase check, which runs at
+every step though only the phase a VISSL mid-phase checkpoint resumed can end there), the no-op ``start_iter`` (1 call
+each, ~0.5-1 us) and ``_DeferredFetcher.__next__`` (its ``pending`` test at every batch after the epoch's iterator is
+made). They lie in ``core/adapter.py`` and ``core/lightning_api.py`` (T-resume's this round) and in
+``families/classy/adapter.py`` (which T-resume was changing at the time): not cut this round, and a few us of the
+~36; the rest is the task's own per-step work, done in Lightning's cache-cold step (round 9).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import statistics
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -354,6 +376,45 @@ def call_counts(case: str, tmp: str) -> None:
     call_report(f"[{case}]", per_host, rows, ("adapter, no hooks", "lightning"))
 
 
+#: ClassyAdapter's methods that run at every train step (the step wrapper's ``run_step`` less the module's step)
+STEP_METHODS = ("on_train_batch_start", "run_step", "on_before_backward", "on_after_backward",
+                "on_before_optimizer_step", "on_train_batch_end")  # fmt: skip
+
+
+def callback_times(case: str, tmp: str, repeats: int) -> None:
+    """Print the median wall time per call of each of ClassyAdapter's per-step methods (:data:`STEP_METHODS`) in
+    ``repeats`` runs of the adapter holding no hook but the timer: where its bookkeeping over bare Lightning goes."""
+    samples: dict[str, list[int]] = {name: [] for name in (*STEP_METHODS, "training_step")}
+    saved = {name: getattr(ClassyAdapter, name) for name in STEP_METHODS}
+    saved_step = LitModel.training_step
+
+    def timing(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter_ns()
+            result = method(*args, **kwargs)
+            samples[name].append(time.perf_counter_ns() - start)
+            return result
+
+        return timed
+
+    for name, method in saved.items():
+        setattr(ClassyAdapter, name, timing(name, method))
+    LitModel.training_step = timing("training_step", saved_step)  # type: ignore[method-assign]  # timed for the run
+    try:
+        for r in range(repeats):
+            RUNS["adapter, no hooks"](CASES[case], f"{tmp}/callbacks-{case}-{r}")
+    finally:
+        for name, method in saved.items():
+            setattr(ClassyAdapter, name, method)
+        LitModel.training_step = saved_step  # type: ignore[method-assign]  # put back
+    us = {name: statistics.median(values) / 1e3 for name, values in samples.items()}
+    us["run_step"] -= us.pop("training_step")
+    print(f"[{case}] ClassyAdapter's per-step methods, holding no hook but the timer: median us per call")
+    for name in STEP_METHODS:
+        print(f"  {name:<28} {us[name]:7.2f}")
+    print(f"  {'all':<28} {sum(us.values()):7.2f}")
+
+
 def mount_points(case: str, tmp: str, repeats: int, probe: bool) -> None:
     """Print the thread time of each hook's mount points under the task and under Lightning + ClassyAdapter."""
     timer = MountPointTimer([CheckpointHook, ExponentialMovingAverageModelHook, LossLrMeterLoggingHook],
@@ -372,6 +433,8 @@ def main() -> None:
     parser.add_argument("--mount-points", action="store_true", help="time each hook's mount points under both hosts")
     parser.add_argument("--probe", action="store_true", help="with --mount-points: time a fixed probe at each call")
     parser.add_argument("--calls", action="store_true", help="count Python calls per step instead of timing")
+    parser.add_argument("--callbacks", action="store_true",
+                        help="time each of ClassyAdapter's per-step methods (the adapter holding no hook but the timer)")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
@@ -382,6 +445,11 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for case in args.cases:
                 call_counts(case, tmp)
+        return
+    if args.callbacks:
+        with tempfile.TemporaryDirectory() as tmp:
+            for case in args.cases:
+                callback_times(case, tmp, args.repeats)
         return
     if args.mount_points:
         with tempfile.TemporaryDirectory() as tmp:
