@@ -34,10 +34,10 @@ SIDES = ("classy", "lightning", "torchrun")
 
 
 def config(out: Path) -> Path:
-    """The shrunk ResNet-50 config, 2 epochs, recording each rank (states as ``classy_train_runs.digest`` s)."""
+    """The shrunk, narrow ResNet-50 config, 2 epochs, recording each rank (states as ``classy_train_runs.digest`` s)."""
     import classy_train_runs
 
-    path = classy_train_runs.resnet_config(out)
+    path = classy_train_runs.resnet_config(out, narrow=True)
     data = json.loads(path.read_text())
     data["num_epochs"] = 2
     data["hooks"] = [{"name": "run_recorder", "out": str(out / "recorded_rank{rank}.pt"), "digest": True}]

@@ -1,6 +1,6 @@
 """``lightning-hooks train TASK.json`` with and without ``--logger csv --logger tensorboard`` and ``--trainer.KEY``
-on Classy's shrunk ResNet-50 config (subprocess side, with the real torchvision; classy_train_runs.py's config and
-recorder; one run with TensorboardPlotHook logs every step: ``--log_freq 1``). Saves, per run, the points each logger stored, the checkpoint folder's files and final weights, the
+on Classy's shrunk, narrow ResNet-50 config (subprocess side, with the real torchvision; classy_train_runs.py's config
+and recorder; one run with TensorboardPlotHook logs every step: ``--log_freq 1``). Saves, per run, the points each logger stored, the checkpoint folder's files and final weights, the
 Trainer options the fit ran with, and the errors of options the config decides. The logged run keeps
 classy_train.py's TensorboardPlotHook; its event files and those of ``classy_train.py`` itself (the reference, run in
 its own working directory) are read back too. VISSL's SimCLR config likewise, the logged run and VISSL's launcher with
@@ -32,7 +32,7 @@ def _run(root: Path, name: str, flags: list[str], tensorboard: bool = False) -> 
     from lightning_hooks.families.classy.train import classy_main as main
 
     out = root / name
-    config = resnet_config(out)
+    config = resnet_config(out, narrow=True)
     seen: dict[str, Any] = {}
     fit = pl.Trainer.fit
 
@@ -70,7 +70,7 @@ def _classy_reference(root: Path) -> dict[str, Any]:
     from classy_vision.generic.opts import check_generic_args, get_parser
 
     out = root / "classy"
-    config = resnet_config(out)
+    config = resnet_config(out, narrow=True)
     script = shutil.copy(CLASSY_TRAIN, out / "classy_train.py")  # its output_<time>/ is next to it, as in a project
     spec = importlib.util.spec_from_file_location("classy_train", script)
     classy_train = importlib.util.module_from_spec(spec)
@@ -154,7 +154,7 @@ VISSL_TENSORBOARD = ["config.HOOKS.TENSORBOARD_SETUP.USE_TENSORBOARD=true", "con
 
 
 def _vissl(root: Path) -> dict[str, Any]:
-    """VISSL's SimCLR integration-test config (vissl_train_runs.py's small one) without and with the loggers: what
+    """VISSL's SimCLR integration-test config (vissl_train_runs.py's small, narrow one) without and with the loggers: what
     each run wrote (stdout.json, metrics.json, checkpoints, the default CSV) and what the loggers stored; the logged
     run and VISSL's launcher (the reference) with SSLTensorboardHook on, its event files' points (``tb_logs``)."""
     from tracker_stores import csv_points, tensorboard_points

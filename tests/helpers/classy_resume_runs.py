@@ -2,24 +2,28 @@
 train --checkpoint_load_path`` (subprocess side of tests/families/classy/test_train_resume.py).
 
 The config is Classy's ResNet-50 model-zoo config, shrunk as in classy_train_runs.py (3 epochs, a per-step LR
-schedule, gradient clipping). Run A trains it with ``--checkpoint_folder`` and is preempted right after its first
-train phase ended (a config hook raises when the next phase starts, once CheckpointHook wrote
-``checkpoint.torch``); run B trains the same config
-without that hook from A's checkpoint: Classy runs the pending test phase of epoch 0 first, then epochs 1 and 2.
+schedule, gradient clipping), its ResNet-50 narrow (``resnet_config``'s ``narrow``: the shipped width cost these runs
+~70 s CPU more, much of it in ``classy_train.py``'s checkpoint loads, ``broadcast_object``). Run A trains it with
+``--checkpoint_folder`` and is preempted right after its first train phase ended (a config hook raises when the next
+phase starts, once CheckpointHook wrote ``checkpoint.torch``); run B trains the same config without that hook from A's
+checkpoint: Classy runs the pending test phase of epoch 0 first, then epochs 1 and 2.
 In the ``*_mid_phase`` scenarios run A is preempted inside train phase 2 (after 2 of its 4 steps; Classy checkpoints
 at train phase ends only) and the same command reruns on the same folder with ``--checkpoint_load_path`` on it; their
 loaders have a worker (``MID_PHASE_WORKERS``) and their train images random crops and flips (``_config``'s ``crops``),
 which draw from torch's generator; torch seeds it in each worker from a base seed the loader's iterator draws when it
 is made: the batches match only when both sides make their iterators with the generator in the same state (the rerun
-makes test phase 1's, then train phase 2's). Classy's loaders start their workers with ``spawn``;
-real_torchvision_child.py makes torchvision importable there.
+makes test phase 1's, then train phase 2's). Classy's loaders start their workers with ``spawn`` by default; here
+each task is made to fork them (:func:`fork_loader_workers`, on both sides), which changes neither the order nor the
+seeds (each worker's seed is the base seed its iterator drew in this process, plus its id) and spares each worker
+(one a phase) a fresh import of torch, torchvision and Classy (~3 s CPU).
 
 Each side resumes from each side's checkpoint, as a folder and as a file. A checkpoint path that does not exist
 starts the run from scratch with Classy's warning, on both sides.
 
 What a run recorded is kept as ``classy_train_runs.digest`` s (each tensor's SHA-1, dtype and shape: equal exactly
 when the tensors are bitwise equal), and its checkpoint files are deleted once read (run A's once every run B loaded
-them): a ResNet-50 state is ~100 MB, and full states of every phase and checkpoint of the 13 runs came to 18 GB.
+them): a full-width ResNet-50 state is ~100 MB, and full states of every phase and checkpoint of the 13 runs came to
+18 GB.
 """
 
 from __future__ import annotations
@@ -79,14 +83,14 @@ def register_preempt() -> None:
 
 
 def _config(out: Path, preempt: str = "", crops: bool = False) -> Path:
-    """The shrunk ResNet-50 config, with the ``preempt`` hook if one is named; with ``crops``, its train images are
-    cropped and flipped at random first (torchvision's ``RandomResizedCrop`` and ``RandomHorizontalFlip``: the
+    """The shrunk, narrow ResNet-50 config, with the ``preempt`` hook if one is named; with ``crops``, its train images
+    are cropped and flipped at random first (torchvision's ``RandomResizedCrop`` and ``RandomHorizontalFlip``: the
     shipped config has no random transform, and its synthetic images are drawn from a seed per index). Its recorder
     draws from torch's generator at each phase start (``RunRecorder``'s ``draw``), after the phase's iterator drew its
     base seed in Classy's ``advance_phase``."""
     import classy_train_runs
 
-    path = classy_train_runs.resnet_config(out)
+    path = classy_train_runs.resnet_config(out, narrow=True)
     config = json.loads(path.read_text())
     next(hook for hook in config["hooks"] if hook["name"] == "run_recorder")["draw"] = True
     if preempt:
@@ -160,12 +164,28 @@ def child_main(out: str) -> None:
         except Exception:  # noqa: BLE001
             results[name] = {"failed": traceback.format_exc()}
     classy_dataset.DEFAULT_NUM_WORKERS = MID_PHASE_WORKERS
+    fork_loader_workers()
     for side in ("classy", "lightning"):
         try:
             results[f"{side}_mid_phase"] = mid_phase_rerun(root, side)
         except Exception:  # noqa: BLE001
             results[f"{side}_mid_phase"] = {"failed": traceback.format_exc()}
     torch.save(results, root / "results.pt")
+
+
+def fork_loader_workers() -> None:
+    """Every ``ClassificationTask`` made from here on starts its loader workers with ``fork``: its public
+    ``set_dataloader_mp_context``, called as the task is made (``classy_train.py``'s and ``lightning-hooks train``'s
+    ``build_task`` alike), as a user's script may."""
+    from classy_vision.tasks import ClassificationTask
+
+    init = ClassificationTask.__init__
+
+    def forking(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.set_dataloader_mp_context("fork")
+
+    ClassificationTask.__init__ = forking
 
 
 def mid_phase_rerun(root: Path, side: str) -> dict[str, Any]:

@@ -48,9 +48,17 @@ def template_config(out: Path) -> Path:
     return _write(config, out / "template.json", out)
 
 
-def resnet_config(out: Path) -> Path:
+#: the narrow ResNet-50's initial planes (the shipped config's are ResNeXt's default 64): each stage 1/8 as wide, its
+#: head's input 8 x 8 x 4 = 256 planes; 1/64 of the weights (0.4 M), so of each checkpoint's bytes to save, load and
+#: digest, and of the bytes ``classy_train.py``'s checkpoint load turns into a tensor one by one (``broadcast_object``)
+NARROW_PLANES = 8
+
+
+def resnet_config(out: Path, narrow: bool = False) -> Path:
     """Classy's ResNet-50 synthetic-image config from its model zoo, made small: 16/8 images of 32 px, batches of 4,
-    10 classes, a per-step linear LR schedule (the template's is per epoch), gradient clipping."""
+    10 classes, a per-step linear LR schedule (the template's is per epoch), gradient clipping; with ``narrow``, its
+    ResNet-50 (the same 16 bottleneck blocks, BatchNorms and zero-initialised residual BatchNorms) starts at
+    :data:`NARROW_PLANES` planes."""
     import classy_vision
 
     root = Path(classy_vision.__file__).parent
@@ -58,6 +66,9 @@ def resnet_config(out: Path) -> Path:
     for phase, n in (("train", 16), ("test", 8)):
         config["dataset"][phase].update(crop_size=32, num_samples=n, batchsize_per_replica=4)
     config["model"]["heads"][0]["num_classes"] = 10
+    if narrow:
+        config["model"]["init_planes"] = NARROW_PLANES
+        config["model"]["heads"][0]["in_plane"] = NARROW_PLANES * 2**3 * 4  # the last stage's planes x reduction
     config["meters"] = {"accuracy": {"topk": [1, 2]}}
     config["optimizer"]["param_schedulers"]["lr"] = {"name": "linear", "start_value": 0.1, "end_value": 0.01,
                                                      "update_interval": "step"}  # fmt: skip

@@ -1,6 +1,6 @@
-"""``lightning-hooks train TASK.json --logger csv --logger tensorboard --trainer.KEY ...`` on Classy's shrunk
-ResNet-50 config (issue #34): the per-step values the module logs (``train/loss``, ``train/lr``) reach both loggers as
-they reach the default CSVLogger; with classy_train.py's TensorboardPlotHook on, the hook's event files equal those of
+"""``lightning-hooks train TASK.json --logger csv --logger tensorboard --trainer.KEY ...`` on Classy's shrunk,
+narrow ResNet-50 config (issue #34): the per-step values the module logs (``train/loss``, ``train/lr``) reach both
+loggers as they reach the default CSVLogger; with classy_train.py's TensorboardPlotHook on, the hook's event files equal those of
 ``classy_train.py`` itself (tags, steps, values) and the loggers get every scalar it writes at its own steps;
 CheckpointHook's files and the weights are as without the flags; ``--trainer.KEY`` reaches the Trainer and an option
 the config decides is refused naming both sides. VISSL's SimCLR config likewise, with SSLTensorboardHook against

@@ -2,8 +2,8 @@
 --distributed_backend ddp`` under ``torchrun --nproc_per_node 2``, against ``classy_train.py --distributed_backend ddp``
 under ``torchrun --nproc_per_node 2`` (Classy's DistributedTrainer), bitwise.
 
-classy_ddp_runs.py is the script both launches run (Classy's shrunk ResNet-50 config, 2 epochs). Compared per rank:
-each step's loss (this rank's shard of the data, Classy's DistributedSampler), each phase's losses averaged over the
+classy_ddp_runs.py is the script both launches run (Classy's shrunk, narrow ResNet-50 config, 2 epochs). Compared
+per rank: each step's loss (this rank's shard of the data, Classy's DistributedSampler), each phase's losses averaged over the
 ranks and meters synced over them, the LR, the weights each test phase ran with (BatchNorm buffers broadcast from
 rank 0 before it, Classy's default ``before_eval``), the final weights, LossLrMeterLoggingHook's lines; the checkpoint
 files rank 0 wrote; and the values rank 0 logged to Lightning's CSVLogger.

@@ -1,11 +1,11 @@
 """``lightning-hooks train TASK.json --checkpoint_load_path PATH`` against ``classy_train.py``'s own resume (CPU,
 bitwise; classy_resume_runs.py runs both in one subprocess).
 
-A run of Classy's shrunk ResNet-50 config is preempted after its first train phase; each side resumes from each
-side's ``checkpoint.torch`` (the folder or a file): the test phase of epoch 0 Classy runs first, then epochs 1 and 2,
+A run of Classy's shrunk, narrow ResNet-50 config is preempted after its first train phase; each side resumes from
+each side's ``checkpoint.torch`` (the folder or a file): the test phase of epoch 0 Classy runs first, then epochs 1 and 2,
 with the same losses, LRs, meters, weights, log lines and checkpoint files as Classy resuming from its own. A run
 preempted inside a train phase (Classy checkpoints at train phase ends only) and rerun on its own folder is compared
-the same way, with a loader worker and random crops (Classy's ``spawn`` workers, seeded from the loader's iterator);
+the same way, with a loader worker (forked) and random crops (seeded from the loader's iterator);
 the recorder hook draws from torch's generator at each phase start, and what it drew is compared too.
 """
 
