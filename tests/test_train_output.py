@@ -1,7 +1,7 @@
 """What one ``lightning-hooks train`` run prints around the training: Lightning's device banner once (the MMEngine
 command needs the world size before it builds its Trainer: ``lightning_api.world_size``, no second Trainer), and
 neither Lightning's ``LeafSpec`` deprecation (Lightning's own code, not the user's) nor its advertisement tips, nor
-the deprecation notices the legacy libraries' imports raise (``console.LEGACY_IMPORT_NOTICES``, Hydra's migration
+the deprecation notices the legacy libraries' imports raise (``core.console.LEGACY_IMPORT_NOTICES``, Hydra's migration
 notice on VISSL's call), also in loader workers that import them again."""
 
 from __future__ import annotations
