@@ -463,13 +463,17 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
 
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._start_train_epoch(trainer, pl_module, mid_epoch=False, first_batch_drawn=False)
+        """A train epoch starts; ``mid_epoch`` where Lightning 2.4 starts the epoch a fit resumes into past its
+        first batch (2.5 and later skip this hook there: :meth:`start_skipped_train_epoch`, ``on_train_batch_start``)."""
+        mid_epoch = lightning_api.first_train_batch_index(trainer) > 0
+        self._start_train_epoch(trainer, pl_module, mid_epoch=mid_epoch, first_batch_drawn=False)
 
     @override
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
         if not self.train_epoch_open():
             # Lightning 2.6 does not call on_train_epoch_start for the epoch a fit resumes into from a checkpoint
             # written during it or at the previous epoch's last batch; every legacy host starts each epoch it runs.
+            # (A family that declares train_iterator_at has started it already, before the batch was drawn.)
             self._start_train_epoch(trainer, pl_module, mid_epoch=batch_idx > 0, first_batch_drawn=True)
         self.start_train_batch(trainer, pl_module, batch, batch_idx)
 
@@ -482,15 +486,24 @@ class LegacyHookAdapter(UniqueStateKey, Callback):
         self._mark_train_epoch(True)
         at = None if first_batch_drawn else self.train_iterator_at
         if at == "before_epoch_start":
-            self.prepare_train_iterator(trainer)
+            self.prepare_train_iterator(trainer, mid_epoch)
             lightning_api.make_pending_train_iterator(trainer)
         self.start_train_epoch(trainer, pl_module, mid_epoch=mid_epoch)
         if at == "after_epoch_start":
             lightning_api.make_pending_train_iterator(trainer)
 
-    def prepare_train_iterator(self, trainer: pl.Trainer) -> None:
+    def start_skipped_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batches_run: int) -> None:
+        """Lightning draws a train epoch's first batch without having called ``on_train_epoch_start`` (2.6, the epoch
+        a fit resumes into; ``batches_run`` of it already ran), its iterator still held back (:class:`TrainIterator`):
+        the host's epoch starts now and its iterator is made where :attr:`train_iterator_at` declares, after
+        :meth:`prepare_train_iterator` or the epoch-start steps, as at any epoch start."""
+        if not self.train_epoch_open():
+            self._start_train_epoch(trainer, pl_module, mid_epoch=batches_run > 0, first_batch_drawn=False)
+
+    def prepare_train_iterator(self, trainer: pl.Trainer, mid_epoch: bool) -> None:
         """What a host that makes each train epoch's iterator before the epoch-start hooks (``"before_epoch_start"``)
-        does to the train loader first (nothing here; VISSL's trainer sets its sampler's epoch)."""
+        does to the train loader first, for the epoch starting or (``mid_epoch``) the one a fit resumed inside (nothing
+        here; VISSL's trainer sets its sampler's epoch)."""
 
     @override
     def on_train_batch_end(
@@ -716,14 +729,18 @@ class TrainIterator(Patch):
     which :meth:`~LegacyHookAdapter._start_train_epoch` reaches: the fit's first is held back from Lightning's data
     setup (``FitLoop.setup_data``, before ``on_train_start``), and a later epoch's is made there rather than after the
     epoch-start hooks (:func:`~lightning_hooks.core.lightning_api.make_pending_train_iterator`); if the epoch's first
-    batch is drawn before (a fit resumed inside an epoch, whose start runs at its first batch), that makes it
-    (:func:`~lightning_hooks.core.lightning_api.defer_train_iterators`). Fires no row."""
+    batch is drawn before its start (Lightning 2.6's resume into an epoch, without ``on_train_epoch_start``), the
+    host's epoch starts then, before the draw (:meth:`~LegacyHookAdapter.start_skipped_train_epoch`, called by
+    :func:`~lightning_hooks.core.lightning_api.defer_train_iterators`'s fetcher), and makes it. Fires no row."""
 
     def __str__(self) -> str:
         return "FitLoop's train data fetcher (each epoch's iterator)"
 
     def install(self, adapter: Any, trainer: Any, pl_module: Any) -> Callable[[], None]:
-        return lightning_api.defer_train_iterators(trainer)
+        def start_skipped_epoch(batches_run: int) -> None:
+            adapter.start_skipped_train_epoch(trainer, pl_module, batches_run)
+
+        return lightning_api.defer_train_iterators(trainer, start_skipped_epoch)
 
 
 #: the one :class:`TrainIterator` patch (in a fit of a family that declares ``train_iterator_at``)

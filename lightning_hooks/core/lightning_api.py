@@ -19,7 +19,7 @@ import operator
 import re
 import types
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import torch.utils.data
@@ -251,7 +251,7 @@ def fetch_train_batches_when_run(trainer: Any) -> Callable[[], None]:
     return undo
 
 
-def defer_train_iterators(trainer: Any) -> Callable[[], None]:
+def defer_train_iterators(trainer: Any, before_first_draw: Callable[[int], None] | None = None) -> Callable[[], None]:
     """Make the train-loader iterator that ``trainer``'s fit loop makes when it sets up its train data
     (``FitLoop.setup_data``: ``iter(fit_loop._data_fetcher)``, before ``on_train_start``) only when
     :func:`make_pending_train_iterator` asks for it, or when the loop draws the first batch from its data fetcher.
@@ -259,8 +259,15 @@ def defer_train_iterators(trainer: Any) -> Callable[[], None]:
     becomes a :class:`_DeferredFetcher`. A ``DataLoader`` iterator draws its workers' base seed from torch's generator
     and its workers take their first indices from the sampler when it is made: made later, it draws after the hooks
     that run in between and sees the sampler's epoch and the dataset as they left them. Several calls for one trainer
-    defer once. Returns the undo. Checked on :data:`CHECKED_ON`."""
-    return _defer_fetchers(trainer, "fit_loop", ("train",))
+    defer once.
+
+    ``before_first_draw(batches_fetched)`` runs when the loop draws a batch while the iterator is still held back,
+    before it is made, with the count of the epoch's batches already run (a resumed epoch's): the epoch started without
+    ``on_train_epoch_start`` (Lightning 2.6 skips it for the epoch a fit resumes into from a checkpoint written inside
+    it or at the previous epoch's last batch), so the caller can start it and make the iterator
+    (:func:`make_pending_train_iterator`) as at an epoch start. Every caller's runs, in the order of the calls.
+    Returns the undo. Checked on :data:`CHECKED_ON`."""
+    return _defer_fetchers(trainer, "fit_loop", ("train",), before_first_draw)
 
 
 def defer_eval_iterators(trainer: Any) -> Callable[[], None]:
@@ -271,34 +278,59 @@ def defer_eval_iterators(trainer: Any) -> Callable[[], None]:
     batch. Every evaluation run but Lightning's sanity check (its fetcher: ``evaluation_loop._select_data_fetcher``,
     called at each run's reset). Several calls for one trainer defer once. Returns the undo. Checked on
     :data:`CHECKED_ON`."""
-    return _defer_fetchers(trainer, "evaluation_loop", ("validate", "test"))
+    return _defer_fetchers(trainer, "evaluation_loop", ("validate", "test"), None)
 
 
-def _defer_fetchers(trainer: Any, loop: str, stages: tuple[str, ...]) -> Callable[[], None]:
+def _defer_fetchers(
+    trainer: Any, loop: str, stages: tuple[str, ...], before_first_draw: Callable[[int], None] | None
+) -> Callable[[], None]:
     """The ``_PrefetchDataFetcher`` that ``<namespace>.loops.<loop>._select_data_fetcher`` returns for ``trainer`` in
     one of ``stages`` (``RunningStage`` values) becomes a :class:`_DeferredFetcher` whose next ``iter()`` is held
-    back; once for a trainer and loop. Returns the undo."""
+    back; once for a trainer and loop. ``before_first_draw`` joins that trainer's list for the loop, whose functions
+    each such fetcher calls when it draws with its iterator held back. Returns the undo."""
     module: Any = importlib.import_module(f"{namespace_of(trainer).__name__}.loops.{loop}")
     original = module._select_data_fetcher
-    if trainer in getattr(original, "defers_for", ()):
-        return lambda: None
+    select = original
+    while hasattr(select, "defers_for") and select.defers_for is not trainer:  # another trainer's deferral
+        select = select.wrapped
+    undo_select = None
+    if not hasattr(select, "defers_for"):
+        select = _deferring_select(trainer, original, stages)
+        module._select_data_fetcher = select
+
+        def undo_select() -> None:
+            if module._select_data_fetcher is select:
+                module._select_data_fetcher = original
+
+    draws: list[Callable[[int], None]] = select.draws
+    if before_first_draw is not None:
+        draws.append(before_first_draw)
+
+    def undo() -> None:
+        if before_first_draw in draws:
+            draws.remove(before_first_draw)
+        if undo_select is not None:
+            undo_select()
+
+    return undo
+
+
+def _deferring_select(trainer: Any, original: Any, stages: tuple[str, ...]) -> Any:
+    """``original`` (a ``_select_data_fetcher``) whose fetcher for ``trainer`` in one of ``stages`` is deferred; it
+    carries ``defers_for`` (the trainer), ``draws`` (the functions its fetchers call before a held-back draw) and
+    ``wrapped`` (``original``)."""
     prefetcher = importlib.import_module(f"{namespace_of(trainer).__name__}.loops.fetchers")._PrefetchDataFetcher
+    draws: list[Callable[[int], None]] = []
 
     def select(fitting: Any, stage: Any) -> Any:
         fetcher = original(fitting, stage)
         if fitting is trainer and stage in stages and type(fetcher) is prefetcher:
             fetcher.__class__ = _deferred_class(prefetcher)
-            fetcher.pending = True
+            fetcher.pending, fetcher.before_first_draw = True, draws
         return fetcher
 
-    select.defers_for = (*getattr(original, "defers_for", ()), trainer)  # type: ignore[attr-defined]  # a mark read above
-    module._select_data_fetcher = select
-
-    def undo() -> None:
-        if module._select_data_fetcher is select:
-            module._select_data_fetcher = original
-
-    return undo
+    select.defers_for, select.draws, select.wrapped = trainer, draws, original  # type: ignore[attr-defined]  # marks read by _defer_fetchers
+    return select
 
 
 def make_pending_eval_iterator(trainer: Any) -> bool:
@@ -342,6 +374,7 @@ def _deferred_class(base: type) -> type:
         class _DeferredFetcher(base):  # Lightning's fetcher class, found at run time
             pending = False
             made_ahead = False  # made by make_pending_train_iterator for the epoch starting, no batch drawn yet
+            before_first_draw: Sequence[Callable[[int], None]] = ()  # each fetcher gets its trainer's list
 
             def __iter__(self) -> Any:
                 if self.made_ahead:
@@ -365,6 +398,9 @@ def _deferred_class(base: type) -> type:
                 self.fetched += fetched
 
             def __next__(self) -> Any:
+                if self.pending:
+                    for start in list(self.before_first_draw):  # may make the iterator (make_pending_train_iterator)
+                        start(self.fetched)
                 self.made_ahead = False
                 if self.pending:
                     self.make_iterator()
@@ -594,6 +630,17 @@ def refetch_train_batches(trainer: Any) -> int:
     for _ in range(count):
         fetcher.batches.append(fetch(fetcher))
     return count
+
+
+def first_train_batch_index(trainer: Any) -> int:
+    """Index of the first batch of the train epoch that starts now, read in ``on_train_epoch_start``: 0, unless the
+    fit resumed into this epoch from a checkpoint written inside it; then the batch it resumes at, which Lightning
+    reads from the epoch loop's restored progress when it resets the loop, after the hook
+    (``fit_loop.epoch_loop.restarting``, ``batch_progress.current.completed``: Lightning 2.4, which starts such an
+    epoch with ``on_train_epoch_start``, runs the checkpoint's batch again; 2.5 and later skip the hook there and
+    call it for a resumed epoch only at its start). Checked on :data:`CHECKED_ON`."""
+    loop = trainer.fit_loop.epoch_loop
+    return loop.batch_progress.current.completed if loop.restarting else 0
 
 
 def train_epoch_pending(trainer: Any) -> bool:

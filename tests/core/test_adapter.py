@@ -5,6 +5,7 @@ handed a caller, never the adapter."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pytest
@@ -17,18 +18,6 @@ from lightning_hooks.core.lightning_api import pl
 from lightning_hooks.core.triggers import ON
 
 ModelCheckpoint = pl.callbacks.ModelCheckpoint
-
-
-class Starts(ToyAdapter):
-    """Records each train epoch the adapter starts, and whether mid-epoch."""
-
-    def __init__(self, hooks: Any) -> None:
-        super().__init__(hooks)
-        self.starts: list[tuple[int, bool]] = []
-
-    def start_train_epoch(self, trainer: Any, pl_module: Any, mid_epoch: bool) -> None:
-        self.starts.append((trainer.current_epoch, mid_epoch))
-        super().start_train_epoch(trainer, pl_module, mid_epoch)
 
 
 class ValidationMark(pl.Callback):
@@ -60,15 +49,6 @@ def test_a_train_epoch_ends_at_its_last_batch_or_when_cut_short_at_its_end(tmp_p
     assert cut.seen == [("batch", 1), ("batch", 2), ("epoch_done", 2)]  # ended once, at on_train_epoch_end
 
 
-def test_the_epoch_a_fit_resumes_into_is_started_mid_epoch(tmp_path):
-    every_2 = ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=2, save_top_k=-1, save_on_train_epoch_end=False)
-    _fit(tmp_path, ToyAdapter([Counter()]), max_epochs=1, callbacks=[every_2])
-    [checkpoint] = tmp_path.glob("*step=2.ckpt")  # written after batch 2 of epoch 0's 3
-    resumed = Starts([Counter()])
-    _fit(tmp_path / "resumed", resumed, ckpt_path=str(checkpoint), max_epochs=2)
-    assert resumed.starts == [(0, True), (1, False)]
-
-
 def recording_loader(n: int, events: list[str]) -> torch.utils.data.DataLoader:
     """A loader of ``n`` one-sample batches that records each ``iter()`` of it in ``events``."""
 
@@ -87,11 +67,11 @@ class IteratorAt(ToyAdapter):
         super().__init__(hooks)
         self.train_iterator_at, self.record = at, record  # type: ignore[misc]  # the declaration, per instance here
 
-    def prepare_train_iterator(self, trainer: Any) -> None:
+    def prepare_train_iterator(self, trainer: Any, mid_epoch: bool) -> None:
         self.record.append("prepare")
 
     def start_train_epoch(self, trainer: Any, pl_module: Any, mid_epoch: bool) -> None:
-        self.record.append("start")
+        self.record.append("start mid" if mid_epoch else "start")
         super().start_train_epoch(trainer, pl_module, mid_epoch)
 
 
@@ -111,6 +91,29 @@ def test_every_train_epochs_iterator_is_made_where_the_family_declares(tmp_path,
                          enable_progress_bar=False, enable_model_summary=False, accelerator="cpu", max_epochs=3,
                          limit_val_batches=0)  # fmt: skip  # Trainer kwargs
     trainer.fit(TinyModule(), data)
+    assert events == expected
+
+
+@pytest.mark.parametrize(("at", "expected"), [
+    (None, ["iter", "start mid", "start", "iter"]),  # Lightning's: the first at its data setup
+    ("before_epoch_start", ["prepare", "iter", "start mid", "prepare", "iter", "start"]),
+    ("after_epoch_start", ["start mid", "iter", "start", "iter"]),
+])  # fmt: skip  # one case a line
+def test_the_epoch_a_fit_resumes_into_is_started_mid_epoch_with_its_iterator_where_declared(tmp_path, at, expected):
+    """A fit resumed from a Lightning checkpoint written inside an epoch (after batch 2 of 3): the host starts that
+    epoch as resumed (mid-epoch), on Lightning 2.4 (which calls ``on_train_epoch_start`` for it) as on 2.6 (which does
+    not: its first batch is drawn first), and makes its iterator where the family declares, after
+    ``prepare_train_iterator`` or the epoch start, before that batch is drawn; the next epoch starts as usual."""
+    every_2 = ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=2, save_top_k=-1, save_on_train_epoch_end=False)
+    _fit(tmp_path, ToyAdapter([Counter()]), max_epochs=1, callbacks=[every_2])
+    [checkpoint] = tmp_path.glob("*step=2.ckpt")  # written after batch 2 of epoch 0's 3
+    events: list[str] = []
+    trainer = pl.Trainer(callbacks=[IteratorAt([Counter()], at, events)], default_root_dir=tmp_path / "resumed",
+                         logger=False, enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
+                         max_epochs=2, limit_val_batches=0)  # fmt: skip  # Trainer kwargs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Lightning's caution on a resume inside an epoch
+        trainer.fit(TinyModule(), recording_loader(3, events), ckpt_path=str(checkpoint))
     assert events == expected
 
 

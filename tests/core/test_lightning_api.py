@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import torch
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from lightning_hooks.core import lightning_api
 
@@ -906,10 +907,17 @@ def test_defer_train_iterators_makes_the_first_iterator_when_asked_or_at_the_fir
 
 def test_a_deferred_train_iterator_made_at_the_first_batch_of_a_resumed_epoch_keeps_its_batch_count(ns, tmp_path):
     """A fit resumed inside an epoch: its epoch loop counts the batches already run as fetched before it draws; the
-    deferred iterator, made at that first draw, keeps them, so the epoch's last batch is known as such."""
+    deferred iterator, made at that first draw, keeps them, so the epoch's last batch is known as such. Before that
+    draw each ``before_first_draw`` runs with that count (Lightning 2.6 draws it without ``on_train_epoch_start``) and
+    may make the iterator; ``first_train_batch_index`` reads, in ``on_train_epoch_start``, the batch the epoch starts
+    at (2.4 calls the hook for the resumed epoch and runs batch 2 again; a later epoch starts at 0)."""
     last: list[tuple[int, bool]] = []
+    seen: list[Any] = []
 
     class Probe(ns.Callback):
+        def on_train_epoch_start(self, trainer, pl_module):
+            seen.append(("epoch start", lightning_api.first_train_batch_index(trainer)))
+
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
             last.append((batch_idx, trainer.fit_loop.epoch_loop.batch_progress.is_last_batch))
 
@@ -918,17 +926,36 @@ def test_a_deferred_train_iterator_made_at_the_first_batch_of_a_resumed_epoch_ke
             if batch_idx == 2:
                 trainer.save_checkpoint(tmp_path / "mid.ckpt")
 
+    class Loader(torch.utils.data.DataLoader):
+        def __iter__(self):
+            seen.append("iter")
+            return super().__iter__()
+
+    def loader() -> torch.utils.data.DataLoader:
+        return Loader(importlib.import_module(f"{ns.__name__}.demos.boring_classes").RandomDataset(32, 8), batch_size=2)
+
     first = _trainer(ns, tmp_path, callbacks=[Save()], max_steps=-1, max_epochs=1, limit_train_batches=4,
                      limit_val_batches=0)  # fmt: skip
-    first.fit(_boring(ns)())
-    trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=1, limit_train_batches=4,
+    first.fit(_boring(ns)(), loader())
+    trainer = _trainer(ns, tmp_path, callbacks=[Probe()], max_steps=-1, max_epochs=2, limit_train_batches=4,
                        limit_val_batches=0)  # fmt: skip
-    undo = lightning_api.defer_train_iterators(trainer)
+
+    def before_first_draw(fetched: int) -> None:
+        seen.append(("draw", fetched))
+        seen.append(lightning_api.make_pending_train_iterator(trainer))
+
+    undo = lightning_api.defer_train_iterators(trainer, before_first_draw)
+    seen.clear()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Lightning's caution on a resume inside an epoch
-        trainer.fit(_boring(ns)(), ckpt_path=tmp_path / "mid.ckpt")
+        trainer.fit(_boring(ns)(), loader(), ckpt_path=tmp_path / "mid.ckpt")
     undo()
-    assert last[-1] == (3, True) and not any(flag for _, flag in last[:-1]), last  # 2.4 runs batch 2 again
+    if Version(ns.__version__) >= Version("2.5"):  # after batch 2, without on_train_epoch_start
+        batches, resumed = [(3, True)], [("draw", 3), "iter", True]
+    else:  # batch 2 again, after on_train_epoch_start (which made no iterator here)
+        batches, resumed = [(2, False), (3, True)], [("epoch start", 2), ("draw", 2), "iter", True]
+    assert last == [*batches, (0, False), (1, False), (2, False), (3, True)]
+    assert seen == [*resumed, ("epoch start", 0), "iter"]  # the next epoch: Lightning's iter() after the hook
 
 
 def test_defer_eval_iterators_makes_each_evaluations_iterator_when_asked_or_at_the_first_batch(ns, tmp_path):

@@ -353,11 +353,12 @@ class ClassyAdapter(LegacyHookAdapter):
         super().start_train(trainer)  # on_start
         self.legacy_start.run_pending_test_phase(trainer)
 
-    def prepare_train_iterator(self, trainer: pl.Trainer) -> None:
-        """With VISSL, its ``recreate_data_iterator``: the train sampler's epoch is the index of the phase starting,
-        test phases counted (Lightning's counts train epochs only), before the iterator is made. (Classy's
-        ``advance_phase`` builds its loader at the train phase index, Lightning's epoch.)"""
-        self._start_vissl_phase_sampler(trainer.train_dataloader)
+    def prepare_train_iterator(self, trainer: pl.Trainer, mid_epoch: bool) -> None:
+        """With VISSL, its ``recreate_data_iterator``: the train sampler's epoch is the index of the phase starting
+        (``mid_epoch``: of the phase a mid-phase checkpoint was written in, reopened), test phases counted (Lightning's
+        counts train epochs only), before the iterator is made. (Classy's ``advance_phase`` builds its loader at the
+        train phase index, Lightning's epoch.)"""
+        self._start_vissl_phase_sampler(trainer.train_dataloader, reopened=mid_epoch)
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
         """Start a train phase, or reopen the one a mid-epoch checkpoint was in (``mid_epoch``).
@@ -392,10 +393,11 @@ class ClassyAdapter(LegacyHookAdapter):
         test phases counted (Lightning set a fit's count of train epochs), before the iterator is made."""
         self._start_vissl_phase_sampler(trainer.val_dataloaders if run.stage == "val" else trainer.test_dataloaders)
 
-    def _start_vissl_phase_sampler(self, loader: Any) -> None:
-        """With VISSL, the sampler of the phase starting gets the phase's index as its epoch, test phases counted."""
+    def _start_vissl_phase_sampler(self, loader: Any, reopened: bool = False) -> None:
+        """With VISSL, the sampler of the phase starting (or ``reopened``) gets the phase's index as its epoch, test
+        phases counted."""
         if self.vissl:
-            set_sampler_epoch(loader, self.loop.phase_idx + 1)
+            set_sampler_epoch(loader, self.loop.phase_idx + int(not reopened))
 
     def start_eval(self, trainer: pl.Trainer, run: Evaluation) -> None:
         """An evaluation; a train phase still open ends first when Lightning validates because the fit stops early,
