@@ -36,10 +36,6 @@ ITER_FREQUENCY, INTERRUPT_AFTER = 2, 5
 #: and stops at ``where=1.0``); a third phase shows the one after the resumed phase starting at its first batch.
 EXTRA = [f"config.CHECKPOINT.CHECKPOINT_ITER_FREQUENCY={ITER_FREQUENCY}",
          "config.DATA.TRAIN.USE_STATEFUL_DISTRIBUTED_SAMPLER=true", "config.OPTIMIZER.num_epochs=3"]  # fmt: skip
-#: the configs with a ResNet-50 trunk (SwAV, the CPU-test SimCLR) run it at 8 channels a group, as in two processes:
-#: its layers, BN statistics and optimizer state resume alike, a fifth of the checkpoints' bytes to write and digest
-NARROW = {"swav": ["config.MODEL.TRUNK.RESNETS.WIDTH_PER_GROUP=8"],
-          "cpu_resnet_simclr": ["config.MODEL.TRUNK.RESNETS.WIDTH_PER_GROUP=8"]}  # fmt: skip
 #: DINO loads its data with a loader worker on both sides, as VISSL's shipped configs do (NUM_DATALOADER_WORKERS > 0,
 #: VISSL's forkserver): each train phase's worker takes its indices when the phase's iterator is made, so the rerun's
 #: iterator must come after the stateful sampler's skip and seed the worker from torch's generator as VISSL's does
@@ -78,7 +74,7 @@ def interrupted_then_rerun(root: Path, name: str) -> dict[str, Any]:
     """Each side: run A (interrupted), then run B on the same folder."""
     import vissl_train_runs
 
-    runs, extra = {}, [*EXTRA, *NARROW.get(name, []), *WORKERS.get(name, [])]
+    runs, extra = {}, [*EXTRA, *WORKERS.get(name, [])]
     for side, run in (("vissl", vissl_train_runs.run_vissl), ("lightning", vissl_train_runs.run_lightning)):
         out = root / name / side
         try:
@@ -96,10 +92,9 @@ def interrupted_then_rerun(root: Path, name: str) -> dict[str, Any]:
 
 
 #: the config run in two processes, 8 samples an iteration (3 iterations a phase, as in one process); SwAV's
-#: ResNet-50 at 8 channels a group (4.3 M parameters, 1 / 5 of its checkpoints' bytes) and its prototypes frozen for
-#: 6 iterations, so that the rerun (from iteration 4) starts frozen and unfreezes them
+#: prototypes frozen for 6 iterations, so that the rerun (from iteration 4) starts frozen and unfreezes them
 TWO_PROCESSES_NAME = "swav"
-TWO_PROCESSES = ["config.DATA.TRAIN.DATA_LIMIT=24", "config.MODEL.TRUNK.RESNETS.WIDTH_PER_GROUP=8",
+TWO_PROCESSES = ["config.DATA.TRAIN.DATA_LIMIT=24",
                  "config.MODEL.TEMP_FROZEN_PARAMS_ITER_MAP=[[module.heads.0.prototypes0.weight, 6]]"]  # fmt: skip
 
 

@@ -4,13 +4,14 @@ Both read VISSL's shipped integration-test and CPU-test configs (``quick_simclr_
 ``quick_swav``, ``quick_dino``, ``test_cpu_regnet_moco``, ``test_cpu_regnet_simclr``; ``quick_eval_in1k_linear`` for
 VISSL's meters, run by vissl_eval_runs.py) composed by VISSL's
 hydra plugin with the same overrides, which make them small for a CPU: synthetic 32 px images, a handful of samples,
-the configs' own transforms at 32 px (SwAV's and DINO's multi-crop at 32/16 px), in-process loading, gloo, one
+the configs' own transforms at 32 px (SwAV's and DINO's multi-crop at 32/16 px), ResNet-50 trunks at 8 channels a
+group (:data:`NARROW`), in-process loading, gloo, one
 process (two: :func:`run_two_processes`), no LARC (it needs Apex), no SyncBN (a user on CPU overrides both, as here). The reference is what
 ``tools/run_distributed_engines.py`` runs: ``launch_distributed(cfg, node_id=0, engine_name="train",
 hook_generator=default_hook_generator)``. Compared by the tests: ``stdout.json``, ``metrics.json``, the checkpoint
 files and the final weights, as :func:`digest` s; a scenario's checkpoint files are deleted once read
-(:func:`drop_checkpoints`: ResNet-50 ones are 190 MB each). :func:`run_scenarios` is the subprocess loop of every
-VISSL differential (this file's, vissl_eval_runs.py's, vissl_resume_runs.py's).
+(:func:`drop_checkpoints`: 190 MB each for a ResNet-50 as shipped, a fifth of that narrow). :func:`run_scenarios` is
+the subprocess loop of every VISSL differential (this file's, vissl_eval_runs.py's, vissl_resume_runs.py's).
 """
 
 from __future__ import annotations
@@ -58,12 +59,17 @@ MULTICROP = ("config.DATA.TRAIN.TRANSFORMS=[{name: ImgPilToMultiCrop, num_crops:
              " total_num_crops: %d}, {name: RandomHorizontalFlip, p: 0.5}, {name: ImgPilColorDistortion, strength: %s},"
              " {name: ImgPilGaussianBlur, p: 0.5, radius_min: 0.1, radius_max: 2.0}, {name: ToTensor},"
              " {name: Normalize, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}]")  # fmt: skip
+#: The configs with a ResNet-50 trunk run it at 8 channels a group (64 as shipped): the same layers, BN statistics,
+#: heads (its stages still end in 256 to 2048 channels) and optimizer state, 4.3 M parameters instead of 25.6 M, so a
+#: fifth of each checkpoint's bytes to write, load and digest, and of each step's work.
+NARROW = "config.MODEL.TRUNK.RESNETS.WIDTH_PER_GROUP=8"
 CONFIGS: dict[str, list[str]] = {
-    "simclr": ["config=test/integration_test/quick_simclr_synthetic", TRANSFORMS % 1.0],
+    "simclr": ["config=test/integration_test/quick_simclr_synthetic", TRANSFORMS % 1.0, NARROW],
     "moco": ["config=test/integration_test/quick_moco", TRANSFORMS % 0.5, "config.DATA.TRAIN.DATASET_NAMES=[synthetic]",
+             NARROW,
              "config.LOSS.moco_loss.queue_size=64"],  # fmt: skip
     # SwAV: 2 x 32 px + 2 x 16 px crops, a small head, a queue from iteration 2, prototypes frozen for 2 iterations
-    "swav": ["config=test/integration_test/quick_swav", "config.DATA.TRAIN.DATASET_NAMES=[synthetic]",
+    "swav": ["config=test/integration_test/quick_swav", "config.DATA.TRAIN.DATASET_NAMES=[synthetic]", NARROW,
              MULTICROP % ("[2, 2]", "[32, 16]", "[[0.14, 1], [0.05, 0.14]]", 4, 1.0),
              "config.MODEL.HEAD.PARAMS=[[swav_head, {dims: [2048, 64, 16], use_bn: true, num_clusters: [20]}]]",
              "config.MODEL.TEMP_FROZEN_PARAMS_ITER_MAP=[[module.heads.0.prototypes0.weight, 2]]",
@@ -78,7 +84,7 @@ CONFIGS: dict[str, list[str]] = {
              " return_embeddings: false, activation_name: GELU, num_clusters: [32]}]]",
              "config.LOSS.dino_loss.teacher_temp_warmup_iters=3"],  # fmt: skip
     # VISSL's CPU-test SimCLR (ResNet-50), its transforms at 32 px; it turns auto-resume off, a rerun that resumes on
-    "cpu_resnet_simclr": ["config=test/cpu_test/test_cpu_resnet_simclr", TRANSFORMS % 1.0,
+    "cpu_resnet_simclr": ["config=test/cpu_test/test_cpu_resnet_simclr", TRANSFORMS % 1.0, NARROW,
                           "config.CHECKPOINT.AUTO_RESUME=true"],  # fmt: skip
     # VISSL's CPU-test MoCo and SimCLR (a RegNet of 13 blocks, widths 24 to 368), their transforms at 32 px, auto-resume
     # on as above; MoCo's queue holds 64 keys (it must take whole global batches)
@@ -96,7 +102,7 @@ CONFIGS: dict[str, list[str]] = {
     # VISSL's linear evaluation integration test: a frozen ResNet-50 trunk (in eval mode) whose res4 and res5 features
     # feed two linear heads, one accuracy_list_meter over both outputs; train phases only (its test phases are
     # refused), synthetic data labelled by sample index (12 classes), 32 px crops
-    "meters": ["config=test/integration_test/quick_eval_in1k_linear", "config.TEST_MODEL=false",
+    "meters": ["config=test/integration_test/quick_eval_in1k_linear", "config.TEST_MODEL=false", NARROW,
                "config.DATA.TRAIN.LABEL_SOURCES=[]", "config.DATA.TRAIN.DATASET_NAMES=[synthetic]",
                "config.DATA.TRAIN.DATA_PATHS=[]",
                "config.MODEL.FEATURE_EVAL_SETTINGS.LINEAR_EVAL_FEAT_POOL_OPS_MAP=[[res4, [AdaptiveAvgPool2d, [[1, 1]]]],"
