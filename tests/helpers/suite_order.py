@@ -26,23 +26,22 @@ from typing import Protocol
 FILE_SECONDS = {
     "tests/families/mmcv/test_venv.py": 270,  # the .venv-mmcv1 suite but its 2-process files
     "tests/families/mmcv/test_venv_ddp.py": 230,  # those, in .venv-mmcv1
-    "tests/families/classy/test_train_resume.py": 200,  # estimate: 155 + its mid-phase scenarios' loader workers
     "tests/families/mmengine/test_train_ddp.py": 190,  # 220 -> 241 s CPU with the shipped loader workers (load ~20)
     "tests/docs/test_snippets.py": 175,  # migration-classy.md's python page 40 -> 13 s CPU
-    "tests/families/classy/test_train_ddp.py": 135,
-    "tests/families/classy/test_vissl_train.py": 125,
+    "tests/families/classy/test_train_ddp.py": 130,  # 128 s CPU (os.times) with the narrow ResNet-50
     "tests/families/classy/test_vissl_resume.py": 125,  # 80 s CPU (os.times) here, was 120
     "tests/integration/reliability/test_fault_injection.py": 120,  # estimate
     "tests/families/mmengine/test_resume_corpus.py": 120,  # estimate
+    "tests/families/classy/test_vissl_train.py": 115,  # 111 s CPU (load ~12): one-process ResNet-50s narrow, 30 -> 16
     "tests/families/classy/test_project.py": 100,  # its 4 runs 188 -> 105 s CPU with 2 loader workers, not 4
     "tests/families/mmengine/test_corpus.py": 100,  # estimate
     "tests/integration/ddp/test_write_audit.py": 100,  # 79 s CPU here: MMEngine 31 (+5 with loader workers), VISSL 27, Classy 21
-    "tests/families/classy/test_loggers.py": 95,
-    "tests/families/classy/test_vissl_module.py": 75,
     "tests/integration/ddp/test_spawn.py": 70,
     "tests/test_tools.py": 60,
+    "tests/families/classy/test_vissl_module.py": 60,  # 58 s CPU (os.times): its ResNet-50 trunk narrow
     "tests/families/classy/test_vissl_project.py": 55,
     "tests/families/mmengine/test_downstream.py": 53,
+    "tests/families/classy/test_loggers.py": 50,  # 99 -> 47 s CPU: narrow ResNet-50s
     "tests/families/mmengine/test_resume_shipped.py": 50,  # estimate: its 3 loader-worker cases, ~5-7 s each
     "tests/core/test_lightning_versions.py": 50,
     "tests/families/mmengine/test_project.py": 45,
@@ -52,6 +51,7 @@ FILE_SECONDS = {
     "tests/test_train_output.py": 33,
     "tests/families/mmengine/test_mmagic.py": 30,  # estimate
     "tests/integration/reliability/test_resume.py": 30,  # estimate (its first test 20 s)
+    "tests/families/classy/test_train_resume.py": 25,  # 147 -> 20.5 s CPU: narrow ResNet-50, the worker forked
     "tests/test_cli_build_errors.py": 20,
     "tests/integration/ddp/test_imix_engine_ddp.py": 20,  # 14 s CPU here (os.times: the test and its ranks)
     "tests/test_config_examples.py": 20,
