@@ -151,9 +151,8 @@ def check_resumed_file(checkpoint: str) -> None:
         check_checkpoint_file(checkpoint, owner="runner.resume (--resume-from, or --auto-resume's pick)")
     except CheckpointFileError as err:
         raise CheckpointFileError(
-            f"{err} --auto-resume picks the work dir's latest.pth, else its highest numbered *.pth, which a run "
-            "killed while writing its first checkpoint leaves cut short: delete that file to start afresh, or resume "
-            "from a whole checkpoint with --resume-from."
+            f"{err} (A run killed while writing its first checkpoint leaves that file cut short and no latest.pth, "
+            "and --auto-resume picks it: delete it to start afresh.)"
         ) from err
 
 

@@ -237,7 +237,7 @@ def test_a_run_killed_while_writing_its_first_checkpoint_is_not_resumed_from_it(
         host.resume(picks[0])
     ours = LightningRunner(dict(type="EpochBasedRunner", max_epochs=3), model, sgd(model.parameters()),
                            str(tmp_path / "lightning"), quiet_logger("mmcv-reference"))  # fmt: skip
-    with pytest.raises(CheckpointFileError, match=r"truncated.*delete that file to start afresh") as refused:
+    with pytest.raises(CheckpointFileError, match=r"truncated.*delete it to start afresh") as refused:
         ours.resume(picks[1])
     assert picks[1] in str(refused.value)
     for side, pick in zip(("mmcv", "lightning"), picks, strict=True):

@@ -190,7 +190,12 @@ def test_resume_from_a_mid_epoch_checkpoint_goes_on_as_train_model_resumed(confi
     assert_auto_resumes_alike(first, tmp_path / "mine", ours(mid, "--auto-resume"), sides.ref / "epoch_2.pth", meta=True)
 
 
-@pytest.mark.parametrize("flag", ["--resume-from", "--load-from"])
+#: what the error names as reading the file each flag names (LightningRunner.resume / load_checkpoint)
+READERS = {"--resume-from": "runner.resume (--resume-from, or --auto-resume's pick)",
+           "--load-from": "runner.load_checkpoint (load_from / resume_from)"}
+
+
+@pytest.mark.parametrize("flag", list(READERS))
 def test_a_resume_or_load_from_file_that_is_no_checkpoint_is_one_short_error(config, tmp_path, capsys, flag):
     from lightning_hooks import cli
 
@@ -202,7 +207,7 @@ def test_a_resume_or_load_from_file_that_is_no_checkpoint_is_one_short_error(con
     assert exit_.value.code == 1 and "Traceback" not in err, err[-3000:]
     err = err.strip().splitlines()[-1]
     assert err.startswith("lightning-hooks train: error: ")
-    assert f"runner.load_checkpoint (load_from / resume_from): {str(ckpt)!r} is not a PyTorch checkpoint" in err
+    assert f"{READERS[flag]}: {str(ckpt)!r} is not a PyTorch checkpoint" in err
     assert "weights_only" not in err
 
 
