@@ -1,14 +1,12 @@
-"""DistEvalHook (mmcv's, or mmdet 2.x's) in 2 CPU processes (gloo): under mmcv's own ``EpochBasedRunner`` or under
-Lightning's DDP with ``MMCVAdapter``; each rank writes, as JSON, what the hooks saw and what the dataset evaluated.
+"""mmcv's DistEvalHook in 2 CPU processes (gloo): under mmcv's own ``EpochBasedRunner`` or under Lightning's DDP with
+``MMCVAdapter``; each rank writes, as JSON, what the hooks saw and what the dataset evaluated.
 
-Usage: ``python mmcv_dist_eval.py OUT_DIR {mmcv,lightning} {mmcv,mmdet}``. Lightning's ``strategy="ddp"`` re-executes
+Usage: ``python mmcv_dist_eval.py OUT_DIR {mmcv,lightning}``. Lightning's ``strategy="ddp"`` re-executes
 this script for rank 1; the mmcv runner's two processes are spawned here. ``tests/families/mmcv/test_dist_eval.py`` compares the two.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import logging
 import os
@@ -19,23 +17,11 @@ sys.path[:0] = [str(Path(__file__).parent)]
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-from mmcv.runner import Hook, OptimizerHook  # noqa: E402
+from mmcv.runner import DistEvalHook, Hook, OptimizerHook  # noqa: E402
 from torch.utils.data import DataLoader, Dataset, DistributedSampler  # noqa: E402
 
-OUT, HOST, KIND = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+OUT, HOST = Path(sys.argv[1]), sys.argv[2]
 N_VAL = 10  # not a multiple of the world size: DistributedSampler pads, collect_results drops the padding
-
-
-def dist_eval_hook() -> type:
-    if KIND == "mmcv":
-        from mmcv.runner import DistEvalHook
-
-        return DistEvalHook
-    spec = importlib.util.spec_from_file_location("openmmlab_stubs", Path(__file__).parent / "openmmlab_stubs.py")
-    stubs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(stubs)
-    with stubs.stubs():
-        return importlib.import_module("mmdet.core").DistEvalHook
 
 
 class Scores(Dataset):
@@ -65,7 +51,7 @@ class Train(Dataset):
 
 class Model(torch.nn.Module):
     """An mmcv model: ``train_step`` (a loss pulling ``w`` to 1), and the test forward (``return_loss=False``) returning one result per
-    sample, as mmcv's / mmdet's ``multi_gpu_test`` call it."""
+    sample, as mmcv's ``multi_gpu_test`` calls it."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -98,7 +84,7 @@ def hooks_and_val(rank: int) -> tuple[list, Scores, Seen]:
     val = Scores()
     loader = DataLoader(val, batch_size=2, sampler=DistributedSampler(val, num_replicas=2, rank=rank, shuffle=False))
     seen = Seen()
-    evaluation = dist_eval_hook()(loader, interval=1, save_best="acc", rule="greater")
+    evaluation = DistEvalHook(loader, interval=1, save_best="acc", rule="greater")
     evaluation.priority = "LOW"
     seen.priority = "VERY_LOW"
     return [OptimizerHook(), evaluation, seen], val, seen
