@@ -6,6 +6,7 @@ run's params and tags, the metric histories and the logged model's files and wei
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 from pathlib import Path
@@ -54,12 +55,15 @@ def _hooks(kind: str, store: Path) -> list:
 
 def _run(kind: str, host: str, tmp_path: Path) -> tuple[Path, Any]:
     """One host's run of the hooks; returns the service's store (outside the work dir, whose ``*.log`` files
-    WandbLoggerHook uploads) and the trained model."""
+    WandbLoggerHook uploads) and the trained model. MLflow's tracking URI is given back afterwards: MLflow exports it as
+    ``MLFLOW_TRACKING_URI``, which a later test's subprocesses would inherit (test_write_audit_mmcv.py's MLflow store,
+    written into this test's removed folder, failed it when both ran in one process)."""
     store = tmp_path / f"{host}-store"
     store.mkdir(parents=True)
     if kind == "mlflow":
         import mlflow
 
+        before = os.environ.get("MLFLOW_TRACKING_URI")
         mlflow.set_tracking_uri(store.as_uri())
     try:
         if host == "mmcv":
@@ -71,6 +75,7 @@ def _run(kind: str, host: str, tmp_path: Path) -> tuple[Path, Any]:
     finally:
         if kind == "mlflow":
             mlflow.end_run()  # mmcv's hook leaves its run open (MLflow ends it at exit): one run per host here
+            mlflow.set_tracking_uri(before)  # None unsets the URI and the variable
     return store, model
 
 
