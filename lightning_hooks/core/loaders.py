@@ -32,6 +32,19 @@ class Loader:
             setattr(self.loader, name, value)
 
 
+def epoch_samplers(loader: Any) -> list[Any]:
+    """The samplers of ``loader`` whose epoch Lightning sets at each epoch's start: its own sampler, then its batch
+    sampler's, each where it has ``set_epoch`` (a plain ``DataLoader``'s two are one sampler, listed twice)."""
+    samplers = (getattr(loader, "sampler", None), getattr(getattr(loader, "batch_sampler", None), "sampler", None))
+    return [sampler for sampler in samplers if callable(getattr(sampler, "set_epoch", None))]
+
+
+def epoch_sampler(loader: Any) -> Any:
+    """The first of :func:`epoch_samplers` (``None`` if there is none): the one sampler a legacy loop sets an epoch on
+    (mmcv's ``DistSamplerSeedHook``, MMEngine's ``InfiniteSampler`` loop)."""
+    return next(iter(epoch_samplers(loader)), None)
+
+
 def set_sampler_epoch(loader: Any, epoch: int) -> None:
     """``loader``'s own sampler (not a batch sampler's) gets ``epoch`` when it has ``set_epoch``, as a legacy loop sets
     it before it makes an epoch's iterator (mmcv 1.x's ``IterLoader``, VISSL's ``recreate_data_iterator``)."""

@@ -21,6 +21,7 @@ from lightning_hooks.core import lightning_api
 from lightning_hooks.core.adapter_state import format_error
 from lightning_hooks.core.checks import Periods, check_argument, check_periods
 from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.loaders import epoch_samplers
 from lightning_hooks.core.manual_step import ManualStepAdapter
 from lightning_hooks.core.triggers import Patch, Remove
 from lightning_hooks.families.imix.engine import Engine
@@ -262,7 +263,8 @@ class IMIXAdapter(ManualStepAdapter):
         if real is not None:
             self._write_metrics = real.periods.write_metrics
         self._train_running = True
-        self._sampler_epochs = _sampler_epochs(trainer.train_dataloader)
+        self._sampler_epochs = [(s, s.epoch) for s in epoch_samplers(trainer.train_dataloader)
+                               if isinstance(getattr(s, "epoch", None), int)]  # fmt: skip
         super().start_train(trainer)
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
@@ -399,14 +401,6 @@ def _check_unowned(hook: Any) -> None:
             f"IMIXAdapter: the {type(hook).__qualname__} instance is already driven by another IMIXAdapter "
             "(its hook.trainer points at that adapter's engine). Build a new hook for each adapter."
         )
-
-
-def _sampler_epochs(loader: Any) -> list[tuple[Any, int]]:
-    """The samplers of ``loader`` whose epoch Lightning sets at each epoch's start (its sampler and its batch
-    sampler's, as ``_set_sampler_epoch`` finds them), each with the epoch it has now."""
-    samplers = (getattr(loader, "sampler", None), getattr(getattr(loader, "batch_sampler", None), "sampler", None))
-    settable = [s for s in samplers if s is not None and callable(getattr(s, "set_epoch", None))]
-    return [(s, s.epoch) for s in settable if isinstance(getattr(s, "epoch", None), int)]
 
 
 def _loss_dict(result: Any) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from lightning_hooks.core.errors import unknown_name
 from lightning_hooks.core.family import adapter_options
 from lightning_hooks.core.host_loop import Evaluation
 from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.loaders import epoch_sampler
 from lightning_hooks.core.manual_step import ManualStepAdapter
 from lightning_hooks.core.triggers import ON, ModuleLoadCheckpoint, Patch, Remove, Trigger
 from lightning_hooks.families.mmcv.events import EVENTS
@@ -285,7 +286,7 @@ class MMCVAdapter(ManualStepAdapter):
         # mmcv's runners know max_iters before before_run (CyclicLrUpdaterHook reads it there): size the loader now
         lightning_api.setup_train_data(trainer)
         self._set_limits(trainer)
-        self._sampler_epoch = getattr(_epoch_sampler(trainer.train_dataloader), "epoch", None)
+        self._sampler_epoch = getattr(epoch_sampler(trainer.train_dataloader), "epoch", None)
         if self._resumed_at is not None:
             epoch, iteration = self._resumed_at
             lightning_api.start_fit_after(trainer, 0 if self.iter_based() else epoch, iteration)
@@ -334,7 +335,7 @@ class MMCVAdapter(ManualStepAdapter):
 
     def end_train_epoch(self, trainer: pl.Trainer, trigger: Trigger) -> None:
         self.loop.end_epoch(trigger)
-        self._sampler_epoch = getattr(_epoch_sampler(trainer.train_dataloader), "epoch", None)
+        self._sampler_epoch = getattr(epoch_sampler(trainer.train_dataloader), "epoch", None)
 
     def _set_limits(self, trainer: pl.Trainer) -> None:
         self.loop.set_limits(*run_limits(trainer, self.loop.iter_based, self.runner._iters_per_step()))
@@ -389,7 +390,7 @@ class MMCVAdapter(ManualStepAdapter):
         mmcv; that one sets Lightning's value again before a batch is drawn. IterBasedRunner's first pass (unless
         Lightning's resume numbers the passes) draws from the sampler as the fit found it, as a new ``IterLoader``
         does: a loader of an earlier fit keeps that fit's last epoch."""
-        sampler = _epoch_sampler(trainer.train_dataloader)
+        sampler = epoch_sampler(trainer.train_dataloader)
         seeder = _runner_module().DistSamplerSeedHook
         first_pass = self.loop.iter_based and self.loop.passes == 0 and not self._resumed_without_state
         if sampler is not None and self._sampler_epoch is not None and (
@@ -465,14 +466,6 @@ class MMCVAdapter(ManualStepAdapter):
                 f"{trainer.precision!r}; use mmcv's Fp16OptimizerHook (optimizer_config=dict(type="
                 "'Fp16OptimizerHook', loss_scale=...) or fp16=dict(loss_scale=...)) for mixed precision."
             )
-
-
-def _epoch_sampler(loader: Any) -> Any:
-    """The loader's sampler with ``set_epoch`` that ``DistSamplerSeedHook`` sets (its own, or its batch sampler's)."""
-    for sampler in (getattr(loader, "sampler", None), getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
-        if callable(getattr(sampler, "set_epoch", None)):
-            return sampler
-    return None
 
 
 def _batches(count: float) -> int:

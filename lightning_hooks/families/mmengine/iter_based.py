@@ -23,6 +23,7 @@ from typing import Any
 
 from lightning_hooks.core import lightning_api
 from lightning_hooks.core.lightning_api import pl
+from lightning_hooks.core.loaders import epoch_sampler
 from lightning_hooks.core.triggers import Patch, Remove
 
 _LOOPS = {"IterBasedTrainLoop": False, "EpochBasedTrainLoop": True}
@@ -197,7 +198,9 @@ class Endless:
                 batch = next(iterator)
             except StopIteration:
                 epoch += 1
-                _set_epoch(self.loader, epoch)
+                sampler = epoch_sampler(self.loader)
+                if sampler is not None:
+                    sampler.set_epoch(epoch)
                 iterator = iter(self.loader)
                 try:
                     batch = next(iterator)
@@ -216,14 +219,6 @@ class _NoRedirect:
     """What a plain :class:`Endless` reads at every batch: no hook assigned an iterator."""
 
     iterator = None
-
-
-def _set_epoch(loader: Any, epoch: int) -> None:
-    sampler: Any = getattr(loader, "sampler", None)
-    if hasattr(sampler, "set_epoch"):
-        sampler.set_epoch(epoch)
-    elif hasattr(getattr(getattr(loader, "batch_sampler", None), "sampler", None), "set_epoch"):
-        loader.batch_sampler.sampler.set_epoch(epoch)
 
 
 class EndlessSource(lightning_api.DataLoaderSource):
