@@ -263,8 +263,8 @@ class IMIXAdapter(ManualStepAdapter):
         if real is not None:
             self._write_metrics = real.periods.write_metrics
         self._train_running = True
-        self._sampler_epochs = [(s, s.epoch) for s in epoch_samplers(trainer.train_dataloader)
-                               if isinstance(getattr(s, "epoch", None), int)]  # fmt: skip
+        samplers = epoch_samplers(trainer.train_dataloader)
+        self._sampler_epochs = [(s, s.epoch) for s in samplers if isinstance(getattr(s, "epoch", None), int)]
         super().start_train(trainer)
 
     def start_train_epoch(self, trainer: pl.Trainer, pl_module: pl.LightningModule, mid_epoch: bool) -> None:
