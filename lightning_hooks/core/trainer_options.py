@@ -1,15 +1,16 @@
 """Lightning's loggers and any ``Trainer`` option on ``lightning-hooks train``, for every family's train command.
 
-A family's train command adds the arguments (:func:`add_arguments`, which ``add_lightning_arguments`` calls), takes
-the ``--trainer.KEY VALUE`` items out of its command line before its legacy parser sees it (:func:`split_argv`; both
-from :mod:`lightning_hooks.core.trainer_flags`, which imports no Lightning: a usage error or ``--help`` does not),
+A family's train command adds the arguments (``trainer_flags.add_arguments``, which ``add_lightning_arguments``
+calls), takes the ``--trainer.KEY VALUE`` items out of its command line before its legacy parser sees it
+(``trainer_flags.split_argv``: :mod:`lightning_hooks.core.trainer_flags` imports no Lightning, so a usage error or
+``--help`` does not),
 reads them (:meth:`TrainerRequest.from_args`) and, where it builds its ``lightning.Trainer``, resolves them against
 the options the legacy config owns (:meth:`TrainerRequest.resolve`): an option the config already sets another way is
 an error naming both sides.
 
 Example::
 
-    argv, trainer_argv = split_argv(["cfg.py", "--logger", "csv", "--trainer.max_time", "00:01:00:00"])
+    argv, trainer_argv = trainer_flags.split_argv(["cfg.py", "--logger", "csv", "--trainer.max_time", "00:01:00:00"])
     request = TrainerRequest.from_args(parser.parse_args(argv), trainer_argv)
     options = request.resolve({"logger": False}, {"max_epochs": Owned(12, "train_cfg.max_epochs=12")},
                               save_dir="work_dirs/cfg", name="cfg")
@@ -29,7 +30,7 @@ from typing_extensions import override
 
 from lightning_hooks.core.errors import InputError, unknown_name
 from lightning_hooks.core.lightning_api import drop_unset_wandb_anonymous, pl, rank_zero_only, submodule, wandb_run_made
-from lightning_hooks.core.trainer_flags import FLAGS, PREFIX, add_arguments, split_argv  # noqa: F401  # served here too
+from lightning_hooks.core.trainer_flags import FLAGS, PREFIX
 
 
 class TrainerOptionError(InputError, ValueError):

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from lightning_hooks.core.lightning_api import pl
-from lightning_hooks.core.trainer_options import (
-    ANY, Owned, TrainerOptionError, TrainerRequest, add_arguments, build_loggers, split_argv,
-)  # fmt: skip
+from lightning_hooks.core.trainer_flags import add_arguments, split_argv
+from lightning_hooks.core.trainer_options import ANY, Owned, TrainerOptionError, TrainerRequest, build_loggers
 
 
 def parser() -> argparse.ArgumentParser:

@@ -130,7 +130,8 @@ def test_lightnings_logging_interval_is_loggerhooks(tmp_path: Path) -> None:
 
 def built(argv: list[str]) -> Any:
     """The Trainer ``main(argv)`` would fit."""
-    from lightning_hooks.core.trainer_options import TrainerRequest, split_argv
+    from lightning_hooks.core.trainer_flags import split_argv
+    from lightning_hooks.core.trainer_options import TrainerRequest
 
     argv, trainer_argv = split_argv(argv)
     parser = mmengine_train.parser()
