@@ -23,8 +23,41 @@ install() {
   "${pip[@]}" --no-deps classy-vision==0.7.0 imix==0.1.0
 }
 
+# .venv-lt24: the oldest supported Lightning (2.4, both namespaces) for the reduced suite that
+# tests/core/test_lightning_versions.py runs there.
+lt24() {
+  install .venv-lt24 legacy lightning==2.4.0 pytorch-lightning==2.4.0 "pytest>=8" "pytest-xdist>=3.6"
+}
+
+mmcv1() {
+  # .venv-mmcv1: OpenMMLab 1.x (mmcv.runner), whose import name `mmcv` the main venv's mmcv-lite 2.x takes, for
+  # tests/families/mmcv (run from the main suite by tests/families/mmcv/test_venv.py). mmcv 1.7.2 builds from its sdist without
+  # compiled ops (the tests stub mmcv._ext); its setup.py needs pkg_resources (setuptools<70) and wheel, unisolated.
+  # wandb and mlflow-skinny for WandbLoggerHook / MlflowLoggerHook on local stores (offline run, file: tracking URI);
+  # mlflow-skinny 2.9 needs protobuf<5, which wandb 0.31 (>=5) and tensorboard (>=6.31.1) refuse; 3.11 to 3.13 take
+  # protobuf 7 and still pickle models by default (3.14+ default to pt2, which fails on mmcv's log_model call: no
+  # input_example); mlflow.pytorch imports pandas.
+  install .venv-mmcv1 legacy "pytest>=8" "pytest-xdist>=3.6" addict yapf pycocotools terminaltables prettytable wandb==0.31.0 \
+    mlflow-skinny==3.12.0 pandas
+  mmcv_pip=(.venv-mmcv1/bin/python -m pip install --quiet --disable-pip-version-check)
+  "${mmcv_pip[@]}" "setuptools<70" wheel
+  MMCV_WITH_OPS=0 "${mmcv_pip[@]}" --no-deps --no-build-isolation mmcv==1.7.2
+  # mmcv.runner imports torchvision: the registry's CUDA build, which imports on the CPU torch once its op schemas
+  # exist (scripts/torchvision_cpu_ops.py, loaded by a .pth at interpreter start); the OpenMMLab 1.x libraries pin
+  # old mmcv-full/torch builds, so alone
+  "${mmcv_pip[@]}" --no-deps torchvision==0.28.0 mmdet==2.28.2 mmcls==0.25.0 mmsegmentation==0.30.0
+  mmcv_site=$(.venv-mmcv1/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  cp scripts/torchvision_cpu_ops.py "$mmcv_site/"
+  echo "import torchvision_cpu_ops" > "$mmcv_site/torchvision_cpu_ops.pth"
+}
+
 if [ "${1:-}" = test ]; then
-  install .venv legacy,test  # the test extra has wandb and mlflow-skinny at .venv-mmcv1's versions (see below)
+  install .venv legacy,test  # the test extra has wandb and mlflow-skinny at .venv-mmcv1's versions (see mmcv1 above)
+  # The two side venvs build while the main one gets its OpenMMLab and VISSL packages (pip runs on one core): after
+  # the first install, so that the sdists all three share (visdom, fvcore) are built once into pip's wheel cache.
+  lt24 > .venv-lt24.log 2>&1 & lt24_pid=$!
+  mmcv1 > .venv-mmcv1.log 2>&1 & mmcv1_pid=$!
+  trap 'kill "$lt24_pid" "$mmcv1_pid" 2>/dev/null || true' EXIT  # a failure below stops them too
   pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
   # OpenMMLab libraries whose engine hooks the tests drive; they pin mmcv builds and torchvision, so alone: what
   # their hook modules import comes from the `test` extra. mmcv-lite has no compiled ops (tests stub mmcv._ext);
@@ -52,26 +85,9 @@ with zipfile.ZipFile(".venv/wheels/vissl-0.1.6-py3-none-any.whl") as wheel:
     wheel.extractall(sys.argv[1], [n for n in wheel.namelist() if n.split("/")[0] in ("vissl", "configs", "hydra_plugins")])
 PY
   DS_BUILD_OPS=0 "${pip[@]}" --upgrade --no-deps --no-build-isolation --target .venv/deepspeed-site deepspeed==0.18.9 hjson==3.1.0 py-cpuinfo==9.0.0 msgpack==1.2.4  # DeepSpeed for tests/helpers/deepspeed_strategies.py, outside the venv's import path: MMEngine imports it (and it mlflow, ~5-12 s) in every process wherever it can
-  install .venv-lt24 legacy lightning==2.4.0 pytorch-lightning==2.4.0 "pytest>=8" "pytest-xdist>=3.6"
-  # .venv-mmcv1: OpenMMLab 1.x (mmcv.runner), whose import name `mmcv` the main venv's mmcv-lite 2.x takes, for
-  # tests/families/mmcv (run from the main suite by tests/families/mmcv/test_venv.py). mmcv 1.7.2 builds from its sdist without
-  # compiled ops (the tests stub mmcv._ext); its setup.py needs pkg_resources (setuptools<70) and wheel, unisolated.
-  # wandb and mlflow-skinny for WandbLoggerHook / MlflowLoggerHook on local stores (offline run, file: tracking URI);
-  # mlflow-skinny 2.9 needs protobuf<5, which wandb 0.31 (>=5) and tensorboard (>=6.31.1) refuse; 3.11 to 3.13 take
-  # protobuf 7 and still pickle models by default (3.14+ default to pt2, which fails on mmcv's log_model call: no
-  # input_example); mlflow.pytorch imports pandas.
-  install .venv-mmcv1 legacy "pytest>=8" "pytest-xdist>=3.6" addict yapf pycocotools terminaltables prettytable wandb==0.31.0 \
-    mlflow-skinny==3.12.0 pandas
-  mmcv_pip=(.venv-mmcv1/bin/python -m pip install --quiet --disable-pip-version-check)
-  "${mmcv_pip[@]}" "setuptools<70" wheel
-  MMCV_WITH_OPS=0 "${mmcv_pip[@]}" --no-deps --no-build-isolation mmcv==1.7.2
-  # mmcv.runner imports torchvision: the registry's CUDA build, which imports on the CPU torch once its op schemas
-  # exist (scripts/torchvision_cpu_ops.py, loaded by a .pth at interpreter start); the OpenMMLab 1.x libraries pin
-  # old mmcv-full/torch builds, so alone
-  "${mmcv_pip[@]}" --no-deps torchvision==0.28.0 mmdet==2.28.2 mmcls==0.25.0 mmsegmentation==0.30.0
-  mmcv_site=$(.venv-mmcv1/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-  cp scripts/torchvision_cpu_ops.py "$mmcv_site/"
-  echo "import torchvision_cpu_ops" > "$mmcv_site/torchvision_cpu_ops.pth"
+  wait "$lt24_pid" || { cat .venv-lt24.log; echo "setup.sh: building .venv-lt24 failed" >&2; exit 1; }
+  wait "$mmcv1_pid" || { cat .venv-mmcv1.log; echo "setup.sh: building .venv-mmcv1 failed" >&2; exit 1; }
+  rm -f .venv-lt24.log .venv-mmcv1.log
 else
   install .venv legacy
 fi
