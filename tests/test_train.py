@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from lh_testing import subprocess_env
+from lh_testing import commands_in_one_process, subprocess_env
 
 from lightning_hooks import cli
 from lightning_hooks import train as dispatcher
@@ -209,7 +209,7 @@ def test_an_mmengine_type_no_registry_knows_is_one_short_message(capsys, tmp_pat
         assert "custom_imports" in err and "default scope ('mmpretrain')" in err
 
 
-# ------------------------------------------------------------------------- Classy and VISSL (their own processes)
+# -------------------------------------------------- Classy and VISSL (a process of their own, shared by the four)
 def _classy_task(tmp_path, **dataset: str) -> str:
     """Classy's shipped ResNet-50 synthetic-image task config, made small (8/4 images of 32 px, one epoch)."""
     root = Path(importlib.util.find_spec("classy_vision").origin).parent
@@ -223,25 +223,6 @@ def _classy_task(tmp_path, **dataset: str) -> str:
     return str(path)
 
 
-def _train_in_a_process(tmp_path, *argv: str) -> str:
-    """``lightning-hooks train argv`` in a process of its own, with VISSL's site (torchvision, vissl) on the path as
-    its docs say; its stderr's last line, which must be the one error (exit 1, no traceback)."""
-    import subprocess
-    import sys
-
-    import real_torchvision
-
-    code = ("import sys, real_torchvision; real_torchvision.activate(); from lightning_hooks import cli; "
-            "cli.main(['train', *sys.argv[1:]])")  # fmt: skip
-    helpers = Path(real_torchvision.__file__).parent
-    proc = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600, env=subprocess_env(helpers, OMP_NUM_THREADS="1"))  # fmt: skip
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-4000:]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("lightning-hooks train: error: "), proc.stderr[-4000:]
-    return last
-
-
 def _real_torchvision() -> bool:
     import real_torchvision
 
@@ -251,31 +232,62 @@ def _real_torchvision() -> bool:
 needs_vissl_site = pytest.mark.skipif(not _real_torchvision(), reason="run `bash scripts/setup.sh test` (VISSL's site)")
 
 
+@pytest.fixture(scope="module")
+def own_process_errors(tmp_path_factory) -> dict[str, tuple[int, str]]:
+    """The Classy and VISSL commands of the tests below as ``lightning-hooks train ARGV``, with VISSL's site
+    (torchvision, vissl) on the path as its docs say, each in a folder of its own, one after the other in one process
+    (``lh_testing.commands_in_one_process``; each stops at its config): by test, its exit status and stderr."""
+    import real_torchvision
+
+    names = ("classy_name", "classy_ckpt", "vissl_name", "vissl_config")
+    folders = {name: tmp_path_factory.mktemp(name) for name in names}
+    (folders["classy_ckpt"] / "random.torch").write_bytes(NOT_CHECKPOINTS["random"][0]())
+    commands = {
+        "classy_name": [_classy_task(folders["classy_name"], name="synthetic_imag"), "--checkpoint_folder", "ck"],
+        "classy_ckpt": [_classy_task(folders["classy_ckpt"]), "--checkpoint_folder", "ck",
+                        "--checkpoint_load_path", "random.torch"],
+        "vissl_name": ["config=test/integration_test/quick_simclr_synthetic", "config.MODEL.TRUNK.NAME=resnext",
+                       f"config.CHECKPOINT.DIR={folders['vissl_name'] / 'ck'}"],
+        "vissl_config": ["config=test/integration_test/quick_simclr_synthetc"],
+    }  # fmt: skip
+    helpers = Path(real_torchvision.__file__).parent
+    ended = commands_in_one_process([(folders[name], ["train", *argv]) for name, argv in commands.items()],
+                                    subprocess_env(helpers, OMP_NUM_THREADS="1"),
+                                    prelude="import real_torchvision; real_torchvision.activate()")  # fmt: skip
+    return dict(zip(commands, ended, strict=True))
+
+
+def _one_error(ended: tuple[int, str]) -> str:
+    """A command's one error line: the last of its stderr (exit 1, no traceback)."""
+    code, stderr = ended
+    assert code == 1 and "Traceback" not in stderr, stderr[-4000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("lightning-hooks train: error: "), stderr[-4000:]
+    return last
+
+
 @needs_vissl_site
-def test_a_classy_name_no_registry_knows_is_one_short_message(tmp_path):
-    err = _train_in_a_process(tmp_path, _classy_task(tmp_path, name="synthetic_imag"), "--checkpoint_folder", "ck")
+def test_a_classy_name_no_registry_knows_is_one_short_message(own_process_errors):
+    err = _one_error(own_process_errors["classy_name"])
     assert "unknown Classy dataset name 'synthetic_imag'. Did you mean: synthetic_image," in err
     assert "Registrations come from the packages of the project folder (--project_folder" in err
 
 
 @needs_vissl_site
-def test_a_classy_checkpoint_load_path_that_is_no_checkpoint_is_named(tmp_path):
-    (tmp_path / "random.torch").write_bytes(NOT_CHECKPOINTS["random"][0]())
-    err = _train_in_a_process(tmp_path, _classy_task(tmp_path), "--checkpoint_folder", "ck",
-                              "--checkpoint_load_path", "random.torch")  # fmt: skip
+def test_a_classy_checkpoint_load_path_that_is_no_checkpoint_is_named(own_process_errors):
+    err = _one_error(own_process_errors["classy_ckpt"])
     assert "the checkpoint given as ckpt_path, 'random.torch', is not a PyTorch checkpoint (it starts with" in err
     assert "weights_only" not in err
 
 
 @needs_vissl_site
-def test_a_vissl_name_no_registry_knows_is_one_short_message(tmp_path):
-    err = _train_in_a_process(tmp_path, "config=test/integration_test/quick_simclr_synthetic",
-                              "config.MODEL.TRUNK.NAME=resnext", f"config.CHECKPOINT.DIR={tmp_path / 'ck'}")  # fmt: skip
+def test_a_vissl_name_no_registry_knows_is_one_short_message(own_process_errors):
+    err = _one_error(own_process_errors["vissl_name"])
     assert "unknown VISSL model trunk name 'resnext'. Did you mean: resnet," in err and "--import MODULE" in err
 
 
 @needs_vissl_site
-def test_a_vissl_config_that_does_not_exist_is_named(tmp_path):
-    err = _train_in_a_process(tmp_path, "config=test/integration_test/quick_simclr_synthetc")
+def test_a_vissl_config_that_does_not_exist_is_named(own_process_errors):
+    err = _one_error(own_process_errors["vissl_config"])
     assert "config=test/integration_test/quick_simclr_synthetc: VISSL has no such config" in err
     assert "Did you mean: test/integration_test/quick_simclr_synthetic" in err

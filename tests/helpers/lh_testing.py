@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import inspect
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -78,3 +81,50 @@ def subprocess_env(
     env = {key: value for key, value in os.environ.items() if key not in drop}
     env.update(PYTHONPATH=python_path(*paths, inherit=inherit), **variables)
     return env
+
+
+#: the child of :func:`commands_in_one_process`: ``json [prelude, [[cwd, argv], ...]]`` on stdin
+_COMMANDS_DRIVER = """
+import json, os, runpy, sys, tempfile, traceback
+prelude, commands = json.load(sys.stdin)
+exec(prelude)
+results = []
+for cwd, argv in commands:
+    os.chdir(cwd)
+    sys.argv = ["lightning-hooks", *argv]
+    saved = os.dup(2)
+    with tempfile.TemporaryFile("w+") as err:
+        os.dup2(err.fileno(), 2)
+        try:
+            runpy.run_module("lightning_hooks", run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as exit:  # as the interpreter ends on it: a message goes to stderr with status 1
+            code = exit.code
+            if not (code is None or isinstance(code, int)):
+                print(code, file=sys.stderr)
+                code = 1
+        except Exception:  # as the interpreter ends on it: the traceback, status 1
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        err.seek(0)
+        results.append([code or 0, err.read()])
+print("\\n" + json.dumps(results))  # after anything the commands printed
+"""
+
+
+def commands_in_one_process(
+    commands: Iterable[tuple[str | os.PathLike, list[str]]], env: dict[str, str], prelude: str = ""
+) -> list[tuple[int, str]]:
+    """Each ``python -m lightning_hooks ARGV`` of ``commands`` (``(cwd, argv)`` pairs) one after the other in one
+    child process, which imports torch, Lightning and the families once: each command's exit status and what it
+    wrote to stderr (file descriptor 2), as a process of its own would end. ``prelude``: code the child runs first.
+    For commands that end before training (usage and config errors), whose process state does not carry over."""
+    payload = json.dumps([prelude, [[str(cwd), argv] for cwd, argv in commands]])
+    proc = subprocess.run([sys.executable, "-c", _COMMANDS_DRIVER], input=payload, env=env, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return [(code, err) for code, err in json.loads(proc.stdout.splitlines()[-1])]
