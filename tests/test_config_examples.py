@@ -3,6 +3,7 @@ examples/train_hydra.py. Each test checks what the real legacy hooks produced.""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -104,14 +105,16 @@ def test_config_store_names_are_the_snake_case_class_names():
     assert cfg.callbacks.ema.decay == 0.9
 
 
-@pytest.mark.parametrize("form", [[], ["hooks=mmengine"], ["hooks=classy"]], ids=["defaults", "mmengine", "classy"])
-def test_hydra_app_runs_every_hooks_choice_without_native_callbacks(form, tmp_path):
-    """`python examples/train_hydra.py [hooks=...]` without `+callbacks=[...]` (once a crash); the README's
+def test_hydra_app_runs_every_hooks_choice_without_native_callbacks(tmp_path):
+    """`python examples/train_hydra.py hooks=...` without `+callbacks=[...]` (once a crash), each choice a job of one
+    Hydra multirun (`-m`, one process): `mixed` (the default choice), `mmengine`, `classy`; the README's full-size
     `hooks=mixed` and `hooks=imix +callbacks=[...]` run in tests/docs/test_snippets.py."""
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "train_hydra.py"), *form, "trainer.max_epochs=1",
-         "+trainer.limit_train_batches=2", "+trainer.limit_val_batches=1", f"hydra.run.dir={tmp_path}"],  # fmt: skip
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env=subprocess_env(inherit=False),
-    )
+    command = [sys.executable, str(ROOT / "examples" / "train_hydra.py"), "-m", "hooks=mixed,mmengine,classy",
+               "trainer.max_epochs=1", "+trainer.limit_train_batches=2", "+trainer.limit_val_batches=1",
+               f"hydra.sweep.dir={tmp_path}"]  # fmt: skip
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                            env=subprocess_env(inherit=False))  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "`Trainer.fit` stopped: `max_epochs=1` reached." in result.stdout + result.stderr
+    output = result.stdout + result.stderr
+    assert re.findall(r"#\d : (hooks=\w+)", output) == ["hooks=mixed", "hooks=mmengine", "hooks=classy"], output[-3000:]
+    assert output.count("`Trainer.fit` stopped: `max_epochs=1` reached.") == 3, output[-3000:]
