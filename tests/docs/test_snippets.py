@@ -5,8 +5,10 @@
   ``model``, ``train_loader`` and ``val_loader`` the snippets use).
 - Bash: each block runs with ``bash -e`` in the repository root: a copy of the checkout, whose ``.venv`` is the
   environment running this test (what ``bash scripts/setup.sh [test]`` built; CI runs that first, from ``.ci/run``).
-  So ``bash scripts/setup.sh`` in a block is a no-op here, and the block that runs this very test suite is CI's own
-  command (``tests/docs/test_readme.py`` checks that CI runs it verbatim).
+  So ``bash scripts/setup.sh`` in a block is a no-op here. Two blocks are run by a test of their own, as written:
+  the one that runs this very test suite is CI's own command (``tests/docs/test_readme.py`` checks that CI runs it
+  verbatim), and the notebook's ``jupyter-execute`` is ``tests/notebooks/test_quickstart.py``'s, which checks the
+  executed notebook's outputs.
 
 A new block in any of these files is picked up without changing this test.
 """
@@ -28,6 +30,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.S | re.M)
 SETUP_MARK = "<!-- snippet-setup -->\n"
 CI_COMMAND = "bash scripts/setup.sh test && .venv/bin/python -m pytest"
+NOTEBOOK_COMMAND = ".venv/bin/jupyter-execute notebooks/quickstart.ipynb"  # tests/notebooks/test_quickstart.py runs it
+RUN_ELSEWHERE = (CI_COMMAND, NOTEBOOK_COMMAND)
 COPY_IGNORE = shutil.ignore_patterns(".git", ".venv*", "__pycache__", "*.egg-info", ".pytest_cache", "work_dirs",
                                      "demo_output", "lightning_logs", "outputs", "runs")  # fmt: skip
 
@@ -56,7 +60,7 @@ def python_pages() -> list[Path]:
 
 
 def bash_blocks() -> list[tuple[str, str]]:
-    return [block for page in PAGES for block in blocks(page, "bash") if block[1].strip() != CI_COMMAND]
+    return [block for page in PAGES for block in blocks(page, "bash") if block[1].strip() not in RUN_ELSEWHERE]
 
 
 @pytest.fixture(scope="module")
