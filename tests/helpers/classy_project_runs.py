@@ -4,11 +4,12 @@ and by ``lightning-hooks train`` (the test side of tests/families/classy/test_pr
 The project is ``classy-project my_project``'s output as generated (``datasets/``, ``losses/``, ``models/`` registering
 ``my_dataset``, ``my_loss``, ``my_model``; ``configs/template_config.json``; ``classy_train.py``), plus the user's own
 small config next to the template's, ``configs/tiny.json`` (24 / 12 images of 32 px, batches of 8, one epoch), and 2
-loader workers a loader, which Classy starts with ``spawn``: the project's packages import in each of them too (a
-user's one-line change to the generated ``my_dataset``, whose Classy default is 4; two workers still take turns at the
-batches, each seeded apart). Every command runs in the project folder, as the getting-started says
-(``cd my_project``), with ``scripts/vissl-site`` on ``PYTHONPATH`` (the documented step that makes the real
-torchvision importable here). Nothing here imports or registers the project's packages: each program does.
+loader workers for the train loader, which Classy starts with ``spawn``: the project's packages import in each of them
+too (a user's one-line change to the generated ``my_dataset``, whose Classy default is 4; two workers still take turns
+at the batches, each seeded apart, and draw the train transforms' random crops). The test loader (no shuffling, a
+deterministic resize and center crop) loads in the process. Every command runs in the project folder, as the
+getting-started says (``cd my_project``), with ``scripts/vissl-site`` on ``PYTHONPATH`` (the documented step that makes
+the real torchvision importable here). Nothing here imports or registers the project's packages: each program does.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ BIN = Path(sys.prefix) / "bin"
 HOST = HELPERS / "classy_project_host.py"
 #: what both sides are given (ours adds --accelerator cpu: the host trains on CPU here)
 FLAGS = ["--skip_tensorboard", "--log_freq", "1"]
-#: the loader workers of each loader (2 spawned processes each phase and process, half of Classy's default 4), set
-#: where a user would, in the generated dataset's constructor, after its ``super().__init__`` call
+#: the loader workers of the train loader (2 spawned processes each train phase and process, half of Classy's default
+#: 4; none for the test loader, whose transforms draw nothing), set where a user would, in the generated dataset's
+#: constructor, after its ``super().__init__`` call
 WORKERS = 2
 GENERATED_INIT = "        super().__init__(\n            dataset, batchsize_per_replica, shuffle, transform, num_samples\n        )"
 
@@ -50,7 +52,8 @@ def make_project(root: Path) -> Path:
     dataset = project / "datasets" / "my_dataset.py"
     text = dataset.read_text()
     assert text.count(GENERATED_INIT) == 1, f"classy-project's my_dataset.py changed:\n{text}"
-    dataset.write_text(text.replace(GENERATED_INIT, f"{GENERATED_INIT}\n        self.set_num_workers({WORKERS})"))
+    workers = f"\n        self.set_num_workers({WORKERS} if shuffle else 0)"  # the train loader's (shuffled)
+    dataset.write_text(text.replace(GENERATED_INIT, f"{GENERATED_INIT}{workers}"))
     return project
 
 

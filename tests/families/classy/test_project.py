@@ -2,7 +2,7 @@
 as under its own ``classy_train.py``, which imports the project's packages; ``import_project`` does that for us.
 
 The differential runs (classy_project_runs.py) generate the project with Classy's own ``classy-project``, add a small
-config next to the template's (and 2 spawned loader workers to its dataset, which both sides start), and train it
+config next to the template's (and 2 spawned loader workers to its train loader, which both sides start), and train it
 in the project folder with the project's ``classy_train.py`` and with ``lightning-hooks train``: the console script on
 one process, ``python -m lightning_hooks`` on two (``--devices 2``, whose second process Lightning starts) against
 ``classy_train.py --distributed_backend ddp`` under ``torchrun``. Every checkpoint file (weights, optimizer state,
