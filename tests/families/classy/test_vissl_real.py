@@ -164,9 +164,54 @@ def loss_metrics_checkpoint(out: Path) -> dict[str, Any]:
     return {"origin": _origin(hook), "folder": str(folder)}
 
 
+#: resumed_phase: 16 samples in batches of 4; a test phase after each train phase: train phases are VISSL's phases 0, 2
+#: and 4
+SAMPLES, BATCH, EPOCHS = 16, 4, 3
+
+
+def resumed_phase(out: Path) -> dict[str, Any]:
+    """Fit 3 epochs with VISSL's ``CheckNanLossHook`` (which makes the adapter host VISSL's trainer and does nothing
+    on a finite loss), writing a Lightning checkpoint after step 6 (train phase 2's second batch), then resume from
+    it; for each fit, every train iterator's sampler epoch when it was made and the sample ids each train phase
+    read."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from vissl.hooks import CheckNanLossHook
+
+    seen: list[Any] = []
+
+    class Loader(DataLoader):
+        def __iter__(self) -> Any:
+            seen.append(("iterator", self.sampler.epoch))
+            return super().__iter__()
+
+    class Ids(ClassyHook):
+        on_start = on_phase_start = on_phase_end = on_end = on_backward = on_update = ClassyHook._noop
+
+        def on_step(self, task: Any) -> None:
+            if task.train:
+                seen.append((task.phase_idx, task.last_batch.sample["id"].tolist()))
+
+    def fit(folder: Path, callbacks: list[Any], ckpt_path: Any = None) -> list[Any]:
+        seen.clear()
+        data = DictData(SAMPLES)
+        train = Loader(data, batch_size=BATCH, sampler=DistributedSampler(data, num_replicas=1, rank=0, seed=0))
+        adapter = ClassyAdapter([CheckNanLossHook(), Ids()])
+        trainer = make_trainer(folder, [adapter, *callbacks], max_epochs=EPOCHS, limit_val_batches=1,
+                               enable_checkpointing=True, use_distributed_sampler=False)  # fmt: skip
+        trainer.fit(Net(), train, loader(8, seed=1), ckpt_path=ckpt_path)
+        return list(seen)
+
+    every = ModelCheckpoint(dirpath=out / "ckpt", every_n_train_steps=6, save_top_k=-1, save_on_train_epoch_end=False)
+    fresh = fit(out / "fresh", [every])
+    [checkpoint] = (out / "ckpt").glob("*step=6.ckpt")
+    resumed = fit(out / "resumed", [], ckpt_path=checkpoint)
+    return {"origin": _origin(CheckNanLossHook()), "fresh": fresh, "resumed": resumed}
+
+
 SCENARIOS: dict[str, Callable[[Path], dict[str, Any]]] = {
     f.__name__: f
-    for f in (grad_clip, check_nan_loss, freeze_parameters, sampler_epoch, loss_lr_eta, loss_metrics_checkpoint)
+    for f in (grad_clip, check_nan_loss, freeze_parameters, sampler_epoch, loss_lr_eta, loss_metrics_checkpoint,
+              resumed_phase)  # fmt: skip
 }
 
 
@@ -335,3 +380,24 @@ def test_classy_vissl_real_log_loss_metrics_checkpoint_hook_writes_vissl_checkpo
     expected += [("train", record["train_acc"][1]), ("test", record["test_acc"][1])]
     for row, (phase, accuracy) in zip(rows, expected):
         assert row[f"{phase}_accuracy"] == {"accuracy": pytest.approx(accuracy)}
+
+
+def test_a_phase_resumed_inside_it_from_a_lightning_checkpoint_reads_vissls_order_for_that_phase(vissl):
+    """The epoch a fit resumes into from a Lightning checkpoint written inside it (the user's
+    ``ModelCheckpoint(every_n_train_steps)``), with VISSL's ``CheckNanLossHook``: Lightning 2.6 starts it without
+    ``on_train_epoch_start``, and the core's deferred train iterator (``LegacyHookAdapter.start_skipped_train_epoch``)
+    reopens the phase and makes its iterator where VISSL's trainer makes one (``recreate_data_iterator``: the sampler's
+    epoch set to the phase's index first), before the first batch is drawn. The uninterrupted fit reads phases 0, 2
+    and 4 in VISSL's orders; resumed after train phase 2's second batch, that phase's iterator is made with the
+    sampler at the phase's index (not Lightning's epoch 1, nor the next phase's 3), before its first batch (Lightning
+    restarts the loader: its last 2 batches are the order's first 2), then phase 4's at 4."""
+    result = scenario(vissl, "resumed_phase")
+
+    def batches(phase_idx: int, count: int = SAMPLES // BATCH) -> list[Any]:
+        sampler = DistributedSampler(DictData(SAMPLES), num_replicas=1, rank=0, seed=0)
+        sampler.set_epoch(phase_idx)
+        order = [100 + i for i in sampler]  # the sample ids VISSL's trainer reads in that phase
+        return [(phase_idx, order[i : i + BATCH]) for i in range(0, count * BATCH, BATCH)]
+
+    assert result["fresh"] == [("iterator", 0), *batches(0), ("iterator", 2), *batches(2), ("iterator", 4), *batches(4)]
+    assert result["resumed"] == [("iterator", 2), *batches(2, count=2), ("iterator", 4), *batches(4)]
