@@ -18,6 +18,10 @@ from mmcv_train_kit import (assert_auto_resumes_alike, assert_final_weights, ass
 
 mmcls = pytest.importorskip("mmcls", reason="mmcls 0.x lives in .venv-mmcv1")
 
+# mmcv.cnn sets mmcv's own logger up when imported (mmcv 1.7's rfsearch: a StreamHandler on the sys.stderr of that
+# moment), as importing the library does first thing in tools/train.py's process: here, at collection, not in the
+# first test that imports the library, whose capsys stream is closed once it ends (the next run would log into it)
+import mmcv.cnn  # noqa: E402, F401
 from mmcv import Config  # noqa: E402
 
 from lightning_hooks import train as dispatcher  # noqa: E402
