@@ -1,7 +1,9 @@
 """One fit with every family's adapter and the native callbacks under ``strategy="ddp_spawn"`` (CPU, gloo, 2 ranks).
 
-Usage: ``python ddp_spawn_scenarios.py OUT_DIR first|resume``. ``first`` trains one epoch and saves a Lightning
-checkpoint (Lightning's ``ModelCheckpoint``, written by rank 0 in the spawned process); ``resume`` continues it to two epochs with ``fit(ckpt_path=...)``. ddp_spawn pickles the callbacks into
+Usage: ``python ddp_spawn_scenarios.py OUT_DIR PHASE...``, the phases one after the other in this process (each fit
+spawns its ranks afresh): ``first`` trains one epoch and saves a Lightning checkpoint (Lightning's
+``ModelCheckpoint``, written by rank 0 in the spawned process); ``resume`` continues it to two epochs with
+``fit(ckpt_path=...)``, with callbacks built anew. ddp_spawn pickles the callbacks into
 freshly spawned processes (where no instance was ever constructed), so each rank writes what it saw to
 ``{phase}_rank{r}.json``; ``tests/integration/ddp/test_spawn.py`` reads them and the files the hooks wrote.
 """
@@ -100,4 +102,5 @@ def main(out: Path, phase: str) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2])
+    for phase in sys.argv[2:]:
+        main(Path(sys.argv[1]), phase)

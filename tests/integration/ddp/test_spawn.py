@@ -1,6 +1,7 @@
 """``strategy="ddp_spawn"`` (CPU, gloo, 2 ranks) with every family's adapter and the native callbacks in one Trainer:
 the callbacks reach the spawned ranks by pickling, where none was constructed. ``ddp_spawn_scenarios.py`` trains one
-epoch, then resumes the ``ModelCheckpoint`` file rank 0 wrote for a second one."""
+epoch, then resumes the ``ModelCheckpoint`` file rank 0 wrote for a second one (one parent process for both fits, each
+spawning its ranks afresh)."""
 
 from __future__ import annotations
 
@@ -25,12 +26,11 @@ ROOT = Path(__file__).resolve().parents[3]
 def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("ddp_spawn")
     env = subprocess_env(drop=DDP_LAUNCH_VARIABLES)
-    for phase in ("first", "resume"):
-        proc = subprocess.run(
-            [sys.executable, str(ROOT / "tests" / "helpers" / "ddp_spawn_scenarios.py"), str(out), phase],
-            cwd=out, env=env, capture_output=True, text=True, timeout=300,
-        )
-        assert proc.returncode == 0, f"{phase}:\n{proc.stdout[-3000:]}{proc.stderr[-6000:]}"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "helpers" / "ddp_spawn_scenarios.py"), str(out), "first", "resume"],
+        cwd=out, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, f"{proc.stdout[-3000:]}{proc.stderr[-6000:]}"
     return out
 
 
