@@ -1,5 +1,6 @@
 """VISSL's ``tools/run_distributed_engines.py`` and ``lightning-hooks train``, as the programs a user runs, for the
-multi-process scenario (vissl_train_runs.py runs them).
+multi-process scenarios (vissl_train_runs.py runs them; its ``launch_vissl`` calls the ``vissl`` side's ``main`` in
+its own process, whose spawned ranks import this file through the hook generator).
 
 ``python vissl_cli.py vissl|lightning config=... [overrides] [--devices N]`` (the output: ``CHECKPOINT.DIR``). Both spawn their workers themselves:
 VISSL with ``torch.multiprocessing.spawn`` (whose children import this file again as ``__mp_main__``), Lightning's

@@ -2,8 +2,8 @@
 ``meters`` one: a frozen ResNet-50 trunk, two linear heads, one ``accuracy_list_meter``), with and without its test
 phases (``TEST_MODEL``), trained by VISSL's launcher
 and by ``lightning-hooks train config=... --logger csv --logger tensorboard`` without SSLTensorboardHook (subprocess
-side); with its test phases in two processes too, as the commands a user runs (``NUM_PROC_PER_NODE=2`` against
-``--devices 2``). Saved per run: stdout.json and metrics.json rows, the checkpoint files (as digests), what each
+side); with its test phases in two processes too (VISSL's launcher with ``NUM_PROC_PER_NODE=2`` against
+``lightning-hooks train --devices 2``: vissl_train_runs.run_two_processes). Saved per run: stdout.json and metrics.json rows, the checkpoint files (as digests), what each
 Lightning logger stored, as ``(step, name, value)`` points, and in two processes each rank's steps and meters."""
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ RESUMED = {"resumed_after_untested_phase": ("model_phase1.torch", ["config.CHECK
 #: (``OPTIMIZER.num_epochs``, ``TEST_EVERY_NUM_EPOCH``) schedules :func:`schedules` compares
 SCHEDULES = ((1, 1), (4, 1), (2, 2), (2, 7), (3, 2), (5, 2), (7, 3), (105, 5))
 
-#: the config's test phases in two processes (gloo), as the commands a user runs (vissl_cli.py, each rank's steps and
-#: meters recorded): 12 train and 12 test samples (the heads' 12 classes), each rank its shard of 6 in 2 batches of 3,
+#: the config's test phases in two processes (gloo; vissl_train_runs.run_two_processes, each rank's steps and meters
+#: recorded): 12 train and 12 test samples (the heads' 12 classes), each rank its shard of 6 in 2 batches of 3,
 #: loaded by a loader worker, which takes its indices from VISSL's shuffling test sampler when the phase's iterator is
 #: made: each rank's test batches come in VISSL's order only if that iterator is made where VISSL makes it, with the
 #: sampler at VISSL's epoch (the phase's index). The workers are forked, not started from the config's forkserver,
@@ -239,6 +239,24 @@ def lars_step() -> dict[str, Any]:
     return weights
 
 
+def refusals(root: Path) -> dict[str, Any]:
+    """``lightning-hooks train`` (:func:`vissl_train_runs.run_command`) where it refuses a config before training,
+    each in its own checkpoint folder: VISSL's shipped ``pretrain/swav/swav_8node_resnet`` (Apex's amp) and the
+    ``swav`` config with VISSL's FSDP task; per case, the command's exit code, stdout, stderr and the json files in its
+    folder."""
+    from vissl_train_runs import overrides, run_command
+
+    cases = {"apex": lambda folder: ["config=pretrain/swav/swav_8node_resnet", f"config.CHECKPOINT.DIR={folder}"],
+             "fsdp": lambda folder: [*overrides("swav", folder), "config.TRAINER.TASK_NAME=self_supervision_fsdp_task"]}
+    results = {}
+    for case, arguments in cases.items():
+        folder = root / case
+        folder.mkdir(parents=True)
+        result = run_command(arguments(folder))
+        results[case] = {**result, "folder": str(folder), "json": sorted(p.name for p in folder.glob("*.json"))}
+    return results
+
+
 def child_main(out: str) -> None:
     sys.path.insert(0, str(HERE))
     from vissl_train_runs import prepare_child, run_scenarios, run_two_processes
@@ -249,7 +267,7 @@ def child_main(out: str) -> None:
     starts = {name: (lambda name=name: resumed(root, name)) for name in RESUMED}
     run_scenarios(root, {**scenarios, **starts, "direct_adapter": lambda: direct_adapter(root),
                          "memory_bank": lambda: memory_bank(root), "lars_step": lars_step,
-                         "schedules": schedules,
+                         "schedules": schedules, "refusals": lambda: refusals(root / "refusals"),
                          "test_model_two_processes": lambda: run_two_processes(root, "meters", "test_model_two_processes",
                                                                                TWO_PROCESSES)},
                   keep={"test_model": tuple(f"vissl/{file}" for file, _ in RESUMED.values())})  # fmt: skip

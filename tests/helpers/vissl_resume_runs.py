@@ -10,9 +10,11 @@ far flushed, as a process exit flushes them). Run B is the same command on the s
 resumes at iteration 4, skipping the batch of phase 1 already trained (its sampler's ``start_iter``), and so must
 ``lightning-hooks train``. Each side reruns on its own folder.
 
-In two processes (:func:`killed_then_rerun_two_processes`), each side runs as the command a user runs (vissl_cli.py:
-VISSL's launcher with ``NUM_PROC_PER_NODE=2``, ``lightning-hooks train --devices 2``), and run A's process group gets
-SIGKILL once ``checkpoint.torch`` links ``model_iteration4.torch`` (every process holds after iteration 5 until then).
+In two processes (:func:`killed_then_rerun_two_processes`), each side's run A runs as the command a user runs
+(vissl_cli.py: VISSL's launcher with ``NUM_PROC_PER_NODE=2``, ``lightning-hooks train --devices 2``), and its process
+group gets SIGKILL once ``checkpoint.torch`` links ``model_iteration4.torch`` (every process holds after iteration 5
+until then); run B is the same command again (VISSL's launcher called in this process, which spawns both ranks:
+vissl_train_runs.launch_vissl).
 """
 
 from __future__ import annotations
@@ -122,9 +124,12 @@ def killed_then_rerun_two_processes(root: Path, name: str = TWO_PROCESSES_NAME) 
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         killed_files = sorted(p.name for p in out.glob("*.torch"))
-        rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
-        if rerun.returncode:
-            raise RuntimeError(f"{side}: the rerun exited with {rerun.returncode}:\n{rerun.stderr[-6000:]}")
+        if side == "vissl":  # VISSL's launcher spawning both ranks, from this process (vissl_train_runs.launch_vissl)
+            vissl_train_runs.launch_vissl(command[3:])
+        else:
+            rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
+            if rerun.returncode:
+                raise RuntimeError(f"{side}: the rerun exited with {rerun.returncode}:\n{rerun.stderr[-6000:]}")
         ranks = {r: [json.loads(line) for line in (out / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)}
         runs[side] = {**vissl_train_runs.collect(out), "ranks": ranks, "interrupted_files": killed_files}
         vissl_train_runs.drop_checkpoints(out)

@@ -16,7 +16,9 @@ the subprocess loop of every VISSL differential (this file's, vissl_eval_runs.py
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -24,7 +26,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -188,26 +190,74 @@ RANK_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "NODE_
                   "MASTER_PORT")  # fmt: skip
 
 
-def fresh_shell() -> dict[str, str]:
-    """This process's environment without the rank variables the in-process runs before left in it."""
-    return {key: value for key, value in os.environ.items() if key not in RANK_VARIABLES}
+def fresh_shell(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment (or ``environ``) without the rank variables the in-process runs before left in it."""
+    return {key: value for key, value in (environ or os.environ).items() if key not in RANK_VARIABLES}
 
 
 def run_two_processes(root: Path, name: str, folder: str, extra: list[str] = ()) -> dict[str, Any]:
-    """Both sides as the commands a user runs (vissl_cli.py), two processes each, ``extra`` overrides after
-    :data:`TWO_PROCESSES`; their per-rank records too."""
+    """Both sides in two processes, ``extra`` overrides after :data:`TWO_PROCESSES`: VISSL's launcher with
+    ``NUM_PROC_PER_NODE=2`` (:func:`launch_vissl`) and ``lightning-hooks train --devices 2`` as the command a user runs
+    (vissl_cli.py); their per-rank records too."""
     runs = {}
-    for side, world in (("vissl", ["config.DISTRIBUTED.NUM_PROC_PER_NODE=2"]), ("lightning", ["--devices", "2"])):
+    for side in ("vissl", "lightning"):
         out = root / folder / side
         out.mkdir(parents=True)
-        command = [sys.executable, str(HERE / "vissl_cli.py"), side, *overrides(name, out), *TWO_PROCESSES, *extra,
-                   *world]  # fmt: skip
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False, env=fresh_shell())
-        if proc.returncode:
-            raise RuntimeError(f"{side} exited with {proc.returncode}:\n{proc.stderr[-6000:]}")
+        arguments = [*overrides(name, out), *TWO_PROCESSES, *extra]
+        if side == "vissl":
+            launch_vissl([*arguments, "config.DISTRIBUTED.NUM_PROC_PER_NODE=2"])
+        else:
+            command = [sys.executable, str(HERE / "vissl_cli.py"), side, *arguments, "--devices", "2"]
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False, env=fresh_shell())
+            if proc.returncode:
+                raise RuntimeError(f"{side} exited with {proc.returncode}:\n{proc.stderr[-6000:]}")
         ranks = {r: [json.loads(line) for line in (out / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)}
         runs[side] = {**collect(out), "ranks": ranks}
     return runs
+
+
+def launch_vissl(arguments: list[str]) -> None:
+    """``tools/run_distributed_engines.py`` with ``arguments`` (vissl_cli.py's ``vissl`` side: VISSL's
+    ``launch_distributed``, whose ``torch.multiprocessing.spawn`` starts every rank), called in this process, which
+    has VISSL imported already (a third process importing it only to compose the config and spawn would cost ~5 s
+    CPU), in the environment the command starts in (:func:`fresh_environment`)."""
+    import vissl_cli
+
+    with fresh_environment():
+        vissl_cli.main(["vissl", *arguments])
+
+
+def run_command(arguments: list[str]) -> dict[str, Any]:
+    """``lightning-hooks train`` with ``arguments``, its ``main`` called in this process (for commands that stop
+    before training: a refusal; a process of its own would cost ~5 s CPU), in the environment the command starts in
+    (:func:`fresh_environment`): its exit code and what it wrote to stdout and stderr, an exception it raises ending
+    it as it ends the command (its traceback on stderr, exit code 1)."""
+    from lightning_hooks.train import main
+
+    stdout, stderr, code = io.StringIO(), io.StringIO(), 0
+    with fresh_environment(), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            main(arguments)
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+        except Exception:  # noqa: BLE001  (as the interpreter ends the command)
+            traceback.print_exc()
+            code = 1
+    return {"code": code, "stdout": stdout.getvalue(), "stderr": stderr.getvalue()}
+
+
+@contextlib.contextmanager
+def fresh_environment() -> Iterator[None]:
+    """This process's environment as :func:`fresh_shell` while the block runs (the variables it sets are undone
+    after it)."""
+    environ = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(fresh_shell(environ))
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
 
 
 def resume(root: Path, name: str) -> dict[str, Any]:

@@ -1,20 +1,15 @@
 """Classy's ``use_sharded_ddp`` and VISSL's FSDP configs have no Lightning counterpart: each is refused, naming the
-option and saying why and what to do instead."""
+option and saying why and what to do instead (``lightning-hooks train`` on VISSL's FSDP task: test_vissl_module.py)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
-import real_torchvision
-import vissl_train_runs
 
 from lightning_hooks.core.errors import ConfigError
 from lightning_hooks.families.classy.module import build_classy_task
 from lightning_hooks.families.classy.vissl_module import check_fsdp
-from lh_testing import HELPERS
 
 
 def test_use_sharded_ddp_is_refused_saying_why():
@@ -39,14 +34,3 @@ def test_vissl_fsdp_names_are_refused_naming_the_option(config, option):
     with pytest.raises(ConfigError, match=f"^{option}: VISSL's FSDP .+fairscale.+VISSL's own launcher"):
         check_fsdp(config)
     check_fsdp(_vissl())  # the same config without FSDP names passes
-
-
-@pytest.mark.skipif(not real_torchvision.available(), reason="run `bash scripts/setup.sh test` (real torchvision)")
-def test_lightning_hooks_train_refuses_vissls_fsdp_task_before_training(tmp_path):
-    command = [sys.executable, str(HELPERS / "vissl_cli.py"), "lightning", *vissl_train_runs.overrides("swav", tmp_path),
-               "config.TRAINER.TASK_NAME=self_supervision_fsdp_task"]  # fmt: skip
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, env=vissl_train_runs.fresh_shell())
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    assert "config.TRAINER.TASK_NAME=self_supervision_fsdp_task: VISSL's FSDP" in proc.stderr
-    assert not list(tmp_path.glob("*.json"))  # no training: no stdout.json / metrics.json
-

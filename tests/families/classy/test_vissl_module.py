@@ -4,18 +4,15 @@
 stdout.json (loss, LR at ``iter``) and metrics.json (its meters at ``train_phase_idx``) reach each Lightning logger
 under VISSL's names at VISSL's steps; with the config's ``TEST_MODEL``, its test phases run as under VISSL (bitwise),
 in one process and in two (rank by rank), after the train phases VISSL's ``TEST_EVERY_NUM_EPOCH`` schedule tests.
-One subprocess (the real torchvision). What cannot map (``TEST_ONLY``) is refused naming the option."""
+One subprocess (the real torchvision). What cannot map (``TEST_ONLY``) is refused naming the option; the command's
+refusals before training (Apex's amp, VISSL's FSDP task) are its ``main`` called in that subprocess."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
 import real_torchvision
-import vissl_train_runs
-from lh_testing import HELPERS
 
 from lightning_hooks.core.errors import ConfigError
 from lightning_hooks.families.classy.vissl_module import (
@@ -294,22 +291,30 @@ def test_mixed_precision_off_a_gpu_is_refused_naming_the_options():
     check_amp_device(config(False, "cpu"))
 
 
-def test_apex_mixed_precision_is_refused_in_one_line_naming_the_option_and_the_way_out(tmp_path):
+def test_apex_mixed_precision_is_refused_in_one_line_naming_the_option_and_the_way_out(runs):
     """VISSL's shipped ``pretrain/swav/swav_8node_resnet`` (``USE_AMP: True``, ``AMP_ARGS: {opt_level: O1}``, VISSL's
     default ``AMP_TYPE: apex``): ``lightning-hooks train`` refuses it in one line (no traceback) naming
     ``MODEL.AMP_PARAMS.AMP_TYPE``, why (Apex's amp, which Lightning 2 has not and its native mixed precision does not
     reproduce) and the way out, ``AMP_TYPE=pytorch`` (#33); it no longer trains in Lightning's native mixed precision
-    without a word. ``AMP_TYPE: pytorch``, or no AMP, passes the check."""
-    command = [sys.executable, str(HELPERS / "vissl_cli.py"), "lightning", "config=pretrain/swav/swav_8node_resnet",
-               f"config.CHECKPOINT.DIR={tmp_path}"]  # fmt: skip
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, env=vissl_train_runs.fresh_shell())
-    assert proc.returncode == 1, proc.stderr[-3000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    assert proc.stderr.strip().splitlines()[-1].startswith(
+    without a word. ``AMP_TYPE: pytorch``, or no AMP, passes the check. (The command's ``main``, in the subprocess:
+    vissl_eval_runs.refusals.)"""
+    result = real_torchvision.scenario_result(runs, "refusals")["apex"]
+    assert result["code"] == 1, result["stderr"][-3000:]
+    assert "Traceback" not in result["stderr"], result["stderr"][-3000:]
+    assert result["stderr"].strip().splitlines()[-1].startswith(
         "lightning-hooks train: error: config.MODEL.AMP_PARAMS.AMP_TYPE=apex with USE_AMP=true: VISSL trains AMP_TYPE "
         "apex (its default) with NVIDIA Apex's amp.initialize (AMP_ARGS {'opt_level': 'O1'}), which Lightning 2 has no "
-        "precision plugin for"), proc.stderr[-3000:]  # fmt: skip
-    assert proc.stderr.rstrip().endswith("set config.MODEL.AMP_PARAMS.AMP_TYPE=pytorch (or config.MODEL.AMP_PARAMS."
-                                         "USE_AMP=false).")  # fmt: skip
+        "precision plugin for"), result["stderr"][-3000:]  # fmt: skip
+    assert result["stderr"].rstrip().endswith("set config.MODEL.AMP_PARAMS.AMP_TYPE=pytorch (or config.MODEL.AMP_PARAMS."
+                                              "USE_AMP=false).")  # fmt: skip
     for amp in ({"USE_AMP": True, "AMP_TYPE": "pytorch"}, {"USE_AMP": False, "AMP_TYPE": "apex"}):
         check_amp_type(SimpleNamespace(MODEL={"AMP_PARAMS": amp}))
+
+
+def test_lightning_hooks_train_refuses_vissls_fsdp_task_before_training(runs):
+    """The ``swav`` config with ``config.TRAINER.TASK_NAME=self_supervision_fsdp_task``: ``lightning-hooks train``
+    exits 1 naming the option before training (test_sharded.py: each FSDP name)."""
+    result = real_torchvision.scenario_result(runs, "refusals")["fsdp"]
+    assert result["code"] == 1, result["stderr"][-3000:]
+    assert "config.TRAINER.TASK_NAME=self_supervision_fsdp_task: VISSL's FSDP" in result["stderr"]
+    assert not result["json"]  # no training: no stdout.json / metrics.json

@@ -12,7 +12,8 @@ iterations, and resumes from ``model_iteration4.torch``: the batch of phase 1 tr
 prototypes and queue, DINO's teacher temperature and momentum, MoCo's queue and key encoder) go on from iteration 4.
 Compared: ``stdout.json`` (losses and LRs per iteration, run A's rows then run B's), ``metrics.json``, the checkpoint
 files and their contents (weights, optimizer state, the loss's state), run by run. SwAV in two processes (gloo) is
-killed with SIGKILL instead, as the commands a user runs, and compared the same way rank by rank.
+killed with SIGKILL instead (run A as the commands a user runs; VISSL's rerun is its launcher called in the
+subprocess: vissl_resume_runs.py), and compared the same way rank by rank.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ One subprocess (the real torchvision and VISSL) runs ``quick_simclr_synthetic``,
 calls) and through ``lightning-hooks train`` (vissl_train_runs.py); then both auto-resume from VISSL's DINO
 ``model_phase0.torch`` (random transforms: the data's random stream must match too); then both train DINO and VISSL's
 CPU-test MoCo (``test_cpu_regnet_moco``: MoCoHook's batch shuffle over ranks, its queue of keys gathered from both) and
-SimCLR (``test_cpu_regnet_simclr``: ``simclr_info_nce_loss`` over both ranks' embeddings) on two CPU processes (gloo)
-as the commands a user runs (vissl_cli.py): VISSL with ``NUM_PROC_PER_NODE=2``, Lightning with ``--devices 2``
+SimCLR (``test_cpu_regnet_simclr``: ``simclr_info_nce_loss`` over both ranks' embeddings) on two CPU processes (gloo):
+VISSL's launcher with ``NUM_PROC_PER_NODE=2`` (called in the subprocess, as its command calls it: it spawns both
+ranks), ``lightning-hooks train --devices 2`` as the command a user runs (vissl_cli.py)
 (SwAV in two processes: test_vissl_resume.py). Compared: ``stdout.json`` (losses and LRs per iteration), ``metrics.json``, the checkpoint files and
 their contents, the final weights, the values Lightning's CSVLogger received, and per rank what each process trained on.
 VISSL's meters (``quick_eval_in1k_linear``) are test_vissl_module.py's.
