@@ -51,19 +51,35 @@ STOP_ENV = "RESUME_KIT_STOP_AFTER"
 FORMAT_ONCE_ENV = "RESUME_KIT_FORMAT_CONFIG_ONCE"
 
 
+#: the top-level keys that tell the runs of one config apart: the work dir (each host's), ``--resume``
+_RUN_KEYS = ("work_dir", "resume", "load_from")
+
+
 def pretty_text_once() -> property:
-    """``Config.pretty_text`` formatted once per config content. Both hosts format the config at each checkpoint,
-    log and dump (yapf: most of a small run's time); the text is a function of the config's content, which the memo
-    keys on, so what either host writes is unchanged."""
+    """``Config.pretty_text`` formatted once per config content, the values of :data:`_RUN_KEYS` aside. Both hosts
+    format the config at each checkpoint, log and dump (yapf: most of a small run's time); the text is a function of
+    the config's content, which the memo keys on. A top-level ``key='value'`` of a string, bool or None is a statement
+    of its own that yapf cannot split whatever the value's length, so it is formatted once with a placeholder and the
+    value put in after: the runs of one config (stopped and resumed, in each host's work dir) share one formatting,
+    and what either host writes is unchanged."""
     texts: dict[str, str] = {}
     formatted = _PRETTY_TEXT.fget
     assert formatted is not None
 
     def pretty_text(cfg: Config) -> str:
-        key = repr(cfg._cfg_dict)
+        items = cfg._cfg_dict
+        run = {k: items[k] for k in _RUN_KEYS if isinstance(items.get(k, ()), (str, bool, type(None)))}
+        key = repr([(k, f"@@{k}@@" if k in run else v) for k, v in items.items()])
         if key not in texts:
-            texts[key] = formatted(cfg)
-        return texts[key]
+            try:
+                items.update({k: f"@@{k}@@" for k in run})
+                texts[key] = formatted(cfg)
+            finally:
+                items.update(run)
+        text = texts[key]
+        for k, v in run.items():
+            text = text.replace(f"'@@{k}@@'", repr(v))  # as pretty_text writes a string (repr), a bool or None (str)
+        return text
 
     return property(pretty_text)
 
@@ -195,7 +211,7 @@ def stopped_then_resumed(config: Path, root: Path, stop_after: int) -> tuple[Pat
         finally:
             StopRunHook.after = None
         assert (side / f"iter_{stop_after}.pth").is_file(), sorted(os.listdir(side))
-        time.sleep(1 - time.time() % 1)  # a new second: the resumed run's {timestamp} folder is its own
+        past_last_stamp(side)
         run(config, side, "--resume")
     return sides
 
@@ -232,9 +248,17 @@ def killed_then_resumed(config: Path, root: Path, checkpoint: int, hold: int) ->
                 proc.kill()
                 proc.wait()
     for side, run in zip(sides, (run_runner, run_lightning), strict=True):
-        time.sleep(1 - time.time() % 1)  # a new second: the resumed run's {timestamp} folder is not the killed run's
+        past_last_stamp(side)
         run(config, side, "--resume")
     return sides
+
+
+def past_last_stamp(work_dir: Path) -> None:
+    """Waits until the clock's ``{timestamp}`` is past that of the work dir's last run (no wait once its second is
+    over), so that the next run's folder is its own, as a user's later run gets one."""
+    last = run_dirs(work_dir)[-1].name
+    while time.strftime("%Y%m%d_%H%M%S") <= last:
+        time.sleep(1 - time.time() % 1)
 
 
 def _wait_for_checkpoint(work_dir: Path, name: str, proc: subprocess.Popen, log: Path, timeout: float = 300) -> None:

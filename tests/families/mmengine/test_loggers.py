@@ -8,13 +8,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import train_kit  # registers the tiny datasets
+from resume_kit import past_last_stamp
 from tracker_stores import csv_points, local_stores, mlflow_points, tensorboard_points, wandb_points
 
 from lightning_hooks.core.trainer_options import TrainerOptionError
@@ -73,7 +73,7 @@ def test_csv_and_tensorboard_get_loggerhooks_scalars_and_the_legacy_files_stay(t
     assert tensorboard_points(logged / "tensorboard" / "version_0") == as_float32(expected)
     assert untimed(expected) == untimed(legacy_points(plain))
     # --resume for a third epoch: the CSV logger's steps go on from the checkpoint's, as the new scalars.json's
-    time.sleep(1 - time.time() % 1)  # a new second: the resumed run's {timestamp} folder is its own (as the Runner's)
+    past_last_stamp(logged)  # the resumed run's {timestamp} folder is its own (as the Runner's)
     mmengine_train.main([str(path), "--work-dir", str(logged), "--logger", "csv", "--resume",
                          "--cfg-options", "train_cfg.max_epochs=3"])  # fmt: skip
     resumed = csv_points(logged / "lightning_logs" / "version_1" / "metrics.csv")

@@ -31,7 +31,6 @@ cause unreliable results" though the epoch runs again whole, as under the Runner
 from __future__ import annotations
 
 import importlib.util
-import time
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -43,6 +42,7 @@ from resume_kit import (
     StopRun,
     StopRunHook,
     first_difference,
+    past_last_stamp,
     pretty_text_once,
     run_lightning,
     run_runner,
@@ -188,7 +188,7 @@ def test_an_epoch_based_run_resumes_as_the_runners_resume_without_lightnings_cau
             run(config, side)
         StopRunHook.after = None
         assert (side / "last_checkpoint").read_text().endswith(resumed)
-        time.sleep(1 - time.time() % 1)  # a new second: the resumed run's {timestamp} folder is its own
+        past_last_stamp(side)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             run(config, side, "--resume")
