@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -77,22 +78,48 @@ def _final(out: Path) -> tuple[dict, dict]:
     return state, torch.load(out / "imix.pt")
 
 
-def _kill_and_resume(out: Path, ema: str, kill_at: int, resume_from: str) -> None:
+def _kill(out: Path, ema: str, kill_at: int) -> None:
+    """The run SIGKILLed before step ``kill_at``: MMEngine's ``CheckpointHook`` files up to then, each complete."""
     log = _finish(_start(SCRIPT, out, "--ema", ema, "--kill-at", kill_at), returncode=-signal.SIGKILL)
     written = {p.name for p in out.glob("*.pth")}
-    assert written == {f"iter_{i}.pth" for i in range(4, kill_at, 4)} and resume_from in written, log[-2000:]
+    assert written == {f"iter_{i}.pth" for i in range(4, kill_at, 4)}, log[-2000:]
+
+
+def _resume(out: Path, ema: str, resume_from: str) -> None:
+    """A new process resumes the killed run in ``out`` from ``resume_from`` to the end."""
+    assert (out / resume_from).exists()
     log = _finish(_start(SCRIPT, out, "--ema", ema, "--resume", out / resume_from))  # fit(..., weights_only=True)
     assert "not resumable" not in log
     for path in sorted(out.glob("*.pth")):  # every file the package wrote loads without unpickling objects
         torch.load(path, weights_only=True)
 
 
+@pytest.fixture(scope="module")
+def killed_in_epoch_3(tmp_path_factory) -> Path:
+    """The MMEngine-EMA run killed before step 13, the 3rd epoch's first (``iter_4``, ``iter_8``, ``iter_12``): both
+    tests of that variant resume a copy of it, one from a checkpoint inside an epoch, one from an epoch's last batch."""
+    out = tmp_path_factory.mktemp("killed-mmengine")
+    _kill(out, "mmengine", 13)
+    return out
+
+
+def _kill_and_resume(out: Path, ema: str, resume_from: str, killed: Path | None, kill_at: int = 10) -> None:
+    """Kill a run before step ``kill_at`` (or copy ``killed``, such a run already made) into ``out``, then resume it."""
+    if killed is None:
+        _kill(out, ema, kill_at)
+    else:
+        shutil.copytree(killed, out, dirs_exist_ok=True)
+    _resume(out, ema, resume_from)
+
+
 @pytest.mark.parametrize("ema", ["mmengine", "classy", "native"])
-def test_reliability_sigkill_mid_epoch_then_resume_equals_uninterrupted_run(tmp_path, reference, ema):
-    # 6 batches per epoch; MMEngine's CheckpointHook writes every 4 iterations: killed before step 10, resumed from
-    # iter_8.pth, written after the 2nd batch of the 2nd epoch
+def test_reliability_sigkill_mid_epoch_then_resume_equals_uninterrupted_run(tmp_path, reference, ema, request):
+    # 6 batches per epoch; MMEngine's CheckpointHook writes every 4 iterations: killed before step 10 (the MMEngine
+    # variant: before step 13, the run the next test resumes too), resumed from iter_8.pth, written after the 2nd
+    # batch of the 2nd epoch
     reference.start(ema)
-    _kill_and_resume(tmp_path, ema, 10, "iter_8.pth")
+    killed = request.getfixturevalue("killed_in_epoch_3") if ema == "mmengine" else None
+    _kill_and_resume(tmp_path, ema, "iter_8.pth", killed)
     assert torch.load(tmp_path / "iter_8.pth", weights_only=True)["loops"]["fit_loop"][
         "epoch_loop.batch_progress"]["current"]["completed"] == 1  # fmt: skip
     (expected, expected_imix), (resumed, resumed_imix) = reference(ema), _final(tmp_path)
@@ -112,11 +139,11 @@ def test_reliability_sigkill_mid_epoch_then_resume_equals_uninterrupted_run(tmp_
     assert resumed_imix == expected_imix == {"iter": 18, "epoch": 3, "epoch_inner_iter": 6}
 
 
-def test_reliability_sigkill_after_an_epochs_last_batch_then_resume(tmp_path, reference):
+def test_reliability_sigkill_after_an_epochs_last_batch_then_resume(tmp_path, reference, killed_in_epoch_3):
     # iter_12.pth is written at the 2nd epoch's last batch, before its validation. Lightning 2.6 resumes such a
     # checkpoint with the next epoch and never runs that validation: the state validation touches differs by it
     reference.start("mmengine")
-    _kill_and_resume(tmp_path, "mmengine", 13, "iter_12.pth")
+    _kill_and_resume(tmp_path, "mmengine", "iter_12.pth", killed_in_epoch_3)
     (expected, expected_imix), (resumed, resumed_imix) = reference("mmengine"), _final(tmp_path)
     hubs = [s["adapters"]["mmengine"]["host"]["message_hub"]["log_scalars"].pop("val/val_loss") for s in
             (expected, resumed)]  # fmt: skip
