@@ -323,41 +323,54 @@ def test_mmengine_downstream_det_seg_visualization_hooks_draw_the_runners_pixels
     assert pair.adapter.runner.visualizer.dataset_meta["classes"] == ("cat", "dog")
 
 
-def test_mmengine_downstream_visualization_hook_builds_from_config_in_a_fresh_process(tmp_path):
+#: one fresh process for both visualizer tests below: ``build_hooks`` first, which must fail and leave no Visualizer
+#: (so the process is still one where none exists), then ``from_config``
+_FRESH_VISUALIZER_CODE = """
+from openmmlab_stubs import import_openmmlab; import_openmmlab(['mmseg'])
+from mmengine.visualization import Visualizer
+from lightning_hooks.families.mmengine import MMEngineAdapter, build_hooks
+try:
+    build_hooks(custom_hooks=[dict(type='SegVisualizationHook', draw=True)], default_scope='mmseg')
+except RuntimeError as err:
+    print('build_hooks:', err)
+assert not Visualizer._instance_dict, Visualizer._instance_dict
+adapter = MMEngineAdapter.from_config(custom_hooks=[dict(type='SegVisualizationHook', draw=True)],
+    default_scope='mmseg', visualizer=dict(type='SegLocalVisualizer', vis_backends=[dict(type='LocalVisBackend')]),
+    work_dir='work')
+(hook,) = [h for h in adapter.hooks if type(h).__name__ == 'SegVisualizationHook']
+assert hook._visualizer is adapter.runner.visualizer
+print(type(hook._visualizer).__name__, hook._visualizer._vis_backends['LocalVisBackend']._save_dir)
+"""
+
+
+@pytest.fixture(scope="module")
+def fresh_visualizer_process(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess:
+    """:data:`_FRESH_VISUALIZER_CODE` run in a process of its own (no Visualizer exists when it starts)."""
+    env = subprocess_env(inherit=False)
+    cwd = tmp_path_factory.mktemp("fresh_visualizer")
+    return subprocess.run([sys.executable, "-c", _FRESH_VISUALIZER_CODE], env=env, capture_output=True, text=True,
+                          cwd=cwd)  # fmt: skip
+
+
+def test_mmengine_downstream_visualization_hook_builds_from_config_in_a_fresh_process(fresh_visualizer_process):
     # SegVisualizationHook takes Visualizer.get_current_instance() in __init__: from_config builds the adapter's
     # visualizer first, as MMEngine's Runner does
-    code = (
-        "from openmmlab_stubs import import_openmmlab; import_openmmlab(['mmseg'])\n"
-        "from lightning_hooks.families.mmengine import MMEngineAdapter\n"
-        "adapter = MMEngineAdapter.from_config(custom_hooks=[dict(type='SegVisualizationHook', draw=True)],"
-        " default_scope='mmseg', visualizer=dict(type='SegLocalVisualizer',"
-        " vis_backends=[dict(type='LocalVisBackend')]), work_dir='work')\n"
-        "(hook,) = [h for h in adapter.hooks if type(h).__name__ == 'SegVisualizationHook']\n"
-        "assert hook._visualizer is adapter.runner.visualizer\n"
-        "print(type(hook._visualizer).__name__, hook._visualizer._vis_backends['LocalVisBackend']._save_dir)\n"
-    )
-    env = subprocess_env(inherit=False)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
+    done = fresh_visualizer_process
     assert done.returncode == 0, done.stderr[-3000:]
     name, save_dir = done.stdout.split()[-2:]
     assert name == "SegLocalVisualizer"
     assert re.fullmatch(r"(.*/)?work/\d{8}_\d{6}/vis_data", save_dir)
 
 
-def test_mmengine_downstream_visualization_hook_built_before_any_visualizer_says_to_build_it_from_config(tmp_path):
+def test_mmengine_downstream_visualization_hook_built_before_any_visualizer_says_to_build_it_from_config(
+    fresh_visualizer_process,
+):
     # build_hooks(...) then MMEngineAdapter(hooks, visualizer=...): the hook asks for the current Visualizer before
     # the adapter built one; MMEngine's own error ("call get_instance(name=xxx) at least once") names neither
-    code = (
-        "from openmmlab_stubs import import_openmmlab; import_openmmlab(['mmseg'])\n"
-        "from lightning_hooks.families.mmengine import build_hooks\n"
-        "build_hooks(custom_hooks=[dict(type='SegVisualizationHook', draw=True)], default_scope='mmseg')\n"
-    )
-    env = subprocess_env(inherit=False)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=tmp_path)
-    assert done.returncode == 1
-    assert ("RuntimeError: build_hooks: SegVisualizationHook takes the current mmengine Visualizer when it is built, "
+    done = fresh_visualizer_process
+    assert ("build_hooks: build_hooks: SegVisualizationHook takes the current mmengine Visualizer when it is built, "
             "and none exists yet: MMEngine's Runner builds its visualizer before its hooks. Build the hooks with "
-            "MMEngineAdapter.from_config(") in done.stderr, done.stderr[-3000:]
+            "MMEngineAdapter.from_config(") in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
 
 
 def _prepare_proto_fit(tmp_path, module: pl.LightningModule) -> MMEngineAdapter:
