@@ -9,8 +9,8 @@ docs say. The host is mmpretrain's own ``tools/train.py``, with the root on ``PY
 ``tools/dist_train.sh`` put it there; ``lightning-hooks train`` (the console script and ``python -m``) gets no path
 from the test. Nothing in this process imports the project.
 
-Every subprocess gets a ``sitecustomize`` that imports mmpretrain with tests/helpers/openmmlab_stubs.py, standing in
-for the torchvision and compiled mmcv ops this venv lacks (a user's environment has them).
+Every subprocess that trains gets a ``sitecustomize`` that imports mmpretrain with tests/helpers/openmmlab_stubs.py,
+standing in for the torchvision and compiled mmcv ops this venv lacks (a user's environment has them).
 """
 
 from __future__ import annotations
@@ -55,12 +55,14 @@ def clone(tmp_path: Path) -> Path:
     return root
 
 
-def run(clone: Path, command: list[str], *, host: bool = False, expect: int = 0) -> subprocess.CompletedProcess:
-    """``command`` in the clone's root; ``host``: with the root on ``PYTHONPATH``, as OpenMMLab's scripts have it."""
+def run(clone: Path, command: list[str], *, host: bool = False, expect: int = 0, site: bool = True
+        ) -> subprocess.CompletedProcess:  # fmt: skip
+    """``command`` in the clone's root; ``host``: with the root on ``PYTHONPATH``, as OpenMMLab's scripts have it;
+    ``site``: with the ``sitecustomize`` that imports mmpretrain (a run that never imports it goes without)."""
     command = [sys.executable if word == "python" else word for word in command]
     if command[0] == "lightning-hooks":
         command[0] = str(Path(sys.executable).parent / "lightning-hooks")  # the venv's console script
-    paths = [clone.parent / "site", *([clone] if host else [])]
+    paths = [*([clone.parent / "site"] if site else []), *([clone] if host else [])]
     env = subprocess_env(*paths, drop=(*DDP_LAUNCH_VARIABLES, "LIGHTNING_HOOKS_MMENGINE_SEED"), OMP_NUM_THREADS="1")
     proc = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == expect, f"{command}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
@@ -160,14 +162,16 @@ def test_project_trains_in_two_processes_as_under_torchrun(clone: Path) -> None:
 
 def test_a_project_that_does_not_import_fails_with_its_import_error(clone: Path) -> None:
     """The user's own ``ImportError``, naming the module, as ``tools/train.py`` shows it; never "no registered family
-    trains" (a config with only ``_base_`` and ``custom_imports`` of its own is read to find its kind)."""
-    model = clone / "projects" / "my_proj" / "my_proj" / "model.py"  # a dependency the project lacks
-    model.write_text("import my_missing_dependency  # noqa: F401\n" + model.read_text())
+    trains" (a config with only ``_base_`` and ``custom_imports`` of its own is read to find its kind). The
+    dependency is the first import of the package's first module, so neither process imports mmpretrain (nor the
+    ``sitecustomize`` that stands in for what it needs)."""
+    dataset = clone / "projects" / "my_proj" / "my_proj" / "dataset.py"  # a dependency the project lacks
+    dataset.write_text("import my_missing_dependency  # noqa: F401\n" + dataset.read_text())
     config = "projects/my_proj/configs/broken.py"
     (clone / config).write_text("_base_ = ['./my_config.py']\n"
                                 "custom_imports = dict(imports=['projects.my_proj.my_proj'], allow_failed_imports=False)\n")
-    host = run(clone, ["python", "tools/train.py", config], host=True, expect=1)
-    ours = run(clone, ["lightning-hooks", "train", config], expect=1)
+    host = run(clone, ["python", "tools/train.py", config], host=True, expect=1, site=False)
+    ours = run(clone, ["lightning-hooks", "train", config], expect=1, site=False)
     error = "ModuleNotFoundError: No module named 'my_missing_dependency'"
     assert error in host.stderr and error in ours.stderr
     assert f"{config}: custom_imports: 'projects.my_proj.my_proj' does not import: {error}" in ours.stderr
