@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from lightning_hooks import families
 from lightning_hooks.core.config_kind import config_kind
-from lightning_hooks.core.errors import InputError
+from lightning_hooks.core.errors import ConfigError, InputError
 from lightning_hooks.core.family import TrainCommand
 
 
@@ -49,12 +49,15 @@ def command_for(first: str) -> TrainCommand | None:
 
 
 def explain(command: TrainCommand, err: BaseException) -> InputError | None:
-    """The short error of ours behind ``err``: a checkpoint file that is not one (for every family), or what the
-    entry point's ``explain`` makes of its library's error (a name no registry knows); None: ``err`` stands."""
+    """The short error of ours behind ``err``: a config we refuse (a :class:`ConfigError`, whose message names the
+    option and the way out), a checkpoint file that is not one (for every family), or what the entry point's
+    ``explain`` makes of its library's error (a name no registry knows); None: ``err`` stands."""
     from lightning_hooks.core.checkpoint_files import checkpoint_error  # imports torch, which --help does not
 
     if isinstance(err, InputError):
         return None  # raised as it is
+    if isinstance(err, ConfigError):
+        return InputError(str(err))
     return checkpoint_error(err) or (command.explain(err) if command.explain is not None else None)
 
 

@@ -16,7 +16,7 @@ import torch
 from typing_extensions import override
 
 from lightning_hooks.core import lightning_api
-from lightning_hooks.core.errors import ConfigError, InputError
+from lightning_hooks.core.errors import ConfigError
 from lightning_hooks.core.lightning_api import ddp_kwargs, pl
 from lightning_hooks.families.classy.adapter import ClassyAdapter
 from lightning_hooks.families.classy.vissl import ends_train_phase
@@ -357,11 +357,6 @@ def check_trainable(model: torch.nn.Module, config: Any) -> None:
     )
 
 
-class AmpTypeError(InputError, ConfigError):
-    """A VISSL mixed precision Lightning cannot run (``MODEL.AMP_PARAMS.AMP_TYPE`` other than ``pytorch``): one line
-    from ``lightning-hooks train``, no traceback."""
-
-
 def check_amp_type(config: Any) -> None:
     """``MODEL.AMP_PARAMS.USE_AMP`` with an ``AMP_TYPE`` other than ``pytorch`` (VISSL's default is ``apex``) is
     refused, naming the option, why and the way out: VISSL hands Apex's ``amp.initialize`` the config's ``AMP_ARGS``
@@ -373,7 +368,7 @@ def check_amp_type(config: Any) -> None:
     if not amp.get("USE_AMP") or str(amp_type).lower() == "pytorch":
         return
     args = dict(amp.get("AMP_ARGS") or {})
-    raise AmpTypeError(
+    raise ConfigError(
         f"config.MODEL.AMP_PARAMS.AMP_TYPE={amp_type} with USE_AMP=true: VISSL trains AMP_TYPE apex (its default) "
         f"with NVIDIA Apex's amp.initialize (AMP_ARGS {args}), which Lightning 2 has no precision plugin for, and "
         "Lightning's mixed precision (autocast and a GradScaler, precision=16-mixed) differs in numerics from "
