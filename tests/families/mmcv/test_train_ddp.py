@@ -6,93 +6,34 @@ epochs, ``DistEvalHook`` each epoch, loaders with 2 persistent workers (``worker
 ``persistent_workers``), then resumed from a checkpoint written inside an epoch. Rank by rank: each
 iteration's loss, learning rate and counters, the sampler's epoch (``DistSamplerSeedHook``), the model wrapper hooks
 see (``MMDistributedDataParallel``, ``runner.model.module``) and the final weights, bitwise; rank 0's json and text
-logs, checkpoints (written once) and config dump. Each side resumes from its own checkpoint."""
+logs, checkpoints (written once) and config dump. Each side resumes from its own checkpoint. (The fresh run is
+tests/helpers/mmcv_ddp_runs.py's, which test_write_audit_mmcv.py audits: ours with every Lightning logger.)"""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
+from lh_testing import HELPERS
 from mmcv_testkit import mmcv_runner  # noqa: F401  (skips outside .venv-mmcv1)
 from mmcv_train_kit import (assert_same_checkpoint, assert_same_weights, checkpoint, json_log, run_opening, text_log,
-                            tiny_fcn, tiny_resnet_cifar, tiny_retinanet)  # fmt: skip  # names aligned under the import
+                            tiny_fcn, tiny_retinanet)  # fmt: skip  # names aligned under the import
 
 pytest.importorskip("mmcls", reason="mmcls 0.x lives in .venv-mmcv1")
-
-RANK_RECORD = '''
-import json
-
-import torch
-from mmcv.parallel import MMDistributedDataParallel, is_module_wrapper
-from mmcv.runner import HOOKS, Hook
+from mmcv_ddp_runs import CONFIG, fresh_mmcls, mmcls_sides, port, run  # noqa: E402
+from write_audit import LOGGER_STORES  # noqa: E402
 
 
-@HOOKS.register_module(force=True)
-class RankRecord(Hook):
-    """What this rank's runner shows its hooks; written as rank{R}.json, the final weights as weights_rank{R}.pth."""
-
-    def __init__(self):
-        self.record = dict(iters=[], sampler_epochs=[])
-
-    def before_train_epoch(self, runner):
-        self.record["sampler_epochs"].append(runner.data_loader.sampler.epoch)
-
-    def after_train_iter(self, runner):
-        # the rank's own BatchNorm statistics (DistributedDataParallel(broadcast_buffers=False) leaves them its own)
-        stats = sum(m.running_mean.sum().item() for m in runner.model.modules() if isinstance(m, torch.nn.BatchNorm2d))
-        self.record["iters"].append([runner.epoch, runner.iter, runner.inner_iter, len(runner.data_loader),
-                                     runner.outputs["loss"].item(), runner.current_lr()[0], stats])
-
-    def after_run(self, runner):
-        model = runner.model
-        self.record.update(rank=runner.rank, world_size=runner.world_size, wrapper=is_module_wrapper(model),
-                           mmddp=isinstance(model, MMDistributedDataParallel), inner=type(model.module).__name__)
-        with open(f"{runner.work_dir}/rank{runner.rank}.json", "w") as f:
-            json.dump(self.record, f)
-        torch.save(model.module.state_dict(), f"{runner.work_dir}/weights_rank{runner.rank}.pth")
-'''
-
-
-@pytest.fixture
-def config(tmp_path):
-    """The derived config, its loaders with 2 persistent workers a process: the first train iterator of each fit
-    (fresh, and resumed mid-epoch into an epoch whose sampler ``DistSamplerSeedHook`` sets in ``before_epoch``) takes
-    its first indices when made, where ``EpochBasedRunner.train`` makes it."""
-    (tmp_path / "rank_record.py").write_text(RANK_RECORD)
-    base = tiny_resnet_cifar(tmp_path / "tiny_resnet_cifar_dist.py", samples_per_gpu=2, imports=("rank_record",),
-                             lines="""
-        runner = dict(max_epochs=3)
-        checkpoint_config = dict(interval=3, by_epoch=False)
-        custom_hooks = [dict(type='RankRecord')]
-        dist_params = dict(backend='gloo')
-    """)  # fmt: skip  # the config's lines under the call
-    path = tmp_path / "tiny_resnet_cifar_dist_workers.py"
-    path.write_text(f"_base_ = [{str(base)!r}]\ndata = dict(workers_per_gpu=2, persistent_workers=True)\n")
-    return path
-
-
-def _port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
-
-
-def _run(command: list[str], cwd: Path, paths: tuple[Path, ...] = (), killed: str | None = None) -> str:
-    """Run ``command``; it must succeed, or with ``killed`` (``KILL_RANK_AT``'s ``RANK:ITER`` for ``ITER_RECORD``'s
-    ``KillRank``) fail. Returns its output."""
-    variables = {"KILL_RANK_AT": killed} if killed else {}
-    environment = subprocess_env(*paths, drop=(*DDP_LAUNCH_VARIABLES, "KILL_RANK_AT"), OMP_NUM_THREADS="1", **variables)
-    proc = subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=600)
-    assert (proc.returncode != 0) == bool(killed), proc.stdout[-3000:] + proc.stderr[-6000:]
-    return proc.stdout + proc.stderr
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory) -> Path:
+    """mmcv_ddp_runs.fresh_mmcls's run (ours with every Lightning logger, both sides' writes recorded), which
+    tests/integration/ddp/test_write_audit_mmcv.py reads too."""
+    return fresh_mmcls(tmp_path_factory)
 
 
 def _without_work_dir(config: str) -> str:
@@ -102,17 +43,6 @@ def _without_work_dir(config: str) -> str:
 def _resume_from(resumed: tuple[Path, Path] | None, side: int) -> list[str]:
     """``--resume-from`` the side's own checkpoint of ``resumed`` (ours, the reference's); none without it."""
     return ["--resume-from", str(resumed[side])] if resumed else []
-
-
-def _mmcls_sides(config: Path, tmp_path: Path, ours: Path, ref: Path, resumed: tuple[Path, Path] | None = None) -> None:
-    """``lightning-hooks train CONFIG --devices 2`` in ``ours``, then mmcls's ``tools/train.py`` under torchrun in
-    ``ref``, both with ``--seed 0``; with ``resumed``, each from its own checkpoint (:func:`_resume_from`)."""
-    _run([sys.executable, "-m", "lightning_hooks", "train", str(config), "--work-dir", str(ours), "--seed", "0",
-          *_resume_from(resumed, 0), "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp"],
-         cwd=tmp_path)  # fmt: skip
-    _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", _port(),
-          str(HELPERS / "mmcv_dist_train.py"), "mmcls", str(config), "--work-dir", str(ref), "--seed", "0",
-          *_resume_from(resumed, 1), "--launcher", "pytorch"], cwd=tmp_path, paths=(tmp_path,))  # fmt: skip
 
 
 def _resumed_json_logs(resumed: tuple[Path, Path], writers: tuple[Path, Path]) -> tuple[list[dict], list[dict]]:
@@ -131,7 +61,7 @@ def _resumed_json_logs(resumed: tuple[Path, Path], writers: tuple[Path, Path]) -
 
 
 def _assert_same_rank_records(ours: Path, ref: Path, what: str) -> list[list[dict]]:
-    """Rank by rank, :data:`RANK_RECORD`'s records (each iteration named in a failure) and final weights."""
+    """Rank by rank, :data:`mmcv_ddp_runs.RANK_RECORD`'s records (each iteration named in a failure) and final weights."""
     records = [[json.loads((d / f"rank{r}.json").read_text()) for r in (0, 1)] for d in (ours, ref)]
     for rank in (0, 1):
         mine, theirs = records[0][rank], records[1][rank]
@@ -144,12 +74,16 @@ def _assert_same_rank_records(ours: Path, ref: Path, what: str) -> list[list[dic
     return records
 
 
-def test_two_processes_train_as_dist_train_sh_rank_by_rank(config, tmp_path):
-    """3 epochs, a checkpoint every 3 iterations (epoch_2.pth inside epoch 2); then each side resumed from its own
-    mid-epoch checkpoint with ``--resume-from`` (mmcls 0.25's ``tools/train.py`` has no ``--auto-resume``)."""
-    ours, ref = tmp_path / "ours", tmp_path / "ref"
-    _mmcls_sides(config, tmp_path, ours, ref)
-    names = [sorted(re.sub(r"^\d{8}_\d{6}", "TS", p.name) for p in d.iterdir()) for d in (ours, ref)]
+def test_two_processes_train_as_dist_train_sh_rank_by_rank(fresh):
+    """3 epochs, a checkpoint every 3 iterations (epoch_2.pth inside epoch 2), ours with every Lightning logger
+    (mmcv_ddp_runs.fresh_mmcls's run, whose writes test_write_audit_mmcv.py compares: their stores are left out of
+    the work dir's files); then each side resumed from its own mid-epoch checkpoint with ``--resume-from`` (mmcls
+    0.25's ``tools/train.py`` has no ``--auto-resume``)."""
+    ours, ref, config = fresh / "ours", fresh / "ref", fresh / CONFIG
+    stores = set(LOGGER_STORES.values())
+    assert stores <= {p.name for p in ours.iterdir()}
+    names = [sorted(re.sub(r"^\d{8}_\d{6}", "TS", p.name) for p in d.iterdir() if p.name not in stores)
+             for d in (ours, ref)]  # fmt: skip
     assert names[0] == names[1] == sorted(["TS.log", "TS.log.json", config.name, "epoch_2.pth", "epoch_3.pth",
                                            "latest.pth", "rank0.json", "rank1.json", "weights_rank0.pth",
                                            "weights_rank1.pth"])  # fmt: skip
@@ -179,8 +113,8 @@ def test_two_processes_train_as_dist_train_sh_rank_by_rank(config, tmp_path):
     assert os.readlink(ours / "latest.pth") == "epoch_3.pth"
     # each side resumed from its own epoch_2.pth (meta epoch 2: written after the first iteration of epoch 2): epoch
     # 3, validated
-    resumed = tmp_path / "ours_resumed", tmp_path / "ref_resumed"
-    _mmcls_sides(config, tmp_path, *resumed, resumed=(ours / "epoch_2.pth", ref / "epoch_2.pth"))
+    resumed = fresh / "ours_resumed", fresh / "ref_resumed"
+    mmcls_sides(config, fresh, *resumed, resumed=(ours / "epoch_2.pth", ref / "epoch_2.pth"))
     ours_resumed, ref_resumed = resumed
     records = _assert_same_rank_records(ours_resumed, ref_resumed, f"{config.name} resumed")
     assert [r[:3] for r in records[1][0]["iters"]] == [[2, 2, 0], [2, 3, 1]]
@@ -244,16 +178,16 @@ def _two_sides(package: str, config: Path, tmp_path: Path, ours: Path, ref: Path
                killed: str | None = None, resumed: tuple[Path, Path] | None = None) -> tuple[str, str]:  # fmt: skip
     """``lightning-hooks train CONFIG --devices 2`` in ``ours``, then the library's ``tools/train.py`` under torchrun
     in ``ref``, both with ``--seed 0`` and ``flags``, each in 2 processes with mmcv's ops stubbed
-    (tests/helpers/mmcv_cpu_ops.py); ``killed``: see :func:`_run`; ``resumed``: see :func:`_resume_from`. Returns
-    their outputs."""
+    (tests/helpers/mmcv_cpu_ops.py); ``killed``: see :func:`mmcv_ddp_runs.run`; ``resumed``: see
+    :func:`_resume_from`. Returns their outputs."""
     common = ["--seed", "0", *flags]
-    mine = _run([sys.executable, str(HELPERS / "mmcv_cpu_ops.py"), package, "train", str(config), "--work-dir",
-                 str(ours), *common, *_resume_from(resumed, 0), "--accelerator", "cpu", "--devices", "2", "--strategy",
-                 "ddp"], cwd=tmp_path, paths=(HELPERS,), killed=killed)  # fmt: skip
-    theirs = _run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", _port(),
-                   str(HELPERS / "mmcv_dist_train.py"), package, str(config), "--work-dir", str(ref), *common,
-                   *_resume_from(resumed, 1), "--launcher", "pytorch"], cwd=tmp_path, paths=(tmp_path, HELPERS),
-                  killed=killed)  # fmt: skip
+    mine = run([sys.executable, str(HELPERS / "mmcv_cpu_ops.py"), package, "train", str(config), "--work-dir",
+                str(ours), *common, *_resume_from(resumed, 0), "--accelerator", "cpu", "--devices", "2", "--strategy",
+                "ddp"], cwd=tmp_path, paths=(HELPERS,), killed=killed)  # fmt: skip
+    theirs = run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port(),
+                  str(HELPERS / "mmcv_dist_train.py"), package, str(config), "--work-dir", str(ref), *common,
+                  *_resume_from(resumed, 1), "--launcher", "pytorch"], cwd=tmp_path, paths=(tmp_path, HELPERS),
+                 killed=killed)  # fmt: skip
     return mine, theirs
 
 
