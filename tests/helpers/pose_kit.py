@@ -3,10 +3,7 @@
 
 mmpose's modules import xtcocotools (built from its sdist by scripts/setup.sh: its wheels are built against numpy 1)
 and, through ``mmpose.apis``, ``pkg_resources`` (setuptools<81); its ``register_all_modules`` imports the rest as
-under a full install, with torchvision stubbed while it imports (tests/helpers/openmmlab_stubs.py). mmdet is imported
-first, as for its other configs: RTMPose's configs name mmdet's ``CSPNeXt`` and ``PipelineSwitchHook``, whose modules
-import mmcv's ops (stubbed only while the libraries import), so a process that imports this module alone (a
-two-process run's ``custom_imports``) trains them too.
+under a full install, with torchvision stubbed while it imports (tests/helpers/openmmlab_stubs.py).
 """
 
 from __future__ import annotations
@@ -16,7 +13,7 @@ from typing import Any
 import numpy as np
 from openmmlab_stubs import import_openmmlab
 
-import_openmmlab(("mmdet", "mmpose"))
+import_openmmlab(("mmpose",))
 
 from mmpose.datasets import CocoDataset  # noqa: E402  (after the stubs)
 from mmpose.registry import DATASETS  # noqa: E402

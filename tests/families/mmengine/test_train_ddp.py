@@ -100,10 +100,9 @@ def shipped_workers(case: str) -> str:
 
 def two_process_config(directory: Path, case: str) -> Path:
     """The corpus's derived config on the shipped loader workers (:func:`shipped_workers`), each rank's outputs
-    recorded; the helper modules imported by ``custom_imports`` in every process (the tiny datasets, the hooks): for
-    mmpose's configs pose_kit (mmdet and mmpose) without train_kit, which would import mmpretrain and mmseg too."""
+    recorded; the helper modules imported by ``custom_imports`` in every process (the tiny datasets, the hooks)."""
     path = corpus.derived_config(directory, case)
-    helpers = ["pose_kit" if case.startswith("mmpose") else "train_kit", "resume_kit"]
+    helpers = ["train_kit", "resume_kit", *(["pose_kit"] if case.startswith("mmpose") else [])]
     path.write_text(path.read_text() + CPU_LINES.get(case, "") + SYNC_BUFFERS.get(case, "") + shipped_workers(case)
                     + "custom_hooks = [*custom_hooks, dict(type='RankLossHook')]\n"
                     f"custom_imports = dict(imports={helpers!r}, allow_failed_imports=False)\n")  # fmt: skip
