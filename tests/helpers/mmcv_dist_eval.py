@@ -2,7 +2,7 @@
 ``MMCVAdapter``; each rank writes, as JSON, what the hooks saw and what the dataset evaluated.
 
 Usage: ``python mmcv_dist_eval.py OUT_DIR {mmcv,lightning}``. Lightning's ``strategy="ddp"`` re-executes
-this script for rank 1; the mmcv runner's two processes are spawned here. ``tests/families/mmcv/test_dist_eval.py`` compares the two.
+this script for rank 1; the mmcv runner's two processes are forked here. ``tests/families/mmcv/test_dist_eval.py`` compares the two.
 """
 
 from __future__ import annotations
@@ -146,6 +146,7 @@ if __name__ == "__main__":
     if HOST == "mmcv":
         import torch.multiprocessing as mp
 
-        mp.spawn(mmcv_process, nprocs=2)
+        # forked: each rank starts with this process's imports (torch, mmcv.runner) instead of importing them again
+        mp.start_processes(mmcv_process, nprocs=2, start_method="fork")
     else:
         lightning_main()
