@@ -135,7 +135,8 @@ def python_for(snippets: list[tuple[str, str]]) -> str:
 
 
 @pytest.mark.parametrize("where,code", bash_blocks(), ids=[where for where, _ in bash_blocks()])
-def test_bash_commands_run(where, code, repo):
-    result = subprocess.run(["bash", "-e", "-c", code], cwd=repo, env=environment(repo), text=True,
-                            capture_output=True, timeout=600)  # fmt: skip
+def test_bash_commands_run(where, code, repo, tmp_path):
+    """Each block as written; its ``mktemp`` folders land in the test's own temporary folder, which pytest prunes."""
+    env = {**environment(repo), "TMPDIR": str(tmp_path)}
+    result = subprocess.run(["bash", "-e", "-c", code], cwd=repo, env=env, text=True, capture_output=True, timeout=600)
     assert result.returncode == 0, f"{where}:\n{code}\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
