@@ -54,6 +54,11 @@ from lightning_hooks import IMIXAdapter
 
 BATCH = 4
 TIMINGS = ("data_time", "iter_time", "epoch_time")  # wall-clock values: differ between any two runs
+#: what iMIX's ``Organizer.resume_or_load`` logs while the resumed run's Organizer is built with ``resume_from``
+#: (its checkpointer's line among them); under Lightning the Organizer is built as for a fresh run and the fit resumes
+#: (``fit(ckpt_path=...)``), which Lightning logs
+RESUME_OR_LOAD = ("loading : ", "Loading checkpoint form ", "current epoch: ", "current iteration :",
+                  "checkpoint loaded")  # fmt: skip  # one line too long: the names go on under the first
 
 
 # ------------------------------------------------------------------------------------------ the config's zoo

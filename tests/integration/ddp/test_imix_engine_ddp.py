@@ -19,19 +19,12 @@ import pytest
 import torch
 import torch.distributed as dist
 import write_audit
-from imix_reference import assert_same, checkpoints, status_rows, tensorboard
+from imix_reference import RESUME_OR_LOAD, assert_same, checkpoints, status_rows, tensorboard
 from lh_testing import DDP_LAUNCH_VARIABLES, HELPERS, subprocess_env
 
 pytestmark = pytest.mark.skipif(
     not (dist.is_available() and dist.is_gloo_available()), reason="needs torch.distributed with the gloo backend"
 )
-
-
-#: what iMIX's ``Organizer.resume_or_load`` logs while the resumed run's Organizer is built with ``resume_from``
-#: (its checkpointer's line among them); under Lightning the Organizer is built as for a fresh run and the fit resumes
-#: (``fit(ckpt_path=...)``), which Lightning logs
-RESUME_OR_LOAD = ("loading : ", "Loading checkpoint form ", "current epoch: ", "current iteration :",
-                  "checkpoint loaded")  # fmt: skip  # one line too long: the names go on under the first
 
 
 def _without_resume_or_load(log: list[tuple[str, str]]) -> list[tuple[str, str]]:
