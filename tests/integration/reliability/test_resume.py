@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +21,16 @@ ROOT = Path(__file__).resolve().parents[3]
 HERE = ROOT / "tests" / "helpers"  # the scripts the tests run
 
 
-def _start(*args: Any, env: dict[str, str] | None = None) -> subprocess.Popen:
+def _start(*args: Any, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.Popen:
     env = subprocess_env(**(env or {}))
-    return subprocess.Popen([sys.executable, *map(str, args)], env=env, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, *map(str, args)], env=env, cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
 
 
 def _finish(proc: subprocess.Popen, returncode: int = 0) -> str:
-    out, _ = proc.communicate(timeout=120)
+    """Wait for ``proc``; the timeout only guards against a hang (a run killed before step 13 took 99 s at load 17 on
+    2 cores, 11 s on an idle machine)."""
+    out, _ = proc.communicate(timeout=300)
     assert proc.returncode == returncode, out[-4000:]
     return out
 
@@ -51,6 +54,13 @@ def assert_equal_state(a: Any, b: Any, where: str = "") -> None:
 SCRIPT = HERE / "reliability_resume_run.py"
 
 
+def _run(out: Path, ema: str, *flags: Any) -> subprocess.Popen:
+    """Start ``SCRIPT`` for ``out`` in ``out``, outside the checkout: MMEngine's ``RuntimeInfoHook`` puts
+    ``mmengine.__version__ + get_git_hash()`` (``git rev-parse HEAD`` in the working directory) into the message hub,
+    so runs started in the checkout minutes apart differ there when a commit lands in between."""
+    return _start(SCRIPT, out, "--ema", ema, *flags, cwd=out)
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """``reference(ema)``: the final state of an uninterrupted run, started once per EMA variant in the background."""
@@ -59,7 +69,7 @@ def reference(tmp_path_factory):
     def start(ema: str) -> None:
         if ema not in runs:
             out = tmp_path_factory.mktemp(f"reference-{ema}")
-            runs[ema] = (_start(SCRIPT, out, "--ema", ema), out)
+            runs[ema] = (_run(out, ema), out)
 
     def final(ema: str) -> tuple[dict, dict]:
         proc, out = runs[ema]
@@ -80,7 +90,7 @@ def _final(out: Path) -> tuple[dict, dict]:
 
 def _kill(out: Path, ema: str, kill_at: int) -> None:
     """The run SIGKILLed before step ``kill_at``: MMEngine's ``CheckpointHook`` files up to then, each complete."""
-    log = _finish(_start(SCRIPT, out, "--ema", ema, "--kill-at", kill_at), returncode=-signal.SIGKILL)
+    log = _finish(_run(out, ema, "--kill-at", kill_at), returncode=-signal.SIGKILL)
     written = {p.name for p in out.glob("*.pth")}
     assert written == {f"iter_{i}.pth" for i in range(4, kill_at, 4)}, log[-2000:]
 
@@ -88,7 +98,7 @@ def _kill(out: Path, ema: str, kill_at: int) -> None:
 def _resume(out: Path, ema: str, resume_from: str) -> None:
     """A new process resumes the killed run in ``out`` from ``resume_from`` to the end."""
     assert (out / resume_from).exists()
-    log = _finish(_start(SCRIPT, out, "--ema", ema, "--resume", out / resume_from))  # fit(..., weights_only=True)
+    log = _finish(_run(out, ema, "--resume", out / resume_from))  # fit(..., weights_only=True)
     assert "not resumable" not in log
     for path in sorted(out.glob("*.pth")):  # every file the package wrote loads without unpickling objects
         torch.load(path, weights_only=True)
@@ -124,6 +134,8 @@ def test_reliability_sigkill_mid_epoch_then_resume_equals_uninterrupted_run(tmp_
         "epoch_loop.batch_progress"]["current"]["completed"] == 1  # fmt: skip
     (expected, expected_imix), (resumed, resumed_imix) = reference(ema), _final(tmp_path)
     assert expected["global_step"] == 18
+    hub = expected["adapters"]["mmengine"]["host"]["message_hub"]
+    assert hub["runtime_info"]["mmengine_version"] == version("mmengine")  # no git hash: see _run
     assert expected["anomaly"] == {"skipped_steps": 1}  # the NaN step, before the kill
     if ema == "native":
         assert expected["ema"]["num_updates"] == 18
@@ -131,7 +143,7 @@ def test_reliability_sigkill_mid_epoch_then_resume_equals_uninterrupted_run(tmp_
         assert "ema_model_state" in expected["adapters"]["classy"]["hooks"]["ExponentialMovingAverageModelHook"]
     else:
         assert expected["ema"].keys() == {f"module.{k}" for k in expected["model"]} | {"steps"}
-    assert "train/loss" in expected["adapters"]["mmengine"]["host"]["message_hub"]["log_scalars"]
+    assert "train/loss" in hub["log_scalars"]
     # weights, the EMA, AnomalyDetector and every adapter's state (MMEngine message hub, Classy hook state and phase
     # counters, iMIX), all bitwise equal
     assert_equal_state(resumed, expected)
