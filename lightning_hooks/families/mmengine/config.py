@@ -4,6 +4,7 @@ config's runtime keys as ``MMEngineAdapter`` options (:func:`adapter_from_config
 from __future__ import annotations
 
 import copy
+import functools
 import warnings
 from typing import Any, Protocol, TypeVar
 
@@ -253,7 +254,7 @@ def runtime_options(
         ckpt_path = load_from or (find_latest_checkpoint(str(work_dir)) if work_dir else None)
     elif load_from:
         options["load_from"] = load_from  # weights into runner.model after before_run, as Runner.load_or_resume
-    known = [*accepted, *MAPPED, *OWNED_ELSEWHERE]
+    known = (*accepted, *MAPPED, *OWNED_ELSEWHERE)
     notes, variables = [], []
     for key in config:
         if key in accepted or key in MAPPED:
@@ -261,16 +262,25 @@ def runtime_options(
         if key in OWNED_ELSEWHERE:
             notes.append(f"{key} ({OWNED_ELSEWHERE[key]})")
             continue
-        close = [name for name in close_names(key, known, n=1, cutoff=0.8) if _edits(key, name) <= _typo_edits(name)]
-        if close:
+        meant = _misspelled(key, known)
+        if meant:
             raise ValueError(
-                f"MMEngineAdapter.from_config: unknown config key {key!r}. Did you mean {close[0]!r}? Keys it takes: "
+                f"MMEngineAdapter.from_config: unknown config key {key!r}. Did you mean {meant!r}? Keys it takes: "
                 f"{', '.join(sorted(set(known)))}."
             )
         variables.append(key)
     if variables:
         notes.append(f"config variables not read by the Runner: {', '.join(variables)}")
     return options, ckpt_path, notes, differences
+
+
+@functools.lru_cache(maxsize=4096)
+def _misspelled(key: str, known: tuple[str, ...]) -> str | None:
+    """The runtime key of ``known`` that config key ``key`` misspells (the closest, if few enough edits away: see
+    :func:`_typo_edits`), else None. Cached: shipped configs share their variables (``train_pipeline``,
+    ``data_root``, ...), so a process loading many configs runs difflib once per name, not once per config."""
+    close = close_names(key, known, n=1, cutoff=0.8)
+    return close[0] if close and _edits(key, close[0]) <= _typo_edits(close[0]) else None
 
 
 def _typo_edits(name: str) -> int:
