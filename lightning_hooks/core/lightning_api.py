@@ -530,6 +530,39 @@ def start_next_epoch(checkpoint: dict[str, Any]) -> bool:
     return True
 
 
+def run_pending_validation(trainer: Any, checkpoint: dict[str, Any]) -> bool:
+    """Make a fit checkpoint written at a train epoch's last batch (``on_train_batch_end``: every batch ran, the
+    validation Lightning runs after it not yet) resume with that validation, then the next epoch, as a host that
+    evaluates after each train phase resumes from the checkpoint of that phase's end (Classy's and VISSL's trainers run
+    the pending test phase first). Restored as written, Lightning 2.6 goes on with the next epoch and never runs it.
+    Returns whether the checkpoint was rewritten: only where ``trainer`` validates at that epoch's end
+    (``val_check_interval=1.0``, ``check_val_every_n_epoch``) and resumes after the saved batch (Lightning 2.5 and
+    later; 2.4 runs that batch again, then validates).
+
+    Rewrites ``loops.fit_loop``'s ``epoch_loop.batch_progress`` (the batch completed; the epoch's count, which the
+    epoch loop adds to the train fetcher's before the draw it never makes, at 0: the next epoch's held-back iterator
+    keeps that count, :func:`make_pending_train_iterator`) and ``epoch_loop.val_loop.batch_progress`` (as written at
+    the validation's first batch: the fit loop runs the whole validation, then ends the epoch). Checked on
+    :data:`CHECKED_ON`."""
+    if Version(namespace_of(trainer).__version__) < Version("2.5") or not written_at_last_batch(checkpoint):
+        return False
+    loop = checkpoint["loops"]["fit_loop"]
+    epoch, every = loop["epoch_progress"]["current"]["processed"], trainer.check_val_every_n_epoch
+    interval = trainer.val_check_interval
+    if not (trainer.enable_validation and isinstance(interval, float) and interval == 1.0):
+        return False
+    if every is not None and (epoch + 1) % every:
+        return False
+    batches = loop["epoch_loop.batch_progress"]
+    batches["total"]["completed"] = batches["total"]["processed"]
+    batches["current"] = dict(ready=0, started=0, processed=0, completed=0)
+    validation = loop["epoch_loop.val_loop.batch_progress"]
+    validation["total"] = dict(ready=1, started=1, processed=0, completed=0)
+    validation["current"] = dict(ready=0, started=0, processed=0, completed=0)
+    validation["is_last_batch"] = False
+    return True
+
+
 def start_epoch_afresh(checkpoint: dict[str, Any]) -> bool:
     """Make a fit checkpoint written between train epochs after one cut short resume at the next epoch's first batch,
     as a host loop that starts a new pass of its loader resumes. A fit that stopped at ``max_steps`` inside an epoch

@@ -731,6 +731,49 @@ def test_start_next_epoch_resumes_a_last_batch_checkpoint_at_the_next_epochs_sta
     assert seen == [("epoch", 1), (1, 0, 4), (1, 1, 5), (1, 2, 6), (1, 3, 7)]
 
 
+def test_run_pending_validation_resumes_a_last_batch_checkpoint_with_that_epochs_validation(ns, tmp_path):
+    """A checkpoint written in ``on_train_batch_end`` of epoch 0's last batch (2 batches an epoch), before its
+    validation: rewritten in ``on_load_checkpoint`` (Lightning 2.5 and later), the resumed fit runs epoch 0's
+    validation, ends epoch 0 without running a batch of it, then runs epoch 1 from its ``on_train_epoch_start``,
+    ``global_step`` going on from 2; as written, 2.6 goes on with epoch 1 and never runs it. Left as it is on 2.4 (which
+    runs the batch again, then validates), and where the fit does not validate at that epoch's end."""
+
+    class Save(ns.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if trainer.current_epoch == 0 and batch_idx == 1:
+                trainer.save_checkpoint(tmp_path / "last_batch.ckpt")
+
+    trainer = _trainer(ns, tmp_path, max_steps=-1, max_epochs=1, limit_train_batches=2, callbacks=[Save()])
+    trainer.fit(_boring(ns)())
+    newer = Version(ns.__version__) >= Version("2.5")
+    for options, rewritten in (({}, newer), ({"limit_val_batches": 0}, False), ({"check_val_every_n_epoch": 2}, False)):
+        seen: list[Any] = []
+
+        class Probe(ns.Callback):
+            def on_load_checkpoint(self, trainer, pl_module, checkpoint):
+                seen.append(("rewritten", lightning_api.run_pending_validation(trainer, checkpoint)))
+
+            def on_train_epoch_start(self, trainer, pl_module):
+                seen.append(("epoch", trainer.current_epoch))
+
+            def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+                seen.append((trainer.current_epoch, batch_idx, trainer.global_step))
+
+            def on_validation_start(self, trainer, pl_module):
+                seen.append(("validation", trainer.current_epoch))
+
+            def on_train_epoch_end(self, trainer, pl_module):
+                seen.append(("end", trainer.current_epoch))
+
+        resumed = _trainer(ns, tmp_path, max_steps=-1, max_epochs=2, limit_train_batches=2, callbacks=[Probe()],
+                           **options)  # fmt: skip
+        resumed.fit(_boring(ns)(), ckpt_path=tmp_path / "last_batch.ckpt")
+        assert seen[0] == ("rewritten", rewritten), options
+        if rewritten:
+            assert seen[1:] == [("validation", 0), ("end", 0), ("epoch", 1), (1, 0, 2), (1, 1, 3), ("validation", 1),
+                                ("end", 1)]  # fmt: skip
+
+
 def test_start_epoch_afresh_starts_the_epoch_after_a_fit_cut_short_at_its_first_batch(ns, tmp_path):
     """A fit of 5 batches an epoch stopped at ``max_steps=7`` (inside epoch 1) and saved: resumed as written to 14
     steps, epoch 2 starts at batch 2 (3 batches); rewritten, at batch 0 (5 batches), ``global_step`` going on from 7.

@@ -13,6 +13,7 @@ import torch
 from typing_extensions import override
 
 from lightning_hooks.compat import classy as compat
+from lightning_hooks.core import lightning_api
 from lightning_hooks.core.adapter import LegacyHookAdapter, warn_if_last_epoch_unvalidated
 from lightning_hooks.core.checks import Periods, check_periods
 from lightning_hooks.core.host_loop import Evaluation
@@ -201,6 +202,19 @@ class ClassyAdapter(LegacyHookAdapter):
         self.task.load_phase_state(state)
         if state.get("loss"):
             self.task.loss.load_state_dict(state["loss"])
+
+    @override
+    def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
+        """Also: a fit resumed with this adapter's state from a checkpoint written at a train phase's last batch (its
+        ``on_phase_end`` ran, its test phase not yet) runs that test phase first, as Classy's and VISSL's trainers
+        resume from a train phase's end (``lightning_api.run_pending_validation``); Lightning 2.6 would go on with the
+        next train phase and never run it. Not beside another family's adapter, whose host (MMEngine's runner,
+        mmcv's) resumes an epoch's end with the next epoch: Lightning's resume stands there."""
+        super().on_load_checkpoint(trainer, pl_module, checkpoint)
+        callbacks = trainer.callbacks  # type: ignore[attr-defined]  # Lightning's callback connector sets it
+        others = any(isinstance(c, LegacyHookAdapter) and not isinstance(c, ClassyAdapter) for c in callbacks)
+        if trainer.state.fn == "fit" and not self._resumed_without_state and not others:
+            lightning_api.run_pending_validation(trainer, checkpoint)
 
     # ------------------------------------------------------------------------------------------- conditions
     def train_epoch_open(self) -> bool:

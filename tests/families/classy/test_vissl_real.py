@@ -171,9 +171,10 @@ SAMPLES, BATCH, EPOCHS = 16, 4, 3
 
 def resumed_phase(out: Path) -> dict[str, Any]:
     """Fit 3 epochs with VISSL's ``CheckNanLossHook`` (which makes the adapter host VISSL's trainer and does nothing
-    on a finite loss), writing a Lightning checkpoint after step 6 (train phase 2's second batch), then resume from
-    it; for each fit, every train iterator's sampler epoch when it was made and the sample ids each train phase
-    read."""
+    on a finite loss), writing a Lightning checkpoint every 2 steps, then resume from step 6's (train phase 2's second
+    batch) and from step 8's (its last batch, before its test phase); for each fit, in order: every train iterator's
+    sampler epoch when it was made, the sample ids each train step read, each test step's ids and loss, and each
+    phase's end (its index, ``train_phase_idx``, ``iteration``); and its final weights."""
     from lightning.pytorch.callbacks import ModelCheckpoint
     from vissl.hooks import CheckNanLossHook
 
@@ -185,27 +186,32 @@ def resumed_phase(out: Path) -> dict[str, Any]:
             return super().__iter__()
 
     class Ids(ClassyHook):
-        on_start = on_phase_start = on_phase_end = on_end = on_backward = on_update = ClassyHook._noop
+        on_start = on_phase_start = on_end = on_backward = on_update = ClassyHook._noop
 
         def on_step(self, task: Any) -> None:
-            if task.train:
-                seen.append((task.phase_idx, task.last_batch.sample["id"].tolist()))
+            ids = task.last_batch.sample["id"].tolist()
+            seen.append((task.phase_idx, ids) if task.train else ("test", task.phase_idx, ids,
+                                                                   task.last_batch.loss.item()))  # fmt: skip
 
-    def fit(folder: Path, callbacks: list[Any], ckpt_path: Any = None) -> list[Any]:
+        def on_phase_end(self, task: Any) -> None:
+            seen.append(("end", task.phase_idx, task.train_phase_idx, task.iteration))
+
+    def fit(folder: Path, callbacks: list[Any], ckpt_path: Any = None) -> dict[str, Any]:
         seen.clear()
         data = DictData(SAMPLES)
         train = Loader(data, batch_size=BATCH, sampler=DistributedSampler(data, num_replicas=1, rank=0, seed=0))
         adapter = ClassyAdapter([CheckNanLossHook(), Ids()])
         trainer = make_trainer(folder, [adapter, *callbacks], max_epochs=EPOCHS, limit_val_batches=1,
                                enable_checkpointing=True, use_distributed_sampler=False)  # fmt: skip
-        trainer.fit(Net(), train, loader(8, seed=1), ckpt_path=ckpt_path)
-        return list(seen)
+        model = Net()
+        trainer.fit(model, train, loader(8, seed=1), ckpt_path=ckpt_path)
+        return {"seen": list(seen), "weights": model.state_dict()}
 
-    every = ModelCheckpoint(dirpath=out / "ckpt", every_n_train_steps=6, save_top_k=-1, save_on_train_epoch_end=False)
+    every = ModelCheckpoint(dirpath=out / "ckpt", every_n_train_steps=2, save_top_k=-1, save_on_train_epoch_end=False)
     fresh = fit(out / "fresh", [every])
-    [checkpoint] = (out / "ckpt").glob("*step=6.ckpt")
-    resumed = fit(out / "resumed", [], ckpt_path=checkpoint)
-    return {"origin": _origin(CheckNanLossHook()), "fresh": fresh, "resumed": resumed}
+    resumed = {step: fit(out / f"resumed{step}", [], ckpt_path=next((out / "ckpt").glob(f"*step={step}.ckpt")))
+               for step in (6, 8)}  # fmt: skip
+    return {"origin": _origin(CheckNanLossHook()), "fresh": fresh, "resumed": resumed[6], "last_batch": resumed[8]}
 
 
 SCENARIOS: dict[str, Callable[[Path], dict[str, Any]]] = {
@@ -399,5 +405,30 @@ def test_a_phase_resumed_inside_it_from_a_lightning_checkpoint_reads_vissls_orde
         order = [100 + i for i in sampler]  # the sample ids VISSL's trainer reads in that phase
         return [(phase_idx, order[i : i + BATCH]) for i in range(0, count * BATCH, BATCH)]
 
-    assert result["fresh"] == [("iterator", 0), *batches(0), ("iterator", 2), *batches(2), ("iterator", 4), *batches(4)]
-    assert result["resumed"] == [("iterator", 2), *batches(2, count=2), ("iterator", 4), *batches(4)]
+    assert train_reads(result["fresh"]["seen"]) == [("iterator", 0), *batches(0), ("iterator", 2), *batches(2),
+                                                    ("iterator", 4), *batches(4)]  # fmt: skip
+    assert train_reads(result["resumed"]["seen"]) == [("iterator", 2), *batches(2, count=2), ("iterator", 4), *batches(4)]
+
+
+def train_reads(seen: list[Any]) -> list[Any]:
+    """``resumed_phase``'s record of a fit without its test steps and phase ends: the train iterators and batches."""
+    return [entry for entry in seen if entry[0] not in ("test", "end")]
+
+
+def test_a_fit_resumed_from_a_train_phases_last_batch_runs_its_test_phase_first_as_vissl(vissl):
+    """A Lightning checkpoint written at train phase 2's last batch (the user's ``ModelCheckpoint(every_n_train_steps)``
+    writes after the adapter's ``on_train_batch_end``, which ended the phase: ``on_phase_end`` ran, test phase 3 not
+    yet), resumed with VISSL's ``CheckNanLossHook``. VISSL's trainer resumes a train phase's end (its checkpoint's
+    ``phase_idx``) at the next phase, the pending test phase (``while phase_idx + 1 < len(task.phases)``), so the
+    resumed fit goes on as the uninterrupted one: test phase 3 with the checkpoint's weights (the same loss), then train
+    phase 4, its iterator made with the sampler at the phase's index (VISSL's order), then test phase 5; every phase
+    end's ``train_phase_idx`` and ``iteration``, and the final weights, bitwise. (Lightning 2.6 restored as written goes
+    on with the next epoch: no test phase 3, a train phase 3 read in epoch 3's order.)"""
+    result = scenario(vissl, "resumed_phase")
+    fresh, resumed = result["fresh"]["seen"], result["last_batch"]["seen"]
+    ended = fresh.index(("end", 2, 1, 8))  # train phase 2's end: the checkpoint's last step, 8
+    assert resumed[:2] == [("test", 3, [100, 101, 102, 103], fresh[ended + 1][3]), ("end", 3, 1, 8)]
+    assert resumed[2] == ("iterator", 4) and ("end", 5, 2, 12) in resumed
+    assert resumed == fresh[ended + 1 :]
+    weights = result["last_batch"]["weights"], result["fresh"]["weights"]
+    assert weights[0].keys() == weights[1].keys() and all(torch.equal(v, weights[1][k]) for k, v in weights[0].items())
