@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterable
+import tempfile
+import traceback
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import lightning.pytorch as pl
 import torch
@@ -83,47 +86,89 @@ def subprocess_env(
     return env
 
 
-#: the child of :func:`commands_in_one_process`: ``json [prelude, [[cwd, argv], ...]]`` on stdin
-_COMMANDS_DRIVER = """
-import json, os, runpy, sys, tempfile, traceback
-prelude, commands = json.load(sys.stdin)
-exec(prelude)
-results = []
-for cwd, argv in commands:
-    os.chdir(cwd)
-    sys.argv = ["lightning-hooks", *argv]
-    saved = os.dup(2)
-    with tempfile.TemporaryFile("w+") as err:
-        os.dup2(err.fileno(), 2)
+def run_console_script(argv: list[str], cwd: str | os.PathLike | None = None) -> tuple[int, str, str]:
+    """``lightning-hooks ARGV`` run in this process as its console script runs it (``sys.argv`` set, then
+    ``lightning_hooks.cli.main()``), ended as the interpreter ends that process: its exit status and what it wrote to
+    file descriptors 1 and 2 (stdout, stderr; this process's ``sys.stdout`` / ``sys.stderr`` must write there, as in
+    a test's child process). ``SystemExit``'s code is the status (``None``: 0); a code that is no int
+    (``SystemExit("text")``) is written to stderr with status 1; any other exception's traceback goes to stderr with
+    status 1. In ``cwd`` when given; the working folder and ``sys.argv`` are restored after it. For commands whose
+    process state does not carry over (those that end before training, or a test child's last).
+
+    Example::
+
+        code, out, err = run_console_script(["train", "config=test/integration_test/quick_simclr_synthetc"])
+    """
+    from lightning_hooks.cli import main
+
+    saved_argv, saved_cwd = sys.argv, os.getcwd()
+    with _written_to(1, sys.stdout) as out, _written_to(2, sys.stderr) as err:
+        sys.argv = ["lightning-hooks", *argv]
         try:
-            runpy.run_module("lightning_hooks", run_name="__main__", alter_sys=True)
+            if cwd is not None:
+                os.chdir(cwd)
+            main()
             code = 0
-        except SystemExit as exit:  # as the interpreter ends on it: a message goes to stderr with status 1
-            code = exit.code
-            if not (code is None or isinstance(code, int)):
-                print(code, file=sys.stderr)
-                code = 1
-        except Exception:  # as the interpreter ends on it: the traceback, status 1
+        except SystemExit as exit:
+            code = _exit_status(exit.code)
+        except Exception:  # as the interpreter ends the process: the traceback, status 1
             traceback.print_exc()
             code = 1
         finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
+            sys.argv = saved_argv
+            os.chdir(saved_cwd)
+    return code, out[0], err[0]
+
+
+def _exit_status(code: object) -> int:
+    """The exit status the interpreter gives ``SystemExit(code)``, writing a code that is no int to stderr."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+@contextlib.contextmanager
+def _written_to(fd: int, stream: TextIO) -> Iterator[list[str]]:
+    """What is written to file descriptor ``fd`` while the block runs (``stream``, the Python file on it, flushed at
+    both ends): the list the block gets holds that text once the block ends."""
+    text: list[str] = []
+    stream.flush()
+    saved = os.dup(fd)
+    with tempfile.TemporaryFile("w+") as file:
+        os.dup2(file.fileno(), fd)
+        try:
+            yield text
+        finally:
+            stream.flush()
+            os.dup2(saved, fd)
             os.close(saved)
-        err.seek(0)
-        results.append([code or 0, err.read()])
-print("\\n" + json.dumps(results))  # after anything the commands printed
+            file.seek(0)
+            text.append(file.read())
+
+
+#: the child of :func:`commands_in_one_process`: ``json [prelude, helpers, [[cwd, argv], ...]]`` on stdin
+_COMMANDS_DRIVER = """
+import json, sys
+prelude, helpers, commands = json.load(sys.stdin)
+exec(prelude)
+sys.path.insert(0, helpers)
+from lh_testing import run_console_script
+results = [run_console_script(argv, cwd)[::2] for cwd, argv in commands]
+print(json.dumps(results))
 """
 
 
 def commands_in_one_process(
     commands: Iterable[tuple[str | os.PathLike, list[str]]], env: dict[str, str], prelude: str = ""
 ) -> list[tuple[int, str]]:
-    """Each ``python -m lightning_hooks ARGV`` of ``commands`` (``(cwd, argv)`` pairs) one after the other in one
-    child process, which imports torch, Lightning and the families once: each command's exit status and what it
-    wrote to stderr (file descriptor 2), as a process of its own would end. ``prelude``: code the child runs first.
-    For commands that end before training (usage and config errors), whose process state does not carry over."""
-    payload = json.dumps([prelude, [[str(cwd), argv] for cwd, argv in commands]])
+    """Each ``lightning-hooks ARGV`` of ``commands`` (``(cwd, argv)`` pairs) one after the other in one child process,
+    which imports torch, Lightning and the families once (:func:`run_console_script`): each command's exit status and
+    what it wrote to stderr, as a process of its own would end. ``prelude``: code the child runs first. For commands
+    that end before training (usage and config errors), whose process state does not carry over."""
+    payload = json.dumps([prelude, str(HELPERS), [[str(cwd), argv] for cwd, argv in commands]])
     proc = subprocess.run([sys.executable, "-c", _COMMANDS_DRIVER], input=payload, env=env, capture_output=True,
                           text=True, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -228,22 +227,15 @@ def launch_vissl(arguments: list[str]) -> None:
 
 
 def run_command(arguments: list[str]) -> dict[str, Any]:
-    """``lightning-hooks train`` with ``arguments``, its ``main`` called in this process (for commands that stop
-    before training: a refusal; a process of its own would cost ~5 s CPU), in the environment the command starts in
-    (:func:`fresh_environment`): its exit code and what it wrote to stdout and stderr, an exception it raises ending
-    it as it ends the command (its traceback on stderr, exit code 1)."""
-    from lightning_hooks.train import main
+    """``lightning-hooks train`` with ``arguments`` in this process (``lh_testing.run_console_script``, for commands
+    that stop before training: a refusal; a process of its own would cost ~5 s CPU), in the environment the command
+    starts in (:func:`fresh_environment`): its exit code and what it wrote to stdout and stderr, as the command's
+    process would end."""
+    from lh_testing import run_console_script
 
-    stdout, stderr, code = io.StringIO(), io.StringIO(), 0
-    with fresh_environment(), contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
-        try:
-            main(arguments)
-        except SystemExit as exit:
-            code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
-        except Exception:  # noqa: BLE001  (as the interpreter ends the command)
-            traceback.print_exc()
-            code = 1
-    return {"code": code, "stdout": stdout.getvalue(), "stderr": stderr.getvalue()}
+    with fresh_environment():
+        code, stdout, stderr = run_console_script(["train", *arguments])
+    return {"code": code, "stdout": stdout, "stderr": stderr}
 
 
 @contextlib.contextmanager
