@@ -103,24 +103,25 @@ class TrainerRequest:
                   parser: argparse.ArgumentParser | None = None) -> TrainerRequest:  # fmt: skip  # parameters aligned under the signature
         """Read ``--logger``, ``--trainer-config`` and the ``--trainer.KEY VALUE`` items (later ones win), each typed
         by ``Trainer.__init__``'s signature; an unknown key or a value of the wrong type is a :class:`TrainerOptionError`.
-        ``parser``: the family's, whose :data:`FLAGS` given other than their defaults are kept in :attr:`flags`."""
+        ``parser``: the family's, whose :data:`FLAGS` given other than their defaults are kept in :attr:`flags`.
+        With ``--logger mlflow``, MLflow is imported here, before a family opens its log file
+        (:func:`_import_mlflow_first`)."""
         config = getattr(args, "trainer_config", None)
         argv = ([f"--trainer={config}"] if config else []) + list(trainer_argv)
         request = cls(loggers=tuple(dict.fromkeys(getattr(args, "logger", None) or ())),
                       flags=given_flags(parser, args, FLAGS) if parser is not None else {})  # fmt: skip  # arguments aligned under the call
-        if not argv:
-            return request
-        reader = _parser()
-        try:
-            given = reader.parse_args(argv, defaults=False).trainer
-            instantiated = reader.instantiate(reader.parse_args(argv)).trainer
-        except (argparse.ArgumentError, ValueError, TypeError) as err:
-            raise TrainerOptionError(f"{_explain(err, argv)}") from err
-        for key in vars(given):
-            if key.startswith("__"):
-                continue
-            request.options[key] = getattr(instantiated, key)
-            request.origins[key] = _origin(key, trainer_argv, config)
+        if argv:
+            reader = _parser()
+            try:
+                given = reader.parse_args(argv, defaults=False).trainer
+                instantiated = reader.instantiate(reader.parse_args(argv)).trainer
+            except (argparse.ArgumentError, ValueError, TypeError) as err:
+                raise TrainerOptionError(f"{_explain(err, argv)}") from err
+            for key in vars(given):
+                if not key.startswith("__"):
+                    request.options[key] = getattr(instantiated, key)
+                    request.origins[key] = _origin(key, trainer_argv, config)
+        _import_mlflow_first(request.loggers)
         return request
 
     def resolve(self, defaults: Mapping[str, Any], owned: Mapping[str, Owned], *, save_dir: str, name: str,
@@ -200,6 +201,16 @@ def _explain(err: Exception, argv: Sequence[str]) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------ loggers
+def _import_mlflow_first(loggers: Sequence[str]) -> None:
+    """Import MLflow now where ``loggers`` name ``mlflow``, before a family opens its run's log file (it builds the
+    Trainer's loggers later): importing mlflow configures logging (``logging.config.dictConfig``), which closes every
+    handler of the process, and a log file opened before (OpenMMLab 1.x's ``{timestamp}.log``, a ``FileHandler`` in
+    mode ``w``, which logging does not open again once closed) took no line after it. Without ``mlflow`` it imports
+    nothing: MLflow is heavy, and a request without it does not need it."""
+    if "mlflow" in loggers:
+        import mlflow  # noqa: F401
+
+
 def build_loggers(names: Sequence[str], save_dir: str, name: str) -> list[Any]:
     """One Lightning logger per ``--logger`` name, each writing under ``save_dir``: ``csv`` in
     ``lightning_logs/version_N``, ``tensorboard`` in ``tensorboard/version_N``, ``wandb`` in ``wandb/`` (offline

@@ -5,7 +5,9 @@ families' train commands are tested with real configs in ``tests/families/*/test
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -143,6 +145,35 @@ def test_the_mlflow_store_is_made_by_rank_0_alone(tmp_path: Path, monkeypatch: p
     monkeypatch.setattr(rank_zero_only, "rank", 0)
     build_loggers(["mlflow"], str(tmp_path / "rank0"), "run")
     assert (tmp_path / "rank0" / "mlruns").is_dir()  # rank 0 makes the store when it builds the logger
+
+
+def test_a_request_for_mlflow_imports_it_before_a_family_opens_its_log_file(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Importing mlflow closes every logging handler of the process (``logging.config.dictConfig``), and a
+    ``FileHandler`` in mode ``w`` (OpenMMLab 1.x's ``{timestamp}.log``) takes no line once closed: reading
+    ``--logger mlflow`` imports it, so the log file a family opens after reading its command line, before the
+    Trainer's loggers are built, keeps its lines. A request without mlflow does not import it (it is heavy).
+    Mutation: ``from_args`` without ``_import_mlflow_first`` leaves the log file empty."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    imported = {name: module for name, module in sys.modules.items() if name.partition(".")[0] == "mlflow"}
+    for name in imported:  # as in a fresh process: the first import of mlflow is still to come
+        del sys.modules[name]
+    log = logging.getLogger("lightning_hooks.test_run_log")
+    try:
+        request(["cfg.py", "--logger", "csv"])
+        assert "mlflow" not in sys.modules
+        asked = request(["cfg.py", "--logger", "mlflow"])
+        handler = logging.FileHandler(tmp_path / "run.log", mode="w")  # the family's run log, opened after that
+        log.addHandler(handler)
+        asked.resolve({}, {}, save_dir=str(tmp_path), name="run")  # the Trainer's loggers, MLFlowLogger among them
+        log.warning("after the loggers")
+        log.removeHandler(handler)
+        handler.close()
+    finally:
+        for name in [name for name in sys.modules if name.partition(".")[0] == "mlflow"]:
+            del sys.modules[name]
+        sys.modules.update(imported)  # the modules other tests of this process hold
+    assert (tmp_path / "run.log").read_text() == "after the loggers\n"
 
 
 def test_a_run_with_the_mlflow_logger_leaves_mlflows_tracking_uri_as_it_was(tmp_path: Path,

@@ -47,7 +47,6 @@ def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed
         cfg.dump(os.path.join(cfg.work_dir, os.path.basename(cfg.filename)))
     timestamp = timestamp or time.strftime("%Y%m%d_%H%M%S", time.localtime())
     log_file = os.path.join(cfg.work_dir, f"{timestamp}.log")
-    import_mlflow_first(trainer_options.get("request"))
     with run_logger(library, log_file, cfg.get("log_level", "INFO")) as logger:
         if library.setup_after_logger:  # what it logs goes into the run's log
             setup_env(library, cfg)
@@ -61,15 +60,6 @@ def train(cfg: Any, *, validate: bool = True, seed: int | None = None, diff_seed
             library.function(library.train)(model, datasets, cfg, distributed=distributed, validate=validate,
                                             timestamp=timestamp, meta=meta, **device_kwargs)  # fmt: skip  # arguments aligned under the call
     return swap.runners[-1].trainer
-
-
-def import_mlflow_first(request: Any) -> None:
-    """Import MLflow before the run's logger opens its log file where ``--logger mlflow`` asks for its logger, which
-    the Trainer builds later: importing mlflow configures logging (``logging.config.dictConfig``), which closes every
-    handler of the process, and the run's log file (a ``FileHandler`` in mode ``w``, which logging does not open
-    again once closed) took no line after it, the training's included."""
-    if request is not None and "mlflow" in request.loggers:
-        import mlflow  # noqa: F401
 
 
 def setup_env(library: Library, cfg: Any) -> None:
