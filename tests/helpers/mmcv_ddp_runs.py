@@ -6,7 +6,7 @@ process (tests/helpers/mmcv1_suite.py's ``DDP_FILES``), which makes the run once
 
 Example::
 
-    root = fresh_mmcls(tmp_path_factory)  # root / "ours", root / "ref", root / "writes", root / CONFIG
+    root = fresh_mmcls(tmp_path_factory)  # root / "ours", "ref", "writes", "mlflow_clients", CONFIG
 """
 
 from __future__ import annotations
@@ -100,14 +100,14 @@ def mmcls_config(folder: Path) -> Path:
 
 
 def mmcls_sides(config: Path, cwd: Path, ours: Path, ref: Path, resumed: tuple[Path, Path] | None = None,
-                loggers: tuple[str, ...] = (), paths: tuple[Path, ...] = (), **variables: str) -> None:  # fmt: skip
-    """``lightning-hooks train CONFIG --devices 2`` (with ``loggers``) in ``ours``, then mmcls's ``tools/train.py``
+                flags: tuple[str, ...] = (), paths: tuple[Path, ...] = (), **variables: str) -> None:  # fmt: skip
+    """``lightning-hooks train CONFIG --devices 2`` (with ``flags``) in ``ours``, then mmcls's ``tools/train.py``
     under torchrun in ``ref`` (``cwd`` on its ``PYTHONPATH``, for the config's imports), both with ``--seed 0``,
     ``paths`` on ``PYTHONPATH`` and ``variables``; with ``resumed`` (ours, the reference's), each with
     ``--resume-from`` its own checkpoint."""
     resume = [["--resume-from", str(path)] for path in resumed] if resumed else [[], []]
     run([sys.executable, "-m", "lightning_hooks", "train", str(config), "--work-dir", str(ours), "--seed", "0",
-         *resume[0], "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp", *loggers], cwd=cwd, paths=paths,
+         *resume[0], "--accelerator", "cpu", "--devices", "2", "--strategy", "ddp", *flags], cwd=cwd, paths=paths,
         **variables)  # fmt: skip
     run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", port(),
          str(HELPERS / "mmcv_dist_train.py"), "mmcls", str(config), "--work-dir", str(ref), "--seed", "0", *resume[1],
@@ -116,14 +116,17 @@ def mmcls_sides(config: Path, cwd: Path, ours: Path, ref: Path, resumed: tuple[P
 
 def fresh_mmcls(factory: Any) -> Path:
     """The fresh run of :func:`mmcls_config` in a folder of pytest's ``tmp_path_factory``, made once per process:
-    ours with every Lightning logger (write_audit_runs.LOGGERS, their stores under the work dir), both sides with
-    each process's writes recorded (tests/helpers/write_audit.py, into ``writes``). Returns the folder: ``ours``,
-    ``ref``, ``writes`` and :data:`CONFIG`."""
+    ours with every Lightning logger (write_audit_runs.LOGGERS, their stores under the work dir) and each rank's
+    count of MLflow clients (tests/helpers/mmcv_mlflow_clients.py, into ``mlflow_clients``), both sides with each
+    process's writes recorded (tests/helpers/write_audit.py, into ``writes``). Returns the folder: ``ours``, ``ref``,
+    ``writes``, ``mlflow_clients`` and :data:`CONFIG`."""
     if "mmcls" not in _fresh:
         root = factory.mktemp("mmcls_ddp")
         config = mmcls_config(root)
         variables = write_audit.env(root / "writes", root)
-        mmcls_sides(config, root, root / "ours", root / "ref", loggers=LOGGERS, paths=(write_audit.SITE,),
+        clients = ("--trainer.callbacks+=mmcv_mlflow_clients.MlflowClientsHeld", "--trainer.callbacks.folder",
+                   str(root / "mlflow_clients"))  # fmt: skip
+        mmcls_sides(config, root, root / "ours", root / "ref", flags=(*LOGGERS, *clients), paths=(write_audit.SITE,),
                     **variables)  # fmt: skip
         _fresh["mmcls"] = root
     return _fresh["mmcls"]

@@ -13,7 +13,8 @@ import write_audit
 from mmcv_testkit import mmcv_runner  # noqa: F401  (skips outside .venv-mmcv1)
 
 pytest.importorskip("mmcls", reason="mmcls 0.x lives in .venv-mmcv1")
-from mmcv_ddp_runs import fresh_mmcls  # noqa: E402
+from mmcv_ddp_runs import fresh_mmcls
+from mmcv_mlflow_clients import clients_by_rank
 
 
 def test_mmcv_ranks_write_what_dist_train_sh_ranks_write(tmp_path_factory):
@@ -21,3 +22,12 @@ def test_mmcv_ranks_write_what_dist_train_sh_ranks_write(tmp_path_factory):
     sides = write_audit.by_side(write_audit.writes(root / "writes"))
     assert "write epoch_3.pth" in sides["ref"][0] and 1 in sides["ref"]  # the host's rank 1 ran here
     assert write_audit.differences(sides["ref"], sides["ours"]) == {}
+
+
+def test_rank_1_makes_no_mlflow_client(tmp_path_factory):
+    """MLflow's client is made on the rank that logs alone (``trainer_options._client_made_when_used``): rank 1 writes
+    nothing under ``mlruns/`` (the audit above), but a client made there writes the ``file:`` store's folders and
+    ``0/meta.yaml`` only where it gets there before rank 0 and otherwise only checks that they are there, which no
+    write audit sees; so each rank of the same run counts the clients it holds at the end of the fit
+    (tests/helpers/mmcv_mlflow_clients.py). Mutation: the client made on every rank fails it ({0: 1, 1: 1})."""
+    assert clients_by_rank(fresh_mmcls(tmp_path_factory) / "mlflow_clients") == {0: 1, 1: 0}
