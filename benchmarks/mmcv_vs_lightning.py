@@ -2,6 +2,7 @@
 same models, data and hooks. Runs in ``.venv-mmcv1`` (mmcv 1.7.2)::
 
     .venv-mmcv1/bin/python benchmarks/mmcv_vs_lightning.py [--repeats 9] [--cases tiny cnn tiny-iter cnn-iter] [--mount-points [--probe]]
+    .venv-mmcv1/bin/python benchmarks/mmcv_vs_lightning.py --calls [--cases ...]  # calls per iteration, untimed
 
 Cases, each under the hosts below, round-robin in one process with single-threaded torch:
 
@@ -87,6 +88,30 @@ this round: ``lightning_api.direct_optimizer_reads`` gives the wrapper's own cla
 ``state`` and ``defaults`` (80 ns a read), for mmcv's ``runner.optimizer`` and iMIX's ``engine.optimizer``. The rest
 of the gap is the colder caches the hooks meet inside Lightning's step (classy_vs_lightning.py's docstring), first
 reads 2-3.5x the warm ones on both sides.
+
+Round 16 (#35), in Python calls per iteration (``--calls``: ``_common.python_calls``, a run of the case's epochs less
+a run of one epoch; load-independent). Of the adapter's own bookkeeping (MMCVAdapter holding OptimizerHook alone,
+over bare Lightning's manual step), every call per iteration on ``tiny-iter``, and whose work it is:
+
+* the host's own: ``runner.model.train()`` (IterBasedRunner's ``train()`` does it each iteration: ``Runner.model``
+  and torch's ``Module.train`` / ``children``), ``_take_outputs`` (mmcv's ``run_iter``: ``runner.outputs`` and
+  ``LogBuffer.update``), ``OptimizerHook.after_train_iter`` and its two ``runner.optimizer`` reads;
+* Lightning's, in place of bare Lightning's ``manual_backward`` and ``optimizers()`` (which the adapter does not call:
+  hence fewer calls than bare Lightning in all): ``call_before_backward``, ``step_loss``, ``_DeferredFetcher.__next__``;
+* the adapter's: ``on_train_batch_start`` (``train_epoch_open``, ``MMCVAdapter.start_train_batch``,
+  ``ManualStepAdapter.start_train_batch``, ``MMCVLoop.start_iter``), the wrapped step (``training_step``,
+  ``_Step.__call__``, ``run_step``, ``MMCVLoop.before_step``), the strategy's return (``MMCVAdapter.trigger``,
+  ``ManualStepAdapter.trigger``, ``MMCVLoop.end_iter``), ``on_train_batch_end`` (``end_train_batch``,
+  ``Trainer.is_last_batch``) and the two ``HookDispatch.fire``.
+
+Cut: the loop fired through ``LegacyHookAdapter.fire`` (a one-line hop to ``HookDispatch.fire``; the loop now holds the
+dispatch, as Classy's and iMIX's do), ``MMCVAdapter.trigger`` compared each trigger with ``==`` (a dataclass
+``__eq__``; now a type check, as MMEngine's), and the runner facade's ``model`` / ``data_loader`` / ``data_batch``
+went through ``_need`` at every read. ``tiny-iter``, before / after: bookkeeping -6.3 / -11.3 calls over bare
+Lightning (26.3 / 23.3 of them lightning_hooks'); the hooks under the adapter, bookkeeping apart, 38.8 / 37.9 (13.2 /
+12.3) against 44.6 under IterBasedRunner. ``tiny``: bookkeeping -47.6 / -51.6 (24.3 / 22.3); hooks, bookkeeping
+apart, 25.6 / 24.5 (6.3 / 5.3) against 34.0 under EpochBasedRunner. What is left is the adapter's layering (four calls
+from ``on_train_batch_start`` to the loop, three from the strategy's return), about 0.1 us a call.
 """
 
 from __future__ import annotations
@@ -97,7 +122,7 @@ import sys
 import tempfile
 import warnings
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -108,7 +133,15 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import MountPointTimer, cpu_clock, hook_cost_report, hook_cost_rounds, mount_point_report  # noqa: E402
+from _common import (  # noqa: E402
+    MountPointTimer,
+    call_report,
+    cpu_clock,
+    hook_cost_report,
+    hook_cost_rounds,
+    mount_point_report,
+    python_calls,
+)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -304,13 +337,14 @@ def run_plain(case: Case, work_dir: str) -> float:
     return (cpu_clock() - start) / case.iters
 
 
+#: each host's run of a case in a work dir
 HOSTS = {
-    "host": lambda c, d, warm: run_runner(CASES[c], d),
-    "bare host": lambda c, d, warm: run_runner(CASES[c], d, hooks=False),
-    "lightning": lambda c, d, warm: run_lightning(CASES[c], d),
-    "adapter, no hooks": lambda c, d, warm: run_lightning(CASES[c], d, hooks=False),
-    "bare lightning": lambda c, d, warm: run_bare_lightning(CASES[c], d),
-    "plain loop": lambda c, d, warm: run_plain(CASES[c], d),
+    "host": run_runner,
+    "bare host": lambda c, d: run_runner(c, d, hooks=False),
+    "lightning": run_lightning,
+    "adapter, no hooks": lambda c, d: run_lightning(c, d, hooks=False),
+    "bare lightning": run_bare_lightning,
+    "plain loop": run_plain,
 }
 
 
@@ -331,24 +365,48 @@ def mount_points(case: str, tmp: str, repeats: int, probe: bool) -> None:
     mount_point_report(f"[{case}] hooks' mount points", hosts, CASES[case].iters, timer, repeats)
 
 
+#: ``--calls`` rows: (label, host, host subtracted from it)
+CALL_ROWS = (
+    ("adapter's own bookkeeping (OptimizerHook alone) over Lightning", "adapter, no hooks", "bare lightning"),
+    ("hooks under the Runner", "host", "bare host"),
+    ("hooks under Lightning + adapter", "lightning", "bare lightning"),
+    ("hooks under the adapter, its bookkeeping apart", "lightning", "adapter, no hooks"),
+)
+
+
+def call_counts(name: str, tmp: str) -> None:
+    """Print Python calls per iteration under each host (``_common.python_calls``: the case's epochs less one epoch),
+    ``lightning_hooks``' own apart, and which of the package's functions the adapter runs per iteration."""
+    hosts = {row[i] for row in CALL_ROWS for i in (1, 2)}
+    per_host = {host: python_calls(lambda e, host=host: HOSTS[host](replace(CASES[name], epochs=e),
+                                                                   f"{tmp}/calls-{host}-{e}"),
+                                   CASES[name].epochs, CASES[name].batches) for host in sorted(hosts)}  # fmt: skip
+    call_report(f"[{name}]", per_host, CALL_ROWS, ("adapter, no hooks", "lightning"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     parser.add_argument("--mount-points", action="store_true", help="time each hook's mount points under both hosts")
     parser.add_argument("--probe", action="store_true", help="with --mount-points: time a fixed probe at each call")
+    parser.add_argument("--calls", action="store_true", help="count Python calls per iteration instead of timing")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     for name in ("lightning.pytorch", "lightning.pytorch.utilities.rank_zero"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    if args.mount_points:
+    if args.calls or args.mount_points:
         with tempfile.TemporaryDirectory() as tmp:
             for case in args.cases:
-                mount_points(case, tmp, args.repeats, args.probe)
+                if args.calls:
+                    call_counts(case, tmp)
+                else:
+                    mount_points(case, tmp, args.repeats, args.probe)
         return
+    timed = {host: lambda c, d, warm, run=run: run(CASES[c], d) for host, run in HOSTS.items()}
     with tempfile.TemporaryDirectory() as tmp:
-        us = hook_cost_rounds(args.cases, HOSTS, args.repeats, tmp)
+        us = hook_cost_rounds(args.cases, timed, args.repeats, tmp)
     hook_cost_report("hooks: register_training_hooks' (StepLr, Optimizer, Checkpoint, IterTimer, TextLogger/50)",
                      "Runner", "MMCVAdapter", args.cases, us, bare_lightning="bare Lightning (manual step)")
 

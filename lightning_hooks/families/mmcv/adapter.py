@@ -134,9 +134,9 @@ class MMCVAdapter(ManualStepAdapter):
         real = _runner_module()
         self.steppers = [h for h in self.hooks if isinstance(h, real.OptimizerHook)]
         #: mmcv's runner loop: counters, lengths, mode; fires the train and val rows (the runner facade reads it)
-        self.loop = MMCVLoop(
-            self, runner_type == "IterBasedRunner", hooks_step=bool(self.steppers), take_outputs=self._take_outputs,
-            make_train_iterator=self._make_train_iterator,
+        self.loop = MMCVLoop(  # fires through the dispatch itself, as Classy's and iMIX's loops: no call in between
+            self.dispatch, runner_type == "IterBasedRunner", hooks_step=bool(self.steppers),
+            take_outputs=self._take_outputs, make_train_iterator=self._make_train_iterator,
         )  # fmt: skip  # the keywords a few to a line
         self.runner = self.host = Runner(self.hooks, self.hook_caller, self.loop, runner_type, work_dir, meta, logger,
                                          model)  # fmt: skip  # Runner's arguments, continued
@@ -325,7 +325,7 @@ class MMCVAdapter(ManualStepAdapter):
     def trigger(self, trigger: Trigger, **context: Any) -> None:
         """``after_train_iter`` once the strategy returned from the step, when a hook owns backward and step; before
         Lightning loads a resumed checkpoint's weights, hold back those of buffers the hooks have not registered yet."""
-        if trigger == _LOAD_CHECKPOINT:
+        if type(trigger) is ModuleLoadCheckpoint:  # every step's path: no dataclass __eq__ (as MMEngine's trigger)
             self._hold_back(context["checkpoint"])
         else:
             super().trigger(trigger, **context)

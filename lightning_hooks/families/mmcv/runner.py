@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -134,9 +134,11 @@ class Runner(Facade):
     @property
     def model(self) -> torch.nn.Module:
         """The mmcv model inside the LightningModule (see :class:`Runner`)."""
-        if self._model is None:
+        model = self._model
+        if model is None:  # read every iteration (IterBasedRunner's model.train()): no call on the way to it
             self._lightning("model")
-        return self._need("model", self._model, "before the adapter's setup has found the mmcv model")
+            _missing("model", "before the adapter's setup has found the mmcv model")
+        return model
 
     @property
     def _model_name(self) -> str:
@@ -156,11 +158,17 @@ class Runner(Facade):
     @property
     def data_loader(self) -> Loader:
         """The loader of the current mode; ``len()`` is the batches Lightning runs per epoch."""
-        return self._need("data_loader", self._loop.data_loader, "before the first train or validation epoch")
+        loader = self._loop.data_loader
+        if loader is None:
+            _missing("data_loader", "before the first train or validation epoch")
+        return loader
 
     @property
     def data_batch(self) -> Any:
-        return self._need("data_batch", self._loop.data_batch, "outside an iteration")
+        batch = self._loop.data_batch
+        if batch is None:
+            _missing("data_batch", "outside an iteration")
+        return batch
 
     @property
     def work_dir(self) -> str:
@@ -259,13 +267,16 @@ class Runner(Facade):
             path = find_model(root, _is_mmcv_model, adapter="MMCVAdapter", what="mmcv models (modules with train_step)")
         self._model = submodule(root, path or "", adapter="MMCVAdapter")
 
-    def _need(self, name: str, value: Any, why: str) -> Any:
-        if value is None:
-            raise AttributeError(f"lightning-hooks' mmcv runner facade: {name!r} is not available {why}")
-        return value
-
     def _lightning(self, name: str) -> pl.Trainer:
-        return self._need(name, self.lightning, "before the Lightning trainer has set the adapter up")
+        trainer = self.lightning
+        if trainer is None:
+            _missing(name, "before the Lightning trainer has set the adapter up")
+        return trainer
+
+
+def _missing(name: str, why: str) -> NoReturn:
+    """Raise the facade's ``AttributeError`` for ``name``, not available ``why``."""
+    raise AttributeError(f"lightning-hooks' mmcv runner facade: {name!r} is not available {why}")
 
 
 def _is_mmcv_model(module: torch.nn.Module) -> bool:
