@@ -354,12 +354,20 @@ def make_pending_train_iterator(trainer: Any) -> bool:
     one in place of the previous epoch's, which Lightning makes only after every ``on_train_epoch_start`` hook
     (``iter()`` of the fetcher in ``_TrainingEpochLoop.on_run_start``). That ``iter()`` then keeps this iterator
     rather than making a second one, as a host iterates its loader once an epoch. Returns whether one was made (not:
-    made for this epoch already, or the fit's fetcher not deferred). Checked on :data:`CHECKED_ON`."""
+    made for this epoch already, or the fit's fetcher not deferred).
+
+    The epoch a fit resumes into from a checkpoint written in its validation, after its last batch, ends without
+    drawing: the iterator made ahead for it (Lightning 2.4 starts it with ``on_train_epoch_start``) is made anew for
+    the next epoch, and the count of its batches the epoch loop added to the one held back (2.5 and later) is dropped,
+    so the next epoch runs all its batches. Checked on :data:`CHECKED_ON`."""
     fetcher = trainer.fit_loop._data_fetcher
-    if getattr(fetcher, "made_ahead", True):
+    epoch = trainer.current_epoch
+    if not hasattr(fetcher, "made_ahead") or (fetcher.made_ahead and fetcher.made_for == epoch):
         return False
+    if fetcher.pending and not trainer.fit_loop.epoch_loop.restarting:
+        fetcher.fetched = 0
     fetcher.make_iterator()
-    fetcher.made_ahead = True
+    fetcher.made_ahead, fetcher.made_for = True, epoch
     return True
 
 
@@ -374,6 +382,7 @@ def _deferred_class(base: type) -> type:
         class _DeferredFetcher(base):  # Lightning's fetcher class, found at run time
             pending = False
             made_ahead = False  # made by make_pending_train_iterator for the epoch starting, no batch drawn yet
+            made_for = -1  # that epoch
             before_first_draw: Sequence[Callable[[int], None]] = ()  # each fetcher gets its trainer's list
 
             def __iter__(self) -> Any:

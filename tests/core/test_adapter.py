@@ -117,6 +117,33 @@ def test_the_epoch_a_fit_resumes_into_is_started_mid_epoch_with_its_iterator_whe
     assert events == expected
 
 
+class BatchesRun(pl.Callback):
+    """Records each train batch run as ``(epoch, batch_idx)``."""
+
+    def __init__(self) -> None:
+        self.run: list[tuple[int, int]] = []
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.run.append((trainer.current_epoch, batch_idx))
+
+
+@pytest.mark.parametrize("at", [None, "before_epoch_start", "after_epoch_start"])
+def test_a_fit_resumed_from_a_checkpoint_written_in_validation_runs_the_next_epoch_whole(tmp_path, at):
+    """A checkpoint written in the validation after epoch 0's last batch (``ModelCheckpoint`` saving at
+    ``on_validation_end``: ``save_on_train_epoch_end=False``, ``check_val_every_n_epoch > 1``): the resumed fit draws
+    nothing in epoch 0, and the next epoch's iterator, held back since the data setup, runs all 3 batches, as without
+    the adapter (the count Lightning adds for epoch 0's batches is not carried into epoch 1)."""
+    at_validation = ModelCheckpoint(dirpath=tmp_path, save_on_train_epoch_end=False, save_top_k=-1)
+    _fit(tmp_path, ToyAdapter([Counter()]), max_epochs=1, callbacks=[at_validation], num_sanity_val_steps=0)
+    [checkpoint] = tmp_path.glob("*.ckpt")
+    batches = BatchesRun()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Lightning's caution on a resume inside an epoch
+        _fit(tmp_path / "resumed", IteratorAt([Counter()], at, []), ckpt_path=str(checkpoint), max_epochs=3,
+             callbacks=[batches], num_sanity_val_steps=0)  # fmt: skip  # Trainer kwargs
+    assert batches.run == [(epoch, index) for epoch in (1, 2) for index in range(3)]
+
+
 class EvalIteratorAt(ToyAdapter):
     """Declares where its host makes each evaluation's iterator; records the evaluation steps and what it prepares."""
 
