@@ -3,10 +3,10 @@ ranks start as iMIX's ``launch`` starts them and run ``imixEngine(cfg).train()``
 DDP (``strategy="ddp"``, ``devices=2``, IMIXAdapter with the Organizer's hooks and loader), fresh, and stopped inside
 epoch 1 then resumed (iMIX from its CheckPointHook's epoch file with ``resume_from``, Lightning from its checkpoint):
 ``tests/helpers/imix_engine_ddp.py``. The config loads through iMIX's own loader builder with the sampler of iMIX's
-shipped OSCAR configs (``sampler='DistributedSampler'``), without loader workers (they ship 4): iMIX forks its
-workers anew every epoch in processes that run gloo's threads, and a worker forked so hung once in some 45 runs with
-2 workers a rank (the others bitwise equal); the worker's seed and data drawn where iMIX makes the epoch's iterator
-are checked in one process (test_engine.py)."""
+shipped OSCAR configs (``sampler='DistributedSampler'``), without loader workers (they ship 4): both loops fork an
+epoch's workers anew in processes that run gloo's threads, and with 2 workers a rank 2 runs in 201 hung, a worker
+deadlocked since its fork (docs/migration-imix.md, "Loader workers"; 2 workers would cost 3 s CPU more); the workers'
+seed and data drawn where iMIX makes the epoch's iterator are checked in one process (test_engine.py)."""
 
 from __future__ import annotations
 
