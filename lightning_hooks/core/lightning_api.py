@@ -548,10 +548,9 @@ def run_pending_validation(trainer: Any, checkpoint: dict[str, Any]) -> bool:
     (``val_check_interval=1.0``, ``check_val_every_n_epoch``) and resumes after the saved batch (Lightning 2.5 and
     later; 2.4 runs that batch again, then validates).
 
-    Rewrites ``loops.fit_loop``'s ``epoch_loop.batch_progress`` (the batch completed; the epoch's count, which the
-    epoch loop adds to the train fetcher's before the draw it never makes, at 0: the next epoch's held-back iterator
-    keeps that count, :func:`make_pending_train_iterator`) and ``epoch_loop.val_loop.batch_progress`` (as written at
-    the validation's first batch: the fit loop runs the whole validation, then ends the epoch). Checked on
+    Rewrites ``loops.fit_loop``'s ``epoch_loop.batch_progress`` (the batch completed and the epoch's current count at
+    0: kept, Lightning's epoch loop runs the saved batch again) and ``epoch_loop.val_loop.batch_progress`` (as written
+    at the validation's first batch: the fit loop runs the whole validation, then ends the epoch). Checked on
     :data:`CHECKED_ON`."""
     if Version(namespace_of(trainer).__version__) < Version("2.5") or not written_at_last_batch(checkpoint):
         return False
