@@ -49,9 +49,12 @@ def main(argv: list[str] | None = None) -> None:
     elif command in ("fit", "validate", "test"):
         from lightning_hooks.console import quiet_upstream_notices
         from lightning_hooks.lightning_cli import LightningHooksCLI
+        from lightning_hooks.train import end_process_group, process_group_started
 
         quiet_upstream_notices()
+        started_before = process_group_started()
         LightningHooksCLI(argv)  # None: LightningCLI reads sys.argv itself
+        end_process_group(started_before)  # as lightning-hooks train does
     elif command in ("-h", "--help"):
         print(USAGE)
     else:

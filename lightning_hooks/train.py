@@ -61,8 +61,24 @@ def explain(command: TrainCommand, err: BaseException) -> InputError | None:
     return checkpoint_error(err) or (command.explain(err) if command.explain is not None else None)
 
 
+def process_group_started() -> bool:
+    """Whether this process has joined a ``torch.distributed`` process group (without importing torch for it)."""
+    dist = sys.modules.get("torch.distributed")
+    return dist is not None and dist.is_available() and dist.is_initialized()
+
+
+def end_process_group(started_before: bool) -> None:
+    """Leave the process group the run started (Lightning's DDP strategy, or the entry point's ``--launcher``), unless
+    it was there before the command. Lightning destroys only an NCCL group at exit; a gloo group left to the
+    interpreter's exit has aborted ranks whose training had finished (SIGABRT after "terminate called without an
+    active exception"), and torchrun then reports the whole run failed."""
+    if not started_before and process_group_started():
+        sys.modules["torch.distributed"].destroy_process_group()
+
+
 def main(argv: list[str]) -> None:
-    """Run the entry point that trains ``argv[0]``'s kind of config with the whole of ``argv``."""
+    """Run the entry point that trains ``argv[0]``'s kind of config with the whole of ``argv``; then leave the
+    process group the run started (:func:`end_process_group`)."""
     if not argv or argv[0] in ("-h", "--help"):
         if not argv:
             fail("a config is required")
@@ -75,6 +91,7 @@ def main(argv: list[str]) -> None:
         from lightning_hooks.core.console import quiet_upstream_notices
 
         quiet_upstream_notices()
+        started_before = process_group_started()
         try:
             command.main(argv)
         except Exception as err:
@@ -82,5 +99,6 @@ def main(argv: list[str]) -> None:
             if explained is None:
                 raise
             raise explained from err
+        end_process_group(started_before)
     except InputError as err:
         bad_input(err)

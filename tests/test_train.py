@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from lh_testing import commands_in_one_process, subprocess_env
+from lh_testing import DDP_LAUNCH_VARIABLES, commands_in_one_process, subprocess_env
 
 from lightning_hooks import cli
 from lightning_hooks import train as dispatcher
@@ -75,6 +75,44 @@ def test_an_unknown_kind_shows_the_usage(capsys):
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and "usage: lightning-hooks train CONFIG" in err
     assert "no registered family trains 'notes.txt'" in err
+
+
+@pytest.mark.parametrize("before", [False, True], ids=["started-by-the-run", "there-before"])
+def test_the_command_leaves_the_process_group_its_run_started(monkeypatch, before):
+    """Lightning destroys only an NCCL group at exit; a gloo group left to the interpreter's exit has aborted a rank
+    whose run had finished (SIGABRT). The command ends the group its run started, and only that one."""
+    import torch.distributed as dist
+
+    from lightning_hooks.core.family import TrainCommand
+
+    def start_group() -> None:
+        if not dist.is_initialized():  # as Lightning's DDP strategy does when the run sets up
+            dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+
+    command = TrainCommand(legacy="a host's train script", usage="CONFIG", kind="test", main=lambda argv: start_group())
+    monkeypatch.setattr(dispatcher, "command_for", lambda first: command)
+    if before:
+        start_group()
+    try:
+        dispatcher.main(["config.py"])
+        assert dist.is_initialized() == before
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def test_lightning_hooks_fit_leaves_the_process_group_lightnings_ddp_started(tmp_path, monkeypatch):
+    """``lightning-hooks fit`` (LightningCLI) under ``strategy=ddp``: Lightning starts a gloo group and leaves it."""
+    import torch.distributed as dist
+
+    for name in DDP_LAUNCH_VARIABLES:  # Lightning's launcher sets them in this process: unset again after the test
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    cli.main(["fit", "--model", "lightning.pytorch.demos.boring_classes.BoringModel", "--trainer.max_steps=1",
+              "--trainer.limit_val_batches=0", "--trainer.strategy=ddp", "--trainer.devices=1",
+              "--trainer.accelerator=cpu", "--trainer.logger=false", "--trainer.enable_checkpointing=false",
+              "--trainer.enable_progress_bar=false", f"--trainer.default_root_dir={tmp_path}"])  # fmt: skip
+    assert not dist.is_initialized()
 
 
 @pytest.mark.parametrize("body", [MMENGINE_CFG, MMCV_CFG], ids=["mmengine", "openmmlab-1.x"])

@@ -137,6 +137,7 @@ def main(root: Path) -> None:
         lightning_resumed=run_lightning(work, "lightning-resumed", ckpt, ckpt_path=str(ckpt / "last.ckpt")),
     )
     torch.save(runs, root / f"rank{dist.get_rank()}.pt")
+    dist.destroy_process_group()  # iMIX's launch leaves the group to the interpreter's exit, where gloo aborted a rank
 
 
 if __name__ == "__main__":

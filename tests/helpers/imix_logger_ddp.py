@@ -60,6 +60,7 @@ def main(work_dir: Path) -> None:
     import wandb
 
     wandb.finish()  # as a W&B user's script ends its run: torchrun may end the rank's process group before atexit's
+    dist.destroy_process_group()  # the group this script started: at the interpreter's exit gloo once aborted a rank
 
 
 if __name__ == "__main__":

@@ -71,6 +71,8 @@ def main() -> None:
     script = Path(importlib.import_module(package).__file__).parent / ".mim" / "tools" / "train.py"
     sys.argv = [str(script), *argv]
     runpy.run_path(str(script), run_name="__main__")
+    if dist.is_initialized():  # tools/train.py leaves the group to the interpreter's exit, where gloo's threads
+        dist.destroy_process_group()  # once aborted a rank after a finished run (SIGABRT)
 
 
 if __name__ == "__main__":
