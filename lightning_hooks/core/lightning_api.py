@@ -563,10 +563,10 @@ def run_pending_validation(trainer: Any, checkpoint: dict[str, Any]) -> bool:
         return False
     batches = loop["epoch_loop.batch_progress"]
     batches["total"]["completed"] = batches["total"]["processed"]
-    batches["current"] = dict(ready=0, started=0, processed=0, completed=0)
+    batches["current"] = _saved_progress(0)
     validation = loop["epoch_loop.val_loop.batch_progress"]
-    validation["total"] = dict(ready=1, started=1, processed=0, completed=0)
-    validation["current"] = dict(ready=0, started=0, processed=0, completed=0)
+    validation["total"] = _saved_progress(1, processed=0)
+    validation["current"] = _saved_progress(0)
     validation["is_last_batch"] = False
     return True
 
@@ -595,10 +595,17 @@ def _settle_batches(loop: dict[str, Any]) -> None:
     batches = loop["epoch_loop.batch_progress"]
     done = batches["total"]["processed"]
     loop["epoch_loop.state_dict"]["_batches_that_stepped"] += done - batches["total"]["completed"]
-    batches["total"] = dict(ready=done, started=done, processed=done, completed=done)
-    batches["current"] = dict(ready=0, started=0, processed=0, completed=0)
+    batches["total"] = _saved_progress(done)
+    batches["current"] = _saved_progress(0)
     batches["is_last_batch"] = False
     loop.get("state_dict", {}).pop("combined_loader", None)
+
+
+def _saved_progress(ready: int, *, processed: int | None = None) -> dict[str, int]:
+    """A saved progress counter (Lightning's ``_ReadyCompletedTracker``'s ``state_dict``): ``ready`` batches ready and
+    started, ``processed`` (default ``ready``) processed and completed."""
+    done = ready if processed is None else processed
+    return dict(ready=ready, started=ready, processed=done, completed=done)
 
 
 def _data_connector(ns: types.ModuleType) -> types.ModuleType:
