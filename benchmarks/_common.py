@@ -6,8 +6,10 @@ import collections
 import statistics
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -77,32 +79,44 @@ def cpu_clock() -> float:
 
 
 def hook_cost_rounds(
-    cases: list[str], hosts: dict[str, Callable[[str, str, bool], float]], repeats: int, tmp: str
-) -> dict[tuple[str, str], list[float]]:
+    cases: list[str], hosts: dict[str, Callable[[str, str, bool], float]], repeats: int, tmp: str,
+    timers: dict[str, PointTimer],
+) -> tuple[dict[tuple[str, str], list[float]], Direct]:
     """Round-robin samples, in us per iteration, of ``hosts[name](case, work_dir, warm)`` for every case; one warm-up
-    run each first; odd repeats run the hosts in reverse order, so no host always runs after the same one."""
+    run each first; odd repeats run the hosts in reverse order, so no host always runs after the same one. The hosts
+    named in ``timers`` run with their timer's points timed (:class:`PointTimer`): those samples come back as well,
+    with the timer's floor measured at each repeat (:class:`Direct`)."""
     for case in cases:
         for name, run in hosts.items():
             run(case, f"{tmp}/warm-{name}-{case}", True)
     us: dict[tuple[str, str], list[float]] = {(c, h): [] for c in cases for h in hosts}
+    direct = Direct()
     for i in range(repeats):
         order = list(hosts.items()) if i % 2 == 0 else list(hosts.items())[::-1]
+        direct.floors.append(timer_floor_ns())
         for case in cases:
             for name, run in order:
-                us[case, name].append(1e6 * run(case, f"{tmp}/{name}-{case}-{i}", False))
-    return us
+                seconds, points = timed_run(timers.get(name), partial(run, case, f"{tmp}/{name}-{case}-{i}", False))
+                us[case, name].append(1e6 * seconds)
+                if points is not None:
+                    direct.points.setdefault((case, name), []).append(points)
+    return us, direct
 
 
 def hook_cost_report(title: str, host: str, adapter: str, cases: list[str],
-                     us: dict[tuple[str, str], list[float]], target: float = 1.05,
-                     bare_lightning: str = "Lightning") -> dict[str, tuple[float, float]]:
-    """Print per case: it/s of the host and of Lightning + adapter with the hooks, and the per-step breakdown (medians
-    over repeats of each repeat's difference), with two ratios over the hooks' cost under the host: the hooks' cost
-    under Lightning + adapter counted from bare Lightning (the adapter's own bookkeeping charged to the hooks), and
-    counted from the adapter with no hooks (the hooks' own cost under the adapter). Returns case -> both ratios."""
+                     us: dict[tuple[str, str], list[float]], direct: Direct, iters: dict[str, int],
+                     target: float = 1.05, bare_lightning: str = "Lightning") -> dict[str, tuple[float, float]]:
+    """Print per case the headline, the hooks' cost timed where it is spent (:func:`direct_report`); then, by
+    subtraction of whole runs: it/s of the host and of Lightning + adapter with the hooks, and the per-step breakdown
+    (medians over repeats of each repeat's difference), with two ratios over the hooks' cost under the host: the
+    hooks' cost under Lightning + adapter counted from bare Lightning (the adapter's own bookkeeping charged to the
+    hooks), and counted from the adapter with no hooks (the hooks' own cost under the adapter). Returns case -> both
+    subtraction ratios."""
     repeats = len(next(iter(us.values())))
-    print(f"{title}; torch threads: 1; {repeats} round-robin repeats; medians over repeats of each repeat's "
-          "own difference")
+    print(f"{title}; torch threads: 1; {repeats} round-robin repeats")
+    direct_report(host, adapter, cases, iters, direct)
+    print("by subtraction of whole runs (process CPU time, hooked run less bare run); medians over repeats of each "
+          "repeat's own difference")
     rows: dict[str, list[str]] = {}
     ratios: dict[str, tuple[float, float]] = {}
     host_hooks, with_bookkeeping, hooks_alone = (f"hooks under the {host}", f"hooks under Lightning + {adapter}",
@@ -132,6 +146,224 @@ def hook_cost_report(title: str, host: str, adapter: str, cases: list[str],
     for label, values_ in rows.items():
         print(f"  {label:74s}" + "".join(f"{v:>11s}" for v in values_))
     return ratios
+
+
+# --------------------------------------------------------------------------- the hooks' cost, timed where it is spent
+T = TypeVar("T")
+#: a point a :class:`PointTimer` times: (class, method name, whether a call counts: a bool or a test of the call's
+#: positional arguments, ``self`` first); a call that does not count is still timed by no point it calls
+Point = tuple[type, str, "bool | Callable[[tuple[Any, ...]], bool]"]
+#: Lightning's callbacks that run inside a fit's train epochs: where the hooks' per-epoch and per-step work runs under
+#: an adapter (the run-level ones, ``setup``, ``on_train_start``, ``on_train_end``, ..., fire the hosts' run-level
+#: mount points, which no host's timer counts either)
+LOOP_CALLBACKS = frozenset({"on_train_epoch_start", "on_train_batch_start", "on_before_backward", "on_after_backward",
+                            "on_before_optimizer_step", "on_before_zero_grad", "on_train_batch_end",
+                            "on_train_epoch_end"})  # fmt: skip
+
+
+#: the hosts' mount points inside their train epochs (MMEngine's and mmcv's ``call_hook`` names, iMIX's engine methods)
+TRAIN_STAGES = frozenset({"before_train_epoch", "after_train_epoch", "before_train_iter", "after_train_iter"})
+
+
+def call_hook_points(runner: type) -> list[Point]:
+    """A runner's hook-calling point, ``runner.call_hook(fn_name)``, counted for :data:`TRAIN_STAGES`."""
+    return [(runner, "call_hook", lambda args: args[1] in TRAIN_STAGES)]
+
+
+@dataclass
+class PointTime:
+    """What one run spent in a :class:`PointTimer`'s points: ``perf_counter_ns`` inside the counted calls (outermost
+    only) and how many, and inside the excluded calls they made and how many."""
+
+    ns: int = 0
+    calls: int = 0
+    excluded_ns: int = 0
+    excluded_calls: int = 0
+
+    def net_ns(self, floor_ns: float) -> float:
+        """The time in the counted calls less the excluded calls in them and less the timer's floor for each timed
+        call (:func:`timer_floor_ns`)."""
+        return self.ns - self.excluded_ns - floor_ns * (self.calls + self.excluded_calls)
+
+
+@dataclass
+class _Depth:
+    level: int = 0  # 1 inside a point
+    counting: bool = False  # inside a counted point
+    excluding: bool = False  # inside an excluded call of a counted point
+
+
+class PointTimer:
+    """Thread CPU time (``time.thread_time_ns``: all the work runs in this thread, and other tenants of a shared
+    machine do not inflate it, as they inflate ``perf_counter``) of every outermost call of ``points`` while
+    :meth:`measure` runs one host, less what ``excluded`` methods take inside them (the model's step, the step an
+    optimizer hook does: the training's work, not the hooks'). A point that an excluded call calls counts again (the
+    hooks a forward hook fires inside the model's step). The points are patched on their classes for that run only,
+    so whatever is built inside it calls the timed methods."""
+
+    def __init__(self, points: Sequence[Point], excluded: Sequence[tuple[type, str]] = ()) -> None:
+        self.points, self.excluded = list(points), list(excluded)
+
+    def measure(self, run: Callable[[], T]) -> tuple[T, PointTime]:
+        """``run()``'s result and the time it spent in the points."""
+        record, depth = PointTime(), _Depth()
+        wrapped = [(cls, name, _timed_point(getattr(cls, name), counted, record, depth))
+                   for cls, name, counted in self.points]  # fmt: skip
+        wrapped += [(cls, name, _excluded(getattr(cls, name), record, depth)) for cls, name in self.excluded]
+        saved = [(cls, name, vars(cls).get(name, _ABSENT)) for cls, name, _ in wrapped]
+        try:
+            for cls, name, fn in wrapped:
+                setattr(cls, name, fn)
+            return run(), record
+        finally:
+            for cls, name, fn in reversed(saved):
+                if fn is _ABSENT:
+                    delattr(cls, name)
+                else:
+                    setattr(cls, name, fn)
+
+
+_ABSENT = object()
+_CLOCK = time.thread_time_ns
+
+
+def _timed_point(fn: Callable[..., Any], counted: bool | Callable[[tuple[Any, ...]], bool], record: PointTime,
+                 depth: _Depth) -> Callable[..., Any]:  # fmt: skip
+    """``fn`` timed into ``record`` when called outside any point (or inside an excluded call) and it counts; inside
+    a point, untimed."""
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        if depth.level and not depth.excluding:
+            return fn(*args, **kwargs)
+        if counted is not True and (counted is False or not counted(args)):
+            depth.level += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                depth.level -= 1
+        saved = depth.level, depth.counting, depth.excluding
+        depth.level, depth.counting, depth.excluding = depth.level + 1, True, False
+        start = _CLOCK()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            record.ns += _CLOCK() - start
+            record.calls += 1
+            depth.level, depth.counting, depth.excluding = saved
+
+    return timed
+
+
+def _excluded(fn: Callable[..., Any], record: PointTime, depth: _Depth) -> Callable[..., Any]:
+    """``fn`` timed into ``record``'s excluded time when a counted point calls it."""
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        if not depth.counting or depth.excluding:
+            return fn(*args, **kwargs)
+        depth.excluding = True
+        start = _CLOCK()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            record.excluded_ns += _CLOCK() - start
+            record.excluded_calls += 1
+            depth.excluding = False
+
+    return timed
+
+
+def timed_run(timer: PointTimer | None, run: Callable[[], T]) -> tuple[T, PointTime | None]:
+    """``run()``'s result and, with a timer, the time it spent in the timer's points."""
+    return (run(), None) if timer is None else timer.measure(run)
+
+
+class _Probe:
+    def noop(self) -> None:
+        """The timer's floor: a counted point that does nothing."""
+
+
+def timer_floor_ns(calls: int = 2000, rounds: int = 5) -> float:
+    """What a counted point reads around a call that does nothing (a clock read and the call), median ns per call
+    over ``rounds`` of ``calls``: subtracted for every timed call (:meth:`PointTime.net_ns`)."""
+    timer = PointTimer([(_Probe, "noop", True)])
+
+    def run() -> None:
+        probe = _Probe()
+        for _ in range(calls):
+            probe.noop()
+
+    return median([timer.measure(run)[1].ns / calls for _ in range(rounds)])
+
+
+def adapter_timer(adapter: type, module: type, excluded: Sequence[tuple[type, str]] = ()) -> PointTimer:
+    """The timer of an adapter's points: every Lightning callback method it overrides, counted in
+    :data:`LOOP_CALLBACKS` (the rest open no count, so what they fire is not counted either); its ``trigger``, which
+    the run's patches call (``after_train_iter`` once the strategy returned, where a hook owns the step); its
+    ``run_step``, which the wrapped step of ``module`` calls (``before_train_iter`` there), less the module's own
+    ``training_step``; less ``excluded`` too (an optimizer hook's step)."""
+    import lightning.pytorch as pl
+
+    names = [name for name, fn in vars(pl.Callback).items()
+             if callable(fn) and not name.startswith("_") and getattr(adapter, name) is not fn]  # fmt: skip
+    points = [*((adapter, name, name in LOOP_CALLBACKS) for name in names), (adapter, "trigger", True),
+              (adapter, "run_step", True)]  # fmt: skip
+    return PointTimer(points, [(module, "training_step"), *excluded])
+
+
+@dataclass
+class Direct:
+    """The timed points' samples of a round-robin run: per (case, host) one :class:`PointTime` per repeat, and the
+    timer's floor (ns per timed call) measured at each repeat."""
+
+    points: dict[tuple[str, str], list[PointTime]]
+    floors: list[float]
+
+    def __init__(self) -> None:
+        self.points, self.floors = {}, []
+
+    def cost(self, case: str, hooked: str, bare: str, iters: int) -> list[float]:
+        """Per repeat, us per iteration the ``hooked`` host spent in its points over the ``bare`` one."""
+        return [(a.net_ns(f) - b.net_ns(f)) / iters / 1e3
+                for a, b, f in zip(self.points[case, hooked], self.points[case, bare], self.floors, strict=True)]  # fmt: skip
+
+    def detail(self, case: str, name: str, iters: int) -> str:
+        """``name``'s us per iteration in its points (medians over repeats) and its timed calls per iteration
+        (excluded ones after a ``+``)."""
+        samples = self.points[case, name]
+        us = median([p.net_ns(f) / iters / 1e3 for p, f in zip(samples, self.floors, strict=True)])
+        timed = median([p.calls / iters for p in samples])
+        excluded = median([p.excluded_calls / iters for p in samples])
+        return f"{name} {us:.1f} us/it in {timed:.2f}" + (f"+{excluded:.2f}" if excluded else "") + " calls"
+
+
+def spread(values: list[float]) -> str:
+    """``median (min-max, IQR q1-q3)`` of per-repeat values."""
+    q1, _, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values[0],) * 3
+    return f"{median(values):.3f} (min-max {min(values):.3f}-{max(values):.3f}, IQR {q1:.3f}-{q3:.3f})"
+
+
+def direct_report(host: str, adapter: str, cases: list[str], iters: dict[str, int], direct: Direct,
+                  names: tuple[str, str, str, str] = HOOK_COST_HOSTS[:4]) -> dict[str, float]:
+    """Print the headline per case: the hooks' cost timed in the points (``names``: the host, the bare host,
+    Lightning + adapter, the adapter with no hooks), on the host its points' time over the bare host's, under
+    Lightning the adapter's over the adapter with no hooks, and their ratio, the median of per-repeat ratios with
+    its spread. Returns case -> that median."""
+    hooked, bare, lit, no_hooks = names
+    floors = direct.floors
+    print(f"the hooks' cost timed where it is spent (thread CPU time; timer floor {median(floors):.0f} ns a call, "
+          f"{min(floors):.0f}-{max(floors):.0f}, subtracted per timed call); per-repeat values, median (spread)")
+    medians = {}
+    for case in cases:
+        on_host = direct.cost(case, hooked, bare, iters[case])
+        on_lit = direct.cost(case, lit, no_hooks, iters[case])
+        ratios = [a / b for a, b in zip(on_lit, on_host, strict=True)]
+        medians[case] = median(ratios)
+        print(f"[{case}] hooks under the {host}, us/it: {spread(on_host)}")
+        print(f"[{case}] hooks under Lightning + {adapter}, us/it: {spread(on_lit)}")
+        print(f"[{case}] in the points: " + "; ".join(direct.detail(case, name, iters[case]) for name in names))
+        print(f"[{case}] HEADLINE hooks under Lightning + {adapter} / under the {host} (target <= 1.05): "
+              f"{spread(ratios)}")
+    return medians
 
 
 # --------------------------------------------------------------------------- mount-point times (host vs adapter)

@@ -24,9 +24,35 @@ epoch) and ``ExponentialMovingAverageModelHook`` (decay 0.999); no meters, no te
 timer: the task with no other hook, Lightning without the adapter; "adapter, no hooks" is ClassyAdapter holding only
 the timer (the adapter's own per-step bookkeeping, which the task's bare run does in its own loop). A timing hook (a
 callback in bare Lightning) times ``on_start`` to ``on_end`` (``on_train_start`` to ``on_train_end``) in process CPU
-time. The report's last two lines are the hooks' cost under Lightning + adapter over their cost under the task,
-counted from bare Lightning (the adapter's bookkeeping charged to the hooks) and from the adapter with no hooks
-(target: at most 1.05); see benchmarks/_common.py's ``hook_cost_report``.
+time.
+
+The report's headline is the hooks' cost timed where it is spent, in the same run (``_common.PointTimer``: thread CPU
+time, ``time.thread_time_ns``, of every outermost call of a host's hook-calling points, so other tenants' load does
+not enter an interval as it enters a whole run's difference):
+
+* under the task: the time inside each hook's ``on_phase_start`` / ``on_step`` / ``on_phase_end`` as
+  ``ClassificationTask`` calls them (its ``on_phase_*`` methods and ``step`` loop over ``task.hooks`` inline, around
+  the task's own phase work and step, so the hooks' methods are the points; the loop itself, ~0.1 us a hook, is
+  not timed); the bare task holds no such hook (its points read 0);
+* under Lightning: the time inside ClassyAdapter's Lightning callbacks of the train epochs (``on_train_epoch_start``,
+  ``on_train_batch_start``, ``on_before_backward``, ``on_after_backward``, ``on_before_optimizer_step``,
+  ``on_train_batch_end``, ``on_train_epoch_end``), its ``trigger`` (the forward and optimizer-step patches' call-ins)
+  and its ``run_step`` (``last_batch``, the loss, ``on_step``'s fire), less ``LitModel.training_step`` inside it (a
+  trigger the model's forward hook fires inside the step counts again); less the same for the adapter holding no hook
+  but the timer, whose callbacks do Classy's own per-step work (``last_batch``, the loss's ``item()``, the phase's
+  counters and meters), which the task does outside the hooks;
+* on neither side: ``on_start`` / ``on_end`` (the adapter's ``on_train_start`` / ``on_train_end``: not counted, nor
+  anything they call), the model's step, Lightning's own call of its callbacks (bare Lightning pays it too).
+
+Each timed call reads the clock once inside its own interval: that floor (a timed no-op, measured at every repeat;
+~0.6-0.7 us with thread time) is subtracted per timed call; it cancels in both differences anyway, which time the
+same number of calls. So the headline is the issue's "hooks' cost" (the hooks, their dispatch and the adapter's
+bookkeeping for them) from two differences of tens of microseconds timed in the same points, not two whole runs: the
+median over repeats of each repeat's ratio, with its min-max and interquartile range, and each host's us/it and
+timed calls per iteration in its points (excluded ones after a ``+``). The figures by subtraction of whole runs follow
+as the second part of the report: the hooks' cost under Lightning + adapter over their cost under the task,
+counted from bare Lightning (the adapter's bookkeeping charged to the hooks) and from the adapter with no hooks; see
+benchmarks/_common.py's ``hook_cost_report``.
 
 Round 3 (9 repeats each, the 2-core VM under a load average of 10-18 from other test runs, so each ratio moves by
 tens of percent between runs; the "hooks under the ClassificationTask" line read 89 then 141 us on ``tiny``):
@@ -187,8 +213,16 @@ from torch.utils.data import DataLoader, Dataset
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import (  # noqa: E402
-    MountPointTimer, call_report, cpu_clock, hook_cost_report, hook_cost_rounds, mount_point_report, python_calls)
-
+    MountPointTimer,
+    PointTimer,
+    adapter_timer,
+    call_report,
+    cpu_clock,
+    hook_cost_report,
+    hook_cost_rounds,
+    mount_point_report,
+    python_calls,
+)
 from classy_vision.dataset import ClassyDataset  # noqa: E402
 from classy_vision.hooks import (  # noqa: E402
     CheckpointHook,
@@ -362,6 +396,16 @@ RUNS: dict[str, Callable[[Case, str], float]] = {
 }
 HOSTS = {name: lambda c, d, warm, run=run: run(CASES[c], d) for name, run in RUNS.items()}
 
+#: the hooks' classes (``on_start`` / ``on_end`` are run-level: not counted, as the adapter's ``on_train_start`` /
+#: ``on_train_end`` are not)
+HOOK_CLASSES = (LossLrMeterLoggingHook, CheckpointHook, ExponentialMovingAverageModelHook)
+#: the points each host's hooks' cost is timed in (the module's docstring): the task's calls of its hooks, the
+#: adapter's Lightning callbacks, ``trigger`` and ``run_step`` (less the module's step)
+TIMERS = {name: PointTimer([(cls, point, point not in ("on_start", "on_end")) for cls in HOOK_CLASSES
+                            for point in ("on_start", "on_phase_start", "on_step", "on_phase_end", "on_end")])
+          for name in ("host", "bare host")} | {
+    name: adapter_timer(ClassyAdapter, LitModel) for name in ("lightning", "adapter, no hooks")}  # fmt: skip
+
 
 def call_counts(case: str, tmp: str) -> None:
     """Print Python calls per step under each host, ``lightning_hooks``' own apart: the adapter's bookkeeping (the
@@ -457,9 +501,9 @@ def main() -> None:
                 mount_points(case, tmp, args.repeats, args.probe)
         return
     with tempfile.TemporaryDirectory() as tmp:
-        us = hook_cost_rounds(args.cases, HOSTS, args.repeats, tmp)
+        us, direct = hook_cost_rounds(args.cases, HOSTS, args.repeats, tmp, TIMERS)
     hook_cost_report("hooks: LossLrMeterLogging/50, Checkpoint, EMA(0.999)", "ClassificationTask", "ClassyAdapter",
-                     args.cases, us)
+                     args.cases, us, direct, {c: CASES[c].iters for c in args.cases})
 
 
 if __name__ == "__main__":

@@ -25,9 +25,35 @@ IMIXAdapter holding OptimizerHook alone (manual optimisation, as with all the ho
 bookkeeping, which the engine's bare run does in its own loop: the counters, the loss dict, ``write_metrics``, the log
 buffer's step); bare Lightning is :class:`BareModule` without the adapter, stepping as OptimizerHook does. A custom
 hook, moved first at level HIGHEST (a callback in bare Lightning), times ``before_train`` to ``after_train`` in process
-CPU time. The report's last two lines are the hooks' cost under Lightning + adapter over their cost under the engine,
-counted from bare Lightning (the adapter's bookkeeping charged to the hooks) and from the adapter with no hooks
-(target: at most 1.05); see benchmarks/_common.py's ``hook_cost_report``.
+CPU time.
+
+The report's headline is the hooks' cost timed where it is spent, in the same run (``_common.PointTimer``: thread CPU
+time, ``time.thread_time_ns``, of every outermost call of a host's hook-calling points, so other tenants' load does
+not enter an interval as it enters a whole run's difference):
+
+* under the engine: the time inside ``EngineBase.before_train_epoch`` / ``before_train_iter`` / ``after_train_iter``
+  / ``after_train_epoch`` (the loops over ``engine._hooks``, the hooks' work, and the log buffer's step, which the
+  bare engine does too), less the time inside ``OptimizerHook.after_train_iter`` (backward and ``step``: the
+  training's); less the same in the bare engine's run (OptimizerHook and the timing hook);
+* under Lightning: the time inside IMIXAdapter's Lightning callbacks of the train epochs (``on_train_epoch_start``,
+  ``on_train_batch_start``, ``on_train_batch_end``, ``on_train_epoch_end``), its ``trigger`` (``after_train_iter``
+  once the strategy returned) and its ``run_step`` (``before_train_iter``, the loss dict, ``write_metrics``), less
+  ``IMIXModule.training_step`` inside it and ``OptimizerHook.after_train_iter``; less the same for the adapter
+  holding OptimizerHook alone, whose callbacks do what the engine's loop does outside the hooks' loops (the counters,
+  the loss dict, ``write_metrics``, the log buffer's step);
+* on neither side: ``before_train`` / ``after_train`` (the adapter fires them from ``on_train_start`` /
+  ``on_train_end``: not counted, nor anything they call), the model's step, Lightning's own call of its callbacks
+  (bare Lightning pays it too).
+
+Each timed call reads the clock once inside its own interval: that floor (a timed no-op, measured at every repeat;
+~0.6-0.7 us with thread time) is subtracted per timed call; it cancels in both differences anyway, which time the
+same number of calls. So the headline is the issue's "hooks' cost" (the hooks, their dispatch and the adapter's
+bookkeeping for them) from two differences of tens of microseconds timed in the same points, not two whole runs: the
+median over repeats of each repeat's ratio, with its min-max and interquartile range, and each host's us/it and
+timed calls per iteration in its points (excluded ones after a ``+``). The figures by subtraction of whole runs follow
+as the second part of the report: the hooks' cost under Lightning + adapter over their cost under the engine,
+counted from bare Lightning (the adapter's bookkeeping charged to the hooks) and from the adapter with no hooks; see
+benchmarks/_common.py's ``hook_cost_report``.
 
 Where the adapter's per-step microseconds go (round 4, cProfile in process time of ``run_lightning`` on ``tiny`` with
 the hooks, microseconds per iteration as profiled, so several times the real cost): per iteration the adapter fires
@@ -117,10 +143,10 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parents[1] / "tests" / "helpers")]
-from _common import cpu_clock, hook_cost_report, hook_cost_rounds  # noqa: E402
-
 import imix_reference as ref  # noqa: E402  (iMIX's engine and Organizer, run as they are on torch 2)
-from imix.engine.hooks import HookBase, PriorityStatus  # noqa: E402
+from _common import TRAIN_STAGES, PointTimer, adapter_timer, cpu_clock, hook_cost_report, hook_cost_rounds  # noqa: E402
+from imix.engine.base_engine import EngineBase  # noqa: E402
+from imix.engine.hooks import HookBase, OptimizerHook, PriorityStatus  # noqa: E402
 
 from lightning_hooks import IMIXAdapter  # noqa: E402
 
@@ -318,6 +344,15 @@ HOSTS = {
     "plain loop": lambda c, d, warm: run_plain(c, d),
 }
 
+#: the optimizer's step inside ``OptimizerHook.after_train_iter`` (backward, ``step``): the training's, on both hosts
+STEP = [(OptimizerHook, "after_train_iter")]
+#: the points each host's hooks' cost is timed in (the module's docstring): the engine's loops over its hooks, the
+#: adapter's Lightning callbacks, ``trigger`` and ``run_step``
+TIMERS = {name: PointTimer([*((EngineBase, stage, True) for stage in sorted(TRAIN_STAGES)),
+                            (EngineBase, "before_train", False), (EngineBase, "after_train", False)], STEP)
+          for name in ("host", "bare host")} | {
+    name: adapter_timer(IMIXAdapter, ref.IMIXModule, STEP) for name in ("lightning", "adapter, no hooks")}  # fmt: skip
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -331,10 +366,10 @@ def main() -> None:
     logging.getLogger("imix").addHandler(logging.NullHandler())
     logging.getLogger("imix").propagate = False
     with tempfile.TemporaryDirectory() as tmp:
-        us = hook_cost_rounds(args.cases, HOSTS, args.repeats, tmp)
+        us, direct = hook_cost_rounds(args.cases, HOSTS, args.repeats, tmp, TIMERS)
     hook_cost_report("hooks: the Organizer's (Optimizer, LRScheduler, IterationTimer, CheckPoint, CommonMetricLogger, "
-                     "JSONLogger, TensorboardLogger / 50)", "imixEngine", "IMIXAdapter", args.cases, us,
-                     bare_lightning="bare Lightning (manual step)")  # fmt: skip
+                     "JSONLogger, TensorboardLogger / 50)", "imixEngine", "IMIXAdapter", args.cases, us, direct,
+                     {c: CASES[c].iters for c in args.cases}, bare_lightning="bare Lightning (manual step)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -19,9 +19,35 @@ step without it); "adapter, no hooks" is Lightning + MMCVAdapter holding Optimiz
 adapter's own per-step bookkeeping, which the Runner's bare run does in its own loop); bare Lightning is
 :class:`BareModule` without the adapter, stepping in manual optimisation as OptimizerHook does (against Lightning's
 automatic optimisation, ~100 us/step dearer, the hooks' cost would read negative). A HIGHEST-priority hook (a callback
-in bare Lightning) times ``before_run`` to ``after_run`` in process CPU time. The report's last two lines are the
-hooks' cost under Lightning + adapter over their cost under the Runner, counted from bare Lightning (the adapter's
-bookkeeping charged to the hooks) and from the adapter with no hooks (target: at most 1.05); see
+in bare Lightning) times ``before_run`` to ``after_run`` in process CPU time.
+
+The report's headline is the hooks' cost timed where it is spent, in the same run (``_common.PointTimer``: thread CPU
+time, ``time.thread_time_ns``, of every outermost call of a host's hook-calling points, so other tenants' load does
+not enter an interval as it enters a whole run's difference):
+
+* under the Runner: the time inside ``BaseRunner.call_hook`` for the train epochs' stages (``before_train_epoch``,
+  ``before_train_iter``, ``after_train_iter``, ``after_train_epoch``: the walk of the hook list, each hook's mount
+  point, the hooks' work), less the time inside ``OptimizerHook.after_train_iter`` (backward and ``step``: the
+  training's, which the bare Runner does too); less the same in the bare Runner's run (its walk over OptimizerHook
+  and the timing hook);
+* under Lightning: the time inside MMCVAdapter's Lightning callbacks of the train epochs (``on_train_epoch_start``,
+  ``on_train_batch_start``, ``on_train_batch_end``, ``on_train_epoch_end``), its ``trigger`` (``after_train_iter``
+  once the strategy returned) and its ``run_step`` (``before_train_iter``, ``runner.outputs`` and the log buffer),
+  less the module's ``training_step`` inside it and ``OptimizerHook.after_train_iter``; less the same for the adapter
+  holding OptimizerHook alone, whose callbacks do the bookkeeping the Runner's loop does outside ``call_hook`` (the
+  outputs, the log buffer, the counters);
+* on neither side: the run-level stages (``before_run``, ``before_epoch`` / ``after_epoch`` of IterBasedRunner,
+  ``after_run``; the adapter fires them from ``setup`` / ``on_train_start`` / ``on_train_end``: not counted, nor
+  anything they call), the model's step, Lightning's own call of its callbacks (bare Lightning pays it too).
+
+Each timed call reads the clock once inside its own interval: that floor (a timed no-op, measured at every repeat;
+~0.6-0.7 us with thread time) is subtracted per timed call; it cancels in both differences anyway, which time the
+same number of calls. So the headline is the issue's "hooks' cost" (the hooks, their dispatch and the adapter's
+bookkeeping for them) from two differences of tens of microseconds timed in the same points, not two whole runs: the
+median over repeats of each repeat's ratio, with its min-max and interquartile range, and each host's us/it and
+timed calls per iteration in its points (excluded ones after a ``+``). The figures by subtraction of whole runs follow
+as the second part of the report: the hooks' cost under Lightning + adapter over their cost under the Runner,
+counted from bare Lightning (the adapter's bookkeeping charged to the hooks) and from the adapter with no hooks; see
 benchmarks/_common.py's ``hook_cost_report``.
 
 Where the adapter's per-step microseconds go (round 4, cProfile in process time of ``run_lightning`` on
@@ -135,6 +161,9 @@ from torch.utils.data import DataLoader, TensorDataset
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import (  # noqa: E402
     MountPointTimer,
+    PointTimer,
+    adapter_timer,
+    call_hook_points,
     call_report,
     cpu_clock,
     hook_cost_report,
@@ -347,6 +376,12 @@ HOSTS = {
     "plain loop": run_plain,
 }
 
+#: the optimizer's step inside ``OptimizerHook.after_train_iter`` (backward, ``step``): the training's, on both hosts
+STEP = [(mmcv_runner.OptimizerHook, "after_train_iter")]
+#: the points each host's hooks' cost is timed in (the module's docstring): the runner's ``call_hook``, the adapter's
+#: Lightning callbacks and ``trigger``
+TIMERS = {name: PointTimer(call_hook_points(mmcv_runner.BaseRunner), STEP) for name in ("host", "bare host")} | {
+    name: adapter_timer(MMCVAdapter, LitModel, STEP) for name in ("lightning", "adapter, no hooks")}
 
 #: the mount points the hooks' classes define themselves (``--mount-points``); mmcv's ``Hook`` itself is not timed
 MOUNT_POINTS = ("before_run", "after_run", "before_epoch", "after_epoch", "before_iter", "after_iter",
@@ -406,9 +441,10 @@ def main() -> None:
         return
     timed = {host: lambda c, d, warm, run=run: run(CASES[c], d) for host, run in HOSTS.items()}
     with tempfile.TemporaryDirectory() as tmp:
-        us = hook_cost_rounds(args.cases, timed, args.repeats, tmp)
+        us, direct = hook_cost_rounds(args.cases, timed, args.repeats, tmp, TIMERS)
     hook_cost_report("hooks: register_training_hooks' (StepLr, Optimizer, Checkpoint, IterTimer, TextLogger/50)",
-                     "Runner", "MMCVAdapter", args.cases, us, bare_lightning="bare Lightning (manual step)")
+                     "Runner", "MMCVAdapter", args.cases, us, direct, {c: CASES[c].iters for c in args.cases},
+                     bare_lightning="bare Lightning (manual step)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -37,7 +37,32 @@ sanity check. ``Trainer(barebones=True)`` applies these settings plus ``log_ever
 ``LightningModule.log``, so ``after_val_epoch`` would receive no metrics. The adapter and its hooks work under
 ``barebones=True``, but it measured no faster than the settings above.
 
-The report gives, per model:
+The report's headline, per model, is the hooks' cost timed where it is spent, in the same run as the rest
+(``_common.PointTimer``: thread CPU time, ``time.thread_time_ns``, of every outermost call of a host's hook-calling
+points, so other tenants' load does not enter an interval as it enters a whole run's difference):
+
+* under the Runner: the time inside ``Runner.call_hook`` for the train epochs' stages (``before_train_epoch``,
+  ``before_train_iter``, ``after_train_iter``, ``after_train_epoch``; CheckpointHook's nested
+  ``before_save_checkpoint`` is inside its call), that is the Runner's walk of its hook list, each hook's mount point
+  (overridden or not) and the hooks' work; less the same in the bare Runner's run (the walk over the timing hook);
+* under Lightning: the time inside MMEngineAdapter's Lightning callbacks of the train epochs (``on_train_epoch_start``,
+  ``on_train_batch_start``, ``on_train_batch_end``, ``on_train_epoch_end``; and ``trigger`` where a patch calls it):
+  the hooks, the dispatch's walk of its table, the facade's updates and the loop's counters; less the same for the
+  adapter holding no hook but the timer, whose callbacks do the bookkeeping the Runner's loop does outside
+  ``call_hook`` (the counters, the epoch-end check);
+* on neither side: the run-level mount points (``before_run``, ``before_train``, ``after_train``, ``after_run``,
+  which the adapter fires from ``setup`` / ``on_train_start`` / ``on_train_end``: not counted, nor anything they call),
+  the model's step, Lightning's own call of its callbacks (bare Lightning pays it too), and the adapter's few
+  per-step calls outside its callbacks (``CountWrapperSteps``' optimizer post-hook, the deferred fetcher: under 1 us
+  an iteration; ``--calls`` counts them);
+* each timed call reads the clock once inside its own interval: that floor (a timed no-op, measured at every repeat;
+  ~0.6-0.7 us with thread time) is subtracted per timed call; it cancels in both differences anyway, which time the
+  same number of calls.
+
+So the headline is the issue's "hooks' cost" (the hooks, their dispatch and the adapter's bookkeeping for them) from
+two differences of tens of microseconds timed in the same points, not two whole ~1 s runs: the median over repeats
+of each repeat's ratio, with its min-max and interquartile range. The figures by subtraction of whole runs follow as
+the second part of the report:
 
 * it/s of the Runner and of Lightning + adapter (medians over repeats);
 * the lightning/runner ratio: the median, over repeats, of that repeat's ratio (the runs of a repeat sit close in
@@ -54,6 +79,9 @@ The report gives, per model:
 
     python benchmarks/mmengine_vs_lightning.py [--repeats 15] [--models tiny cnn tiny-iter] [--mount-points [--probe]]
     python benchmarks/mmengine_vs_lightning.py --calls [--models ...]   # Python calls per iteration, not timed
+
+The per-iteration figures inside each host's points (us/it and timed calls, excluded ones after a ``+``) are printed
+with the headline.
 
 ``--calls`` counts, with ``sys.setprofile``, the Python function calls of each host per iteration (a run of the case's
 epochs less a run of one epoch, over the iterations between): the same breakdown as the timing, in calls, which load
@@ -179,6 +207,7 @@ import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -196,7 +225,19 @@ from lightning_hooks.families.mmengine import MMEngineAdapter, build_hooks
 from lightning_hooks.families.mmengine.iter_based import Endless
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import MountPointTimer, call_report, mount_point_report, python_calls  # noqa: E402
+from _common import (  # noqa: E402
+    Direct,
+    MountPointTimer,
+    PointTimer,
+    adapter_timer,
+    call_hook_points,
+    call_report,
+    direct_report,
+    mount_point_report,
+    python_calls,
+    timed_run,
+    timer_floor_ns,
+)
 
 DEFAULT_HOOKS = dict(logger=dict(type="LoggerHook", interval=50))
 CUSTOM_HOOKS = [dict(type="EMAHook")]
@@ -390,6 +431,10 @@ HOSTS = {
     "bare lightning": lambda *a: run_lightning(*a, hooks=False, adapter=False),
     "plain loop": run_plain,
 }
+#: the points each host's hooks' cost is timed in (the module's docstring): the Runner's ``call_hook``, the adapter's
+#: Lightning callbacks and ``trigger``
+TIMERS = {name: PointTimer(call_hook_points(Runner)) for name in ("runner", "bare runner")} | {
+    name: adapter_timer(MMEngineAdapter, LitModel) for name in ("lightning", "adapter, no hooks")}
 #: per-step breakdown rows: (label, host, host subtracted from it)
 BREAKDOWN = (
     ("plain PyTorch loop (model, loss, backward, SGD)", "plain loop", None),
@@ -454,20 +499,26 @@ def main() -> None:
 
     cases = [CASES[name] for name in args.models]
     us: dict[tuple[str, str], list[float]] = {(c.name, h): [] for c in cases for h in HOSTS}
+    direct = Direct()
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases:
             for host, run in HOSTS.items():
                 run(case, f"{tmp}/warm-{host}", 1)
         for i in range(args.repeats):
             order = list(HOSTS.items()) if i % 2 == 0 else list(HOSTS.items())[::-1]
+            direct.floors.append(timer_floor_ns())
             for case in cases:
                 for host, run in order:
-                    us[case.name, host].append(1e6 * run(case, f"{tmp}/{host}{i}", case.epochs))
+                    seconds, points = timed_run(TIMERS.get(host), partial(run, case, f"{tmp}/{host}{i}", case.epochs))
+                    us[case.name, host].append(1e6 * seconds)
+                    if points is not None:
+                        direct.points.setdefault((case.name, host), []).append(points)
 
-    print(
-        f"hooks: MMEngine default hooks + EMAHook; torch threads: 1; {args.repeats} round-robin repeats; "
-        "medians over repeats of each repeat's own ratio / difference"
-    )
+    print(f"hooks: MMEngine default hooks + EMAHook; torch threads: 1; {args.repeats} round-robin repeats")
+    direct_report("Runner", "MMEngineAdapter", [c.name for c in cases], {c.name: c.iters for c in cases}, direct,
+                  ("runner", "bare runner", "lightning", "adapter, no hooks"))
+    print("by subtraction of whole runs (process CPU time, hooked run less bare run); medians over repeats of each "
+          "repeat's own ratio / difference")
     rows: dict[str, list[str]] = {}
     for case in cases:
         t = {host: us[case.name, host] for host in HOSTS}
