@@ -20,9 +20,11 @@ seconds per iteration past the warm-up and the peak's growth during training, an
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import os
+import resource
 import runpy
 import sys
 import time
@@ -42,17 +44,46 @@ def memory_mib(field: str) -> float:
     return float("nan")
 
 
+class Mallinfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (glibc >= 2.33): the main arena's size, the mmapped blocks and their bytes, ..."""
+
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]  # fmt: skip
+
+
+def process_counters() -> dict[str, float]:
+    """This process's counters that load does not move: page faults (minor, major), context switches (voluntary,
+    involuntary), OS threads alive, and glibc malloc's state (``mallinfo2``: ``arena`` bytes in the heap,
+    ``hblks``/``hblkhd`` blocks and bytes mapped by mmap, ``uordblks`` bytes in use, ``keepcost`` trimmable top)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    counters = {"minflt": usage.ru_minflt, "majflt": usage.ru_majflt, "nvcsw": usage.ru_nvcsw,
+                "nivcsw": usage.ru_nivcsw, "threads": len(os.listdir("/proc/self/task"))}  # fmt: skip
+    if hasattr(LIBC, "mallinfo2"):
+        info = LIBC.mallinfo2()
+        counters.update({name: getattr(info, name) for name in ("arena", "hblks", "hblkhd", "uordblks", "keepcost")})
+    return counters
+
+
+LIBC = ctypes.CDLL(None)
+if hasattr(LIBC, "mallinfo2"):
+    LIBC.mallinfo2.restype = Mallinfo2
+
+
 class Stamps(list):
-    """CPU time after each train iteration; at the first, the RSS then (the model, data and both hosts' imports built)."""
+    """CPU time after each train iteration, and :func:`process_counters` then; at the first, the RSS then (the model,
+    data and both hosts' imports built)."""
 
     def tick(self) -> None:
         if not self:
             self.rss_at_first = memory_mib("VmRSS")
+            self.counters: list[dict[str, float]] = []
         self.append(time.process_time())
+        self.counters.append(process_counters())
 
     def dump(self, out: str) -> None:
         with open(out, "w") as f:
-            json.dump({"stamps": list(self), "rss_at_first": self.rss_at_first, "peak": memory_mib("VmHWM")}, f)
+            json.dump({"stamps": list(self), "rss_at_first": self.rss_at_first, "peak": memory_mib("VmHWM"),
+                       "counters": self.counters}, f)  # fmt: skip
 
 
 def import_library(library: str) -> None:

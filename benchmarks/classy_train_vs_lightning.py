@@ -27,7 +27,12 @@ path, and ``classy_train.py`` into ``.venv/classy_vision/``), without the tests'
     PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/classy_train_vs_lightning.py --calls --cases template
 
 ``--calls`` counts the Python calls per train step on each side (cProfile from ``on_phase_start`` to ``on_phase_end``
-of each train phase after the first) and lists the functions called most more often under ``lightning-hooks train``.
+of each train phase after the first), which load does not move; names the callbacks the command's ``Trainer`` holds;
+counts a third side, the command with one more ``Callback`` that overrides no hook
+(``--trainer.callbacks+=lightning.pytorch.callbacks.Callback``: what one entry of ``trainer.callbacks`` costs per step
+by itself); and lists the functions called most more often under ``lightning-hooks train``. Timing with the default 5
+repeats takes ~6 minutes on a quiet 2-core machine (template ~1, ResNet-50 ~5); ``--calls --cases template`` ~15 s of
+CPU.
 
 Round 14 (#35), what the command does per step that ``classy_train.py`` does not (``--calls --cases template``, two
 runs, the same figures): 13181 Python calls per train step against 11392 (+1789, +15.7%; the data pipeline and the
@@ -42,6 +47,15 @@ the hook callers, the optimizer closure, ``isinstance`` +326, ``dict.get`` +152,
 loop to ``Trainer(barebones=True)``'s cost (``lightning_settings.py``); none of the calls above can be turned off by a
 setting. At ~0.5 us a call on this machine, +1789 calls is ~0.9 ms of the template's 12-13 ms step: the 1.02 target
 needs at most ~0.25 ms, out of reach on this step with Lightning's loop; on ResNet-50's 280 ms step it is met.
+
+Round 17 (#35), ``--calls --cases template``: the same 11397 vs 13181 calls per step; the command's ``Trainer`` holds
+two callbacks, ``ClassyAdapter`` and ``HookScalars`` (Lightning adds none under the command's settings), and one
+callback that overrides no hook costs +108.0 calls per train step (the six per-step hooks, each through
+``getattr``/``callable``, the callback's ``state_key`` and the profiler's context). ``HookScalars`` overrides only
+``setup``/``teardown``/``on_exception`` and does nothing when no hook holds a TensorBoard writer (the template with
+``--skip_tensorboard``), so it is 108 of the 1789 added calls (6%, ~50 us of the ~12 ms step); the rest is Lightning's
+own loop, which ``barebones`` runs too (``lightning_settings.py --calls``: the commands' settings are barebones +9.5
+calls a step).
 """
 
 from __future__ import annotations
@@ -62,8 +76,9 @@ CLASSY_TRAIN = Path(sys.prefix) / "classy_vision" / "classy_train.py"
 
 #: Per train phase (after the first): CPU seconds per step, appended by the ``step_timer`` hook.
 SAMPLES: list[float] = []
-#: ``--calls``: the profiler the ``step_timer`` hook runs over each train phase after the first, and its steps
-PROFILED: dict[str, Any] = {"profiler": None, "steps": 0}
+#: ``--calls``: the profiler the ``step_timer`` hook runs over each train phase after the first, its steps, and the
+#: callbacks of the ``Trainer`` running then (:func:`trainer_callbacks`)
+PROFILED: dict[str, Any] = {"profiler": None, "steps": 0, "callbacks": []}
 
 
 def register_timer() -> None:
@@ -84,6 +99,8 @@ def register_timer() -> None:
         def on_phase_start(self, task: Any) -> None:
             self.started = time.process_time()
             if PROFILED["profiler"] is not None and task.train and task.train_phase_idx > 0:
+                if not PROFILED["callbacks"]:
+                    PROFILED["callbacks"] = trainer_callbacks()
                 PROFILED["profiler"].enable()
 
         def on_phase_end(self, task: Any) -> None:
@@ -146,9 +163,14 @@ def run_classy_train(path: Path, flags: list[str]) -> None:
     classy_train.main(args, json.loads(path.read_text()))
 
 
+#: ``--calls``' sides: Classy's command, ours, and ours with one callback more that overrides no hook (what a callback
+#: in ``trainer.callbacks`` costs per step by itself: Lightning calls each hook on each callback)
+SIDES = {"classy": [], "lightning": [], "lightning + 1 callback": ["--trainer.callbacks+=lightning.pytorch.callbacks.Callback"]}
+
+
 def one_run(side: str, case: str, root: Path, index: int) -> float:
     """Median CPU seconds per step of one run."""
-    out = root / f"{case}-{side}-{index}"
+    out = root / f"{case}-{side.replace(' ', '')}-{index}"
     path = config(case, out)
     flags = ["--checkpoint_folder", str(out / "ckpt"), "--skip_tensorboard", "--log_freq", "1000"]
     SAMPLES.clear()
@@ -157,20 +179,32 @@ def one_run(side: str, case: str, root: Path, index: int) -> float:
     else:
         from lightning_hooks.train import main
 
-        main([str(path), *flags, "--accelerator", "cpu"])
+        main([str(path), *flags, "--accelerator", "cpu", *SIDES.get(side, [])])
     return statistics.median(SAMPLES)
+
+
+def trainer_callbacks() -> list[str]:
+    """The classes of the callbacks of the ``Trainer`` that ``lightning-hooks train`` built, while it runs (found by
+    the collector: the command keeps it to itself)."""
+    import gc
+
+    import lightning.pytorch as pl
+
+    running = [o for o in gc.get_objects() if isinstance(o, pl.Trainer) and o.state.status == "running"]
+    return [type(c).__name__ for trainer in running for c in trainer.callbacks]
 
 
 def calls_per_step(case: str, root: Path) -> None:
     """Print the Python calls per train step of each side (cProfile over the train phases after the first, from
-    ``on_phase_start`` to ``on_phase_end``), and the functions whose calls differ most."""
+    ``on_phase_start`` to ``on_phase_end``), the Trainer's callbacks and what one more costs per step, and the
+    functions whose calls differ most between Classy's command and ours."""
     import cProfile
     import pstats
 
     per_side: dict[str, dict[str, float]] = {}
-    for side in ("classy", "lightning"):
+    for side in SIDES:
         one_run(side, case, root, 100)  # warm
-        PROFILED.update(profiler=cProfile.Profile(), steps=0)
+        PROFILED.update(profiler=cProfile.Profile(), steps=0, callbacks=[])
         one_run(side, case, root, 101)
         stats = pstats.Stats(PROFILED["profiler"]).stats  # type: ignore[attr-defined]  # pstats keeps its table there
         per_side[side] = {f"{Path(f).name}:{line} {name}": calls / PROFILED["steps"]
@@ -178,7 +212,10 @@ def calls_per_step(case: str, root: Path) -> None:
         ours = sum(calls for (f, *_), (_, calls, *_) in stats.items() if "lightning_hooks" in f) / PROFILED["steps"]
         PROFILED["profiler"] = None
         print(f"{case}: {side} {sum(per_side[side].values()):.1f} Python calls per train step, {ours:.1f} of them "
-              "into lightning_hooks")
+              "into lightning_hooks" + (f"; the Trainer's callbacks: {', '.join(PROFILED['callbacks'])}"
+                                        if side != "classy" else ""))  # fmt: skip
+    extra = sum(per_side["lightning + 1 callback"].values()) - sum(per_side["lightning"].values())
+    print(f"  one callback that overrides no hook: {extra:+.1f} calls per train step")
     theirs, ours = per_side["classy"], per_side["lightning"]
     diff = sorted(((ours.get(k, 0.0) - theirs.get(k, 0.0), k) for k in ours.keys() | theirs.keys()), reverse=True)
     print("  most added per step under lightning-hooks train:")

@@ -10,7 +10,11 @@ validation, with ``IterClock`` in ``custom_hooks`` (benchmarks/_train_child.py).
 Reported: seconds of process CPU time per iteration after the first ``WARMUP`` iterations (start-up, model and data
 building excluded), each command's peak RSS (``os.wait4``: the whole process, imports included), its RSS at the first
 iteration (imports, model, data built) and the growth of the peak after it (training's own memory), and the median over
-rounds of each round's lightning/tools ratios with their range (target: at most 1.02). Importing ``lightning.pytorch``
+rounds of each round's lightning/tools ratios with their range (target: at most 1.02), and, per command, counters that
+the machine's load does not move (``_train_child.process_counters``): minor / major page faults and voluntary /
+involuntary context switches per iteration past the warm-up, and at the last iteration the OS threads alive and glibc
+malloc's state (``mallinfo2``: ``arena`` bytes in the heap, ``hblks`` / ``hblkhd`` blocks and bytes mapped by mmap,
+``uordblks`` bytes in use). Importing ``lightning.pytorch``
 alone adds ~180 MiB to a process that has imported torch (less next to a library that shares its imports), before any
 model exists; the growth after the first iteration compares what training itself holds.
 
@@ -68,11 +72,25 @@ after the first iteration tools vs lightning):
   0.95-1.04 for the control. No setting for the command to restore was found; the gap is not explained.
 * ``mmseg0-fcn``: 30.5 vs 30.5, 0.989 [0.902-1.011]; 477 vs 540 MiB (1.130); 12.3 vs 11.8 MiB.
 
+Round 17 (#35), the detectors' gap against load-independent counters (this script's counters; load average in
+brackets): ``mmdet2-retinanet`` ``--rounds 2 --iters 40`` [0.3-1.8]: 23.12 vs 23.63 ms/iter, 1.026 [0.965-1.086];
+minor faults 3.3 vs 1.5 per iteration, 0 major, 0 voluntary switches, one thread in both, malloc's heap 149 vs 171 MB
+(Lightning's imports), the same 6 mmapped blocks of 6.08 MB in both at the last iteration; ``mmdet-retinanet``
+``--rounds 4 --iters 40`` [1.5-4]: 26.94 vs 28.49 ms/iter, 1.030 [0.963-1.281]; minor faults 0.0 vs 0.1 per
+iteration, one thread, heap 194 vs 205 MB, 5 mmapped blocks in both (5.7 vs 9.5 MB). So no
+big tensor is freed to the kernel and mapped anew per step on either side (glibc's dynamic mmap threshold has settled
+before the warm-up ends: a re-mapped block would fault its pages, ~1 fault per 4 KiB, every step), no thread is
+started, and the steps do not switch out voluntarily: the page-fault / mmap-threshold / thread explanations are ruled
+out by counts. What is left differs only in where the same allocations land (a larger heap below them), which the
+counters cannot see; ``benchmarks/import_effects.py`` has the same counters before/after the import. On this
+near-quiet machine both detectors read within 1.03 at the median.
+
 Training's own memory (the growth after the first iteration) is the host's or less in every case; the peak's
 difference is there before the first iteration (Lightning's and the adapters' imports). Time: within 1.02 at the
 median for VISSL SwAV and the two segmentors, 1.04 for mmdet 3.x RetinaNet, not met for mmdet 2.x RetinaNet (1.14-1.26).
 
-Commands::
+Commands (each case ~1-2 minutes on a quiet 2-core machine with the defaults, ``vissl-swav`` ~4; ``--rounds`` and
+``--iters`` scale it)::
 
     OMP_NUM_THREADS=1 PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/train_commands.py --case vissl-swav
     OMP_NUM_THREADS=1 PYTHONPATH=$PWD/scripts/vissl-site .venv/bin/python benchmarks/train_commands.py --case mmdet-retinanet
@@ -212,11 +230,24 @@ CASES = {"vissl-swav": vissl_swav, "mmdet-retinanet": mmdet_retinanet, "mmseg-se
          "mmdet2-retinanet": mmdet2_retinanet, "mmseg0-fcn": mmseg0_fcn}  # fmt: skip
 
 
+#: counters whose per-iteration change the report gives (page faults, context switches), and those it gives as they
+#: are at the last iteration (threads alive, glibc malloc's state): _train_child.process_counters
+PER_ITERATION = ("minflt", "majflt", "nvcsw", "nivcsw")
+AT_END = ("threads", "arena", "hblks", "hblkhd", "uordblks")
+
+
+def counters_per_iteration(counters: list[dict[str, float]]) -> dict[str, float]:
+    """:data:`PER_ITERATION`'s change per iteration past the warm-up, and :data:`AT_END` at the last iteration."""
+    first, last = counters[WARMUP - 1], counters[-1]
+    per = {name: (last[name] - first[name]) / (len(counters) - WARMUP) for name in PER_ITERATION}
+    return per | {name: last[name] for name in AT_END if name in last}
+
+
 def run(host: str, library: str, config: Path | str, root: Path, extra: list[str], tag: str,
-        child_env: dict[str, str]) -> tuple[float, ...]:  # fmt: skip
-    """One ``host`` run in a process of its own (``child_env`` added to its environment): (CPU seconds per iteration
-    past the warm-up, peak RSS in MiB, the peak's growth in MiB from the first iteration to the end of training, the RSS
-    at the first iteration)."""
+        child_env: dict[str, str]) -> dict[str, float]:  # fmt: skip
+    """One ``host`` run in a process of its own (``child_env`` added to its environment): ``seconds`` (CPU seconds
+    per iteration past the warm-up), ``peak`` (peak RSS in MiB), ``growth`` (the peak's growth in MiB from the first
+    iteration to the end of training), ``first`` (the RSS at the first iteration) and :func:`counters_per_iteration`."""
     out, work_dir = root / f"{tag}.json", root / f"work-{tag}"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", **child_env}
     log = open(root / f"{tag}.log", "w")
@@ -230,7 +261,8 @@ def run(host: str, library: str, config: Path | str, root: Path, extra: list[str
     record = json.loads(out.read_text())
     stamps = record["stamps"]
     seconds = (stamps[-1] - stamps[WARMUP - 1]) / (len(stamps) - WARMUP)
-    return seconds, usage.ru_maxrss / 1024, record["peak"] - record["rss_at_first"], record["rss_at_first"]
+    return {"seconds": seconds, "peak": usage.ru_maxrss / 1024, "growth": record["peak"] - record["rss_at_first"],
+            "first": record["rss_at_first"], **counters_per_iteration(record["counters"])}  # fmt: skip
 
 
 def main() -> None:
@@ -258,24 +290,31 @@ def main() -> None:
             config = root / f"{args.case}.py"
             config.write_text(text)
         hosts = ("tools", "lightning")
-        samples: dict[str, list[tuple[float, ...]]] = {h: [] for h in hosts}
+        samples: dict[str, list[dict[str, float]]] = {h: [] for h in hosts}
         for i in range(args.rounds):
             for host in hosts if i % 2 == 0 else hosts[::-1]:
                 samples[host].append(run(host, library, config, root, extra, f"{host}-{i}", child_env))
-    ratios = [lit[0] / ref[0] for lit, ref in zip(samples["lightning"], samples["tools"])]
-    print(f"{args.case}: {args.iters} iterations per run ({WARMUP} not timed), {args.rounds} rounds, 1 thread"
+    report(args.case, args.iters, args.rounds, child_env, samples)
+
+
+def report(case: str, iters: int, rounds: int, child_env: dict[str, str], samples: dict[str, list[dict[str, float]]]) -> None:
+    """Print each command's medians over rounds [range], the counters' medians, and the lightning/tools ratios."""
+    median = statistics.median
+    ratios = [lit["seconds"] / ref["seconds"] for lit, ref in zip(samples["lightning"], samples["tools"])]
+    print(f"{case}: {iters} iterations per run ({WARMUP} not timed), {rounds} rounds, 1 thread"
           + "".join(f", {k}={v}" for k, v in child_env.items()))  # fmt: skip
-    for host in hosts:
-        ms = [1000 * s[0] for s in samples[host]]
-        rss = [s[1] for s in samples[host]]
-        grown = [s[2] for s in samples[host]]
-        first = [s[3] for s in samples[host]]
-        print(f"  {host:10s} {statistics.median(ms):8.2f} ms/iter [{min(ms):.2f}-{max(ms):.2f}]  "
-              f"peak RSS {statistics.median(rss):7.1f} MiB [{min(rss):.1f}-{max(rss):.1f}], "
-              f"RSS at the first iteration {statistics.median(first):.1f} MiB, growth after it "
-              f"{statistics.median(grown):.1f} MiB")  # fmt: skip
-    rss_ratio = statistics.median([lit[1] / ref[1] for lit, ref in zip(samples["lightning"], samples["tools"])])
-    print(f"  lightning/tools time: {statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}], "
+    for host, runs in samples.items():
+        ms = [1000 * s["seconds"] for s in runs]
+        rss = [s["peak"] for s in runs]
+        print(f"  {host:10s} {median(ms):8.2f} ms/iter [{min(ms):.2f}-{max(ms):.2f}]  "
+              f"peak RSS {median(rss):7.1f} MiB [{min(rss):.1f}-{max(rss):.1f}], "
+              f"RSS at the first iteration {median(s['first'] for s in runs):.1f} MiB, growth after it "
+              f"{median(s['growth'] for s in runs):.1f} MiB")  # fmt: skip
+        per = ", ".join(f"{name} {median(s[name] for s in runs):.1f}" for name in PER_ITERATION)
+        end = ", ".join(f"{name} {median(s[name] for s in runs):.0f}" for name in AT_END if name in runs[0])
+        print(f"  {'':10s} per iteration: {per}; at the end: {end}")
+    rss_ratio = median([lit["peak"] / ref["peak"] for lit, ref in zip(samples["lightning"], samples["tools"])])
+    print(f"  lightning/tools time: {median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}], "
           f"peak RSS: {rss_ratio:.3f} (target <= 1.02)")  # fmt: skip
 
 
