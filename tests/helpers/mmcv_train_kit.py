@@ -24,6 +24,9 @@ from typing import Any
 import torch
 from mmcv_testkit import fresh_root_logger
 
+#: the module every derived config imports first (after its dataset's): mmcv's runner waits skipped in each process
+#: of both hosts (tests/helpers/mmcv_no_waits.py)
+NO_WAITS = "mmcv_no_waits"
 #: the fields of a log record that are wall-clock readings
 WALL_CLOCK = ("time", "data_time", "eta", "memory")
 
@@ -37,9 +40,10 @@ def shipped_cifar_resnet() -> Path:
 
 def tiny_resnet_cifar(path: Path, *, samples_per_gpu: int = 4, imports: tuple[str, ...] = (), lines: str = "") -> Path:
     """Write, at ``path``, a config derived from :func:`shipped_cifar_resnet`: narrow (8 base channels), on
-    ``TinyCIFAR`` (tests/helpers/mmcv_tiny_cifar.py, which the config imports, then ``imports``), 2 epochs, step LR,
-    logging every iteration, evaluation each epoch; then ``lines`` (a key they assign replaces the one above)."""
-    modules = ["mmcv_tiny_cifar", *imports]
+    ``TinyCIFAR`` (tests/helpers/mmcv_tiny_cifar.py, which the config imports, then :data:`NO_WAITS` and
+    ``imports``), 2 epochs, step LR, logging every iteration, evaluation each epoch; then ``lines`` (a key they assign
+    replaces the one above)."""
+    modules = ["mmcv_tiny_cifar", NO_WAITS, *imports]
     path.write_text(textwrap.dedent(f"""
         _base_ = [{str(shipped_cifar_resnet())!r}]
         custom_imports = dict(imports={modules!r})
@@ -214,7 +218,7 @@ def tiny_fcn(folder: Path, *, train_images: int = 4, imports: tuple[str, ...] = 
     path = folder / "tiny_fcn.py"
     path.write_text(textwrap.dedent(f"""
         _base_ = [{str(_shipped("mmseg", "fcn/fcn_r18-d8_512x1024_80k_cityscapes.py"))!r}]
-        custom_imports = dict(imports={list(imports)!r})
+        custom_imports = dict(imports={[NO_WAITS, *imports]!r})
         bn = dict(type={'SyncBN' if sync_bn else 'BN'!r}, requires_grad=True)
         model = dict(pretrained=None, backbone=dict(base_channels=8, stem_channels=8, norm_cfg=bn),
                      decode_head=dict(in_channels=64, channels=16, num_classes=2, norm_cfg=bn),
@@ -276,7 +280,7 @@ def tiny_retinanet(folder: Path, *, images: int = 8, val: int = 0, imports: tupl
     path = folder / "tiny_retinanet.py"
     path.write_text(textwrap.dedent(f"""
         _base_ = [{str(_shipped("mmdet", "retinanet/retinanet_r18_fpn_1x_coco.py"))!r}]
-        custom_imports = dict(imports={list(imports)!r})
+        custom_imports = dict(imports={[NO_WAITS, *imports]!r})
         model = dict(
             backbone=dict(base_channels=8, init_cfg=None),
             neck=dict(in_channels=[8, 16, 32, 64], out_channels=16),
