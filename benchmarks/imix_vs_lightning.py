@@ -46,13 +46,19 @@ not enter an interval as it enters a whole run's difference):
   (bare Lightning pays it too).
 
 Each timed call reads the clock once inside its own interval: that floor (a timed no-op, measured at every repeat;
-~0.6-0.7 us with thread time) is subtracted per timed call; it cancels in both differences anyway, which time the
-same number of calls. So the headline is the issue's "hooks' cost" (the hooks, their dispatch and the adapter's
-bookkeeping for them) from two differences of tens of microseconds timed in the same points, not two whole runs: the
-median over repeats of each repeat's ratio, with its min-max and interquartile range, and each host's us/it and
-timed calls per iteration in its points (excluded ones after a ``+``). The figures by subtraction of whole runs follow
-as the second part of the report: the hooks' cost under Lightning + adapter over their cost under the engine,
-counted from bare Lightning (the adapter's bookkeeping charged to the hooks) and from the adapter with no hooks; see
+~0.6-0.7 us with thread time) is subtracted per timed call; it cancels in both differences anyway, which time the same
+number of calls. A thread-time read is a system call: right after a model step it costs up to ~10-18 us (its kernel
+path left cold; measured: 10.6 us median for the first read after a CNN step, 1.3 us for the next one), at the same
+places in a hooked run and its bare run, so it cancels in the differences but widens their spread where the points hold
+a step (mmcv's and iMIX's OptimizerHook, the module's step in ``run_step``). ``--clock wall`` times with
+``perf_counter_ns`` (a vDSO read, no such cost) for a quiet machine, where no preemption lands inside an interval. So
+the headline is the issue's "hooks' cost" (the hooks, their dispatch and the adapter's bookkeeping for them) from two
+differences of tens of microseconds timed in the same points, not two whole runs: the median over repeats of each
+repeat's ratio, with its min-max and interquartile range; the ratio of each side's least-disturbed repeat (its minimum
+over repeats: another tenant's load only adds CPU time, through the caches it takes); and each host's us/it and timed
+calls per iteration in its points (excluded ones after a ``+``). The figures by subtraction of whole runs follow as the
+second part of the report: the hooks' cost under Lightning + adapter over their cost under the engine, counted from
+bare Lightning (the adapter's bookkeeping charged to the hooks) and from the adapter with no hooks; see
 benchmarks/_common.py's ``hook_cost_report``.
 
 Where the adapter's per-step microseconds go (round 4, cProfile in process time of ``run_lightning`` on ``tiny`` with
@@ -144,7 +150,16 @@ from torch.utils.data import DataLoader, TensorDataset
 
 sys.path[:0] = [str(Path(__file__).parent), str(Path(__file__).parents[1] / "tests" / "helpers")]
 import imix_reference as ref  # noqa: E402  (iMIX's engine and Organizer, run as they are on torch 2)
-from _common import TRAIN_STAGES, PointTimer, adapter_timer, cpu_clock, hook_cost_report, hook_cost_rounds  # noqa: E402
+from _common import (  # noqa: E402
+    CLOCKS,
+    TRAIN_STAGES,
+    PointTimer,
+    adapter_timer,
+    cpu_clock,
+    hook_cost_report,
+    hook_cost_rounds,
+    use_clock,
+)
 from imix.engine.base_engine import EngineBase  # noqa: E402
 from imix.engine.hooks import HookBase, OptimizerHook, PriorityStatus  # noqa: E402
 
@@ -357,8 +372,11 @@ TIMERS = {name: PointTimer([*((EngineBase, stage, True) for stage in sorted(TRAI
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="thread",
+                        help="the headline's clock: thread CPU time (default) or wall time, for a quiet machine")
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     args = parser.parse_args()
+    use_clock(args.clock)
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
     for logger in ("lightning.pytorch", "lightning.pytorch.utilities.rank_zero"):

@@ -57,12 +57,17 @@ points, so other tenants' load does not enter an interval as it enters a whole r
   an iteration; ``--calls`` counts them);
 * each timed call reads the clock once inside its own interval: that floor (a timed no-op, measured at every repeat;
   ~0.6-0.7 us with thread time) is subtracted per timed call; it cancels in both differences anyway, which time the
-  same number of calls.
+  same number of calls. A thread-time read is a system call: right after a model step it costs up to ~10-18 us (its
+  kernel path left cold; measured: 10.6 us median for the first read after a CNN step, 1.3 us for the next one), at
+  the same places in a hooked run and its bare run, so it cancels in the differences (MMEngine's points hold no step;
+  mmcv's and iMIX's hold their OptimizerHook's, which widens their spread). ``--clock wall`` times with
+  ``perf_counter_ns`` (a vDSO read, no such cost) for a quiet machine, where no preemption lands inside an interval.
 
 So the headline is the issue's "hooks' cost" (the hooks, their dispatch and the adapter's bookkeeping for them) from
 two differences of tens of microseconds timed in the same points, not two whole ~1 s runs: the median over repeats
-of each repeat's ratio, with its min-max and interquartile range. The figures by subtraction of whole runs follow as
-the second part of the report:
+of each repeat's ratio, with its min-max and interquartile range; and the ratio of each side's least-disturbed repeat
+(its minimum over repeats: another tenant's load only adds CPU time, through the caches it takes). The figures by
+subtraction of whole runs follow as the second part of the report:
 
 * it/s of the Runner and of Lightning + adapter (medians over repeats);
 * the lightning/runner ratio: the median, over repeats, of that repeat's ratio (the runs of a repeat sit close in
@@ -194,6 +199,26 @@ figures compare hosts run side by side, not with the quiet run):
 So the 170 us are not the hooks' work done differently nor work the adapter adds: they are the spread of a difference
 of two 7.5 ms steps (120 iterations, ~1 s a run); round 11's quiet run read 568 vs 545 (1.04) on the same code, and
 the 4-repeat run above (its timers on) 335 vs 655 (0.51). No change.
+
+Round 17 (#35), the hooks' cost timed where it is spent (the headline above). Three default runs
+(``--repeats 15``) one after the other under the shared machine's load (7-8 on the 2 cores: other sessions' tests),
+median ratio (IQR) / ratio of each side's least-disturbed repeat, tiny, cnn, tiny-iter:
+
+    RUNS_MMENGINE
+
+Where the microseconds of the headline go, taken apart in one run (``tiny``, 3 repeats, load ~7; the hooks' own
+mount points timed inside the points with ``_common.MountPointTimer``), us/it: the Runner's ``call_hook`` 453.1, of
+which the hooks' own mount points 393.5 and the walk 59.6 (the bare Runner's walk 15.6); the adapter's callbacks 504.5,
+of which the hooks' own mount points 426.3 and the rest (the dispatch's walk, the facade's and the loop's updates)
+78.2 (the adapter holding no hook 41.9). So the hooks' cost is 437.5 under the Runner against 462.6 under the adapter
+(1.06): the adapter's dispatch of these hooks takes 36 us an iteration against the Runner's 44 (it calls only the
+mount points a hook overrides), and the rest of the gap is the hooks' own code, 8 % slower inside Lightning's step.
+
+That slowdown is the CPU caches, not work: with ~2 MB of Python objects visited at each of the Runner's model steps
+(outside the points, as Lightning's larger step touches more between the hooks' calls; a scratch run whose forward
+first reads 8,388 small dicts in a shuffled order, the headline's timers, 3 repeats, load ~8) the same hooks under
+the Runner cost 530 us/it against 418 without (1.29), more than under the adapter in the same run (397). Nothing in the adapter's per-step path is left to cut for it: its own part is under
+the Runner's, and the calls per iteration are those round 16 counted (``--calls``).
 """
 
 from __future__ import annotations
@@ -226,6 +251,7 @@ from lightning_hooks.families.mmengine.iter_based import Endless
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import (  # noqa: E402
+    CLOCKS,
     Direct,
     MountPointTimer,
     PointTimer,
@@ -237,6 +263,7 @@ from _common import (  # noqa: E402
     python_calls,
     timed_run,
     timer_floor_ns,
+    use_clock,
 )
 
 DEFAULT_HOOKS = dict(logger=dict(type="LoggerHook", interval=50))
@@ -477,11 +504,14 @@ def call_counts(case: Case, tmp: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="thread",
+                        help="the headline's clock: thread CPU time (default) or wall time, for a quiet machine")
     parser.add_argument("--models", nargs="+", choices=list(CASES), default=list(CASES))
     parser.add_argument("--mount-points", action="store_true", help="time each hook's mount points under both hosts")
     parser.add_argument("--probe", action="store_true", help="with --mount-points: time a fixed probe at each call")
     parser.add_argument("--calls", action="store_true", help="count Python calls per iteration instead of timing")
     args = parser.parse_args()
+    use_clock(args.clock)
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)  # both hosts run the same kernels; intra-op threads would only add noise
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
