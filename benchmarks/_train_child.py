@@ -54,13 +54,14 @@ class Mallinfo2(ctypes.Structure):
 def process_counters() -> dict[str, float]:
     """This process's counters that load does not move: page faults (minor, major), context switches (voluntary,
     involuntary), OS threads alive, and glibc malloc's state (``mallinfo2``: ``arena`` bytes in the heap,
-    ``hblks``/``hblkhd`` blocks and bytes mapped by mmap, ``uordblks`` bytes in use, ``keepcost`` trimmable top)."""
+    ``ordblks`` free chunks in its bins and ``fordblks`` their bytes, ``hblks``/``hblkhd`` blocks and bytes mapped by
+    mmap, ``uordblks`` bytes in use)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     counters = {"minflt": usage.ru_minflt, "majflt": usage.ru_majflt, "nvcsw": usage.ru_nvcsw,
                 "nivcsw": usage.ru_nivcsw, "threads": len(os.listdir("/proc/self/task"))}  # fmt: skip
     if hasattr(LIBC, "mallinfo2"):
         info = LIBC.mallinfo2()
-        counters.update({name: getattr(info, name) for name in ("arena", "hblks", "hblkhd", "uordblks", "keepcost")})
+        counters.update({name: getattr(info, name) for name in ("arena", "ordblks", "fordblks", "hblks", "hblkhd", "uordblks")})
     return counters
 
 

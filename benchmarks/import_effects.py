@@ -8,6 +8,17 @@ minutes)::
     OMP_NUM_THREADS=1 .venv-mmcv1/bin/python benchmarks/import_effects.py [--processes 5] [--steps 40]
         [--kinds imports control "other imports" ballast bisect] [--envs - GLIBC_TUNABLES=glibc.malloc.hugetlb=1]
 
+``--callgrind [CACHE ...]`` counts instead of timing, which load does not move: the same step in two processes
+under valgrind's callgrind with its cache simulation, one with the host's imports only, one with Lightning's and the
+1.x command's modules imported before the step is built (as the command builds its model after its imports);
+instructions and simulated cache misses per step of ``--steps`` steps (after 3 not counted), and the functions whose
+first-level data misses changed most. ~5-7 minutes with ``--steps 10`` (valgrind runs the imports ~50x slower, the
+steps ~100x); ``CACHE`` is valgrind's ``--D1=size,assoc,line`` / ``--LL=...`` (default: the host's caches)::
+
+    OMP_NUM_THREADS=1 .venv-mmcv1/bin/python benchmarks/import_effects.py --callgrind --steps 10
+    OMP_NUM_THREADS=1 .venv-mmcv1/bin/python benchmarks/import_effects.py --callgrind --D1=32768,8,64 --LL=524288,8,64 --steps 10
+    LD_PRELOAD=/path/to/libjemalloc.so.2 OMP_NUM_THREADS=1 .venv-mmcv1/bin/python benchmarks/import_effects.py --callgrind --steps 10
+
 Kinds of process, each importing in stages: ``imports``: the host's imports (torch, mmcv, mmdet), then
 ``lightning.pytorch``, then ``lightning_hooks.cli`` and the 1.x train command's modules
 (``lightning_hooks.families.mmcv.train``), then mlflow and tensorboard (loggers the command may load); ``control``:
@@ -53,6 +64,26 @@ steps touch heap pages the import left), 0.0 after the command's modules, 16.5 a
 At ~1 us a fault, even the 14 faults are ~0.1% of the ~11 ms step, and no big block is re-mapped per step: the
 slowdown (1.14 after ``lightning.pytorch`` with the collector on, 0.98 off in this run: within this load's spread)
 is not page faults, malloc's mmap churn, threads or switches. Times here are load-bound; the counts are not.
+
+Round 17 (#35), ``--callgrind --steps 10``, two runs (per step, host -> + Lightning and the command): instructions
+42.40M -> 42.18M and 42.36M -> 42.26M (the same code runs), first-level data misses 873K -> 883K (+1.1%) and
+872K -> 874K (+0.3%), the largest changes in glibc malloc's own functions both times (``_int_malloc`` +2.7K / +1.5K,
+``malloc_consolidate`` +2.1K / +1.4K, ``_int_memalign`` +1.1K / +0.8K); with a 512 KiB 8-way second level
+(``--D1=32768,8,64 --LL=524288,8,64``) its misses +0.6% / +0.8%, again led by ``_int_malloc`` and
+``malloc_consolidate``. glibc's malloc and free are a third of the step's instructions (13.9M of 42.4M: torch
+allocates every tensor and oneDNN descriptor through them), and they miss a little more in the larger heap the
+imports leave: the bins hold 702 free chunks after the host's imports, 1999 after ``lightning.pytorch``, 2248 after
+``pytorch_lightning``, 2556 after the 1.x command's modules (natively, ``mallinfo2().ordblks``; ``malloc_trim(0)``
+leaves them). With jemalloc preloaded in both processes the simulated difference goes (instructions 33.18M ->
+33.12M, data misses 760K -> 760K) and the step runs 22% fewer instructions (malloc/free 5.1M instead of 13.9M).
+But the simulated difference (+0.3-1.1% of the data misses, ~0.5% of the step at most) is far smaller than the
+3-9% timed, and timed with jemalloc in both processes (``train_commands.py --case mmdet2-retinanet --rounds 3
+--iters 30 --env LD_PRELOAD=.../libjemalloc.so.2``, load 4-9) the ratio read 1.151 [0.977-1.299] against 1.069
+[0.958-1.446] without it in the same session (both commands faster with it: 20.5 vs 22.4 ms/it and 23.5 vs 24.9).
+So malloc's heap state is the only difference the counts find, and it is not shown to be the cause: what callgrind
+does not model (TLB, the real caches' geometry, physical page placement, branch predictors) is left, and this VM
+exposes no hardware counter to count it. Under valgrind, glibc's heap cannot grow by ``brk`` past valgrind's limit
+and goes on in mmapped pieces, so the simulated layout is not the native one either.
 """
 
 from __future__ import annotations
@@ -222,6 +253,88 @@ def child(kind: str, steps: int) -> None:
     print(json.dumps(out))
 
 
+#: ``--callgrind``: the modules imported before the step is built, per side (the 1.x command's, or none)
+CALLGRIND_SIDES = {"host": (), "+ lightning and the command": ("lightning.pytorch", "lightning_hooks.cli",
+                                                               "lightning_hooks.families.mmcv.train")}  # fmt: skip
+#: callgrind's events, in the order its output files give them
+EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
+
+
+def callgrind_child(side: str, steps: int) -> None:
+    """Under ``valgrind --tool=callgrind --instr-atstart=no``: the side's imports, then the step built (as the command
+    builds its model after its imports), 3 steps, instrumentation on and the counts zeroed (``callgrind_control``,
+    waited for in a busy loop: callgrind reads its commands while the program runs), ``steps`` steps, and exit: the
+    dump at exit holds the ``steps`` steps only."""
+    sys.path.insert(0, str(HERE))
+    import torch
+    from _train_child import import_library
+
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")
+    import_library("mmdet")
+    for name in CALLGRIND_SIDES[side]:
+        importlib.import_module(name)
+    step = build_step()
+    for _ in range(3):
+        step()
+    for command in ("--instr=on", "--zero"):
+        control = subprocess.Popen(["callgrind_control", command, str(os.getpid())], stdout=subprocess.DEVNULL)
+        while control.poll() is None:
+            pass
+    for _ in range(steps):
+        step()
+    os._exit(0)
+
+
+def callgrind_totals(path: Path) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    """The run's totals per event, and per function (``callgrind_annotate``'s exclusive counts; code addresses of
+    generated code folded into one name)."""
+    import re
+
+    text = subprocess.run(["callgrind_annotate", "--inclusive=no", "--threshold=100", str(path)], check=True,
+                          capture_output=True, text=True).stdout  # fmt: skip
+    functions: dict[str, dict[str, int]] = {}
+    for line in text.split("file:function", 1)[1].splitlines()[2:]:
+        fields = re.sub(r"\(\s*[\d.]+%\)", " ", line).split()
+        if len(fields) <= len(EVENTS) or not re.fullmatch(r"[\d,]+|\.", fields[0]):
+            continue
+        counts = [0 if f == "." else int(f.replace(",", "")) for f in fields[: len(EVENTS)]]
+        name = re.sub(r"0x[0-9a-f]+", "0x..", " ".join(fields[len(EVENTS) :]))
+        row = functions.setdefault(name, dict.fromkeys(EVENTS, 0))
+        for event, count in zip(EVENTS, counts):
+            row[event] += count
+    totals = {event: sum(row[event] for row in functions.values()) for event in EVENTS}
+    return totals, functions
+
+
+def callgrind(steps: int, cache: list[str]) -> None:
+    """Both sides' ``steps`` steps under callgrind's cache simulation (``cache``: valgrind's ``--D1=``/``--LL=``
+    options), one after the other: instructions and simulated cache misses per step, which load does not move, and
+    the functions whose first-level data misses differ most."""
+    import tempfile
+
+    runs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for side in CALLGRIND_SIDES:
+            out = Path(tmp) / f"{len(runs)}.out"
+            env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+            subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--cache-sim=yes", *cache,
+                            f"--callgrind-out-file={out}", sys.executable, __file__, "--callgrind-child", side,
+                            "--steps", str(steps)], env=env, check=True, capture_output=True)  # fmt: skip
+            runs[side] = callgrind_totals(out)
+    caches = " ".join(cache) or "valgrind's default (the host's)"
+    print(f"callgrind, {steps} steps a side, cache {caches}: per step")
+    print("  " + " ".join(f"{event:>12s}" for event in EVENTS) + "  side")
+    for side, (totals, _) in runs.items():
+        print("  " + " ".join(f"{totals[e] / steps:12.0f}" for e in EVENTS) + f"  {side}")
+    (_, before), (_, after) = runs.values()
+    misses = {name: sum(after.get(name, {}).get(e, 0) - before.get(name, {}).get(e, 0) for e in ("D1mr", "D1mw"))
+              for name in before.keys() | after.keys()}  # fmt: skip
+    print("  first-level data misses per step, most changed (after - before):")
+    for name in sorted(misses, key=lambda n: -abs(misses[n]))[:8]:
+        print(f"    {misses[name] / steps:+9.0f}  {name[:110]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=5)
@@ -230,7 +343,17 @@ def main() -> None:
                                                                             "ballast"])
     parser.add_argument("--envs", nargs="+", default=["-"], help="each kind runs under each: NAME=VALUE, or - (none)")
     parser.add_argument("--child", choices=list(KINDS))
+    parser.add_argument("--callgrind", nargs="*", metavar="CACHE", default=None,
+                        help="count instructions and simulated cache misses per step under valgrind instead of "
+                             "timing; CACHE: valgrind's --D1=... --LL=... (default: the host's caches)")  # fmt: skip
+    parser.add_argument("--callgrind-child", choices=list(CALLGRIND_SIDES))
     args = parser.parse_args()
+    if args.callgrind_child:
+        callgrind_child(args.callgrind_child, args.steps)
+        return
+    if args.callgrind is not None:
+        callgrind(args.steps, args.callgrind)
+        return
     if args.child:
         child(args.child, args.steps)
         return

@@ -81,9 +81,16 @@ iteration, one thread, heap 194 vs 205 MB, 5 mmapped blocks in both (5.7 vs 9.5 
 big tensor is freed to the kernel and mapped anew per step on either side (glibc's dynamic mmap threshold has settled
 before the warm-up ends: a re-mapped block would fault its pages, ~1 fault per 4 KiB, every step), no thread is
 started, and the steps do not switch out voluntarily: the page-fault / mmap-threshold / thread explanations are ruled
-out by counts. What is left differs only in where the same allocations land (a larger heap below them), which the
-counters cannot see; ``benchmarks/import_effects.py`` has the same counters before/after the import. On this
-near-quiet machine both detectors read within 1.03 at the median.
+out by counts. What differs is glibc malloc's heap: at the end of training its bins hold 2059 free chunks (2.0 MB)
+under ``tools/train.py`` and 2950 (2.4 MB) under the command (``ordblks`` / ``fordblks``, one ``--iters 12`` run
+each: Lightning's imports leave them, before any model exists). ``benchmarks/import_effects.py --callgrind`` counts
+what that does per step: the same instructions, +0.3-1.1% simulated data misses, the largest changes in malloc's own
+functions (malloc/free are a third of the step's instructions), none with jemalloc preloaded in both processes; too
+small to be the timed gap, and timed with jemalloc in both (``--env LD_PRELOAD=.../libjemalloc.so.2 --rounds 3
+--iters 30``, load 4-9) the ratio read 1.151 [0.977-1.299] against 1.069 [0.958-1.446] without it in the same
+session (jemalloc made both faster: 20.5 vs 22.4 ms/it under ``tools/train.py``, 23.5 vs 24.9 under the command).
+The gap is still not explained; what callgrind does not model (TLB, the real caches, page placement) is what is
+left. On the near-quiet machine of the first runs above both detectors read within 1.03 at the median.
 
 Training's own memory (the growth after the first iteration) is the host's or less in every case; the peak's
 difference is there before the first iteration (Lightning's and the adapters' imports). Time: within 1.02 at the
@@ -233,7 +240,7 @@ CASES = {"vissl-swav": vissl_swav, "mmdet-retinanet": mmdet_retinanet, "mmseg-se
 #: counters whose per-iteration change the report gives (page faults, context switches), and those it gives as they
 #: are at the last iteration (threads alive, glibc malloc's state): _train_child.process_counters
 PER_ITERATION = ("minflt", "majflt", "nvcsw", "nivcsw")
-AT_END = ("threads", "arena", "hblks", "hblkhd", "uordblks")
+AT_END = ("threads", "arena", "ordblks", "fordblks", "hblks", "hblkhd", "uordblks")
 
 
 def counters_per_iteration(counters: list[dict[str, float]]) -> dict[str, float]:
