@@ -48,16 +48,15 @@ loop to ``Trainer(barebones=True)``'s cost (``lightning_settings.py``); none of 
 setting. At ~0.5 us a call on this machine, +1789 calls is ~0.9 ms of the template's 12-13 ms step: the 1.02 target
 needs at most ~0.25 ms, out of reach on this step with Lightning's loop; on ResNet-50's 280 ms step it is met.
 
-Round 17 (#35), ``--calls --cases template``: the same 11397 vs 13181 calls per step; the command's ``Trainer`` holds
-two callbacks, ``ClassyAdapter`` and ``HookScalars`` (Lightning adds none under the command's settings), and one
+Round 17 (#35), ``--calls --cases template``: 11397 vs 13181 calls per step before, when the command's ``Trainer``
+held two callbacks, ``ClassyAdapter`` and ``HookScalars`` (Lightning adds none under the command's settings); one
 callback that overrides no hook costs +108.0 calls per train step (the six per-step hooks, each through
 ``getattr``/``callable``, the callback's ``state_key`` and the profiler's context). ``HookScalars`` overrides only
-``setup``/``teardown``/``on_exception`` and does nothing when no hook holds a TensorBoard writer (the template with
-``--skip_tensorboard``), so it is 108 of the 1789 added calls (6%, ~50 us of the ~12 ms step); the rest is Lightning's
-own loop, which ``barebones`` runs too (``lightning_settings.py --calls``: the commands' settings are barebones +9.5
-calls a step). The same count with ``HookScalars`` left out of the Trainer (``pl.Trainer.__init__`` wrapped to drop
-it, outside the product): 13073 calls per step, the Trainer holding ``ClassyAdapter`` alone; adding ``HookScalars``
-only where a hook holds a TensorBoard writer (``families/classy/train.py``, the lead's) takes those 108 off.
+``setup``/``teardown``/``on_exception`` and has nothing to do when no hook holds a TensorBoard writer (the template
+with ``--skip_tensorboard``); the command now adds it only where a hook holds one (``families/classy/train.py``):
+11397 vs 13073 calls per step, the Trainer holding ``ClassyAdapter`` alone, 108 of the 1789 added calls gone (~50 us of
+the ~12 ms step). The rest is Lightning's own loop, which ``barebones`` runs too (``lightning_settings.py --calls``:
+the commands' settings are barebones +9.5 calls a step).
 """
 
 from __future__ import annotations

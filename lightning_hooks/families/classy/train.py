@@ -77,16 +77,18 @@ def _owned(options: dict[str, Any], defaults: dict[str, Any], folder: str) -> di
 
 def _trainer(
     args: argparse.Namespace, options: dict[str, Any], callbacks: list[Any], folder: str,
-    request: Any = None, name: str = "classy", clip: str | None = None, **defaults: Any
+    request: Any = None, name: str = "classy", clip: str | None = None, scalars: bool = True, **defaults: Any
 ) -> Any:
     """A ``lightning.Trainer`` with the config's options, the flags over the defaults, and a CSVLogger in ``folder``
     (``request``: the ``--logger`` loggers instead, and ``--trainer.KEY`` options, checked against the config's);
-    the scalars of the hooks' TensorBoard writers reach the loggers at the hooks' steps (``tracker.HookScalars``)."""
+    with ``scalars``, the scalars of the hooks' TensorBoard writers reach the loggers at the hooks' steps
+    (``tracker.HookScalars``; without a writer to tee, leave it out: Lightning calls each of a callback's hooks at
+    every step, about 110 Python calls a step, whether it overrides them or not)."""
     from lightning_hooks.core.lightning_api import pl, submodule
     from lightning_hooks.core.trainer_options import ANY, Owned
     from lightning_hooks.families.classy.tracker import HookScalars
 
-    callbacks = [*callbacks, HookScalars()]
+    callbacks = [*callbacks, HookScalars()] if scalars else list(callbacks)
 
     owned = _owned(options, defaults, folder)
     if clip is not None:  # the config's clipping (``clip``: it in words), which Lightning's would clip again
@@ -193,6 +195,7 @@ def classy_main(argv: list[str]) -> None:
     from lightning_hooks.families.classy.data import load_task_config
     from lightning_hooks.families.classy.module import ClassyTaskModule
     from lightning_hooks.families.classy.project import import_project
+    from lightning_hooks.families.classy.tracker import hook_writers
 
     request = trainer_options.TrainerRequest.from_args(args, trainer_argv, parser=parser)
     if args.pretrained_checkpoint_path:
@@ -213,8 +216,8 @@ def classy_main(argv: list[str]) -> None:
     norm = module.task.clip_grad_norm  # ClassyTaskModule.configure_gradient_clipping clips with it
     clip = None if norm is None else f"clip_grad_norm={norm} in the task config (Classy's clipping)"
     trainer = _trainer(args, options, [module.adapter(hooks)], args.checkpoint_folder, request=request,
-                       name=Path(args.config_file).stem, clip=clip, accelerator=accelerator,
-                       **_classy_distributed(args))  # fmt: skip  # arguments aligned under the call
+                       name=Path(args.config_file).stem, clip=clip, scalars=bool(hook_writers(hooks)),
+                       accelerator=accelerator, **_classy_distributed(args))  # fmt: skip  # arguments aligned under the call
     if trainer.world_size > 1:
         args.distributed_backend = "ddp"  # as CheckpointHook stores the flags of a distributed classy_train.py run
     logging.info(f"Starting training on rank {trainer.global_rank} worker. World size is {trainer.world_size}")

@@ -117,6 +117,13 @@ def test_callbacks_can_monitor_the_phase_values_with_or_without_the_hook(runs):
         assert {"Losses/train", "Losses/test", "Meters/test/accuracy/top_1"} <= set(run["trainer"]["monitored"])
 
 
+def test_the_hook_scalars_callback_is_there_only_to_tee_a_tensorboard_hooks_writer(runs):
+    """Lightning calls every hook of every callback at each step (~110 Python calls a step for one that overrides
+    none): ``HookScalars`` joins the Trainer only where a hook holds a writer whose scalars it sends on."""
+    plain, logged = _runs(runs, "plain", "logged")
+    assert "HookScalars" in logged["trainer"]["callbacks"] and "HookScalars" not in plain["trainer"]["callbacks"]
+
+
 def test_trainer_options_reach_the_trainer(runs):
     plain, logged = _runs(runs, "plain", "logged")
     assert logged["trainer"]["max_time"] == 3600 and plain["trainer"]["max_time"] is None
