@@ -196,6 +196,27 @@ each, ~0.5-1 us) and ``_DeferredFetcher.__next__`` (its ``pending`` test at ever
 made). They lie in ``core/adapter.py`` and ``core/lightning_api.py`` (T-resume's this round) and in
 ``families/classy/adapter.py`` (which T-resume was changing at the time): not cut this round, and a few us of the
 ~36; the rest is the task's own per-step work, done in Lightning's cache-cold step (round 9).
+
+Round 17 (#35), the hooks' cost timed where it is spent (the headline above). Default runs (``--repeats 9``) one
+after the other under the shared machine's load, median ratio (IQR) / ratio of each side's least-disturbed repeat,
+tiny, cnn:
+
+    run 1 (load 8-8, 252 s): 1.23 (0.98-1.70) / 0.97; 1.04 (0.97-1.11) / 1.01
+    run 2 (load 3-4, 204 s): 1.47 (0.99-1.81) / 1.60; 1.05 (0.86-1.16) / 0.64
+
+Taken apart on ``tiny`` (scratch runs at load ~3-5): per mount point in thread time (``--mount-points``, 3 repeats)
+the hooks' own calls read 68.7 us/it under the task against 150.3 under the adapter,
+``ExponentialMovingAverageModelHook. on_step`` 47.8 / 117.2; but in wall time, the median of each call (which a
+preemption does not move), two runs of 4 repeats read ``on_step`` 41.9 / 39.7 us, then 53.6 / 66.0: the thread clock's
+read after a step (above) inflates a mount point timed alone. In that second run, per call medians (us): the task's
+hooks 56.7 a step (EMA 53.6, ``LossLrMeterLoggingHook`` 2.3, ``CheckpointHook`` 0.9); the adapter's step callbacks
+101.2 with the hooks and 26.9 holding none (``on_train_batch_end`` 88.9 / 13.2, of which the hooks' own ``on_step``
+72.3: EMA 66.0, 4.6, 1.7), so 74.3 for the hooks: their own calls 15.6 slower than under the task, the dispatch of
+three hooks ~3.4 (a cProfile of ``on_train_batch_end`` finds nothing else: EMA's ``on_step`` and its two
+``torch._foreach_*`` calls, the loop's counters). The adapter's part for the hooks is a few microseconds; the hooks'
+own calls run slower inside Lightning's step, the same calls on the same tensors (the CPU caches that step leaves
+cold: mmengine_vs_lightning.py's docstring shows the same under MMEngine's Runner once its step sweeps ~2 MB of
+memory). Nothing in the adapter's step path was left to cut for it.
 """
 
 from __future__ import annotations

@@ -130,6 +130,22 @@ wrapped ``training_step`` -> ``run_step`` -> ``before_step`` -> ``fire`` (``befo
 141, 103 (ratios 0.74, 0.37, 0.73); with the bookkeeping 257, 502, 224 (1.68, 1.33, 1.57); the bookkeeping itself 128,
 164, 185 us over bare Lightning, although it makes 25 Python calls fewer per iteration than bare Lightning's
 ``manual_backward`` path: at this load the differences carry about +-100 us of noise.
+
+Round 17 (#35), the hooks' cost timed where it is spent (the headline above). Default runs (``--repeats 9``) one
+after the other under the shared machine's load, median ratio (IQR; the report's least-disturbed ratio means nothing
+here: a difference of two such noisy figures reads below 0 at times, so noise does not only add),
+tiny, cnn, tiny-iter:
+
+    run 1 (load 8-10, 525 s): 1.19 (0.55-2.31); 1.04 (0.71-1.48); 1.09 (0.54-2.58)
+    run 2 (load 4-4, 183 s): 1.43 (0.83-2.01); 0.86 (0.57-1.36); 1.76 (1.07-1.88)
+
+As mmcv's (mmcv_vs_lightning.py's docstring), the points hold the step (OptimizerHook's backward and ``step``, the
+module's step inside ``run_step``), excluded, with a thread-clock read after a model step at each exclusion; so the
+points read large figures without the hooks, whose difference spreads: ``tiny``, run 1, us/it in the points, the
+engine 147.4 (75.8 bare: its log buffer's step), the adapter 389.3 (247.8 holding OptimizerHook alone: the loss dict,
+``write_metrics``, the log buffer's step, Lightning's ``on_before_backward`` call); the hooks' cost 75 against 91.
+The calls per iteration (round 8 above; round 16's count: the adapter's extra calls are iMIX's own
+``write_metrics`` / log buffer work) are the figure that does not move; nothing was left to cut.
 """
 
 from __future__ import annotations
@@ -385,9 +401,10 @@ def main() -> None:
     logging.getLogger("imix").propagate = False
     with tempfile.TemporaryDirectory() as tmp:
         us, direct = hook_cost_rounds(args.cases, HOSTS, args.repeats, tmp, TIMERS)
+    iters = {c: CASES[c].iters for c in args.cases}
     hook_cost_report("hooks: the Organizer's (Optimizer, LRScheduler, IterationTimer, CheckPoint, CommonMetricLogger, "
-                     "JSONLogger, TensorboardLogger / 50)", "imixEngine", "IMIXAdapter", args.cases, us, direct,
-                     {c: CASES[c].iters for c in args.cases}, bare_lightning="bare Lightning (manual step)")  # fmt: skip
+                     "JSONLogger, TensorboardLogger / 50)", "imixEngine", "IMIXAdapter", args.cases, us, direct, iters,
+                     bare_lightning="bare Lightning (manual step)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -144,6 +144,25 @@ Lightning (26.3 / 23.3 of them lightning_hooks'); the hooks under the adapter, b
 12.3) against 44.6 under IterBasedRunner. ``tiny``: bookkeeping -47.6 / -51.6 (24.3 / 22.3); hooks, bookkeeping
 apart, 25.6 / 24.5 (6.3 / 5.3) against 34.0 under EpochBasedRunner. What is left is the adapter's layering (four calls
 from ``on_train_batch_start`` to the loop, three from the strategy's return), about 0.1 us a call.
+
+Round 17 (#35), the hooks' cost timed where it is spent (the headline above). Default runs (``--repeats 9``) one
+after the other under the shared machine's load, median ratio (IQR; the report's least-disturbed ratio means nothing
+here: a difference of two such noisy figures reads below 0 at times, so noise does not only add),
+tiny, cnn, tiny-iter, cnn-iter:
+
+    run 1 (load 7-8, 352 s): 1.30 (0.41-1.56); 0.81 (0.66-0.96); 1.25 (0.97-1.34); 0.91 (0.77-1.14)
+    run 2 (load 4-3, 301 s): 0.87 (0.74-1.02); 0.90 (0.81-0.94); 1.13 (0.63-1.56); 0.94 (0.81-1.17)
+
+The hooks cost 30-45 us/it on the tiny cases and ~100 on the CNN under both hosts. Their points also hold the step
+(OptimizerHook's backward and ``step`` on both sides, the module's step inside ``run_step``), whose time is excluded,
+but each exclusion reads the clock right after a model step, ~10 us with thread time: so the adapter's points read
+67.7 us/it on ``tiny`` holding OptimizerHook alone (98.8 with the hooks), and the Runner's 6.8 (36.8), and the
+difference of two such figures is what spreads. Timed one by one holding OptimizerHook alone (``cnn``, 3 repeats,
+load ~7): ``on_train_batch_start`` 22.5 us/it, ``on_train_batch_end`` 12.2, ``trigger`` 146 less OptimizerHook's step
+(Lightning's ``on_before_backward`` call, as ``manual_backward`` makes it, 73-117 of it, timed alone with the clock's
+first read after the module's step), ``run_step`` 70 less the module's step (``_take_outputs``: mmcv's
+``runner.outputs`` and log buffer, 49-94 timed alone): the same work in the hooked run. The calls per iteration
+(round 16, below) are the figure that does not move; nothing was left to cut.
 """
 
 from __future__ import annotations

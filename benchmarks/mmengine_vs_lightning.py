@@ -204,7 +204,8 @@ Round 17 (#35), the hooks' cost timed where it is spent (the headline above). Th
 (``--repeats 15``) one after the other under the shared machine's load (7-8 on the 2 cores: other sessions' tests),
 median ratio (IQR) / ratio of each side's least-disturbed repeat, tiny, cnn, tiny-iter:
 
-    RUNS_MMENGINE
+    run 1 (load 7-7, 454 s): 1.21 (1.15-1.41) / 1.02; 1.02 (0.97-1.14) / 1.04; 1.14 (1.01-1.29) / 1.02
+    run 2 (load 10-4, 492 s): 1.17 (1.05-1.36) / 1.06; 1.04 (0.94-1.15) / 0.97; 1.15 (0.99-1.25) / 0.96
 
 Where the microseconds of the headline go, taken apart in one run (``tiny``, 3 repeats, load ~7; the hooks' own
 mount points timed inside the points with ``_common.MountPointTimer``), us/it: the Runner's ``call_hook`` 453.1, of
@@ -216,10 +217,14 @@ mount points a hook overrides), and the rest of the gap is the hooks' own code, 
 
 That slowdown is the CPU caches, not work: with ~2 MB of Python objects visited at each of the Runner's model steps
 (outside the points, as Lightning's larger step touches more between the hooks' calls; a scratch run whose forward
-first reads 8,388 small dicts in a shuffled order, the headline's timers, 3 repeats, load ~8) the same hooks under
-the Runner cost 530 us/it against 418 without (1.29), more than under the adapter in the same run (397). Nothing in the adapter's per-step path is left to cut for it: its own part is under
-the Runner's, and the calls per iteration are those round 16 counted (``--calls``).
-"""
+first reads 8,388 small dicts in a shuffled order, the headline's timers, 3 repeats, load ~8) the same hooks under the
+Runner cost 530 us/it against 418 without (1.29), more than under the adapter in the same run (397). In wall time, the
+median of each call (which a preemption does not move; 4 repeats, load ~3), the hooks' own mount points take 226.2
+us/it under the adapter against 171.1 under the Runner (``EMAHook.after_train_iter`` 121.7 / 91.6, ``RuntimeInfoHook``
+37.0 / 28.4 and 25.7 / 18.5, ``IterTimerHook`` 18.9 / 15.8 and 9.5 / 6.6, ``LoggerHook`` 11.8 / 9.3), the points 262.3
+(``on_train_batch_end`` 216.1, ``_start`` 46.2) against 197.9 (``call_hook`` 164.6 + 33.4): the same 1.3x in the
+hooks' own code, with no thread clock in it. Nothing in the adapter's per-step path is left to cut for it: its own
+part is under the Runner's, and the calls per iteration are those round 16 counted (``--calls``). """
 
 from __future__ import annotations
 
