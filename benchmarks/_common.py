@@ -358,7 +358,22 @@ def direct_report(host: str, adapter: str, cases: list[str], iters: dict[str, in
     """Print the headline per case: the hooks' cost timed in the points (``names``: the host, the bare host,
     Lightning + adapter, the adapter with no hooks), on the host its points' time over the bare host's, under
     Lightning the adapter's over the adapter with no hooks, and their ratio, the median of per-repeat ratios with
-    its spread, then the ratio of each side's minimum over repeats. Returns case -> that median."""
+    its spread, then the ratio of each side's minimum over repeats. Returns case -> that median.
+
+    The headline's clock and figures. Each timed call reads the clock once inside its own interval: that floor (a
+    timed no-op, measured at every repeat; ~0.6-0.7 us with thread time) is subtracted per timed call; it cancels in
+    both differences anyway, which time the same number of calls. A thread-time read is a system call: right after a
+    model step it costs up to ~10-18 us (its kernel path left cold; measured: 10.6 us median for the first read after
+    a CNN step, 1.3 us for the next one), at the same places in a hooked run and its bare run, so it cancels in the
+    differences but widens their spread where the points hold a step (mmcv's and iMIX's OptimizerHook, the module's
+    step in an adapter's ``run_step``). ``--clock wall`` times with ``perf_counter_ns`` (a vDSO read, no such cost)
+    for a quiet machine, where no preemption lands inside an interval. So the headline is the issue's "hooks' cost"
+    (the hooks, their dispatch and the adapter's bookkeeping for them) from two differences of tens of microseconds
+    timed in the same points, not two whole runs: the median over repeats of each repeat's ratio, with its min-max and
+    interquartile range; the ratio of each side's least-disturbed repeat (its minimum over repeats: another tenant's
+    load only adds CPU time, through the caches it takes; meaningless where a difference reads below 0); and each
+    host's us/it and timed calls per iteration in its points (excluded ones after a ``+``).
+    """
     hooked, bare, lit, no_hooks = names
     floors = direct.floors
     clock = next(name for name, read in CLOCKS.items() if read is _CLOCK)

@@ -44,21 +44,10 @@ not enter an interval as it enters a whole run's difference):
 * on neither side: ``on_start`` / ``on_end`` (the adapter's ``on_train_start`` / ``on_train_end``: not counted, nor
   anything they call), the model's step, Lightning's own call of its callbacks (bare Lightning pays it too).
 
-Each timed call reads the clock once inside its own interval: that floor (a timed no-op, measured at every repeat;
-~0.6-0.7 us with thread time) is subtracted per timed call; it cancels in both differences anyway, which time the same
-number of calls. A thread-time read is a system call: right after a model step it costs up to ~10-18 us (its kernel
-path left cold; measured: 10.6 us median for the first read after a CNN step, 1.3 us for the next one), at the same
-places in a hooked run and its bare run, so it cancels in the differences but widens their spread where the points hold
-a step (mmcv's and iMIX's OptimizerHook, the module's step in ``run_step``). ``--clock wall`` times with
-``perf_counter_ns`` (a vDSO read, no such cost) for a quiet machine, where no preemption lands inside an interval. So
-the headline is the issue's "hooks' cost" (the hooks, their dispatch and the adapter's bookkeeping for them) from two
-differences of tens of microseconds timed in the same points, not two whole runs: the median over repeats of each
-repeat's ratio, with its min-max and interquartile range; the ratio of each side's least-disturbed repeat (its minimum
-over repeats: another tenant's load only adds CPU time, through the caches it takes); and each host's us/it and timed
-calls per iteration in its points (excluded ones after a ``+``). The figures by subtraction of whole runs follow as the
-second part of the report: the hooks' cost under Lightning + adapter over their cost under the task, counted from bare
-Lightning (the adapter's bookkeeping charged to the hooks) and from the adapter with no hooks; see
-benchmarks/_common.py's ``hook_cost_report``.
+The clock, its floor and the figures printed with the headline: benchmarks/_common.py's ``direct_report``. The figures
+by subtraction of whole runs follow as the second part of the report: the hooks' cost under Lightning + adapter over
+their cost under the task, counted from bare Lightning (the adapter's bookkeeping charged to the hooks) and from the
+adapter with no hooks; see benchmarks/_common.py's ``hook_cost_report``.
 
 Round 3 (9 repeats each, the 2-core VM under a load average of 10-18 from other test runs, so each ratio moves by
 tens of percent between runs; the "hooks under the ClassificationTask" line read 89 then 141 us on ``tiny``):

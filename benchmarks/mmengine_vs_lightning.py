@@ -55,13 +55,8 @@ points, so other tenants' load does not enter an interval as it enters a whole r
   the model's step, Lightning's own call of its callbacks (bare Lightning pays it too), and the adapter's few
   per-step calls outside its callbacks (``CountWrapperSteps``' optimizer post-hook, the deferred fetcher: under 1 us
   an iteration; ``--calls`` counts them);
-* each timed call reads the clock once inside its own interval: that floor (a timed no-op, measured at every repeat;
-  ~0.6-0.7 us with thread time) is subtracted per timed call; it cancels in both differences anyway, which time the
-  same number of calls. A thread-time read is a system call: right after a model step it costs up to ~10-18 us (its
-  kernel path left cold; measured: 10.6 us median for the first read after a CNN step, 1.3 us for the next one), at
-  the same places in a hooked run and its bare run, so it cancels in the differences (MMEngine's points hold no step;
-  mmcv's and iMIX's hold their OptimizerHook's, which widens their spread). ``--clock wall`` times with
-  ``perf_counter_ns`` (a vDSO read, no such cost) for a quiet machine, where no preemption lands inside an interval.
+* the clock, its floor (subtracted per timed call) and the figures printed with the headline: benchmarks/_common.py's
+  ``direct_report``.
 
 So the headline is the issue's "hooks' cost" (the hooks, their dispatch and the adapter's bookkeeping for them) from
 two differences of tens of microseconds timed in the same points, not two whole ~1 s runs: the median over repeats
