@@ -192,6 +192,7 @@ tiny, cnn:
 
     run 1 (load 8-8, 252 s): 1.23 (0.98-1.70) / 0.97; 1.04 (0.97-1.11) / 1.01
     run 2 (load 3-4, 204 s): 1.47 (0.99-1.81) / 1.60; 1.05 (0.86-1.16) / 0.64
+    run 3 (load 3-3, 140 s): 1.33 (0.97-1.48) / 1.08; 1.20 (0.98-1.29) / 1.09
 
 Taken apart on ``tiny`` (scratch runs at load ~3-5): per mount point in thread time (``--mount-points``, 3 repeats)
 the hooks' own calls read 68.7 us/it under the task against 150.3 under the adapter,

@@ -127,6 +127,7 @@ tiny, cnn, tiny-iter:
 
     run 1 (load 8-10, 525 s): 1.19 (0.55-2.31); 1.04 (0.71-1.48); 1.09 (0.54-2.58)
     run 2 (load 4-4, 183 s): 1.43 (0.83-2.01); 0.86 (0.57-1.36); 1.76 (1.07-1.88)
+    run 3 (load 3-5, 160 s): 0.94 (0.78-1.21); 1.00 (0.77-1.12); 1.23 (0.92-1.62)
 
 As mmcv's (mmcv_vs_lightning.py's docstring), the points hold the step (OptimizerHook's backward and ``step``, the
 module's step inside ``run_step``), excluded, with a thread-clock read after a model step at each exclusion; so the

@@ -141,6 +141,7 @@ tiny, cnn, tiny-iter, cnn-iter:
 
     run 1 (load 7-8, 352 s): 1.30 (0.41-1.56); 0.81 (0.66-0.96); 1.25 (0.97-1.34); 0.91 (0.77-1.14)
     run 2 (load 4-3, 301 s): 0.87 (0.74-1.02); 0.90 (0.81-0.94); 1.13 (0.63-1.56); 0.94 (0.81-1.17)
+    run 3 (load 3-3, 238 s): 0.92 (0.86-1.53); 0.81 (0.73-0.92); 0.94 (0.50-1.45); 0.90 (0.65-1.12)
 
 The hooks cost 30-45 us/it on the tiny cases and ~100 on the CNN under both hosts. Their points also hold the step
 (OptimizerHook's backward and ``step`` on both sides, the module's step inside ``run_step``), whose time is excluded,

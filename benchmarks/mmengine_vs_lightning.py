@@ -196,11 +196,12 @@ of two 7.5 ms steps (120 iterations, ~1 s a run); round 11's quiet run read 568 
 the 4-repeat run above (its timers on) 335 vs 655 (0.51). No change.
 
 Round 17 (#35), the hooks' cost timed where it is spent (the headline above). Three default runs
-(``--repeats 15``) one after the other under the shared machine's load (7-8 on the 2 cores: other sessions' tests),
+(``--repeats 15``) one after the other under the shared machine's load (3-10 on the 2 cores: other sessions' tests),
 median ratio (IQR) / ratio of each side's least-disturbed repeat, tiny, cnn, tiny-iter:
 
     run 1 (load 7-7, 454 s): 1.21 (1.15-1.41) / 1.02; 1.02 (0.97-1.14) / 1.04; 1.14 (1.01-1.29) / 1.02
     run 2 (load 10-4, 492 s): 1.17 (1.05-1.36) / 1.06; 1.04 (0.94-1.15) / 0.97; 1.15 (0.99-1.25) / 0.96
+    run 3 (load 4-3, 250 s): 1.06 (0.96-1.24) / 1.09; 1.02 (0.96-1.11) / 0.99; 1.12 (0.90-1.29) / 0.99
 
 Where the microseconds of the headline go, taken apart in one run (``tiny``, 3 repeats, load ~7; the hooks' own
 mount points timed inside the points with ``_common.MountPointTimer``), us/it: the Runner's ``call_hook`` 453.1, of
