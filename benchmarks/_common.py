@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
@@ -210,20 +211,28 @@ class PointTimer:
         wrapped = [(cls, name, _timed_point(getattr(cls, name), counted, record, depth))
                    for cls, name, counted in self.points]  # fmt: skip
         wrapped += [(cls, name, _excluded(getattr(cls, name), record, depth)) for cls, name in self.excluded]
-        saved = [(cls, name, vars(cls).get(name, _ABSENT)) for cls, name, _ in wrapped]
-        try:
-            for cls, name, fn in wrapped:
-                setattr(cls, name, fn)
+        with patched_methods(wrapped):
             return run(), record
-        finally:
-            for cls, name, fn in reversed(saved):
-                if fn is _ABSENT:
-                    delattr(cls, name)
-                else:
-                    setattr(cls, name, fn)
 
 
 _ABSENT = object()
+
+
+@contextlib.contextmanager
+def patched_methods(replacements: Sequence[tuple[type, str, Callable[..., Any]]]) -> Iterator[None]:
+    """Set each ``(cls, name, fn)`` as ``cls.<name>`` for the block, then restore what each class held itself, in
+    reverse order (a name it only inherited is removed again), so the timers' wrappers never outlive their run."""
+    saved = [(cls, name, vars(cls).get(name, _ABSENT)) for cls, name, _ in replacements]
+    try:
+        for cls, name, fn in replacements:
+            setattr(cls, name, fn)
+        yield
+    finally:
+        for cls, name, fn in reversed(saved):
+            if fn is _ABSENT:
+                delattr(cls, name)
+            else:
+                setattr(cls, name, fn)
 #: the points' clock (:func:`use_clock`)
 CLOCKS = {"thread": time.thread_time_ns, "wall": time.perf_counter_ns}
 _CLOCK = CLOCKS["thread"]
@@ -449,14 +458,9 @@ class MountPointTimer:
     def run(self, host: str, run: Callable[[], float]) -> dict[str, list[int]]:
         """Run ``run`` (one training under one host) with the mount points timed; returns its samples, by key."""
         record: dict[str, list[int]] = {}
-        saved = [(cls, name, vars(cls)[name]) for cls, name in self.targets]
-        try:
-            for cls, name, fn in saved:
-                setattr(cls, name, self._wrap(f"{cls.__name__}.{name}", fn, record))
+        with patched_methods([(cls, name, self._wrap(f"{cls.__name__}.{name}", vars(cls)[name], record))
+                              for cls, name in self.targets]):  # fmt: skip
             run()
-        finally:
-            for cls, name, fn in saved:
-                setattr(cls, name, fn)
         return {key: ns for key, ns in record.items() if ns}
 
 
